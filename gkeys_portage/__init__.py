@@ -1,0 +1,3 @@
+"""gkeys-portage: pinned OpenPGP keyrings and verifiers for Gentoo's package manager."""
+
+__version__ = "0.1.0"

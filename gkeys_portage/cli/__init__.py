@@ -1,0 +1,1 @@
+"""Command line: argument parsing and presentation only (no logic)."""

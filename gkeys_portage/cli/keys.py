@@ -1,0 +1,170 @@
+"""CLI actions on keys: install-key, import-key, refresh-key, list-key, remove-key, export-keyring."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
+from gkeys_portage.cli.output import Report
+from gkeys_portage.core import keyops
+from gkeys_portage.core.context import Gkeys
+from gkeys_portage.core.keyinstall import KeyOutcome, KeyStatus, summarize_failure
+
+_LABELS = {
+    KeyStatus.ADDED: "Added",
+    KeyStatus.UPDATED: "Updated",
+    KeyStatus.UNCHANGED: "Unchanged",
+    KeyStatus.MISSING: "Not found",
+    KeyStatus.MISMATCH: "Fingerprint mismatch",
+    KeyStatus.UNREACHABLE: "Unreachable",
+}
+
+
+def outcome_lines(report: Report, outcomes: Sequence[KeyOutcome], *, only_problems: bool = False) -> None:
+    """Human lines for key install outcomes (problems as warnings, with the reason)."""
+    for outcome in outcomes:
+        label = f"{_LABELS[outcome.status]}: {outcome.nick} {outcome.fingerprint}"
+        if outcome.status.ok:
+            if not only_problems:
+                report.good(label + (f"  ({outcome.source})" if outcome.source else ""))
+        else:
+            reason = "; ".join(outcome.errors[-2:]) or "no source had it"
+            report.warn(f"{label}: {reason}")
+        if outcome.dropped:
+            report.warn(f"Dropped for {outcome.nick}: {', '.join(outcome.dropped)} (not pinned by the seed)")
+
+
+def _finish(report: Report, outcomes: Sequence[KeyOutcome]) -> Report:
+    report.data["keys"] = [o.to_json() for o in outcomes]
+    failure = summarize_failure(outcomes)
+    if failure is not None:
+        report.error(str(failure))
+        report.exit_code = failure.exit_code
+    return report
+
+
+def run_install_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """Fetch and install the keys of a category (or one nick)."""
+    outcomes = keyops.install_keys(ctx, args.category, args.nick,
+                                   progress=args.console.progress(f"fetching {args.category} keys"))
+    report = Report(data={"category": args.category})
+    outcome_lines(report, outcomes)
+    return _finish(report, outcomes)
+
+
+def run_import_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """Import a seed's keys from a file or URL (fingerprint-checked)."""
+    outcomes = keyops.import_key(ctx, args.category, args.nick, args.file)
+    report = Report(data={"category": args.category, "nick": args.nick, "source": args.file})
+    outcome_lines(report, outcomes)
+    return _finish(report, outcomes)
+
+
+def run_refresh_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """Refresh installed keys (at most once per [policy] refresh-interval unless --force)."""
+    categories = [args.category] if args.category else [c for c in ctx.seeds.categories()
+                                                          if ctx.keyring(c).exists()]
+    report = Report(data={"refreshed": []})
+    for category in categories:
+        result = keyops.refresh_keys(ctx, category, args.nick, force=args.force,
+                                     progress=args.console.progress(f"refreshing {category}"))
+        report.data["refreshed"].append(result.to_json())
+        if result.skipped:
+            report.info(f"{category}: refreshed recently; skipped (use --force)")
+            continue
+        outcome_lines(report, result.outcomes, only_problems=True)
+        if result.warning:
+            report.warn(f"{category}: {result.warning}")
+        else:
+            report.good(f"{category}: {len(result.outcomes)} keys refreshed")
+    return report
+
+
+def _date(epoch: int | None) -> str:
+    return "never" if epoch is None else datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d")
+
+
+def run_list_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """List each seed's keys and whether they are installed."""
+    rows = keyops.list_keys(ctx, args.category, args.nick)
+    report = Report(data={"keys": []})
+    for seed, key in rows:
+        if key is None:
+            report.warn(f"{seed.nick}: {' '.join(seed.keys)} not installed")
+            report.data["keys"].append({"nick": seed.nick, "installed": False, "fingerprints": seed.keys})
+            continue
+        state = "revoked" if key.primary.revoked else ("expired" if key.primary.validity == "e" else "valid")
+        report.info(f"{seed.nick}: {key.fingerprint} {key.primary.algorithm_name} "
+                    f"created {_date(key.primary.created)} expires {_date(key.primary.expires)} [{state}]")
+        for uid in key.uids:
+            report.plain(f"      uid: {uid.text}")
+        report.data["keys"].append({
+            "nick": seed.nick, "installed": True, "fingerprint": key.fingerprint, "state": state,
+            "algorithm": key.primary.algorithm_name, "created": key.primary.created,
+            "expires": key.primary.expires, "uids": [u.text for u in key.uids],
+            "subkeys": [s.fingerprint for s in key.subkeys],
+        })
+    return report
+
+
+def run_remove_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """Remove a seed's keys from the category keyring."""
+    removed = keyops.remove_keys(ctx, args.category, args.nick)
+    report = Report(data={"removed": removed})
+    if removed:
+        report.good(f"removed {', '.join(removed)} from {args.category}")
+    else:
+        report.warn(f"no key of {args.nick} is installed in {args.category}")
+    return report
+
+
+def run_export_keyring(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """Export a category keyring for Portage or eclasses."""
+    count = keyops.export_keyring(ctx, args.category, Path(args.output), armor=args.armor)
+    return Report(data={"category": args.category, "output": args.output, "keys": count}).good(
+        f"exported {count} keys of {args.category} to {args.output}")
+
+
+def register(sub: SubParsers) -> None:
+    """Register the key actions."""
+    sources = ("Sources are tried in order: WKD (advanced, then direct) for the seed's uid e-mail\n"
+               "addresses, then each keyserver of [sources] keyservers. Whatever a source returns is\n"
+               "checked in a quarantine keyring: only keys whose primary fingerprint the seed pins are\n"
+               "installed; everything else is dropped and reported.")
+    p = add_action(sub, "install-key", run_install_key, needs_lock=True, epilog=sources,
+                   summary="fetch and install the keys the seeds pin")
+    add_category(p, required=True)
+    add_nick(p, help_text="only this seed")
+
+    p = add_action(sub, "import-key", run_import_key, needs_lock=True,
+                   summary="import a seed's key from a file or URL (fingerprint-checked)")
+    add_category(p, required=True)
+    add_nick(p, required=True)
+    p.add_argument("-F", "--file", required=True, metavar="FILE|URL", help="key file or URL")
+
+    p = add_action(sub, "refresh-key", run_refresh_key, needs_lock=True,
+                   summary="refresh installed keys (new subkeys, expiry, revocations)",
+                   epilog="At most once per [policy] refresh-interval (hours, default 24) unless --force.\n"
+                          "A failed refresh only warns until the last good one is older than\n"
+                          "[policy] max-refresh-age (days, default 30); then it fails with exit 3.")
+    add_category(p, help_text="category (default: every category with a keyring)")
+    add_nick(p)
+    p.add_argument("--force", action="store_true", help="refresh even if refreshed recently")
+
+    p = add_action(sub, "list-key", run_list_key, summary="list installed keys of a category")
+    add_category(p, required=True)
+    add_nick(p)
+
+    p = add_action(sub, "remove-key", run_remove_key, needs_lock=True, summary="remove a seed's keys")
+    add_category(p, required=True)
+    add_nick(p, required=True)
+
+    p = add_action(sub, "export-keyring", run_export_keyring, summary="export a category keyring to a file",
+                   epilog="example (Portage):\n  gkeys export-keyring -C gentoo -o /usr/share/openpgp-keys/gentoo.asc")
+    add_category(p, required=True)
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="output file (written atomically)")
+    p.add_argument("--armor", action=argparse.BooleanOptionalAction, default=True,
+                   help="ASCII-armored output (default) or binary with --no-armor")

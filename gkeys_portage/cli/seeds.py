@@ -1,0 +1,262 @@
+"""CLI actions on seeds: list-cats, list-seed, list-seedfiles, add/remove/move-seed, search-key,
+fetch-seed, update-seed, convert-seed."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
+from gkeys_portage.cli.keys import outcome_lines
+from gkeys_portage.cli.output import Report
+from gkeys_portage.core import keyops, seedfetch
+from gkeys_portage.core.context import Gkeys
+from gkeys_portage.core.errors import BadInputError, UsageError
+from gkeys_portage.core.keyinstall import summarize_failure
+from gkeys_portage.core.seeds import Seed, convert_old_seeds, dump_seeds
+from gkeys_portage.core.state import atomic_write, read_limited
+from gkeys_portage.core.types import Category, Nick, parse_category, parse_fingerprint, parse_nick
+
+
+def seed_lines(report: Report, category: str, seed: Seed) -> None:
+    """Human lines for one seed."""
+    report.info(f"{category}/{seed.nick}: {seed.name}")
+    report.plain(f"      keys: {' '.join(seed.keys)}")
+    extra = [f for f in seed.fingerprint if f not in seed.keys]
+    if extra:
+        report.plain(f"      also: {' '.join(extra)}")
+    for uid in seed.uid:
+        report.plain(f"      uid:  {uid}")
+
+
+def _filtered(ctx: Gkeys, args: argparse.Namespace) -> list[tuple[Category, Seed]]:
+    categories = [parse_category(args.category)] if args.category else ctx.seeds.categories()
+    found: list[tuple[Category, Seed]] = []
+    for category in categories:
+        for seed in ctx.seeds.load(category).values():
+            if args.nick and seed.nick != args.nick:
+                continue
+            if getattr(args, "name", None) and args.name.lower() not in seed.name.lower():
+                continue
+            if getattr(args, "fingerprint", None) and parse_fingerprint(args.fingerprint) not in seed.accepted():
+                continue
+            found.append((category, seed))
+    return found
+
+
+def run_list_cats(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """List seed categories."""
+    categories = ctx.seeds.categories()
+    report = Report(data={"categories": categories})
+    for category in categories:
+        where = "installed" if ctx.seeds.is_installed(category) else "packaged default"
+        report.info(f"{category} ({len(ctx.seeds.load(category))} seeds, {where})")
+    return report
+
+
+def run_list_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """List seeds, filtered by category, nick, name or fingerprint."""
+    found = _filtered(ctx, args)
+    report = Report(data={"seeds": [dict(seed.to_json(), category=cat) for cat, seed in found]})
+    for category, seed in found:
+        seed_lines(report, category, seed)
+    if not found:
+        report.warn("no seed matches")
+        report.exit_code = 1
+    return report
+
+
+def run_list_seedfiles(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """List installed seed files with their URLs."""
+    rows = []
+    for category in ctx.seeds.categories():
+        path = ctx.seeds.path(category)
+        rows.append({"category": category, "path": str(path) if path.exists() else None,
+                     "url": ctx.config.seedurls.get(category)})
+    report = Report(data={"seedfiles": rows})
+    for row in rows:
+        report.info(f"{row['category']}: {row['path'] or '(packaged default)'}  <- {row['url'] or 'no URL'}")
+    return report
+
+
+def run_add_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """Add a seed by hand."""
+    category = parse_category(args.category)
+    nick = parse_nick(args.nick)
+    keys = [parse_fingerprint(k) for k in args.keys]
+    fingerprints = [parse_fingerprint(f) for f in args.fingerprint] if args.fingerprint else list(keys)
+    for key in keys:
+        if key not in fingerprints:
+            fingerprints.insert(0, key)
+    seeds = ctx.seeds.load(category)
+    if nick in seeds:
+        raise BadInputError(f"seed {category}/{nick} already exists (remove it first or use another nick)")
+    seed = Seed(nick, args.name, args.keydir or nick, keys, fingerprints, list(args.uid or []))
+    seeds[nick] = seed
+    path = ctx.seeds.save(category, seeds)
+    report = Report(data={"added": dict(seed.to_json(), category=category), "path": str(path)})
+    report.good(f"added seed {category}/{nick} to {path}")
+    return report
+
+
+def run_remove_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """Remove a seed (its keys stay until 'remove-key')."""
+    category = parse_category(args.category)
+    seeds = ctx.seeds.load(category)
+    if args.nick not in seeds:
+        raise BadInputError(f"no seed {args.nick!r} in category {category!r}")
+    del seeds[Nick(args.nick)]
+    ctx.seeds.save(category, seeds)
+    return Report(data={"removed": {"category": category, "nick": args.nick}}).good(
+        f"removed seed {category}/{args.nick}")
+
+
+def run_move_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """Move a seed to another category."""
+    source, dest = parse_category(args.category), parse_category(args.destination)
+    if source == dest:
+        raise UsageError("source and destination categories are the same")
+    seeds, targets = ctx.seeds.load(source), ctx.seeds.load(dest)
+    if args.nick not in seeds:
+        raise BadInputError(f"no seed {args.nick!r} in category {source!r}")
+    if args.nick in targets:
+        raise BadInputError(f"seed {dest}/{args.nick} already exists")
+    nick = Nick(args.nick)
+    targets[nick] = seeds.pop(nick)
+    ctx.seeds.save(dest, targets)
+    ctx.seeds.save(source, seeds)
+    return Report(data={"moved": {"nick": nick, "from": source, "to": dest}}).good(
+        f"moved seed {nick} from {source} to {dest}")
+
+
+def run_search_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """Search all seeds for a nick, name, uid or fingerprint fragment."""
+    found = [(cat, seed) for cat, seed in ctx.seeds.iter_all() if seed.matches(args.text)]
+    if args.category:
+        found = [(cat, seed) for cat, seed in found if cat == args.category]
+    report = Report(data={"seeds": [dict(seed.to_json(), category=cat) for cat, seed in found]})
+    for category, seed in found:
+        seed_lines(report, category, seed)
+    if not found:
+        report.warn(f"nothing matches {args.text!r}")
+        report.exit_code = 1
+    return report
+
+
+def _categories_to_fetch(ctx: Gkeys, args: argparse.Namespace) -> list[Category]:
+    if args.category:
+        return [parse_category(args.category)]
+    return sorted(ctx.config.seedurls)
+
+
+def run_fetch_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """Download, verify (signer pinned by [verify-seeds]) and install seed files."""
+    report = Report(data={"fetched": []})
+    for category in _categories_to_fetch(ctx, args):
+        result = seedfetch.fetch_seed(ctx, category)
+        report.data["fetched"].append(result.to_json())
+        signer = result.signer
+        state = "unchanged" if result.unchanged else "installed"
+        report.good(f"{category}: seed file {state}, signed by {signer.pin.category}/{signer.pin.nick} "
+                    f"({signer.pin.fingerprint}) on {signer.created_at:%Y-%m-%d %H:%M:%S} UTC")
+        _change_lines(report, result.changes)
+    return report
+
+
+def _change_lines(report: Report, changes: seedfetch.SeedChanges) -> None:
+    for label, nicks in (("Added", changes.added), ("Updated", changes.updated), ("Removed", changes.removed)):
+        if nicks:
+            report.info(f"{label}: {', '.join(nicks)}")
+
+
+def run_update_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """fetch-seed, then install/refresh keys and remove keys no longer pinned."""
+    report = Report(data={"updated": []})
+    failures = []
+    for category in _categories_to_fetch(ctx, args):
+        result = seedfetch.fetch_seed(ctx, category)
+        _change_lines(report, result.changes)
+        outcomes = keyops.install_keys(ctx, category, progress=args.console.progress(f"{category} keys"))
+        removed = keyops.prune_unpinned(ctx, category)
+        report.data["updated"].append({"seed": result.to_json(), "keys": [o.to_json() for o in outcomes],
+                                       "removed_keys": removed})
+        report.good(f"{category}: seed file signed by {result.signer.pin.category}/{result.signer.pin.nick}; "
+                    f"{sum(o.status.ok for o in outcomes)}/{len(outcomes)} keys installed")
+        outcome_lines(report, outcomes, only_problems=True)
+        for fpr in removed:
+            report.info(f"Removed key {fpr} (no longer in the seeds)")
+        failure = summarize_failure(outcomes)
+        if failure:
+            failures.append(failure)
+    if failures:
+        report.error(str(failures[0]))
+        report.exit_code = failures[0].exit_code
+    return report
+
+
+def run_convert_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """Convert an old (2013 pipe / 2014 JSON v1) seed file to the current format."""
+    seeds = convert_old_seeds(read_limited(Path(args.file), 16 * 1024 * 1024, "seed file"))
+    data = dump_seeds(seeds)
+    if args.output:
+        atomic_write(Path(args.output), data)
+    report = Report(data={"seeds": len(seeds), "output": args.output})
+    if args.output:
+        report.good(f"converted {len(seeds)} seeds to {args.output}; review them before use")
+    else:
+        report.plain(data.decode("ascii").rstrip("\n"))
+    return report
+
+
+def register(sub: SubParsers) -> None:
+    """Register the seed actions."""
+    add_action(sub, "list-cats", run_list_cats, summary="list seed categories")
+
+    p = add_action(sub, "list-seed", run_list_seed, summary="list seeds",
+                   description="List seeds, optionally filtered. Exit 1 if nothing matches.")
+    add_category(p)
+    add_nick(p)
+    p.add_argument("-N", "--name", help="part of the person's name")
+    p.add_argument("-f", "--fingerprint", metavar="FPR", help="a full fingerprint the seed accepts")
+
+    add_action(sub, "list-seedfiles", run_list_seedfiles, summary="list installed seed files and their URLs")
+
+    p = add_action(sub, "add-seed", run_add_seed, needs_lock=True, summary="add a seed by hand",
+                   description="Add a seed to a category by hand. Fingerprints must be full (40 or 64 hex).",
+                   epilog="example:\n  gkeys add-seed -C gentoo -n gkeys -N 'Gentoo-keys' -K D2DE1DBB...6C97")
+    add_category(p, required=True)
+    add_nick(p, required=True)
+    p.add_argument("-N", "--name", required=True, help="the person's or role's name")
+    p.add_argument("-K", "--keys", required=True, nargs="+", metavar="FPR", help="primary fingerprint(s) to fetch")
+    p.add_argument("-f", "--fingerprint", nargs="+", metavar="FPR",
+                   help="all accepted fingerprints, subkeys included (default: the -K ones)")
+    p.add_argument("-u", "--uid", nargs="+", metavar="UID", help="user ids, e.g. 'Name <nick@gentoo.org>'")
+    p.add_argument("-r", "--keydir", help="key directory name (default: the nick)")
+
+    p = add_action(sub, "remove-seed", run_remove_seed, needs_lock=True, summary="remove a seed")
+    add_category(p, required=True)
+    add_nick(p, required=True)
+
+    p = add_action(sub, "move-seed", run_move_seed, needs_lock=True, summary="move a seed to another category")
+    add_category(p, required=True)
+    add_nick(p, required=True)
+    p.add_argument("-d", "--destination", required=True, metavar="CAT", help="destination category")
+
+    p = add_action(sub, "search-key", run_search_key, summary="search seeds by nick, name, uid or fingerprint")
+    p.add_argument("text", help="text to look for (case-insensitive)")
+    add_category(p)
+
+    epilog = ("The signature is fetched from URL.sig, then URL.asc, and must be a good signature by the key\n"
+              "named in [verify-seeds] for the category. A seed older than the installed one is refused.")
+    p = add_action(sub, "fetch-seed", run_fetch_seed, needs_lock=True, epilog=epilog,
+                   summary="download, verify and install signed seed files")
+    add_category(p, help_text="category to fetch (default: every category in [seedurls])")
+
+    p = add_action(sub, "update-seed", run_update_seed, needs_lock=True, epilog=epilog,
+                   summary="fetch-seed, then install/refresh the keys; print Added / Updated / Removed")
+    add_category(p, help_text="category to update (default: every category in [seedurls])")
+
+    p = add_action(sub, "convert-seed", run_convert_seed,
+                   summary="convert a 2013 pipe or 2014 JSON v1 seed file to the current format")
+    p.add_argument("-F", "--file", required=True, help="the old seed file")
+    p.add_argument("-o", "--output", help="write here (atomically) instead of printing")

@@ -1,0 +1,58 @@
+"""CLI actions ``sign`` and ``verify``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
+from gkeys_portage.cli.output import Report
+from gkeys_portage.core import signing
+from gkeys_portage.core.context import Gkeys
+from gkeys_portage.core.fileverify import default_categories, locate, verify_input
+
+
+def run_verify(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """Verify a file or URL; name the nick and fingerprint that signed it."""
+    signed = locate(ctx, args.file, args.signature)
+    category, result = verify_input(ctx, signed, default_categories(ctx, args.category), args.nick)
+    report = Report(data={"file": signed.name, "signature": signed.signature_name or "inline",
+                          "category": category, **result.to_json()})
+    for good in result.good:
+        report.good(f"{signed.name}: good signature by {good.pin.category}/{good.pin.nick} "
+                    f"({good.pin.fingerprint}) made {good.created_at:%Y-%m-%d %H:%M:%S} UTC")
+    for note in result.ignored:
+        report.warn(f"ignored: {note}")
+    return report
+
+
+def run_sign(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """Sign a file with the [sign] key."""
+    output = signing.sign_file(ctx, Path(args.file), clearsign=args.clearsign,
+                               output=Path(args.output) if args.output else None)
+    return Report(data={"file": args.file, "signature": str(output), "clearsign": args.clearsign}).good(
+        f"signed {args.file}: {output}")
+
+
+def register(sub: SubParsers) -> None:
+    """Register sign and verify."""
+    p = add_action(sub, "verify", run_verify, summary="verify a signed file or URL against pinned keys",
+                   description="Verify a detached (-s SIG, FILE.asc, FILE.sig) or clearsigned file.\n"
+                               "A signature counts only if it is good AND its primary key fingerprint is\n"
+                               "pinned by a seed of the category (or by the one nick given with -n).",
+                   epilog="examples:\n  gkeys verify -F stage3.tar.xz.DIGESTS -C gentoo\n"
+                          "  gkeys verify -F foo.tar.gz -s foo.tar.gz.asc -C gentoo-devs -n alice")
+    p.add_argument("-F", "--file", required=True, metavar="FILE|URL", help="the signed file or URL")
+    p.add_argument("-s", "--signature", metavar="SIG", help="detached signature file or URL")
+    add_category(p, help_text="category whose keyring and seeds decide (default: every installed one)")
+    add_nick(p, help_text="accept only this seed's keys")
+
+    p = add_action(sub, "sign", run_sign, summary="sign a file with the [sign] key",
+                   epilog="The key is the seed [sign] category/nick; its secret key must be in\n"
+                          "[sign] gnupghome (default: the GnuPG home of the [sign] category).")
+    p.add_argument("-F", "--file", required=True, metavar="FILE", help="file to sign")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--detach", dest="clearsign", action="store_false", default=False,
+                      help="armored detached signature FILE.asc (default)")
+    mode.add_argument("--clearsign", dest="clearsign", action="store_true", help="clearsigned copy")
+    p.add_argument("-o", "--output", metavar="OUT", help="output file (default FILE.asc)")

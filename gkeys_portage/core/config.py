@@ -1,0 +1,170 @@
+"""The INI configuration (design.md §4).
+
+Looked up in this order: ``-c FILE``, ``$GKEYS_CONFIG``, ``${EPREFIX}/etc/gkeys/gkeys.conf``;
+a missing default file means built-in defaults.  ``--root DIR`` wins over ``[base] gkeysdir``.
+Inline comments start with `` ;``.  Sections other than the ones read here stay available
+through :attr:`Config.parser` for the verifiers (``[media]``, ``[overlays]``, ``[tree]``).
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gkeys_portage.core.errors import ConfigError
+from gkeys_portage.core.types import Category, Nick, parse_category, parse_nick
+
+DEFAULT_SEEDURLS = {
+    "gentoo": "https://api.gentoo.org/gentoo-keys/seeds/gentoo.seeds",
+    "gentoo-devs": "https://api.gentoo.org/gentoo-keys/seeds/gentoo-devs.seeds",
+}
+DEFAULT_VERIFY_SEEDS = {"gentoo": "gentoo gkeys", "gentoo-devs": "gentoo gkeys"}
+DEFAULT_WKD_ADVANCED = "https://openpgpkey.{domain}/.well-known/openpgpkey/{domain}"
+DEFAULT_WKD_DIRECT = "https://{domain}/.well-known/openpgpkey"
+
+
+def eprefix() -> str:
+    """The Gentoo Prefix offset (``$EPREFIX``), empty on a normal system."""
+    return os.environ.get("EPREFIX", "").rstrip("/")
+
+
+def default_config_path() -> Path:
+    """``${EPREFIX}/etc/gkeys/gkeys.conf``."""
+    return Path(eprefix() + "/etc/gkeys/gkeys.conf")
+
+
+@dataclass
+class SourcesConfig:
+    """Where keys come from and how hard to try."""
+
+    keyservers: list[str] = field(default_factory=lambda: ["hkps://keys.gentoo.org"])
+    wkd: bool = True
+    wkd_advanced_url: str = DEFAULT_WKD_ADVANCED
+    wkd_direct_url: str = DEFAULT_WKD_DIRECT
+    timeout: float = 30.0
+    retries: int = 3
+    backoff: float = 0.5
+    workers: int = 16
+
+
+@dataclass
+class PolicyConfig:
+    """Time and freshness rules."""
+
+    clock_skew: float = 600.0
+    refresh_interval: float = 24 * 3600.0
+    max_refresh_age: float = 30 * 24 * 3600.0
+    require_currently_valid: bool = False
+
+
+@dataclass
+class Config:
+    """The parsed configuration."""
+
+    path: Path | None
+    gkeysdir: Path
+    seedurls: dict[Category, str]
+    verify_seeds: dict[Category, tuple[Category, Nick]]
+    sources: SourcesConfig
+    policy: PolicyConfig
+    sign_category: Category | None
+    sign_nick: Nick | None
+    sign_homedir: Path | None
+    parser: configparser.ConfigParser
+
+    def get(self, section: str, option: str, fallback: str) -> str:
+        """A raw option from any section (for the verifiers' own sections)."""
+        return self.parser.get(section, option, fallback=fallback)
+
+
+def _float(parser: configparser.ConfigParser, section: str, option: str, fallback: float) -> float:
+    try:
+        value = parser.getfloat(section, option, fallback=fallback)
+    except ValueError as exc:
+        raise ConfigError(f"[{section}] {option}: not a number") from exc
+    if value < 0:
+        raise ConfigError(f"[{section}] {option}: must not be negative")
+    return value
+
+
+def _bool(parser: configparser.ConfigParser, section: str, option: str, fallback: bool) -> bool:
+    try:
+        return parser.getboolean(section, option, fallback=fallback)
+    except ValueError as exc:
+        raise ConfigError(f"[{section}] {option}: expected yes or no") from exc
+
+
+def _verify_seeds(parser: configparser.ConfigParser) -> dict[Category, tuple[Category, Nick]]:
+    raw = dict(DEFAULT_VERIFY_SEEDS)
+    if parser.has_section("verify-seeds"):
+        raw.update(parser.items("verify-seeds"))
+    result: dict[Category, tuple[Category, Nick]] = {}
+    for category, value in raw.items():
+        parts = value.split()
+        if len(parts) != 2:
+            raise ConfigError(f"[verify-seeds] {category} = {value!r}: expected '<category> <nick>'")
+        try:
+            result[parse_category(category)] = (parse_category(parts[0]), parse_nick(parts[1]))
+        except Exception as exc:
+            raise ConfigError(f"[verify-seeds] {category}: {exc}") from exc
+    return result
+
+
+def load_config(path: Path | None = None, root: Path | None = None) -> Config:
+    """Load the configuration; ``root`` (from ``--root``) overrides ``gkeysdir``."""
+    explicit = path is not None or "GKEYS_CONFIG" in os.environ
+    if path is None:
+        path = Path(os.environ["GKEYS_CONFIG"]) if "GKEYS_CONFIG" in os.environ else default_config_path()
+    parser = configparser.ConfigParser(inline_comment_prefixes=(";",), interpolation=None)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            parser.read_file(handle)
+        used: Path | None = path
+    except FileNotFoundError as exc:
+        if explicit:
+            raise ConfigError(f"config file {path} does not exist") from exc
+        used = None
+    except (OSError, UnicodeDecodeError, configparser.Error) as exc:
+        raise ConfigError(f"cannot read config {path}: {exc}".splitlines()[0]) from exc
+
+    gkeysdir = Path(root) if root is not None else Path(
+        parser.get("base", "gkeysdir", fallback=eprefix() + "/var/lib/gkeys"))
+    seedurls = dict(DEFAULT_SEEDURLS)
+    if parser.has_section("seedurls"):
+        seedurls.update(parser.items("seedurls"))
+    sources = SourcesConfig(
+        keyservers=parser.get("sources", "keyservers", fallback="hkps://keys.gentoo.org").split(),
+        wkd=_bool(parser, "sources", "wkd", True),
+        wkd_advanced_url=parser.get("sources", "wkd-advanced-url", fallback=DEFAULT_WKD_ADVANCED),
+        wkd_direct_url=parser.get("sources", "wkd-direct-url", fallback=DEFAULT_WKD_DIRECT),
+        timeout=_float(parser, "sources", "timeout", 30.0),
+        retries=int(_float(parser, "sources", "retries", 3)),
+        backoff=_float(parser, "sources", "backoff", 0.5),
+        workers=max(1, int(_float(parser, "sources", "workers", 16))),
+    )
+    policy = PolicyConfig(
+        clock_skew=_float(parser, "policy", "clock-skew", 600.0),
+        refresh_interval=_float(parser, "policy", "refresh-interval", 24.0) * 3600.0,
+        max_refresh_age=_float(parser, "policy", "max-refresh-age", 30.0) * 86400.0,
+        require_currently_valid=_bool(parser, "policy", "require-currently-valid", False),
+    )
+    sign_homedir = parser.get("sign", "gnupghome", fallback="")
+    try:
+        return Config(
+            path=used,
+            gkeysdir=gkeysdir,
+            seedurls={parse_category(k): v for k, v in seedurls.items()},
+            verify_seeds=_verify_seeds(parser),
+            sources=sources,
+            policy=policy,
+            sign_category=parse_category(parser.get("sign", "category", fallback="sign")),
+            sign_nick=parse_nick(parser["sign"]["nick"]) if parser.has_option("sign", "nick") else None,
+            sign_homedir=Path(sign_homedir) if sign_homedir else None,
+            parser=parser,
+        )
+    except ConfigError:
+        raise
+    except Exception as exc:
+        raise ConfigError(f"config {path}: {exc}") from exc

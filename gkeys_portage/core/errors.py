@@ -1,0 +1,102 @@
+"""Exception classes, one per failure kind.
+
+Every error carries the exit status the command line uses (design.md §5):
+1 not verified / a check failed, 2 usage or bad input, 3 network failure.
+The CLI catches :class:`GkeysError` once, prints its message as one line and
+exits with :attr:`GkeysError.exit_code`.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_NOT_VERIFIED = 1
+EXIT_BAD_INPUT = 2
+EXIT_NETWORK = 3
+
+
+class GkeysError(Exception):
+    """Base class of every error the package raises on purpose."""
+
+    exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, message: str, *, detail: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(GkeysError):
+    """The command line or config asks for something impossible."""
+
+
+class BadInputError(GkeysError):
+    """A file or document could not be parsed or is not acceptable."""
+
+
+class ConfigError(BadInputError):
+    """The configuration file is malformed or incomplete."""
+
+
+class SeedFormatError(BadInputError):
+    """A seed file is malformed or in an unsupported format."""
+
+
+class StateError(GkeysError):
+    """The state directory is unusable (locked, unsafe permissions, missing)."""
+
+
+class GpgError(GkeysError):
+    """GnuPG could not be run or failed in an unexpected way."""
+
+    exit_code = EXIT_NOT_VERIFIED
+
+
+class NetworkError(GkeysError):
+    """A download failed after all retries."""
+
+    exit_code = EXIT_NETWORK
+
+
+class NotVerifiedError(GkeysError):
+    """Base class: something could not be verified (exit 1)."""
+
+    exit_code = EXIT_NOT_VERIFIED
+
+
+class NoSignatureError(NotVerifiedError):
+    """No OpenPGP signature was found where one was required."""
+
+
+class BadSignatureError(NotVerifiedError):
+    """A signature does not match the data (tampered data or signature)."""
+
+
+class UnknownSignerError(NotVerifiedError):
+    """The signing key is not in the keyring used for verification."""
+
+
+class SignerNotPinnedError(NotVerifiedError):
+    """The signature is good but its key is not one the seeds pin for this purpose."""
+
+
+class RevokedKeyError(NotVerifiedError):
+    """The signing key (or subkey) is revoked."""
+
+
+class ExpiredKeyError(NotVerifiedError):
+    """The signing key had expired when the signature was made (or policy wants a valid key now)."""
+
+
+class FutureSignatureError(NotVerifiedError):
+    """The signature claims a creation time in the future beyond the allowed clock skew."""
+
+
+class RollbackError(NotVerifiedError):
+    """A validly signed document is older than the one already installed."""
+
+
+class KeyMismatchError(NotVerifiedError):
+    """A key source returned keys, none of which matched the pinned fingerprint."""

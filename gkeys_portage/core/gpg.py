@@ -1,0 +1,381 @@
+"""The one door to GnuPG.
+
+Every gpg invocation of the package is built here, on top of python-gnupg's
+process handling.  Each call:
+
+* runs against one explicit GnuPG home (never the user's ``~/.gnupg`` or ``$GNUPGHOME``),
+* gets a minimal, explicit environment (``TZ=UTC``, ``LC_ALL=C``, no agent variables),
+* ignores any ``gpg.conf`` (``--no-options``) and never touches the network (``--disable-dirmngr``),
+* is killed after a timeout, which callers treat as "not verified",
+* reports machine-readable status lines, parsed by :mod:`gkeys_portage.core.status`.
+
+Nothing else in the package knows gpg's arguments.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from queue import Empty, Queue
+from typing import IO, Any
+
+import gnupg
+
+from gkeys_portage.core.colons import PublicKey, parse_colons
+from gkeys_portage.core.errors import GpgError
+from gkeys_portage.core.status import StatusReport, parse_status
+from gkeys_portage.core.types import Fingerprint, parse_fingerprint
+
+DEFAULT_TIMEOUT = 300.0
+GPG_BINARY = os.environ.get("GKEYS_GPG", "gpg")
+
+#: Options given to every gpg call.
+BASE_OPTIONS = [
+    "--no-options",
+    "--no-greeting",
+    "--no-permission-warning",
+    "--disable-dirmngr",
+    "--no-auto-key-retrieve",
+    "--auto-key-locate", "clear,local",
+    "--trust-model", "always",
+    "--display-charset", "utf-8",
+    "--utf8-strings",
+]
+
+DataSource = bytes | Path | IO[bytes]
+
+
+@dataclass
+class GpgResult:
+    """Outcome of one gpg run."""
+
+    returncode: int
+    status: StatusReport
+    stdout: bytes
+    stderr: str
+    timed_out: bool = False
+
+
+class _Recorder:
+    """A python-gnupg result object that just records status pairs, stdout and stderr."""
+
+    def __init__(self, _gpg: Any) -> None:
+        self.pairs: list[tuple[str, str]] = []
+        self.stderr = ""
+        self.data: bytes = b""
+        self.returncode: int | None = None
+
+    def handle_status(self, key: str, value: str) -> None:
+        self.pairs.append((key, value))
+
+
+def minimal_environment(homedir: Path) -> dict[str, str]:
+    """The explicit environment for a gpg process: nothing inherited but ``PATH``."""
+    return {
+        "PATH": os.environ.get("PATH", os.defpath),
+        "TZ": "UTC",
+        "LC_ALL": "C",
+        "LANG": "C",
+        "GNUPGHOME": str(homedir),
+        "HOME": str(homedir),
+    }
+
+
+def faked_time_option(when: datetime) -> list[str]:
+    """``--faked-system-time`` frozen at ``when`` (so --at evaluations are reproducible)."""
+    stamp = when.astimezone(UTC).strftime("%Y%m%dT%H%M%S")
+    return ["--faked-system-time", stamp + "!"]
+
+
+def prepare_home(homedir: Path) -> Path:
+    """Create a GnuPG home with safe permissions (0700) if it does not exist."""
+    homedir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(homedir, 0o700)
+    return homedir
+
+
+class GnuPG:
+    """GnuPG bound to one home directory.
+
+    ``faked_time`` evaluates everything as of that moment; ``timeout`` bounds every call.
+    """
+
+    def __init__(self, homedir: Path, *, faked_time: datetime | None = None,
+                 timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.homedir = prepare_home(Path(homedir))
+        self.timeout = timeout
+        options = list(BASE_OPTIONS)
+        if faked_time is not None:
+            options += faked_time_option(faked_time)
+        try:
+            self._gpg = gnupg.GPG(gpgbinary=GPG_BINARY, gnupghome=str(self.homedir),
+                                  env=minimal_environment(self.homedir), options=options)
+        except (OSError, ValueError) as exc:
+            raise GpgError(f"cannot run gpg: {exc}") from exc
+        self._gpg.encoding = "latin-1"
+
+    # -- running ---------------------------------------------------------------------------------
+
+    def run(self, args: Sequence[str], stdin: DataSource | None = None,
+            passphrase: str | None = None) -> GpgResult:
+        """Run gpg with ``args``; feed ``stdin`` (bytes, a path or a binary stream) if given."""
+        recorder = _Recorder(self._gpg)
+        try:
+            process = self._gpg._open_subprocess(list(args), passphrase is not None)
+        except OSError as exc:
+            raise GpgError(f"cannot run gpg: {exc}") from exc
+        timed_out = threading.Event()
+
+        def kill() -> None:
+            timed_out.set()
+            process.kill()
+
+        timer = threading.Timer(self.timeout, kill)
+        timer.daemon = True
+        timer.start()
+        writer = None
+        errors: Queue[BaseException] = Queue()
+        opened: IO[bytes] | None = None
+        try:
+            if passphrase is not None:
+                process.stdin.write((passphrase + "\n").encode("utf-8"))
+                process.stdin.flush()
+            if stdin is not None:
+                if isinstance(stdin, bytes):
+                    source: IO[bytes] = _BytesReader(stdin)
+                elif isinstance(stdin, Path):
+                    opened = source = open(stdin, "rb")  # noqa: SIM115 - closed in finally
+                else:
+                    source = stdin
+                writer = gnupg._threaded_copy_data(source, process.stdin, 1 << 16, errors)
+            else:
+                process.stdin.close()
+            self._gpg._collect_output(process, recorder, writer, process.stdin)
+        finally:
+            timer.cancel()
+            if writer is not None:
+                writer.join(self.timeout)
+            if opened is not None:
+                opened.close()
+        try:
+            error = errors.get_nowait()
+        except Empty:
+            error = None
+        if error is not None and not isinstance(error, BrokenPipeError):
+            raise GpgError(f"cannot feed data to gpg: {error}")
+        data = recorder.data if isinstance(recorder.data, bytes) else recorder.data.encode("latin-1")
+        return GpgResult(
+            returncode=process.returncode if process.returncode is not None else -1,
+            status=parse_status(recorder.pairs),
+            stdout=data,
+            stderr=recorder.stderr,
+            timed_out=timed_out.is_set(),
+        )
+
+    def _checked(self, args: Sequence[str], stdin: DataSource | None = None,
+                 passphrase: str | None = None, what: str = "gpg") -> GpgResult:
+        result = self.run(args, stdin, passphrase)
+        if result.timed_out:
+            raise GpgError(f"{what}: gpg timed out after {self.timeout:.0f}s")
+        if result.returncode != 0:
+            raise GpgError(f"{what} failed: {_last_error_line(result.stderr)}", detail=result.stderr)
+        return result
+
+    # -- keys ------------------------------------------------------------------------------------
+
+    def list_keys(self, fingerprints: Iterable[str] = (), *, sigs: bool = False,
+                  secret: bool = False) -> list[PublicKey]:
+        """Keys in this home (all, or those named) as parsed colon records."""
+        command = "--list-secret-keys" if secret else ("--list-sigs" if sigs else "--list-keys")
+        args = ["--with-colons", "--fixed-list-mode", "--with-fingerprint", "--with-fingerprint",
+                command, *fingerprints]
+        result = self.run(args)
+        if result.timed_out:
+            raise GpgError("listing keys: gpg timed out")
+        # gpg exits 2 when a named key is absent; the listing of the others is still complete.
+        return parse_colons(result.stdout.decode("latin-1"))
+
+    def import_keys(self, data: bytes, *, minimal: bool = False) -> list[Fingerprint]:
+        """Import OpenPGP key data; return the primary fingerprints GnuPG reported (IMPORT_OK)."""
+        args = ["--import"]
+        if minimal:
+            args = ["--import-options", "import-minimal", *args]
+        result = self.run(args, data)
+        if result.timed_out:
+            raise GpgError("importing keys: gpg timed out")
+        found: list[Fingerprint] = []
+        for line in result.status.lines:
+            keyword, _, value = line.partition(" ")
+            if keyword == "IMPORT_OK":
+                parts = value.split(" ")
+                if len(parts) >= 2:
+                    fpr = parse_fingerprint(parts[1])
+                    if fpr not in found:
+                        found.append(fpr)
+        return found
+
+    def import_keys_file(self, path: Path) -> list[Fingerprint]:
+        """Import keys from a file (armored or binary)."""
+        return self.import_keys(path.read_bytes())
+
+    def export_keys(self, fingerprints: Sequence[str] = (), *, armor: bool = True,
+                    minimal: bool = False) -> bytes:
+        """Export public keys (all when ``fingerprints`` is empty)."""
+        args = ["--export"]
+        if armor:
+            args.insert(0, "--armor")
+        if minimal:
+            args = ["--export-options", "export-minimal", *args]
+        result = self._checked([*args, *fingerprints], what="exporting keys")
+        return result.stdout
+
+    def delete_keys(self, fingerprints: Sequence[str]) -> None:
+        """Delete public keys by fingerprint (secret keys are never deleted here)."""
+        if fingerprints:
+            self._checked(["--yes", "--delete-keys", *fingerprints], what="deleting keys")
+
+    # -- signatures ------------------------------------------------------------------------------
+
+    def verify_detached(self, signature: bytes, data: DataSource) -> StatusReport:
+        """Verify a detached ``signature`` over ``data`` (bytes, a path, or a binary stream).
+
+        Streams are piped into gpg, so a caller can hash the same bytes while gpg reads them.
+        """
+        with tempfile.NamedTemporaryFile(prefix="gkeys-sig-", dir=self.homedir) as sigfile:
+            sigfile.write(signature)
+            sigfile.flush()
+            if isinstance(data, Path):
+                result = self.run(["--verify", sigfile.name, str(data)])
+            else:
+                result = self.run(["--verify", sigfile.name, "-"], data)
+        return _raise_on_timeout(result, "verifying signature")
+
+    def verify_clearsigned(self, message: bytes) -> tuple[StatusReport, bytes]:
+        """Verify an inline (clearsigned or signed) message; return its status and the signed text.
+
+        The returned text is what gpg says was signed: never the unsigned bytes around a
+        clearsigned block.
+        """
+        result = self.run(["--decrypt"], message)
+        return _raise_on_timeout(result, "verifying signed message"), result.stdout
+
+    def verify_many_detached(self, pairs: Sequence[tuple[Path, Path]]) -> list[StatusReport]:
+        """Verify many detached signatures with one gpg process (``--verify --multifile``).
+
+        ``pairs`` are ``(signature_path, data_path)`` where ``data_path`` is ``signature_path``
+        without its suffix (gpg's rule).  Returns one report per pair, in order.
+        """
+        if not pairs:
+            return []
+        for sig, data in pairs:
+            if sig.with_suffix("") != data:
+                raise GpgError(f"multifile verify needs {data} beside {sig}")
+        result = self.run(["--verify", "--multifile", *[str(sig) for sig, _ in pairs]])
+        _raise_on_timeout(result, "verifying signatures")
+        return split_multifile_status(result.status.lines, len(pairs))
+
+    def sign(self, data: Path, signer: Fingerprint, *, clearsign: bool = False, armor: bool = True,
+             passphrase: str | None = None) -> bytes:
+        """Sign the file ``data`` with the key ``signer``: detached by default, or clearsigned."""
+        args = ["--local-user", signer, "--digest-algo", "SHA512", "--output", "-"]
+        if passphrase is not None:
+            args = ["--pinentry-mode", "loopback", *args]
+        if clearsign:
+            args.append("--clearsign")
+        else:
+            args.append("--detach-sign")
+            if armor:
+                args.append("--armor")
+        result = self._checked([*args, str(data)], passphrase=passphrase, what="signing")
+        if not any(line.startswith("SIG_CREATED") for line in result.status.lines):
+            raise GpgError("signing failed: gpg created no signature", detail=result.stderr)
+        return result.stdout
+
+    # -- key generation --------------------------------------------------------------------------
+
+    def generate_key(self, uid: str, *, algorithm: str = "ed25519", usage: str = "cert",
+                     expire: str = "1y", passphrase: str = "") -> Fingerprint:
+        """Create a primary key non-interactively (``--quick-generate-key``)."""
+        args = ["--pinentry-mode", "loopback", "--passphrase-fd", "0",
+                "--quick-generate-key", uid, algorithm, usage, expire]
+        result = self._checked(args, passphrase=passphrase, what="generating a key")
+        for line in result.status.lines:
+            keyword, _, value = line.partition(" ")
+            if keyword == "KEY_CREATED":
+                return parse_fingerprint(value.split(" ")[-1])
+        raise GpgError("generating a key: gpg reported no new key", detail=result.stderr)
+
+    def add_subkey(self, primary: Fingerprint, *, algorithm: str = "ed25519", usage: str = "sign",
+                   expire: str = "1y", passphrase: str = "") -> Fingerprint:
+        """Add a subkey to ``primary``; return the subkey fingerprint."""
+        args = ["--pinentry-mode", "loopback", "--passphrase-fd", "0",
+                "--quick-add-key", primary, algorithm, usage, expire]
+        result = self._checked(args, passphrase=passphrase, what="adding a subkey")
+        for line in result.status.lines:
+            keyword, _, value = line.partition(" ")
+            if keyword == "KEY_CREATED":
+                return parse_fingerprint(value.split(" ")[-1])
+        raise GpgError("adding a subkey: gpg reported no new key", detail=result.stderr)
+
+    def revocation_certificate(self, fingerprint: Fingerprint) -> bytes:
+        """The revocation certificate GnuPG wrote when it generated ``fingerprint``, ready to import."""
+        path = self.homedir / "openpgp-revocs.d" / f"{fingerprint}.rev"
+        try:
+            text = path.read_bytes()
+        except OSError as exc:
+            raise GpgError(f"no revocation certificate for {fingerprint}: {exc}") from exc
+        return text.replace(b"\n:-----BEGIN PGP PUBLIC KEY BLOCK-----", b"\n-----BEGIN PGP PUBLIC KEY BLOCK-----")
+
+    def close(self) -> None:
+        """Stop any gpg-agent this home started (after signing or key generation)."""
+        subprocess.run(["gpgconf", "--homedir", str(self.homedir), "--kill", "all"],
+                       env=minimal_environment(self.homedir), capture_output=True, check=False,
+                       timeout=30)
+
+
+class _BytesReader:
+    """A minimal binary stream over bytes (python-gnupg's copier only needs ``read``)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._view = memoryview(data)
+        self._pos = 0
+
+    def read(self, size: int = -1) -> bytes:
+        end = len(self._view) if size < 0 else min(len(self._view), self._pos + size)
+        chunk = bytes(self._view[self._pos : end])
+        self._pos = end
+        return chunk
+
+
+def _raise_on_timeout(result: GpgResult, what: str) -> StatusReport:
+    if result.timed_out:
+        raise GpgError(f"{what}: gpg timed out")
+    return result.status
+
+
+def _last_error_line(stderr: str) -> str:
+    lines = [ln for ln in stderr.splitlines() if ln.strip() and not ln.startswith("[GNUPG:]")]
+    return lines[-1].strip() if lines else "no error message"
+
+
+def split_multifile_status(lines: Sequence[str], count: int) -> list[StatusReport]:
+    """Split the status of a ``--verify --multifile`` run into one report per file.
+
+    gpg starts every file with ``NEWSIG``; a file whose signature could not even be read leaves
+    no ``NEWSIG``, so any mismatch in the count fails every file (never "good").
+    """
+    groups: list[list[str]] = []
+    for line in lines:
+        if line.startswith("NEWSIG"):
+            groups.append([])
+        if groups:
+            groups[-1].append(line)
+    if len(groups) != count:
+        return [StatusReport(failures=["multifile status did not match the files"]) for _ in range(count)]
+    return [parse_status(("[GNUPG:] " + line) for line in group) for group in groups]

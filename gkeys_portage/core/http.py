@@ -1,0 +1,136 @@
+"""All HTTP goes through here (``requests``): timeouts, retries with backoff, size limits.
+
+``file://`` URLs are read from disk so a local mirror or seed directory can be configured.
+A 404 raises :class:`NotFoundError` (callers may treat it as "not on this source"); every other
+failure, after the configured retries, raises :class:`NetworkError` (exit status 3).
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+
+from gkeys_portage import __version__
+from gkeys_portage.core.errors import NetworkError
+
+USER_AGENT = f"gkeys-portage/{__version__}"
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+MAX_REDIRECTS = 5
+RETRY_STATUSES = {408, 425, 429, 500, 502, 503, 504}
+
+
+class NotFoundError(NetworkError):
+    """The server answered 404 / 410 (or the local file does not exist)."""
+
+
+class TooLargeError(NetworkError):
+    """The response is larger than the caller allows."""
+
+
+@dataclass
+class HttpClient:
+    """A small ``requests`` wrapper with the policy of design.md §3 (timeouts, retries, backoff)."""
+
+    timeout: float = 30.0
+    retries: int = 3
+    backoff: float = 0.5
+
+    def __post_init__(self) -> None:
+        self.session = requests.Session()
+        self.session.headers["User-Agent"] = USER_AGENT
+        self.session.max_redirects = MAX_REDIRECTS
+        self.session.trust_env = False  # no proxies or netrc from the environment by accident
+
+    def get(self, url: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
+        """Download ``url`` completely (at most ``max_bytes``), retrying transient failures."""
+        if url.startswith("file://"):
+            return _read_file_url(url, max_bytes)
+        return self._with_retries(url, lambda: self._get_once(url, max_bytes))
+
+    def _with_retries(self, url: str, attempt: Callable[[], bytes]) -> bytes:
+        last: Exception | None = None
+        for number in range(self.retries + 1):
+            if number:
+                time.sleep(self.backoff * (2 ** (number - 1)))
+            try:
+                return attempt()
+            except (NotFoundError, TooLargeError):
+                raise
+            except _Retryable as exc:
+                last = exc
+            except requests.exceptions.TooManyRedirects as exc:
+                raise NetworkError(f"{safe_url(url)}: too many redirects") from exc
+            except requests.exceptions.InvalidURL as exc:
+                raise NetworkError(f"{safe_url(url)}: invalid URL") from exc
+            except requests.exceptions.RequestException as exc:
+                last = exc
+        raise NetworkError(f"{safe_url(url)}: {describe_failure(last)} (after {self.retries + 1} attempts)")
+
+    def _get_once(self, url: str, max_bytes: int) -> bytes:
+        with self.session.get(url, timeout=self.timeout, stream=True) as response:
+            if response.status_code in (404, 410):
+                raise NotFoundError(f"{safe_url(url)}: not found (HTTP {response.status_code})")
+            if response.status_code in RETRY_STATUSES:
+                raise _Retryable(f"HTTP {response.status_code}")
+            if response.status_code != 200:
+                raise NetworkError(f"{safe_url(url)}: HTTP {response.status_code}")
+            chunks: list[bytes] = []
+            size = 0
+            for chunk in self._iter_body(response):
+                size += len(chunk)
+                if size > max_bytes:
+                    raise TooLargeError(f"{safe_url(url)}: response larger than {max_bytes} bytes")
+                chunks.append(chunk)
+            return b"".join(chunks)
+
+    @staticmethod
+    def _iter_body(response: requests.Response) -> Iterator[bytes]:
+        try:
+            yield from response.iter_content(1 << 16)
+        except requests.exceptions.ChunkedEncodingError as exc:
+            raise _Retryable(f"connection broken mid-body: {exc}") from exc
+        except requests.exceptions.ConnectionError as exc:
+            raise _Retryable(f"connection broken mid-body: {exc}") from exc
+
+
+class _Retryable(Exception):
+    """A failure worth another attempt (5xx, reset, timeout)."""
+
+
+def describe_failure(exc: Exception | None) -> str:
+    """One short line for a download failure."""
+    if exc is None:
+        return "failed"
+    if isinstance(exc, requests.exceptions.ConnectTimeout | requests.exceptions.ReadTimeout):
+        return "timed out"
+    if isinstance(exc, requests.exceptions.ConnectionError):
+        return "connection failed" if "refused" not in str(exc).lower() else "connection refused"
+    return str(exc).splitlines()[0][:200]
+
+
+def safe_url(url: str) -> str:
+    """The URL without credentials or query noise, for messages."""
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.hostname or ""
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+
+
+def _read_file_url(url: str, max_bytes: int) -> bytes:
+    path = Path(urllib.parse.unquote(urllib.parse.urlsplit(url).path))
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(max_bytes + 1)
+    except FileNotFoundError as exc:
+        raise NotFoundError(f"{url}: no such file") from exc
+    except OSError as exc:
+        raise NetworkError(f"{url}: {exc.strerror}") from exc
+    if len(data) > max_bytes:
+        raise TooLargeError(f"{url}: larger than {max_bytes} bytes")
+    return data

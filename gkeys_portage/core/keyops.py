@@ -1,0 +1,156 @@
+"""Key operations on categories: install, import, refresh, list, remove, export.
+
+All of them are fingerprint-checked against the seeds: a key that no seed pins never enters a
+keyring.  Callers hold the state lock for anything that writes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gkeys_portage.core.colons import PublicKey
+from gkeys_portage.core.context import Gkeys
+from gkeys_portage.core.errors import BadInputError, NetworkError, StateError
+from gkeys_portage.core.keyinstall import KeyInstaller, KeyOutcome, ProgressCallback, summarize_failure
+from gkeys_portage.core.seeds import Seed
+from gkeys_portage.core.state import atomic_write, atomic_write_json, read_json, read_limited
+from gkeys_portage.core.types import Category, Fingerprint, Nick, parse_category
+
+REFRESH_RECORD = "refresh"
+MAX_KEY_FILE = 16 * 1024 * 1024
+
+
+def select_seeds(ctx: Gkeys, category: str, nick: str | None = None) -> list[Seed]:
+    """The seeds of ``category`` (only ``nick`` if given; an unknown nick is an error)."""
+    seeds = ctx.seeds.load(parse_category(category))
+    if nick is None:
+        return [seeds[n] for n in sorted(seeds)]
+    if nick not in seeds:
+        raise BadInputError(f"no seed {nick!r} in category {category!r}")
+    return [seeds[Nick(nick)]]
+
+
+def install_keys(ctx: Gkeys, category: str, nick: str | None = None,
+                 progress: ProgressCallback | None = None) -> list[KeyOutcome]:
+    """Fetch and install the pinned keys of a category's seeds (or one nick)."""
+    ctx.ensure_layout()
+    installer = KeyInstaller(ctx.keyring(category), ctx.http, ctx.config.sources, progress)
+    outcomes = installer.install(select_seeds(ctx, category, nick))
+    if all(o.status.ok for o in outcomes):
+        record_refresh(ctx, parse_category(category))
+    return outcomes
+
+
+def read_key_source(ctx: Gkeys, source: str) -> bytes:
+    """Key data from a local file or an http(s):// / file:// URL."""
+    if "://" in source:
+        return ctx.http.get(source, max_bytes=MAX_KEY_FILE)
+    return read_limited(Path(source), MAX_KEY_FILE, "key file")
+
+
+def import_key(ctx: Gkeys, category: str, nick: str, source: str) -> list[KeyOutcome]:
+    """Import the keys of one seed from a file or URL; anything not pinned by it is dropped."""
+    ctx.ensure_layout()
+    seed = select_seeds(ctx, category, nick)[0]
+    data = read_key_source(ctx, source)
+    return KeyInstaller(ctx.keyring(category), ctx.http, ctx.config.sources).import_data(seed, data, source)
+
+
+@dataclass
+class RefreshResult:
+    """What refresh-key did for one category."""
+
+    category: Category
+    skipped: bool
+    outcomes: list[KeyOutcome] = field(default_factory=list)
+    warning: str = ""
+    last_success: float | None = None
+
+    def to_json(self) -> dict[str, object]:
+        """Machine-readable form for ``--json``."""
+        return {"category": self.category, "skipped": self.skipped, "warning": self.warning,
+                "last_success": self.last_success, "keys": [o.to_json() for o in self.outcomes]}
+
+
+def record_refresh(ctx: Gkeys, category: Category) -> None:
+    """Remember that ``category``'s keys were successfully fetched now."""
+    path = ctx.layout.record(REFRESH_RECORD)
+    record = read_json(path, {})
+    record[category] = time.time()
+    atomic_write_json(path, record)
+
+
+def last_refresh(ctx: Gkeys, category: Category) -> float | None:
+    """When ``category``'s keys were last fetched successfully."""
+    value = read_json(ctx.layout.record(REFRESH_RECORD), {}).get(category)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def refresh_keys(ctx: Gkeys, category: str, nick: str | None = None, *, force: bool = False,
+                 progress: ProgressCallback | None = None) -> RefreshResult:
+    """Refresh installed keys (new subkeys, expiry, revocations) at most once per interval.
+
+    A failed refresh is a warning while the last successful one is younger than
+    ``[policy] max-refresh-age``, and an error (exit 3) after that.
+    """
+    cat = parse_category(category)
+    ctx.ensure_layout()
+    last = last_refresh(ctx, cat)
+    interval = ctx.config.policy.refresh_interval
+    if not force and last is not None and time.time() - last < interval:
+        return RefreshResult(cat, skipped=True, last_success=last)
+    installed = ctx.keyring(cat).keys()
+    seeds = [s for s in select_seeds(ctx, cat, nick) if s.accepted() & set(installed)]
+    outcomes = KeyInstaller(ctx.keyring(cat), ctx.http, ctx.config.sources, progress).install(seeds)
+    failure = summarize_failure(outcomes)
+    if failure is None:
+        record_refresh(ctx, cat)
+        return RefreshResult(cat, skipped=False, outcomes=outcomes, last_success=time.time())
+    age = None if last is None else time.time() - last
+    if age is not None and age <= ctx.config.policy.max_refresh_age:
+        return RefreshResult(cat, skipped=False, outcomes=outcomes, last_success=last,
+                             warning=f"refresh failed ({failure}); using keys refreshed "
+                                     f"{age / 86400:.1f} days ago")
+    raise NetworkError(f"refresh of {cat} failed and the last successful refresh is "
+                       f"{'unknown' if age is None else f'{age / 86400:.0f} days old'}: {failure}")
+
+
+def list_keys(ctx: Gkeys, category: str, nick: str | None = None) -> list[tuple[Seed, PublicKey | None]]:
+    """Each seed's primary keys paired with the installed key (None if not installed)."""
+    keys = ctx.keyring(category).keys()
+    return [(seed, keys.get(fpr)) for seed in select_seeds(ctx, category, nick) for fpr in seed.keys]
+
+
+def remove_keys(ctx: Gkeys, category: str, nick: str) -> list[Fingerprint]:
+    """Remove one seed's keys from the category keyring; return the removed fingerprints."""
+    seed = select_seeds(ctx, category, nick)[0]
+    keyring = ctx.keyring(category)
+    present = [f for f in sorted(seed.accepted()) if f in keyring.keys()]
+    if present:
+        with keyring.update() as staging:
+            staging.delete_keys(present)
+    return present
+
+
+def prune_unpinned(ctx: Gkeys, category: str) -> list[Fingerprint]:
+    """Remove keys that no seed of the category pins any more (after a seed update)."""
+    cat = parse_category(category)
+    pinned = {f for seed in ctx.seeds.load(cat).values() for f in seed.accepted()}
+    keyring = ctx.keyring(cat)
+    stale = sorted(f for f in keyring.keys() if f not in pinned)
+    if stale:
+        with keyring.update() as staging:
+            staging.delete_keys(stale)
+    return stale
+
+
+def export_keyring(ctx: Gkeys, category: str, output: Path, *, armor: bool = True) -> int:
+    """Write the category keyring to ``output`` atomically; return the number of keys."""
+    keyring = ctx.keyring(category)
+    keys = keyring.keys()
+    if not keys:
+        raise StateError(f"keyring {category!r} is empty; run 'gkeys install-key -C {category}' first")
+    atomic_write(output, keyring.gpg().export_keys(sorted(keys), armor=armor))
+    return len(keys)

@@ -1,0 +1,85 @@
+"""Keyrings: one GnuPG home per category, updated atomically (design.md §3 rule 6, §4).
+
+Readers use the live home.  Writers get a staging copy of the keybox; only when the whole
+update succeeded is the new ``pubring.kbx`` fsynced and renamed over the live one, and the
+exported ``keyrings/<category>.asc`` is rewritten atomically.  A crash (even SIGKILL) in the
+middle of an update leaves the previous keyring in place and working.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+from gkeys_portage.core.colons import PublicKey
+from gkeys_portage.core.gpg import GnuPG
+from gkeys_portage.core.state import Layout, atomic_write, fsync_directory, staging_directory
+from gkeys_portage.core.types import Category, Fingerprint, parse_category
+
+KEYBOX = "pubring.kbx"
+
+
+class Keyring:
+    """The keyring of one category."""
+
+    def __init__(self, layout: Layout, category: Category, *, timeout: float = 300.0) -> None:
+        self.layout = layout
+        self.category = parse_category(category)
+        self.home = layout.keyrings_dir / self.category
+        self.export_path = layout.keyrings_dir / f"{self.category}.asc"
+        self.timeout = timeout
+        self._keys: dict[Fingerprint, PublicKey] | None = None
+
+    def exists(self) -> bool:
+        """True if the keyring has a keybox."""
+        return (self.home / KEYBOX).is_file()
+
+    def gpg(self, faked_time: datetime | None = None) -> GnuPG:
+        """GnuPG on the live home, for reading and verifying."""
+        return GnuPG(self.home, faked_time=faked_time, timeout=self.timeout)
+
+    def keys(self) -> dict[Fingerprint, PublicKey]:
+        """The keys of this keyring by primary fingerprint (cached for this object)."""
+        if self._keys is None:
+            self._keys = {key.fingerprint: key for key in self.gpg().list_keys()} if self.exists() else {}
+        return self._keys
+
+    @contextlib.contextmanager
+    def update(self) -> Iterator[GnuPG]:
+        """Yield GnuPG on a staging copy; commit it atomically if the block succeeds.
+
+        The caller must hold the state lock.
+        """
+        with staging_directory(self.layout.keyrings_dir, f".staging-{self.category}-") as staging:
+            live = self.home / KEYBOX
+            if live.is_file():
+                shutil.copy2(live, staging / KEYBOX)
+            gpg = GnuPG(staging, timeout=self.timeout)
+            yield gpg
+            self._commit(gpg, staging)
+
+    def _commit(self, gpg: GnuPG, staging: Path) -> None:
+        new = staging / KEYBOX
+        self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not new.exists():
+            # gpg creates the keybox lazily: an update that imported nothing leaves none.
+            atomic_write(self.export_path, b"")
+            return
+        exported = gpg.export_keys()
+        with open(new, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(new, self.home / KEYBOX)
+        fsync_directory(self.home)
+        atomic_write(self.export_path, exported)
+        self._keys = None
+
+    def remove(self) -> None:
+        """Delete the whole keyring of this category (home and export)."""
+        shutil.rmtree(self.home, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            self.export_path.unlink()
+        self._keys = None

@@ -1,0 +1,161 @@
+"""Parse GnuPG ``--status-fd`` output into typed records.
+
+Only machine output is read here (never human text).  The parser takes any
+iterable of ``(keyword, value)`` pairs or raw ``[GNUPG:] KEYWORD value`` lines,
+so it can be tested on recorded output as well as on live gpg.
+
+See GnuPG's ``doc/DETAILS`` ("Format of the --status-fd output").
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from gkeys_portage.core.types import Fingerprint, is_fingerprint
+
+STATUS_PREFIX = "[GNUPG:] "
+
+#: ERRSIG return code for "no public key" (GPG_ERR_NO_PUBKEY).
+ERRSIG_NO_PUBKEY = "9"
+
+
+class SigOutcome(enum.Enum):
+    """What GnuPG said about one signature, before any pinning or policy."""
+
+    GOOD = "good"  # GOODSIG: valid signature, key valid now
+    EXPIRED_KEY = "expired-key"  # EXPKEYSIG: valid signature, key has expired (now)
+    REVOKED_KEY = "revoked-key"  # REVKEYSIG: valid signature, key is revoked
+    EXPIRED_SIG = "expired-signature"  # EXPSIG: the signature itself has expired
+    BAD = "bad"  # BADSIG: does not match the data
+    NO_PUBKEY = "no-pubkey"  # ERRSIG rc=9: signer not in the keyring
+    ERROR = "error"  # ERRSIG with any other reason (unknown algorithm, time conflict, ...)
+
+
+_OUTCOME_BY_KEYWORD = {
+    "GOODSIG": SigOutcome.GOOD,
+    "EXPKEYSIG": SigOutcome.EXPIRED_KEY,
+    "REVKEYSIG": SigOutcome.REVOKED_KEY,
+    "EXPSIG": SigOutcome.EXPIRED_SIG,
+    "BADSIG": SigOutcome.BAD,
+}
+
+
+@dataclass
+class SignatureStatus:
+    """Everything the status lines say about one signature."""
+
+    outcome: SigOutcome
+    key_id: str = ""
+    user_id: str = ""
+    signing_fingerprint: Fingerprint | None = None
+    primary_fingerprint: Fingerprint | None = None
+    created: int | None = None  # seconds since the epoch
+    expires: int | None = None  # signature expiry, None if it never expires
+    errsig_rc: str = ""
+    valid: bool = False  # a VALIDSIG line was seen for this signature
+
+    @property
+    def created_at(self) -> datetime | None:
+        """The signature creation time as an aware UTC datetime."""
+        return None if self.created is None else datetime.fromtimestamp(self.created, UTC)
+
+
+@dataclass
+class StatusReport:
+    """All signatures of one gpg run plus the run-level facts that matter for verification."""
+
+    signatures: list[SignatureStatus] = field(default_factory=list)
+    plaintexts: int = 0
+    encrypted: bool = False
+    no_data: bool = False
+    bad_armor: bool = False
+    failures: list[str] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+
+
+def _parse_time(text: str) -> int | None:
+    """GnuPG timestamps are epoch seconds or ISO 8601 ``YYYYMMDDTHHMMSS``; ``0`` means none."""
+    if not text or text == "0":
+        return None
+    if text.isdigit():
+        return int(text)
+    try:
+        return int(datetime.strptime(text, "%Y%m%dT%H%M%S").replace(tzinfo=UTC).timestamp())
+    except ValueError:
+        return None
+
+
+def _fingerprint_or_none(text: str) -> Fingerprint | None:
+    return Fingerprint(text.upper()) if is_fingerprint(text) else None
+
+
+def _split_pairs(items: Iterable[str | tuple[str, str]]) -> Iterable[tuple[str, str]]:
+    for item in items:
+        if isinstance(item, tuple):
+            yield item
+            continue
+        line = item.rstrip("\r\n")
+        if not line.startswith(STATUS_PREFIX):
+            continue
+        keyword, _, value = line[len(STATUS_PREFIX) :].partition(" ")
+        yield keyword, value
+
+
+def parse_status(items: Iterable[str | tuple[str, str]]) -> StatusReport:
+    """Build a :class:`StatusReport` from status lines or ``(keyword, value)`` pairs.
+
+    Every result keyword (``GOODSIG``, ``BADSIG``, ``ERRSIG``, ...) starts a new
+    signature; ``VALIDSIG`` adds details to the signature it follows.
+    """
+    report = StatusReport()
+    current: SignatureStatus | None = None
+
+    def start(outcome: SigOutcome) -> SignatureStatus:
+        nonlocal current
+        current = SignatureStatus(outcome=outcome)
+        report.signatures.append(current)
+        return current
+
+    for keyword, value in _split_pairs(items):
+        report.lines.append(f"{keyword} {value}".rstrip())
+        fields = value.split(" ")
+        if keyword == "NEWSIG":
+            current = None
+        elif keyword in _OUTCOME_BY_KEYWORD:
+            sig = start(_OUTCOME_BY_KEYWORD[keyword])
+            sig.key_id = fields[0]
+            sig.user_id = value[len(fields[0]) + 1 :] if len(fields) > 1 else ""
+        elif keyword == "ERRSIG":
+            sig = start(SigOutcome.ERROR)
+            sig.key_id = fields[0]
+            if len(fields) >= 6:
+                sig.created = _parse_time(fields[4])
+                sig.errsig_rc = fields[5]
+                if fields[5] == ERRSIG_NO_PUBKEY:
+                    sig.outcome = SigOutcome.NO_PUBKEY
+            if len(fields) >= 7:
+                sig.signing_fingerprint = _fingerprint_or_none(fields[6])
+        elif keyword == "VALIDSIG":
+            # VALIDSIG without a result line is an error, never good.
+            sig = current if current is not None else start(SigOutcome.ERROR)
+            sig.valid = True
+            sig.signing_fingerprint = _fingerprint_or_none(fields[0])
+            if len(fields) >= 4:
+                sig.created = _parse_time(fields[2])
+                sig.expires = _parse_time(fields[3])
+            if len(fields) >= 10:
+                sig.primary_fingerprint = _fingerprint_or_none(fields[9])
+        elif keyword == "PLAINTEXT":
+            report.plaintexts += 1
+        elif keyword in ("BEGIN_DECRYPTION", "DECRYPTION_INFO", "ENC_TO", "DECRYPTION_FAILED"):
+            report.encrypted = True
+        elif keyword == "NODATA":
+            report.no_data = True
+        elif keyword == "BADARMOR":
+            report.bad_armor = True
+        elif keyword == "FAILURE":
+            report.failures.append(value)
+    return report

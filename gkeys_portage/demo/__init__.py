@@ -1,0 +1,1 @@
+"""The offline demo (``gkeys demo``) and the throwaway OpenPGP world it shares with the tests."""

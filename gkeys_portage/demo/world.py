@@ -1,0 +1,221 @@
+"""A self-contained OpenPGP world for the demo and the tests: throwaway keys and a loopback server.
+
+* :class:`KeyFactory` makes ed25519 keys (certify-only primary + signing subkey) in one throwaway
+  GnuPG home, optionally "in the past" (expired keys), and signs files as any of them.
+* :class:`LoopbackServer` is a threaded HTTP server on 127.0.0.1 that serves static files, an HKP
+  ``/pks/lookup`` endpoint and WKD trees, with optional per-request latency and injected faults.
+
+Nothing here touches the network beyond 127.0.0.1, ``~`` or the user's keyrings.
+"""
+
+from __future__ import annotations
+
+import http.server
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from gkeys_portage.core.gpg import GnuPG
+from gkeys_portage.core.keysources import wkd_hash
+from gkeys_portage.core.types import Fingerprint
+
+
+@dataclass
+class DemoKey:
+    """A generated key: primary fingerprint, signing subkey, user id."""
+
+    name: str
+    email: str
+    fingerprint: Fingerprint
+    signing_subkey: Fingerprint
+
+    @property
+    def uid(self) -> str:
+        """``Name <email>``."""
+        return f"{self.name} <{self.email}>"
+
+
+class KeyFactory:
+    """Generates and uses throwaway keys in one GnuPG home."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.gpg = GnuPG(home)
+        self.keys: dict[str, DemoKey] = {}
+
+    def _at(self, when: datetime | None) -> GnuPG:
+        return self.gpg if when is None else GnuPG(self.home, faked_time=when)
+
+    def create(self, nick: str, *, name: str | None = None, email: str | None = None,
+               created: datetime | None = None, expire: str = "2y") -> DemoKey:
+        """A certify-only ed25519 primary with an ed25519 signing subkey (created "at" ``created``)."""
+        gpg = self._at(created)
+        email = email or f"{nick}@gentoo.org"
+        name = name or nick.capitalize()
+        primary = gpg.generate_key(f"{name} <{email}>", algorithm="ed25519", usage="cert", expire=expire)
+        subkey = gpg.add_subkey(primary, algorithm="ed25519", usage="sign", expire=expire)
+        key = DemoKey(name, email, primary, subkey)
+        self.keys[nick] = key
+        return key
+
+    def public(self, *nicks: str, armor: bool = True) -> bytes:
+        """Exported public keys of the named keys."""
+        return self.gpg.export_keys([self.keys[n].fingerprint for n in nicks], armor=armor)
+
+    def revocation(self, nick: str) -> bytes:
+        """The key's revocation certificate (import it to revoke the key)."""
+        return self.gpg.revocation_certificate(self.keys[nick].fingerprint)
+
+    def sign(self, nick: str, path: Path, *, clearsign: bool = False, armor: bool = True,
+             when: datetime | None = None) -> bytes:
+        """Sign the file ``path`` as ``nick`` (detached by default), optionally "at" ``when``."""
+        return self._at(when).sign(path, self.keys[nick].fingerprint, clearsign=clearsign, armor=armor)
+
+    def sign_bytes(self, nick: str, data: bytes, workdir: Path, **kwargs: object) -> bytes:
+        """Sign bytes (written to a scratch file in ``workdir``)."""
+        scratch = workdir / f".to-sign-{nick}-{time.monotonic_ns()}"
+        scratch.write_bytes(data)
+        try:
+            return self.sign(nick, scratch, **kwargs)  # type: ignore[arg-type]
+        finally:
+            scratch.unlink()
+
+    def close(self) -> None:
+        """Stop the agent of the key home."""
+        self.gpg.close()
+
+
+def past(days: float) -> datetime:
+    """A datetime ``days`` ago (UTC)."""
+    return datetime.fromtimestamp(time.time() - days * 86400, UTC)
+
+
+Responder = Callable[["RequestInfo"], "Response"]
+
+
+@dataclass
+class RequestInfo:
+    """What a responder sees of a request."""
+
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+
+
+@dataclass
+class Response:
+    """What a responder returns (``stall`` seconds to wait before answering)."""
+
+    status: int = 200
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+    stall: float = 0.0
+
+
+@dataclass
+class LoopbackServer:
+    """A threaded HTTP server on 127.0.0.1 with static files, HKP and WKD, latency and faults."""
+
+    latency: float = 0.0
+    files: dict[str, bytes] = field(default_factory=dict)
+    hkp: dict[str, bytes] = field(default_factory=dict)  # upper-case fingerprint -> what to answer
+    routes: dict[str, Responder] = field(default_factory=dict)  # path -> responder (wins over files)
+    log: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib name
+                return
+
+            def do_GET(self) -> None:  # noqa: N802 - stdlib name
+                server._handle(self, head=False)
+
+            def do_HEAD(self) -> None:  # noqa: N802 - stdlib name
+                server._handle(self, head=True)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        """Base URL, e.g. ``http://127.0.0.1:40123``."""
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def close(self) -> None:
+        """Stop serving."""
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    # -- publishing ------------------------------------------------------------------------------
+
+    def publish(self, path: str, data: bytes) -> str:
+        """Serve ``data`` at ``path``; return its URL."""
+        self.files["/" + path.lstrip("/")] = data
+        return self.url + "/" + path.lstrip("/")
+
+    def publish_wkd(self, email: str, data: bytes, *, method: str = "advanced") -> None:
+        """Serve a key by WKD (``advanced`` or ``direct``) under the layout of :meth:`wkd_templates`."""
+        local, _, domain = email.rpartition("@")
+        prefix = f"/wkd-advanced/{domain}/.well-known/openpgpkey/{domain}" if method == "advanced" \
+            else f"/wkd-direct/{domain}/.well-known/openpgpkey"
+        self.files[f"{prefix}/hu/{wkd_hash(local)}"] = data
+
+    def wkd_templates(self) -> tuple[str, str]:
+        """``[sources] wkd-advanced-url`` and ``wkd-direct-url`` values pointing at this server."""
+        return (f"{self.url}/wkd-advanced/{{domain}}/.well-known/openpgpkey/{{domain}}",
+                f"{self.url}/wkd-direct/{{domain}}/.well-known/openpgpkey")
+
+    # -- serving ---------------------------------------------------------------------------------
+
+    def _respond(self, info: RequestInfo) -> Response:
+        if info.path in self.routes:
+            return self.routes[info.path](info)
+        if info.path == "/pks/lookup":
+            search = info.query.get("search", [""])[0].upper().removeprefix("0X")
+            if info.query.get("op", [""])[0] != "get" or search not in self.hkp:
+                return Response(404, b"No results found")
+            return Response(200, self.hkp[search], {"Content-Type": "application/pgp-keys"})
+        if info.path in self.files:
+            return Response(200, self.files[info.path])
+        return Response(404, b"not found")
+
+    def _handle(self, handler: http.server.BaseHTTPRequestHandler, *, head: bool) -> None:
+        parts = urllib.parse.urlsplit(handler.path)
+        info = RequestInfo(parts.path, urllib.parse.parse_qs(parts.query), dict(handler.headers.items()))
+        self.log.append(handler.path)
+        if self.latency:
+            time.sleep(self.latency)
+        response = self._respond(info)
+        if response.stall:
+            time.sleep(response.stall)
+        body = response.body
+        status = response.status
+        headers = dict(response.headers)
+        range_header = info.headers.get("Range", "")
+        if status == 200 and range_header.startswith("bytes=") and "Content-Length" not in headers:
+            start_text = range_header[6:].split("-")[0]
+            if start_text.isdigit() and int(start_text) < len(body):
+                start = int(start_text)
+                headers["Content-Range"] = f"bytes {start}-{len(body) - 1}/{len(body)}"
+                body, status = body[start:], 206
+        try:
+            handler.send_response(status)
+            headers.setdefault("Content-Length", str(len(body)))
+            for key, value in headers.items():
+                handler.send_header(key, value)
+            handler.end_headers()
+            if not head:
+                handler.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
