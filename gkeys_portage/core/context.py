@@ -28,12 +28,12 @@ class SignatureVerifier:
     def detached(self, signature: bytes, data: DataSource) -> VerifyResult:
         """Verify a detached signature over ``data`` (bytes, path or binary stream)."""
         report = self.keyring.gpg(self.faked_time).verify_detached(signature, data)
-        return decide(report, self.pins, self.keyring.keys(), self.policy)
+        return decide(report, self.pins, self.keyring.installed(), self.policy)
 
     def clearsigned(self, message: bytes) -> VerifyResult:
         """Verify a clearsigned (or inline-signed) message; the result carries the signed text."""
         report, plaintext = self.keyring.gpg(self.faked_time).verify_clearsigned(message)
-        result = decide(report, self.pins, self.keyring.keys(), self.policy)
+        result = decide(report, self.pins, self.keyring.installed(), self.policy)
         result.plaintext = plaintext
         return result
 

@@ -147,8 +147,9 @@ class GnuPG:
                 process.stdin.write((passphrase + "\n").encode("utf-8"))
                 process.stdin.flush()
             if stdin is not None:
+                source: IO[bytes] | _BytesReader
                 if isinstance(stdin, bytes):
-                    source: IO[bytes] = _BytesReader(stdin)
+                    source = _BytesReader(stdin)
                 elif isinstance(stdin, Path):
                     opened = source = open(stdin, "rb")  # noqa: SIM115 - closed in finally
                 else:

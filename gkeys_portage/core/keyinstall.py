@@ -195,7 +195,7 @@ class KeyInstaller:
         return present
 
     def _commit(self, quarantine: GnuPG, wanted: list[_Wanted], found: set[Fingerprint]) -> list[KeyOutcome]:
-        before = self.keyring.keys()
+        before = self.keyring.installed()
         outcomes: list[KeyOutcome] = []
         if found:
             data = quarantine.export_keys(sorted(found), armor=False, minimal=False)

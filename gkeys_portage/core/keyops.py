@@ -101,7 +101,7 @@ def refresh_keys(ctx: Gkeys, category: str, nick: str | None = None, *, force: b
     interval = ctx.config.policy.refresh_interval
     if not force and last is not None and time.time() - last < interval:
         return RefreshResult(cat, skipped=True, last_success=last)
-    installed = ctx.keyring(cat).keys()
+    installed = ctx.keyring(cat).installed()
     seeds = [s for s in select_seeds(ctx, cat, nick) if s.accepted() & set(installed)]
     outcomes = KeyInstaller(ctx.keyring(cat), ctx.http, ctx.config.sources, progress).install(seeds)
     failure = summarize_failure(outcomes)
@@ -119,7 +119,7 @@ def refresh_keys(ctx: Gkeys, category: str, nick: str | None = None, *, force: b
 
 def list_keys(ctx: Gkeys, category: str, nick: str | None = None) -> list[tuple[Seed, PublicKey | None]]:
     """Each seed's primary keys paired with the installed key (None if not installed)."""
-    keys = ctx.keyring(category).keys()
+    keys = ctx.keyring(category).installed()
     return [(seed, keys.get(fpr)) for seed in select_seeds(ctx, category, nick) for fpr in seed.keys]
 
 
@@ -127,7 +127,7 @@ def remove_keys(ctx: Gkeys, category: str, nick: str) -> list[Fingerprint]:
     """Remove one seed's keys from the category keyring; return the removed fingerprints."""
     seed = select_seeds(ctx, category, nick)[0]
     keyring = ctx.keyring(category)
-    present = [f for f in sorted(seed.accepted()) if f in keyring.keys()]
+    present = [f for f in sorted(seed.accepted()) if f in keyring.installed()]
     if present:
         with keyring.update() as staging:
             staging.delete_keys(present)
@@ -139,7 +139,7 @@ def prune_unpinned(ctx: Gkeys, category: str) -> list[Fingerprint]:
     cat = parse_category(category)
     pinned = {f for seed in ctx.seeds.load(cat).values() for f in seed.accepted()}
     keyring = ctx.keyring(cat)
-    stale = sorted(f for f in keyring.keys() if f not in pinned)
+    stale = sorted(f for f in keyring.installed() if f not in pinned)
     if stale:
         with keyring.update() as staging:
             staging.delete_keys(stale)
@@ -149,7 +149,7 @@ def prune_unpinned(ctx: Gkeys, category: str) -> list[Fingerprint]:
 def export_keyring(ctx: Gkeys, category: str, output: Path, *, armor: bool = True) -> int:
     """Write the category keyring to ``output`` atomically; return the number of keys."""
     keyring = ctx.keyring(category)
-    keys = keyring.keys()
+    keys = keyring.installed()
     if not keys:
         raise StateError(f"keyring {category!r} is empty; run 'gkeys install-key -C {category}' first")
     atomic_write(output, keyring.gpg().export_keys(sorted(keys), armor=armor))

@@ -42,7 +42,7 @@ class Keyring:
         """GnuPG on the live home, for reading and verifying."""
         return GnuPG(self.home, faked_time=faked_time, timeout=self.timeout)
 
-    def keys(self) -> dict[Fingerprint, PublicKey]:
+    def installed(self) -> dict[Fingerprint, PublicKey]:
         """The keys of this keyring by primary fingerprint (cached for this object)."""
         if self._keys is None:
             self._keys = {key.fingerprint: key for key in self.gpg().list_keys()} if self.exists() else {}

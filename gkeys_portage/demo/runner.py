@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gkeys_portage.cli.output import Report
 from gkeys_portage.core.seeds import Seed, dump_seeds
@@ -158,7 +159,7 @@ def run(args: argparse.Namespace) -> Report:
     workdir = Path(tempfile.mkdtemp(prefix="gkeys-demo-"))
     console = args.console
     world = build_world(workdir)
-    results = []
+    results: list[dict[str, Any]] = []
     try:
         for builder in step_builders():
             for step in builder(world):

@@ -149,8 +149,8 @@ class LoopbackServer:
     @property
     def url(self) -> str:
         """Base URL, e.g. ``http://127.0.0.1:40123``."""
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        port = self.httpd.server_address[1]
+        return f"http://127.0.0.1:{port}"
 
     def close(self) -> None:
         """Stop serving."""

@@ -1,0 +1,177 @@
+"""Shared fixtures: throwaway keys (generated once per session), a loopback HTTP server, a gkeys root.
+
+Everything is real: gpg, HTTP on 127.0.0.1, the CLI entry point called in-process.  Nothing touches
+``~``, ``/etc`` or the user's keyrings: every GnuPG home and state directory lives under pytest's
+tmp dirs, and HOME/GNUPGHOME point there too.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from gkeys_portage.cli.main import main as gkeys_main
+from gkeys_portage.core.seeds import Seed, dump_seeds
+from gkeys_portage.core.types import Nick
+from gkeys_portage.demo.world import KeyFactory, LoopbackServer, past
+
+PROJECT = Path(__file__).resolve().parent.parent
+SHARED = PROJECT.parent / "shared"
+REAL = SHARED / "fixtures" / "real"
+
+
+def shared_path(*parts: str) -> Path:
+    """A path under ../shared, or skip the test cleanly if ../shared is absent."""
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} is absent (../shared not beside the project)")
+    return path
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Point HOME and GNUPGHOME at a temp dir for the whole session (gpg must never see ~/.gnupg)."""
+    home = tmp_path_factory.mktemp("home")
+    saved = {k: os.environ.get(k) for k in ("HOME", "GNUPGHOME", "GKEYS_CONFIG")}
+    os.environ["HOME"] = str(home)
+    os.environ["GNUPGHOME"] = str(home / "not-used-gnupg")
+    os.environ.pop("GKEYS_CONFIG", None)
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KeyFactory]:
+    """Session keys.  Valid: gkeys (seed signer), releng, alice, bob, mallory (never pinned), carol
+    (revocation available via ``keys.revocation('carol')``).  ``expired``: made 800 days ago with a
+    1-year expiry; ``old``: a valid key for signatures dated in the past."""
+    factory = KeyFactory(tmp_path_factory.mktemp("secret-keys"))
+    for nick in ("gkeys", "releng", "alice", "bob", "mallory", "carol"):
+        factory.create(nick)
+    factory.create("expired", created=past(800), expire="1y")
+    yield factory
+    factory.close()
+
+
+@pytest.fixture
+def server() -> Iterator[LoopbackServer]:
+    """A fresh loopback HTTP server (static files, HKP, WKD) for one test."""
+    srv = LoopbackServer()
+    yield srv
+    srv.close()
+
+
+@dataclass
+class CliResult:
+    """Exit status and captured output of one in-process ``gkeys`` run."""
+
+    code: int
+    out: str
+    err: str
+
+    @property
+    def text(self) -> str:
+        """stdout and stderr together."""
+        return self.out + self.err
+
+
+class GkeysEnv:
+    """A gkeys root + config bound to a loopback server, and a way to run the CLI in it."""
+
+    def __init__(self, root: Path, server: LoopbackServer, keys: KeyFactory,
+                 capsys: pytest.CaptureFixture[str]) -> None:
+        self.root = root
+        self.state = root / "state"
+        self.server = server
+        self.keys = keys
+        self.capsys = capsys
+        self.config = root / "gkeys.conf"
+        self.extra_config = ""
+        self.write_config()
+
+    def write_config(self, extra: str = "", keyservers: str | None = None) -> None:
+        """(Re)write the config; ``extra`` is appended (more sections or options)."""
+        advanced, direct = self.server.wkd_templates()
+        self.config.write_text(
+            f"[base]\ngkeysdir = {self.state}\n"
+            f"[seedurls]\ngentoo = {self.server.url}/seeds/gentoo.seeds\n"
+            f"gentoo-devs = {self.server.url}/seeds/gentoo-devs.seeds\n"
+            "[verify-seeds]\ngentoo = seed-signers gkeys\ngentoo-devs = seed-signers gkeys\n"
+            f"[sources]\nkeyservers = {keyservers if keyservers is not None else self.server.url}\n"
+            f"wkd = yes\nwkd-advanced-url = {advanced}\nwkd-direct-url = {direct}\n"
+            "timeout = 2\nretries = 1\nbackoff = 0.05\n" + extra
+        )
+
+    def run(self, *argv: str) -> CliResult:
+        """Run ``gkeys -c CONFIG argv...`` in-process and capture its output."""
+        self.capsys.readouterr()
+        code = gkeys_main(["-c", str(self.config), *argv])
+        captured = self.capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    def seed(self, nick: str) -> Seed:
+        """A seed for one of the session keys."""
+        key = self.keys.keys[nick]
+        return Seed(Nick(nick), key.name, nick, [key.fingerprint], [key.fingerprint, key.signing_subkey],
+                    [key.uid])
+
+    def seed_bytes(self, *nicks: str) -> bytes:
+        """A seed file for the named keys."""
+        return dump_seeds({Nick(n): self.seed(n) for n in nicks})
+
+    def publish_seeds(self, category: str, nicks: tuple[str, ...], signer: str = "gkeys",
+                      data: bytes | None = None, **sign_kwargs: object) -> bytes:
+        """Serve a seed file signed by ``signer`` at /seeds/<category>.seeds (+ .sig)."""
+        data = data if data is not None else self.seed_bytes(*nicks)
+        self.server.publish(f"seeds/{category}.seeds", data)
+        self.server.publish(f"seeds/{category}.seeds.sig",
+                            self.keys.sign_bytes(signer, data, self.root, armor=False, **sign_kwargs))
+        return data
+
+    def bootstrap(self) -> None:
+        """Pin and import the seed-signing key by hand (category seed-signers)."""
+        key = self.keys.keys["gkeys"]
+        assert self.run("add-seed", "-C", "seed-signers", "-n", "gkeys", "-N", "Seeds", "-K",
+                        key.fingerprint).code == 0
+        keyfile = self.root / "gkeys.asc"
+        keyfile.write_bytes(self.keys.public("gkeys"))
+        result = self.run("import-key", "-C", "seed-signers", "-n", "gkeys", "-F", str(keyfile))
+        assert result.code == 0, result.text
+
+    def install_devs(self, *nicks: str) -> None:
+        """Bootstrap, publish a gentoo-devs seed for ``nicks`` and their keys, and install both."""
+        self.bootstrap()
+        self.publish_seeds("gentoo-devs", nicks)
+        for nick in nicks:
+            self.server.hkp[self.keys.keys[nick].fingerprint] = self.keys.public(nick)
+        result = self.run("update-seed", "-C", "gentoo-devs")
+        assert result.code == 0, result.text
+
+    def snapshot(self) -> dict[str, bytes]:
+        """Every file under the state dir (except the lock), for "nothing changed" assertions."""
+        files = {}
+        for path in sorted(self.state.rglob("*")):
+            if path.is_file() and path.name != "lock" and "S.gpg-agent" not in path.name:
+                files[str(path.relative_to(self.state))] = path.read_bytes()
+        return files
+
+
+@pytest.fixture
+def env(tmp_path: Path, server: LoopbackServer, keys: KeyFactory,
+        capsys: pytest.CaptureFixture[str]) -> GkeysEnv:
+    """A fresh gkeys root with a config pointing at the test's loopback server."""
+    return GkeysEnv(tmp_path, server, keys, capsys)
+
+
+def have(tool: str) -> bool:
+    """True if an external tool is on PATH."""
+    return shutil.which(tool) is not None
