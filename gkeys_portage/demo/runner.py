@@ -148,8 +148,11 @@ def core_steps(world: DemoWorld) -> list[Step]:
 
 
 def step_builders() -> list[StepBuilder]:
-    """The scenes of the demo, in order (later issues add theirs here)."""
-    return [core_steps]
+    """The scenes of the demo, in order: core, then one module per verifier."""
+    from gkeys_portage.demo import checks_steps, fetch_steps, media_steps, overlays_steps, tree_steps
+
+    return [core_steps, media_steps.steps, overlays_steps.steps, tree_steps.steps, checks_steps.steps,
+            fetch_steps.steps]
 
 
 def run(args: argparse.Namespace) -> Report:

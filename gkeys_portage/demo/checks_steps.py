@@ -1,0 +1,10 @@
+"""Demo scenes for checks (filled in by its issue)."""
+
+from __future__ import annotations
+
+from gkeys_portage.demo.runner import DemoWorld, Step
+
+
+def steps(world: DemoWorld) -> list[Step]:
+    """This topic's demo steps (none yet)."""
+    return []
