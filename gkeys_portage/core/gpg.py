@@ -324,6 +324,14 @@ class GnuPG:
                 return parse_fingerprint(value.split(" ")[-1])
         raise GpgError("adding a subkey: gpg reported no new key", detail=result.stderr)
 
+    def set_expiry(self, fingerprint: Fingerprint, expire: str, *, subkeys: bool = False,
+                   passphrase: str = "") -> None:
+        """Set the expiry of the primary key (or of all its subkeys) relative to the current time."""
+        args = ["--pinentry-mode", "loopback", "--passphrase-fd", "0", "--quick-set-expire", fingerprint, expire]
+        if subkeys:
+            args.append("*")
+        self._checked(args, passphrase=passphrase, what="setting the expiry")
+
     def revocation_certificate(self, fingerprint: Fingerprint) -> bytes:
         """The revocation certificate GnuPG wrote when it generated ``fingerprint``, ready to import."""
         path = self.homedir / "openpgp-revocs.d" / f"{fingerprint}.rev"
