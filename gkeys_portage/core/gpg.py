@@ -14,6 +14,7 @@ Nothing else in the package knows gpg's arguments.
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import tempfile
@@ -31,6 +32,9 @@ from gkeys_portage.core.colons import PublicKey, parse_colons
 from gkeys_portage.core.errors import GpgError
 from gkeys_portage.core.status import StatusReport, parse_status
 from gkeys_portage.core.types import Fingerprint, parse_fingerprint
+
+# python-gnupg logs every non-zero gpg exit as a warning; this module inspects exit codes itself.
+logging.getLogger("gnupg").setLevel(logging.ERROR)
 
 DEFAULT_TIMEOUT = 300.0
 GPG_BINARY = os.environ.get("GKEYS_GPG", "gpg")
@@ -235,11 +239,6 @@ class GnuPG:
             args = ["--export-options", "export-minimal", *args]
         result = self._checked([*args, *fingerprints], what="exporting keys")
         return result.stdout
-
-    def delete_keys(self, fingerprints: Sequence[str]) -> None:
-        """Delete public keys by fingerprint (secret keys are never deleted here)."""
-        if fingerprints:
-            self._checked(["--yes", "--delete-keys", *fingerprints], what="deleting keys")
 
     # -- signatures ------------------------------------------------------------------------------
 

@@ -127,11 +127,7 @@ def remove_keys(ctx: Gkeys, category: str, nick: str) -> list[Fingerprint]:
     """Remove one seed's keys from the category keyring; return the removed fingerprints."""
     seed = select_seeds(ctx, category, nick)[0]
     keyring = ctx.keyring(category)
-    present = [f for f in sorted(seed.accepted()) if f in keyring.installed()]
-    if present:
-        with keyring.update() as staging:
-            staging.delete_keys(present)
-    return present
+    return keyring.remove_keys(seed.accepted())
 
 
 def prune_unpinned(ctx: Gkeys, category: str) -> list[Fingerprint]:
@@ -139,11 +135,7 @@ def prune_unpinned(ctx: Gkeys, category: str) -> list[Fingerprint]:
     cat = parse_category(category)
     pinned = {f for seed in ctx.seeds.load(cat).values() for f in seed.accepted()}
     keyring = ctx.keyring(cat)
-    stale = sorted(f for f in keyring.installed() if f not in pinned)
-    if stale:
-        with keyring.update() as staging:
-            staging.delete_keys(stale)
-    return stale
+    return keyring.remove_keys({f for f in keyring.installed() if f not in pinned})
 
 
 def export_keyring(ctx: Gkeys, category: str, output: Path, *, armor: bool = True) -> int:

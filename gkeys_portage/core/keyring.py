@@ -77,6 +77,23 @@ class Keyring:
         atomic_write(self.export_path, exported)
         self._keys = None
 
+    def remove_keys(self, fingerprints: set[Fingerprint]) -> list[Fingerprint]:
+        """Remove keys by rebuilding the keyring without them (no gpg-agent needed); atomic."""
+        installed = self.installed()
+        removed = sorted(f for f in fingerprints if f in installed)
+        if not removed:
+            return []
+        kept = sorted(f for f in installed if f not in fingerprints)
+        data = self.gpg().export_keys(kept, armor=False) if kept else b""
+        with staging_directory(self.layout.keyrings_dir, f".staging-{self.category}-") as staging:
+            gpg = GnuPG(staging, timeout=self.timeout)
+            if data:
+                gpg.import_keys(data)
+            else:
+                gpg.run(["--list-keys"])  # create an empty keybox
+            self._commit(gpg, staging)
+        return removed
+
     def remove(self) -> None:
         """Delete the whole keyring of this category (home and export)."""
         shutil.rmtree(self.home, ignore_errors=True)

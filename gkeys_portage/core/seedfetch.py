@@ -97,8 +97,6 @@ def fetch_seed(ctx: Gkeys, category: str) -> SeedFetchResult:
             f"seed file {url} is signed {result.signer.created_at:%Y-%m-%d %H:%M:%S}, older than the installed "
             f"one; refusing to roll back"
         )
-    if previous and signed == previous.get("signed") and digest != previous.get("sha256"):
-        raise RollbackError(f"seed file {url} differs from the installed one but carries the same signature time")
     old_seeds = ctx.seeds.load(cat) if ctx.seeds.is_installed(cat) else {}
     unchanged = previous.get("sha256") == digest and ctx.seeds.is_installed(cat)
     if not unchanged:
