@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Benchmark: install the keys of 164 seeds from a keyserver on 127.0.0.1 (100 ms per request).
+
+Compares, in the same run and against the same server:
+  * gkeys install-key (concurrent fetch, one quarantine import, fingerprint filter, atomic commit), and
+  * the way gentoo-keys did it: one ``gpg --recv-keys <fpr>`` process per key, sequentially.
+
+Usage: python3 bench/keys.py [--keys 164] [--latency 0.1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from gkeys_portage.cli.main import main as gkeys_main  # noqa: E402
+from gkeys_portage.core.gpg import GnuPG, minimal_environment  # noqa: E402
+from gkeys_portage.core.seeds import Seed, dump_seeds  # noqa: E402
+from gkeys_portage.core.types import Nick  # noqa: E402
+from gkeys_portage.demo.world import KeyFactory, LoopbackServer  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--keys", type=int, default=164)
+    parser.add_argument("--latency", type=float, default=0.1)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="gkeys-bench-keys-"))
+    print(f"generating {args.keys} ed25519 keys ...", flush=True)
+    factory = KeyFactory(work / "secret")
+    keys = [factory.create(f"dev{i:03d}") for i in range(args.keys)]
+    server = LoopbackServer(latency=args.latency)
+    for key in keys:
+        server.hkp[key.fingerprint] = factory.gpg.export_keys([key.fingerprint])
+    factory.close()
+
+    seeds = {Nick(f"dev{i:03d}"): Seed(Nick(f"dev{i:03d}"), k.name, f"dev{i:03d}", [k.fingerprint],
+                                       [k.fingerprint], [k.uid]) for i, k in enumerate(keys)}
+    state = work / "state"
+    (state / "seeds").mkdir(parents=True)
+    (state / "seeds" / "gentoo-devs.seeds").write_bytes(dump_seeds(seeds))
+    config = work / "gkeys.conf"
+    config.write_text(f"[base]\ngkeysdir = {state}\n[sources]\nkeyservers = {server.url}\nwkd = no\n"
+                      "timeout = 10\nretries = 1\n")
+
+    print(f"gkeys install-key ({args.latency * 1000:.0f} ms per request) ...", flush=True)
+    started = time.perf_counter()
+    status = gkeys_main(["-c", str(config), "-q", "install-key", "-C", "gentoo-devs"])
+    ours = time.perf_counter() - started
+    installed = len(GnuPG(state / "keyrings" / "gentoo-devs").list_keys())
+    assert status == 0 and installed == args.keys, (status, installed)
+
+    print("baseline: one gpg --recv-keys per key, sequentially ...", flush=True)
+    home = work / "baseline-home"
+    home.mkdir(mode=0o700)
+    keyserver = server.url.replace("http://", "hkp://")
+    env = minimal_environment(home)
+    started = time.perf_counter()
+    for key in keys:
+        subprocess.run(["gpg", "--homedir", str(home), "--batch", "--keyserver", keyserver,
+                        "--recv-keys", key.fingerprint], env=env, check=True, capture_output=True)
+    baseline = time.perf_counter() - started
+    subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], env=env, check=False)
+    server.close()
+
+    print(f"\nkeys: {args.keys}, latency {args.latency * 1000:.0f} ms/request")
+    print(f"gkeys install-key:           {ours:7.2f} s")
+    print(f"sequential gpg --recv-keys:  {baseline:7.2f} s")
+    print(f"speed-up:                    {baseline / ours:7.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
