@@ -1,0 +1,111 @@
+"""Where checked keys come from: category keyrings (by seed) or a key file.
+
+A key file is imported into a throwaway GnuPG home, never into a category keyring or the
+user's own.  When an evaluation time is given, GnuPG lists the keys with its clock frozen at
+that time, so its validity letters agree with the timestamps the checks use.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from gkeys_portage.core.colons import PublicKey
+from gkeys_portage.core.context import Gkeys
+from gkeys_portage.core.errors import BadInputError, UsageError
+from gkeys_portage.core.glep63.findings import Issue, count_levels, failed, missing_key
+from gkeys_portage.core.gpg import GnuPG
+from gkeys_portage.core.keyops import MAX_KEY_FILE, select_seeds
+from gkeys_portage.core.state import read_limited
+from gkeys_portage.core.types import Fingerprint
+
+Checker = Callable[[PublicKey], list[Issue]]
+
+
+@dataclass
+class Subject:
+    """A key to check: where it comes from, and the key itself (None if it is not installed)."""
+
+    fingerprint: Fingerprint
+    key: PublicKey | None
+    category: str = ""
+    nick: str = ""
+
+    @property
+    def label(self) -> str:
+        """``category/nick`` for seeded keys, the fingerprint for keys from a file."""
+        return f"{self.category}/{self.nick}" if self.nick else self.fingerprint
+
+
+@dataclass
+class KeyResult:
+    """The findings about one subject."""
+
+    subject: Subject
+    issues: list[Issue] = field(default_factory=list)
+
+    def ok(self, *, warnings_fail: bool = False) -> bool:
+        """True if nothing failed."""
+        return not failed(self.issues, warnings_fail=warnings_fail)
+
+    def to_json(self, *, warnings_fail: bool = False) -> dict[str, Any]:
+        """Machine-readable form for ``--json``."""
+        key = self.subject.key
+        return {
+            "category": self.subject.category or None,
+            "nick": self.subject.nick or None,
+            "fingerprint": self.subject.fingerprint,
+            "installed": key is not None,
+            "algorithm": key.primary.algorithm_name if key else None,
+            "created": key.primary.created if key else None,
+            "expires": key.primary.expires if key else None,
+            "uids": [u.text for u in key.uids[:20]] if key else [],
+            "ok": self.ok(warnings_fail=warnings_fail),
+            "counts": count_levels(self.issues),
+            "issues": [i.to_json() for i in self.issues],
+        }
+
+
+def run_checks(subjects: Sequence[Subject], checker: Checker) -> list[KeyResult]:
+    """Apply ``checker`` to every installed subject; a missing key is a ``key:missing`` error."""
+    return [KeyResult(s, checker(s.key) if s.key is not None else [missing_key(s.fingerprint)]) for s in subjects]
+
+
+def category_subjects(ctx: Gkeys, category: str | None, nick: str | None = None, *,
+                      at: datetime | None = None, sigs: bool = False) -> list[Subject]:
+    """The pinned keys of ``category`` (or of every category with a keyring), one per seed key."""
+    if nick and not category:
+        raise UsageError("-n/--nick needs -C/--category")
+    if category:
+        categories = [category]
+    else:
+        categories = [c for c in ctx.seeds.categories() if ctx.keyring(c).exists()]
+        if not categories:
+            raise BadInputError("no category has a keyring yet (run install-key or update-seed first)")
+    subjects: list[Subject] = []
+    for cat in categories:
+        seeds = select_seeds(ctx, cat, nick)
+        wanted = [fpr for seed in seeds for fpr in seed.keys]
+        keyring = ctx.keyring(cat)
+        listed: dict[Fingerprint, PublicKey] = {}
+        if wanted and keyring.exists():
+            listed = {k.fingerprint: k for k in keyring.gpg(faked_time=at).list_keys(wanted, sigs=sigs)}
+        subjects += [Subject(fpr, listed.get(fpr), cat, seed.nick) for seed in seeds for fpr in seed.keys]
+    return subjects
+
+
+def file_subjects(path: Path, *, at: datetime | None = None, timeout: float = 300.0) -> list[Subject]:
+    """Every key in an OpenPGP key file, imported into a throwaway GnuPG home and listed with signatures."""
+    data = read_limited(path, MAX_KEY_FILE, "key file")
+    with tempfile.TemporaryDirectory(prefix="gkeys-check-") as scratch:
+        home = Path(scratch) / "gnupg"
+        imported = GnuPG(home, timeout=timeout).import_keys(data)
+        keys = GnuPG(home, faked_time=at, timeout=timeout).list_keys(sigs=True) if imported else []
+    if not keys:
+        raise BadInputError(f"{path}: no usable OpenPGP public key (GnuPG refuses v3 keys, keys without a "
+                            "user id and unknown formats)")
+    return [Subject(key.fingerprint, key) for key in keys]
