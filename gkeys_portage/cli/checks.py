@@ -1,9 +1,166 @@
-"""CLI actions for checks (filled in by its issue)."""
+"""CLI actions ``check-key`` (is each key usable?) and ``spec-check`` (GLEP 63 compliance).
+
+Presentation only: the checks live in :mod:`gkeys_portage.core.glep63`.
+"""
 
 from __future__ import annotations
 
-from gkeys_portage.cli.common import SubParsers
+import argparse
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
+from gkeys_portage.cli.output import Report
+from gkeys_portage.core.context import Gkeys
+from gkeys_portage.core.errors import EXIT_NOT_VERIFIED, ConfigError, UsageError
+from gkeys_portage.core.glep63 import DEFAULT_DAYS, DEFAULT_SPEC, SPECS, Level, check_health, check_key, get_spec
+from gkeys_portage.core.glep63.findings import count_levels
+from gkeys_portage.core.glep63.sources import KeyResult, load_subjects, parse_at, run_checks
+
+CONFIG_SECTION = "checks"
+
+
+def _when(args: argparse.Namespace) -> datetime | None:
+    return parse_at(args.at) if args.at else None
+
+
+def _date(epoch: int | None) -> str:
+    return "never" if epoch is None else datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d")
+
+
+def _result_word(result: KeyResult, warnings_fail: bool, passed: str, failed: str) -> str:
+    if result.subject.key is None:
+        return "NOT INSTALLED"
+    return passed if result.ok(warnings_fail=warnings_fail) else failed
+
+
+def _table(results: Sequence[KeyResult], warnings_fail: bool, passed: str, failed: str) -> list[str]:
+    """A summary table: one row per key."""
+    rows = [("KEY", "KEY ID", "ALGO", "EXPIRES", "ERR", "WARN", "NOTE", "RESULT")]
+    for result in results:
+        key, counts = result.subject.key, count_levels(result.issues)
+        rows.append((result.subject.label, result.subject.fingerprint[-16:],
+                     key.primary.algorithm_name if key else "-", _date(key.primary.expires) if key else "-",
+                     str(counts["error"]), str(counts["warning"]), str(counts["note"]),
+                     _result_word(result, warnings_fail, passed, failed)))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+            for row in rows]
+
+
+def _render(report: Report, results: Sequence[KeyResult], *, warnings_fail: bool, passed: str,
+            failed: str) -> Report:
+    """Findings as `` * `` lines (errors, warnings, notes), the table, the exit status."""
+    for result in results:
+        for issue in result.issues:
+            line = f"{result.subject.label}: {issue.level} {issue.code} ({issue.concerns}): {issue.message}"
+            {Level.ERROR: report.error, Level.WARNING: report.warn, Level.NOTE: report.info}[issue.level](line)
+    for line in _table(results, warnings_fail, passed, failed):
+        report.plain(line)
+    bad = [r for r in results if not r.ok(warnings_fail=warnings_fail)]
+    report.data["keys"] = [r.to_json(warnings_fail=warnings_fail) for r in results]
+    report.data["ok"] = not bad
+    if bad:
+        report.error(f"{len(bad)} of {len(results)} keys {failed.lower()}" if len(results) != 1
+                     else f"the key is {failed.lower()}")
+        report.exit_code = EXIT_NOT_VERIFIED
+    else:
+        report.good(f"all {len(results)} keys {passed.lower()}" if len(results) != 1
+                    else f"the key is {passed.lower()}")
+    return report
+
+
+def _days(ctx: Gkeys, args: argparse.Namespace) -> int:
+    if args.days is not None:
+        days: int = args.days
+    else:
+        raw = ctx.config.get(CONFIG_SECTION, "expiry-days", str(DEFAULT_DAYS))
+        try:
+            days = int(raw)
+        except ValueError:
+            raise ConfigError(f"[{CONFIG_SECTION}] expiry-days: not a whole number: {raw!r}") from None
+    if days < 0:
+        raise UsageError("--days must not be negative")
+    return days
+
+
+def run_check_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """Check that keys are valid, unrevoked, unexpired, can sign, and do not expire soon."""
+    at = _when(args)
+    days = _days(ctx, args)
+    subjects = load_subjects(ctx, category=args.category, nick=args.nick,
+                             keyring=Path(args.keyring) if args.keyring else None, at=at)
+    results = run_checks(subjects, lambda key: check_health(key, at, days))
+    report = Report(data={"action": "check-key", "at": (at or datetime.now(UTC)).isoformat(), "days": days})
+    return _render(report, results, warnings_fail=args.warnings_fail, passed="ok", failed="FAILED")
+
+
+def run_spec_check(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """Check keys against a GLEP 63 spec."""
+    if args.list_specs:
+        report = Report(data={"specs": {name: spec.doc for name, spec in SPECS.items()}, "default": DEFAULT_SPEC})
+        for name, spec in SPECS.items():
+            report.plain(f"{name:<26}{spec.doc}{'  [default]' if name == DEFAULT_SPEC else ''}")
+        return report
+    spec = get_spec(args.spec or ctx.config.get(CONFIG_SECTION, "spec", DEFAULT_SPEC))
+    at = _when(args)
+    subjects = load_subjects(ctx, category=args.category, nick=args.nick,
+                             keyring=Path(args.keyring) if args.keyring else None, at=at, sigs=True)
+    results = run_checks(subjects, lambda key: check_key(key, spec, at))
+    when = at or datetime.now(UTC)
+    report = Report(data={"action": "spec-check", "spec": spec.name, "at": when.isoformat()})
+    report.info(f"spec {spec.name} ({spec.doc}), as of {when:%Y-%m-%d %H:%M:%S} UTC")
+    report = _render(report, results, warnings_fail=args.warnings_fail, passed="compliant", failed="NOT compliant")
+    report.data["compliant"] = report.data["ok"]
+    return report
+
+
+def _add_selection(parser: argparse.ArgumentParser) -> None:
+    add_category(parser, help_text="category to check (default: every category with a keyring)")
+    add_nick(parser, help_text="only this seed's keys (needs -C)")
+    parser.add_argument("--keyring", metavar="FILE",
+                        help="check every key in this OpenPGP key file instead (armored or binary; imported "
+                             "into a throwaway GnuPG home, never into your keyrings)")
+    parser.add_argument("--at", metavar="TIME",
+                        help="evaluate as of TIME (2018-08-03T00:01:00Z, 2018-08-03 or @EPOCH; default now)")
+    parser.add_argument("--warnings-fail", action="store_true",
+                        help="exit 1 on warnings too (notes never fail)")
+
+
+_EXIT = ("exit status: 0 every key passed, 1 a key has errors (or warnings with --warnings-fail),\n"
+         "2 bad input or usage (unknown spec, unreadable key file, no keys in it).")
 
 
 def register(sub: SubParsers) -> None:
-    """Register this topic's actions (none yet)."""
+    """Register check-key and spec-check."""
+    p = add_action(
+        sub, "check-key", run_check_key,
+        summary="check installed keys: invalid, revoked, expired, no signing subkey, expiring soon",
+        description="Check each pinned key of a category (or every key of a file) as of now or --at:\n"
+                    "  error    validity:invalid, validity:revoked, validity:expired (primary key),\n"
+                    "           subkey:none:s (nothing can sign), key:missing (pinned but not installed)\n"
+                    "  warning  expire:soon (key or usable subkey expires within --days),\n"
+                    "           subkey:none:s (only the primary key can sign), subkey:invalid\n"
+                    "  note     subkey:revoked, subkey:expired (superseded subkeys)",
+        epilog="examples:\n  gkeys check-key -C gentoo-devs\n  gkeys check-key -C gentoo -n releng --days 60\n"
+               "  gkeys check-key --keyring someone.asc --json\n\n"
+               f"default for --days: [{CONFIG_SECTION}] expiry-days (30).\n" + _EXIT)
+    _add_selection(p)
+    p.add_argument("--days", type=int, metavar="N", help="warn about keys expiring within N days (default 30)")
+
+    specs = "\n".join(f"  {name:<26}{spec.doc}" for name, spec in SPECS.items())
+    p = add_action(
+        sub, "spec-check", run_spec_check, summary="check keys against GLEP 63 (issue codes as glep63-check)",
+        description="Check keys against a GLEP 63 spec.  Findings carry glep63-check's codes and levels\n"
+                    "(validity:expired, algo:rsa:tooshort, algo:ecc:invalid, expire:long, expire:short,\n"
+                    "expire:none, subkey:none:s, subkey:none:e, subkey:multipurpose, uid:nogentoo, ...).\n"
+                    "glep63-2.2 also requires SHA-2 self-signatures (sig:sha1) and notes a primary key\n"
+                    "that is not certify-only (key:notcertifyonly).\n\nspecs:\n" + specs,
+        epilog="examples:\n  gkeys spec-check -C gentoo-devs\n"
+               "  gkeys spec-check -C gentoo-devs -n alice --spec glep63-2.1\n"
+               "  gkeys spec-check --keyring key.asc --at 2018-08-03T00:01:00Z --json\n\n"
+               f"default spec: [{CONFIG_SECTION}] spec, else {DEFAULT_SPEC}.\n" + _EXIT)
+    _add_selection(p)
+    p.add_argument("--spec", metavar="NAME", help=f"spec to check against (default {DEFAULT_SPEC})")
+    p.add_argument("--list-specs", action="store_true", help="list the known specs and exit")

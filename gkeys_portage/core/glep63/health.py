@@ -21,7 +21,7 @@ DEFAULT_DAYS = 30
 _PRIMARY_STATES = {
     State.INVALID: ("validity:invalid", "the key is invalid (GnuPG rejects its self-signatures)"),
     State.REVOKED: ("validity:revoked", "the key has been revoked"),
-    State.EXPIRED: ("validity:expired", "the key has expired"),
+    State.EXPIRED: ("validity:expired", "the key expired"),
 }
 _SUBKEY_STATES = {
     State.INVALID: ("subkey:invalid", Level.WARNING, "the subkey is invalid"),
@@ -46,6 +46,8 @@ def check_health(key: PublicKey, at: datetime | None = None, days: int = DEFAULT
         code, message = _PRIMARY_STATES[state]
         if state is State.EXPIRED and key.primary.expires is not None:
             message += f" on {_date(key.primary.expires)}"
+        elif state is State.EXPIRED:
+            message = "the key has expired"
         return [key_issue(key, code, Level.ERROR, message)]
     issues: list[Issue] = []
     if _expires_within(key.primary, when, days) and key.primary.expires is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -109,3 +109,27 @@ def file_subjects(path: Path, *, at: datetime | None = None, timeout: float = 30
         raise BadInputError(f"{path}: no usable OpenPGP public key (GnuPG refuses v3 keys, keys without a "
                             "user id and unknown formats)")
     return [Subject(key.fingerprint, key) for key in keys]
+
+
+def load_subjects(ctx: Gkeys, *, category: str | None = None, nick: str | None = None,
+                  keyring: Path | None = None, at: datetime | None = None, sigs: bool = False) -> list[Subject]:
+    """The keys a check runs on: every key of a key file, or the pinned keys of category keyrings."""
+    if keyring is not None:
+        if category or nick:
+            raise UsageError("--keyring cannot be combined with -C/--category or -n/--nick")
+        return file_subjects(keyring, at=at)
+    return category_subjects(ctx, category, nick, at=at, sigs=sigs)
+
+
+def parse_at(text: str) -> datetime:
+    """An evaluation time: ISO 8601 (``2018-08-03T00:01:00Z``, ``2018-08-03``; UTC unless an offset is
+    given) or ``@EPOCH`` seconds."""
+    value = text.strip()
+    try:
+        if value.startswith("@"):
+            return datetime.fromtimestamp(float(value[1:]), UTC)
+        when = datetime.fromisoformat(value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value)
+    except (ValueError, OverflowError, OSError):
+        raise UsageError(f"--at {text!r}: expected a time like 2018-08-03T00:01:00Z, 2018-08-03 or @1533254460") \
+            from None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
