@@ -97,8 +97,11 @@ class Console:
             self.message(message.level, message.text)
 
     def message(self, level: str, text: str) -> None:
-        """Print one line in Portage style (`` * text``); warnings and errors go to stderr."""
-        if self.quiet and level in (INFO, GOOD, PLAIN):
+        """Print one line in Portage style (`` * text``); warnings and errors go to stderr.
+
+        Nothing is printed in JSON mode (the JSON document is the whole output).
+        """
+        if self.json_mode or (self.quiet and level in (INFO, GOOD, PLAIN)):
             return
         if level == PLAIN:
             self.stdout.write(text + "\n")

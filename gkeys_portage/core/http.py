@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import requests
+import requests.adapters
 
 from gkeys_portage import __version__
 from gkeys_portage.core.errors import NetworkError
@@ -45,6 +46,10 @@ class HttpClient:
         self.session.headers["User-Agent"] = USER_AGENT
         self.session.max_redirects = MAX_REDIRECTS
         self.session.trust_env = False  # no proxies or netrc from the environment by accident
+        # Enough pooled connections per host for the key-fetch thread pool (no reconnect per request).
+        adapter = requests.adapters.HTTPAdapter(pool_connections=8, pool_maxsize=64)
+        self.session.mount("http://", adapter)
+        self.session.mount("https://", adapter)
 
     def get(self, url: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
         """Download ``url`` completely (at most ``max_bytes``), retrying transient failures."""

@@ -197,13 +197,18 @@ class KeyInstaller:
     def _commit(self, quarantine: GnuPG, wanted: list[_Wanted], found: set[Fingerprint]) -> list[KeyOutcome]:
         before = self.keyring.installed()
         outcomes: list[KeyOutcome] = []
+        after = before
         if found:
-            data = quarantine.export_keys(sorted(found), armor=False, minimal=False)
-            with self.keyring.update() as staging:
-                staging.import_keys(data)
-                after = {k.fingerprint: k for k in staging.list_keys()}
-        else:
-            after = before
+            in_quarantine = {k.fingerprint: k for k in quarantine.list_keys()}
+            if not before and set(in_quarantine) == found:
+                # A fresh keyring that would be an exact copy of quarantine: take its keybox as it is.
+                self.keyring.adopt(quarantine)
+                after = in_quarantine
+            else:
+                data = quarantine.export_keys(sorted(found), armor=False)
+                with self.keyring.update() as staging:
+                    staging.import_keys(data)
+                    after = {k.fingerprint: k for k in staging.list_keys()}
         for item in wanted:
             if item.fingerprint in found and item.fingerprint in after:
                 status = _classify(before.get(item.fingerprint), after[item.fingerprint])

@@ -62,6 +62,13 @@ class Keyring:
             yield gpg
             self._commit(gpg, staging)
 
+    def adopt(self, gpg: GnuPG) -> None:
+        """Make the keybox of another home (on the same filesystem) this keyring, atomically.
+
+        Used when a fresh keyring would be an exact copy of it (saves a second import).
+        """
+        self._commit(gpg, gpg.homedir)
+
     def _commit(self, gpg: GnuPG, staging: Path) -> None:
         new = staging / KEYBOX
         self.home.mkdir(mode=0o700, parents=True, exist_ok=True)

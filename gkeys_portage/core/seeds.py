@@ -172,7 +172,8 @@ def parse_seeds(data: bytes | str, source: str = "seed file") -> dict[Nick, Seed
         raise SeedFormatError(f"{source}: not valid JSON ({str(exc).splitlines()[0][:120]})") from exc
     if not isinstance(obj, dict):
         raise SeedFormatError(f"{source}: expected a JSON object keyed by nick")
-    if obj and all(isinstance(v, dict) and "keys" not in v and "uid" not in v for v in obj.values()):
+    if obj and all(isinstance(v, dict) and "fingerprint" in v and "keys" not in v and "uid" not in v
+                   for v in obj.values()):
         raise SeedFormatError(
             f"{source}: unsupported seed format (the 2014 JSON v1 format without 'keys' and 'uid'); "
             f"convert it with 'gkeys convert-seed -F {source}'"

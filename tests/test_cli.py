@@ -1,0 +1,113 @@
+"""The command line: --json everywhere, exit codes, one clear line for bad input, help, the demo."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import PROJECT, GkeysEnv
+
+from gkeys_portage.cli.main import build_parser, main
+
+
+def test_every_action_has_a_man_page_quality_help() -> None:
+    parser = build_parser()
+    actions = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    for name, sub in actions.items():
+        text = sub.format_help()
+        assert "common options" in text and "--json" in text, name
+        assert sub.description, name
+
+
+@pytest.mark.parametrize("argv", [
+    ["list-cats"], ["list-seed"], ["list-seed", "-C", "gentoo"], ["list-seedfiles"], ["search-key", "gentoo"],
+    ["list-key", "-C", "gentoo"],
+])
+def test_read_actions_print_one_json_document(env: GkeysEnv, argv: list[str]) -> None:
+    result = env.run("--json", *argv)
+    document = json.loads(result.out)
+    assert isinstance(document, dict) and document["exit"] == result.code
+
+
+def test_json_accepted_after_the_action_too(env: GkeysEnv) -> None:
+    result = env.run("list-cats", "--json")
+    assert "gentoo" in json.loads(result.out)["categories"]
+
+
+@pytest.mark.parametrize(("argv", "code", "needle"), [
+    (["add-seed", "-C", "x", "-n", "a", "-N", "A", "-K", "0E2548BBC607E5AE"], 2, "invalid fingerprint"),
+    (["add-seed", "-C", "../x", "-n", "a", "-N", "A", "-K", "A" * 40], 2, "invalid category"),
+    (["list-seed", "-f", "12"], 2, "invalid fingerprint"),
+    (["remove-seed", "-C", "gentoo", "-n", "nobody"], 2, "no seed 'nobody'"),
+    (["verify", "-F", "/nonexistent/file"], 2, "no such file"),
+    (["import-key", "-C", "gentoo", "-n", "gkeys", "-F", "/nonexistent.asc"], 2, "cannot read key file"),
+    (["convert-seed", "-F", "/nonexistent"], 2, "cannot read seed file"),
+    (["sign", "-F", "/etc/hostname"], 2, "no signing key configured"),
+])
+def test_bad_input_is_one_line_and_the_right_exit(env: GkeysEnv, argv: list[str], code: int, needle: str) -> None:
+    result = env.run(*argv)
+    assert result.code == code, result.text
+    assert needle in result.text
+    assert len(result.text.strip().splitlines()) == 1 and "Traceback" not in result.text
+    as_json = json.loads(env.run("--json", *argv).out)
+    assert as_json == {"ok": False, "error": result.text.strip().removeprefix("* "), "exit": code}
+
+
+def test_broken_seed_file_in_state_is_a_clear_error(env: GkeysEnv) -> None:
+    (env.state / "seeds").mkdir(parents=True)
+    (env.state / "seeds" / "gentoo-devs.seeds").write_text('{"alice": {"nick": "alice"}}')
+    result = env.run("list-seed", "-C", "gentoo-devs")
+    assert result.code == 2 and "missing field" in result.text
+
+
+def test_world_writable_or_symlinked_state_is_refused(env: GkeysEnv, tmp_path: object) -> None:
+    env.state.mkdir()
+    env.state.chmod(0o777)
+    result = env.run("add-seed", "-C", "x", "-n", "a", "-N", "A", "-K", "A" * 40)
+    assert result.code == 2 and "world-writable" in result.text
+    env.state.chmod(0o755)
+    (env.state / "seeds").symlink_to(env.root)
+    result = env.run("add-seed", "-C", "x", "-n", "a", "-N", "A", "-K", "A" * 40)
+    assert result.code == 2 and "symbolic link" in result.text
+
+
+def test_add_move_remove_seed_round_trip(env: GkeysEnv) -> None:
+    fpr = env.keys.keys["alice"].fingerprint
+    assert env.run("add-seed", "-C", "devs", "-n", "alice", "-N", "Alice", "-K", fpr, "-u", "A <a@g.org>").code == 0
+    assert env.run("add-seed", "-C", "devs", "-n", "alice", "-N", "Alice", "-K", fpr).code == 2  # duplicate nick
+    assert env.run("move-seed", "-C", "devs", "-n", "alice", "-d", "others").code == 0
+    moved = json.loads(env.run("--json", "list-seed", "-C", "others").out)["seeds"]
+    assert [s["nick"] for s in moved] == ["alice"] and moved[0]["keys"] == [fpr]
+    assert env.run("remove-seed", "-C", "others", "-n", "alice").code == 0
+    assert env.run("list-seed", "-C", "others").code == 1
+
+
+def test_sign_and_verify_round_trip(env: GkeysEnv) -> None:
+    """[sign] uses a seed's key whose secret key lives in [sign] gnupghome."""
+    env.install_devs("alice")
+    env.config.write_text(env.config.read_text() + f"[sign]\ncategory = gentoo-devs\nnick = alice\n"
+                          f"gnupghome = {env.keys.home}\n")
+    target = env.root / "release.txt"
+    target.write_text("release\n")
+    assert env.run("sign", "-F", str(target)).code == 0
+    verified = env.run("--json", "verify", "-F", str(target), "-C", "gentoo-devs")
+    assert verified.code == 0
+    assert json.loads(verified.out)["signatures"][0]["nick"] == "alice"
+    assert env.run("sign", "-F", str(target), "--clearsign", "-o", str(env.root / "release.signed")).code == 0
+    assert env.run("verify", "-F", str(env.root / "release.signed"), "-C", "gentoo-devs").code == 0
+
+
+def test_console_script_runs_outside_pytest() -> None:
+    completed = subprocess.run([sys.executable, "-m", "gkeys_portage.cli.main", "--version"], cwd=PROJECT,
+                               capture_output=True, text=True, check=False)
+    assert completed.returncode == 0 and "gkeys-portage" in completed.stdout
+
+
+def test_demo_runs_offline_and_every_step_ends_as_expected(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["--json", "demo"])
+    document = json.loads(capsys.readouterr().out)
+    assert code == 0, [s for s in document["steps"] if not s["as_expected"]]
+    assert document["as_expected"] == document["total"] >= 11
+    assert any(step["expected"] != 0 for step in document["steps"])  # refusals are part of the demo
