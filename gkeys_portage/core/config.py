@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import configparser
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -120,6 +121,8 @@ def load_config(path: Path | None = None, root: Path | None = None) -> Config:
     parser = configparser.ConfigParser(inline_comment_prefixes=(";",), interpolation=None)
     try:
         with open(path, encoding="utf-8") as handle:
+            if os.fstat(handle.fileno()).st_mode & stat.S_IWOTH:
+                raise ConfigError(f"refusing config {path}: it is world-writable")
             parser.read_file(handle)
         used: Path | None = path
     except FileNotFoundError as exc:
