@@ -111,3 +111,28 @@ def test_demo_runs_offline_and_every_step_ends_as_expected(capsys: pytest.Captur
     assert code == 0, [s for s in document["steps"] if not s["as_expected"]]
     assert document["as_expected"] == document["total"] >= 11
     assert any(step["expected"] != 0 for step in document["steps"])  # refusals are part of the demo
+
+
+def test_verify_a_url_with_its_signature_beside_it(env: GkeysEnv) -> None:
+    env.install_devs("alice")
+    data = b"remote file\n"
+    url = env.server.publish("files/remote.txt", data)
+    env.server.publish("files/remote.txt.asc", env.keys.sign_bytes("alice", data, env.root))
+    assert env.run("verify", "-F", url, "-C", "gentoo-devs").code == 0
+    env.server.publish("files/remote.txt", data + b"tampered")
+    assert env.run("verify", "-F", url, "-C", "gentoo-devs").code == 1
+    missing = env.run("verify", "-F", env.server.url + "/files/none.txt")
+    assert missing.code == 3 and "not found" in missing.text
+
+
+def test_progress_is_shown_for_more_than_five_keys(env: GkeysEnv) -> None:
+    nicks = ("alice", "bob", "carol", "mallory", "releng", "gkeys")
+    env.bootstrap()
+    env.publish_seeds("gentoo-devs", nicks)
+    for nick in nicks:
+        env.server.hkp[env.keys.keys[nick].fingerprint] = env.keys.public(nick)
+    result = env.run("update-seed", "-C", "gentoo-devs")
+    assert result.code == 0, result.text
+    assert "gentoo-devs keys: 6/6" in result.err
+    quiet = env.run("-q", "refresh-key", "-C", "gentoo-devs", "--force")
+    assert quiet.code == 0 and "6/6" not in quiet.err
