@@ -9,15 +9,23 @@ from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_n
 from gkeys_portage.cli.output import Report
 from gkeys_portage.core import signing
 from gkeys_portage.core.context import Gkeys
-from gkeys_portage.core.fileverify import default_categories, locate, verify_input
+from gkeys_portage.core.errors import UsageError
+from gkeys_portage.core.fileverify import default_categories, locate, locate_message, verify_input
+from gkeys_portage.core.state import atomic_write
 
 
 def run_verify(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """Verify a file or URL; name the nick and fingerprint that signed it."""
-    signed = locate(ctx, args.file, args.signature)
+    if args.output and args.signature:
+        raise UsageError("--output is for inline-signed messages; it cannot be combined with -s")
+    signed = locate_message(ctx, args.file) if args.output else locate(ctx, args.file, args.signature)
     category, result = verify_input(ctx, signed, default_categories(ctx, args.category), args.nick)
     report = Report(data={"file": signed.name, "signature": signed.signature_name or "inline",
                           "category": category, **result.to_json()})
+    if args.output and result.plaintext is not None:
+        atomic_write(Path(args.output), result.plaintext)
+        report.data["output"] = args.output
+        report.info(f"signed text written to {args.output}")
     for good in result.good:
         report.good(f"{signed.name}: good signature by {good.pin.category}/{good.pin.nick} "
                     f"({good.pin.fingerprint}) made {good.created_at:%Y-%m-%d %H:%M:%S} UTC")
@@ -41,11 +49,15 @@ def register(sub: SubParsers) -> None:
                                "A signature counts only if it is good AND its primary key fingerprint is\n"
                                "pinned by a seed of the category (or by the one nick given with -n).",
                    epilog="examples:\n  gkeys verify -F stage3.tar.xz.DIGESTS -C gentoo\n"
-                          "  gkeys verify -F foo.tar.gz -s foo.tar.gz.asc -C gentoo-devs -n alice")
+                          "  gkeys verify -F foo.tar.gz -s foo.tar.gz.asc -C gentoo-devs -n alice\n"
+                          "  gkeys verify -F SHA256SUMS.asc -C gentoo-devs -o SHA256SUMS")
     p.add_argument("-F", "--file", required=True, metavar="FILE|URL", help="the signed file or URL")
     p.add_argument("-s", "--signature", metavar="SIG", help="detached signature file or URL")
     add_category(p, help_text="category whose keyring and seeds decide (default: every installed one)")
     add_nick(p, help_text="accept only this seed's keys")
+    p.add_argument("-o", "--output", metavar="OUT",
+                   help="FILE is an inline-signed (clearsigned) message: write its signed text to OUT "
+                        "(atomically, only once it verified; text outside the signed part is dropped)")
 
     p = add_action(sub, "sign", run_sign, summary="sign a file with the [sign] key",
                    epilog="The key is the seed [sign] category/nick; its secret key must be in\n"

@@ -96,6 +96,16 @@ def locate(ctx: Gkeys, target: str, signature: str | None) -> SignedInput:
     return locate_local(Path(target), Path(signature) if signature else None)
 
 
+def locate_message(ctx: Gkeys, target: str) -> SignedInput:
+    """An inline-signed (clearsigned) message, local or URL, taken as such whatever its name or leading text."""
+    if "://" in target:
+        return SignedInput(target, ctx.http.get(target, max_bytes=MAX_DOWNLOAD), None)
+    path = Path(target)
+    if not path.is_file():
+        raise BadInputError(f"{target}: no such file")
+    return SignedInput(target, read_limited(path, MAX_DOWNLOAD, "signed message"), None)
+
+
 def verify_input(ctx: Gkeys, signed: SignedInput, categories: list[str],
                  nick: str | None = None) -> tuple[Category, VerifyResult]:
     """Verify against each category in turn (pinned to its seeds, or only ``nick``); first success wins."""
