@@ -1,0 +1,1 @@
+"""Portage integration: sync module implementation, hook entry points, fetch wrapper."""

@@ -1,0 +1,1 @@
+"""Verifiers, one module per artifact kind (release media, overlay list, tree commits)."""

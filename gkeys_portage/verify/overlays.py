@@ -1,0 +1,177 @@
+"""Verify the overlay list (``repositories.xml``) that ``eselect repository`` and layman clone from.
+
+Steps, on exactly the same bytes (no re-reading between checking and using):
+
+1. read the list and its detached signature (``LIST.asc`` or ``-s``), from a path or a URL, bounded in size;
+2. the signature must be good and made by a key pinned in the configured category
+   (``[overlays] category``, default ``gentoo-infra``) — :meth:`Gkeys.verifier`;
+3. the signed bytes are parsed safely (:mod:`.overlay_xml`) and checked against the format and the
+   source-URL rules (:mod:`.overlay_format`, :mod:`.overlay_urls`);
+4. only a list without errors may be installed, atomically (:func:`install_list`).
+
+Configuration (all optional)::
+
+    [overlays]
+    category = gentoo-infra
+    url = https://api.gentoo.org/overlays/repositories.xml
+    signature-url = https://api.gentoo.org/overlays/repositories.xml.asc
+    output = /var/lib/gkeys/overlays/repositories.xml
+    max-size = 16          ; MiB
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gkeys_portage.core.config import Config
+from gkeys_portage.core.context import Gkeys
+from gkeys_portage.core.errors import BadInputError, ConfigError, NoSignatureError, NotVerifiedError, UnknownSignerError
+from gkeys_portage.core.http import NotFoundError, TooLargeError
+from gkeys_portage.core.state import atomic_write, read_limited
+from gkeys_portage.core.types import parse_category
+from gkeys_portage.core.verification import VerifyResult
+from gkeys_portage.verify.overlay_format import OverlayList, check_document
+from gkeys_portage.verify.overlay_xml import OverlayXmlError, XmlLimits, is_blank, parse_document
+
+SECTION = "overlays"
+DEFAULT_CATEGORY = "gentoo-infra"
+DEFAULT_URL = "https://api.gentoo.org/overlays/repositories.xml"
+MAX_SIGNATURE = 1024 * 1024
+
+
+class OverlayListRefused(NotVerifiedError):
+    """The list is validly signed but breaks the format or the source-URL rules (exit 1)."""
+
+
+@dataclass(frozen=True)
+class OverlaySettings:
+    """The ``[overlays]`` section."""
+
+    category: str
+    url: str
+    signature_url: str
+    output: Path
+    limits: XmlLimits = field(default_factory=XmlLimits)
+
+    @classmethod
+    def from_config(cls, config: Config) -> OverlaySettings:
+        """Read ``[overlays]`` (defaults: category gentoo-infra, the api.gentoo.org list, URL.asc,
+        ``<gkeysdir>/overlays/repositories.xml``, 16 MiB)."""
+        url = config.get(SECTION, "url", DEFAULT_URL)
+        output = config.get(SECTION, "output", "") or str(config.gkeysdir / "overlays" / "repositories.xml")
+        try:
+            category = parse_category(config.get(SECTION, "category", DEFAULT_CATEGORY))
+            max_mib = float(config.get(SECTION, "max-size", "16"))
+        except (ValueError, BadInputError) as exc:
+            raise ConfigError(f"[{SECTION}] {exc}") from exc
+        if max_mib <= 0:
+            raise ConfigError(f"[{SECTION}] max-size must be positive")
+        return cls(category=category, url=url, signature_url=config.get(SECTION, "signature-url", "") or url + ".asc",
+                   output=Path(output), limits=XmlLimits(max_bytes=int(max_mib * 1024 * 1024)))
+
+
+@dataclass(frozen=True)
+class SignedList:
+    """The list's bytes and its detached signature, with the names they came from."""
+
+    name: str
+    data: bytes
+    signature: bytes
+    signature_name: str
+
+
+@dataclass
+class OverlayVerification:
+    """Outcome of a verification: who signed, what the list holds, every finding, how long each step took."""
+
+    source: SignedList
+    category: str
+    signature: VerifyResult
+    overlays: OverlayList
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True if the list may be used (good pinned signature, no error findings)."""
+        return self.overlays.ok
+
+    def to_json(self) -> dict[str, object]:
+        """Machine-readable form for ``--json``."""
+        return {"list": self.source.name, "signature": self.source.signature_name, "category": self.category,
+                **self.signature.to_json(), **self.overlays.to_json(), "ok": self.ok,
+                "seconds": {k: round(v, 4) for k, v in self.seconds.items()}}
+
+
+def _fetch(ctx: Gkeys, location: str, limit: int, what: str) -> bytes:
+    """Bytes of a URL or a local file, at most ``limit`` of them."""
+    if "://" not in location:
+        path = Path(location)
+        if not path.is_file():
+            raise (NoSignatureError if what == "signature" else BadInputError)(f"{what} {location}: no such file")
+        return read_limited(path, limit, what)
+    try:
+        return ctx.http.get(location, max_bytes=limit)
+    except TooLargeError as exc:
+        raise OverlayXmlError(f"{what} {location}: larger than {limit} bytes") from exc
+    except NotFoundError as exc:
+        if what == "signature":
+            raise NoSignatureError(f"no signature at {location} (give -s SIG)") from exc
+        raise
+
+
+def load_list(ctx: Gkeys, location: str, signature: str | None, limits: XmlLimits | None = None) -> SignedList:
+    """Read the list (path or URL) and its detached signature (``signature``, else ``LOCATION.asc``)."""
+    limits = limits or XmlLimits()
+    data = _fetch(ctx, location, limits.max_bytes, "overlay list")
+    signature_name = signature or location + ".asc"
+    return SignedList(location, data, _fetch(ctx, signature_name, MAX_SIGNATURE, "signature"), signature_name)
+
+
+def verify_overlay_list(ctx: Gkeys, signed: SignedList, category: str, *, nick: str | None = None,
+                        limits: XmlLimits | None = None) -> OverlayVerification:
+    """Check the signature (pinned to ``category``), then parse and check the signed bytes.
+
+    Raises a :class:`NotVerifiedError` subclass if the signature is not good, or
+    :class:`OverlayXmlError` if the signed bytes are not an acceptable XML document.  Format and
+    URL problems are returned as findings; the caller decides to refuse (see :func:`install_list`).
+    """
+    if is_blank(signed.data):
+        raise OverlayXmlError(f"{signed.name}: empty file (no XML document)")
+    cat = parse_category(category)
+    if not ctx.keyring(cat).exists() or not ctx.seeds.load(cat):
+        raise UnknownSignerError(f"no pinned keys in category {cat}: add the infrastructure key first "
+                                 f"(gkeys add-seed -C {cat} ...; gkeys install-key -C {cat})")
+    started = time.perf_counter()
+    result = ctx.verifier(cat, [nick] if nick else []).detached(signed.signature, signed.data)
+    signed_at = time.perf_counter()
+    root = parse_document(signed.data, signed.name, limits)
+    parsed_at = time.perf_counter()
+    overlays = check_document(root)
+    done = time.perf_counter()
+    return OverlayVerification(signed, cat, result, overlays, {
+        "signature": signed_at - started, "parse": parsed_at - signed_at, "checks": done - parsed_at,
+        "total": done - started})
+
+
+def install_list(ctx: Gkeys, verification: OverlayVerification, output: Path) -> bool:
+    """Write the verified list to ``output`` atomically; False if it already held these bytes.
+
+    Refuses (:class:`OverlayListRefused`) a list with error findings, so nothing unverified is written.
+    """
+    if not verification.ok:
+        raise OverlayListRefused(f"{verification.source.name}: refused ({len(verification.overlays.errors)} "
+                                 f"errors); {output} left unchanged")
+    ctx.ensure_layout()
+    with ctx.lock:
+        try:
+            if output.read_bytes() == verification.source.data:
+                return False
+        except OSError:
+            pass
+        try:
+            atomic_write(output, verification.source.data, 0o644)
+        except OSError as exc:
+            raise BadInputError(f"cannot write {output}: {exc.strerror or exc}") from exc
+    return True

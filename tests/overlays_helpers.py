@@ -1,0 +1,29 @@
+"""Building overlay lists (repositories.xml) for the overlay tests."""
+
+from __future__ import annotations
+
+HEADER = '<?xml version="1.0" encoding="UTF-8"?>\n<repositories xmlns="" version="1.0">\n'
+FOOTER = "</repositories>\n"
+
+
+def repo(name: str = "good-overlay", *, sources: tuple[tuple[str, str], ...] = (
+        ("git", "https://github.com/example/good-overlay.git"),), quality: str = "experimental",
+         status: str = "unofficial", extra: str = "") -> str:
+    """One <repo> element (7 lines plus one per source), well-formed and valid unless told otherwise."""
+    body = "".join(f'    <source type="{kind}">{url}</source>\n' for kind, url in sources)
+    return (f'  <repo quality="{quality}" status="{status}">\n'
+            f"    <name>{name}</name>\n"
+            f'    <description lang="en">The {name} overlay</description>\n'
+            f"    <homepage>https://example.org/{name}</homepage>\n"
+            f'    <owner type="person">\n      <email>{name}@example.org</email>\n    </owner>\n'
+            f"{body}{extra}  </repo>\n")
+
+
+def overlay_list(*repos: str, header: str = HEADER) -> bytes:
+    """A complete list of the given <repo> elements (a good one if none is given)."""
+    return (header + "".join(repos or (repo(),)) + FOOTER).encode("utf-8")
+
+
+GOOD = overlay_list(repo("alpha"), repo("beta", sources=(("git", "git@github.com:example/beta.git"),
+                                                         ("mercurial", "https://hg.example.org/beta"))),
+                    repo("gamma", sources=(("rsync", "rsync://rsync.example.org/gamma"),), status="official"))
