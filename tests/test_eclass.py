@@ -8,94 +8,18 @@ working tree's entry point), exactly as an ebuild environment would call it.
 from __future__ import annotations
 
 import hashlib
-import io
-import os
 import subprocess
-import tarfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from conftest import GkeysEnv
-
-PROJECT = Path(__file__).resolve().parent.parent
-HARNESS = PROJECT / "tests" / "eclass_harness.sh"
-ECLASSDIR = PROJECT / "eclass-helpers"
-DATA = b"upstream release tarball contents\n" * 100
-
-
-@dataclass
-class Bash:
-    """Outcome of one harness run."""
-
-    code: int
-    out: str
-    err: str
-
-    @property
-    def died(self) -> str:
-        """The die message (empty if the script did not die)."""
-        lines = [line for line in self.err.splitlines() if line.startswith("DIE: ")]
-        return lines[-1][5:] if lines else ""
-
-
-class Ebuild:
-    """A DISTDIR / WORKDIR / T layout plus a way to run eclass code in the harness."""
-
-    def __init__(self, env: GkeysEnv) -> None:
-        self.env = env
-        base = env.root / "build"
-        self.distdir, self.workdir, self.temp, self.bin = (base / d for d in ("distdir", "work", "temp", "bin"))
-        for directory in (self.distdir, self.workdir, self.temp, self.bin):
-            directory.mkdir(parents=True, exist_ok=True)
-        shim = self.bin / "gkeys"
-        shim.write_text(f'#!/bin/sh\nPYTHONPATH="{PROJECT}" exec python3 -m gkeys_portage.cli.main "$@"\n')
-        shim.chmod(0o755)
-
-    def distfile(self, name: str, data: bytes = DATA) -> Path:
-        """Write a distfile."""
-        path = self.distdir / name
-        path.write_bytes(data)
-        return path
-
-    def sign(self, nick: str, name: str, *, suffix: str = ".asc", clearsign: bool = False) -> Path:
-        """Sign a distfile as ``nick``: FILE+suffix (detached) or the clearsigned copy."""
-        signature = self.env.keys.sign(nick, self.distdir / name, clearsign=clearsign)
-        path = self.distdir / (name + suffix)
-        path.write_bytes(signature)
-        return path
-
-    def run(self, body: str, *, a: str = "", use: str = "verify-sig", category: str = "gentoo-devs",
-            nick: str = "", extra: str = "") -> Bash:
-        """Source the harness and the eclass, then run ``body`` in bash."""
-        script = (f'source "{HARNESS}"\ninherit gkeys-verify\n'
-                  f'GKEYS_VERIFY_CATEGORY={category}\nGKEYS_VERIFY_NICK={nick}\n{extra}\n{body}\n')
-        environ = {
-            "PATH": f"{self.bin}:{os.environ['PATH']}", "HOME": os.environ["HOME"], "LC_ALL": "C",
-            "ECLASSDIR": str(ECLASSDIR), "DISTDIR": str(self.distdir), "WORKDIR": str(self.workdir),
-            "T": str(self.temp), "A": a, "USE": use, "EAPI": "8",
-            "GKEYS_VERIFY_CONFIG": str(self.env.config),
-        }
-        proc = subprocess.run(["bash", "-c", script], env=environ, capture_output=True, text=True, timeout=120,
-                              check=False)
-        return Bash(proc.returncode, proc.stdout, proc.stderr)
+from eclass_helpers import DATA, ECLASSDIR, HARNESS, Ebuild, installed_ebuild, tarball
 
 
 @pytest.fixture
 def ebuild(env: GkeysEnv) -> Ebuild:
     """gentoo-devs installed (alice, bob) and an empty build layout."""
-    env.install_devs("alice", "bob")
-    return Ebuild(env)
-
-
-def tarball(member: str = "hello.txt", text: bytes = b"hello\n") -> bytes:
-    """A small .tar.gz with one file."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        info = tarfile.TarInfo(member)
-        info.size = len(text)
-        tar.addfile(info, io.BytesIO(text))
-    return buffer.getvalue()
+    return installed_ebuild(env)
 
 
 # -- verify_detached -------------------------------------------------------------------------------------
