@@ -300,28 +300,28 @@ class GnuPG:
     # -- key generation --------------------------------------------------------------------------
 
     def generate_key(self, uid: str, *, algorithm: str = "ed25519", usage: str = "cert",
-                     expire: str = "1y", passphrase: str = "") -> Fingerprint:
-        """Create a primary key non-interactively (``--quick-generate-key``)."""
-        args = ["--pinentry-mode", "loopback", "--passphrase-fd", "0",
+                     expire: str = "1y", passphrase: str = "", preferences: Sequence[str] = (),
+                     cert_digest: str | None = None) -> Fingerprint:
+        """Create a primary key non-interactively (``--quick-generate-key``).
+
+        ``preferences`` (e.g. ``["SHA512", "AES256", "ZLIB"]``) become the key's algorithm preferences
+        (``--default-preference-list``); ``cert_digest`` is the self-signature hash (``--cert-digest-algo``).
+        """
+        args = [*_key_options(preferences, cert_digest), "--pinentry-mode", "loopback", "--passphrase-fd", "0",
                 "--quick-generate-key", uid, algorithm, usage, expire]
         result = self._checked(args, passphrase=passphrase, what="generating a key")
-        for line in result.status.lines:
-            keyword, _, value = line.partition(" ")
-            if keyword == "KEY_CREATED":
-                return parse_fingerprint(value.split(" ")[-1])
-        raise GpgError("generating a key: gpg reported no new key", detail=result.stderr)
+        return _created_fingerprint(result, "generating a key")
 
     def add_subkey(self, primary: Fingerprint, *, algorithm: str = "ed25519", usage: str = "sign",
-                   expire: str = "1y", passphrase: str = "") -> Fingerprint:
-        """Add a subkey to ``primary``; return the subkey fingerprint."""
-        args = ["--pinentry-mode", "loopback", "--passphrase-fd", "0",
+                   expire: str = "1y", passphrase: str = "", cert_digest: str | None = None) -> Fingerprint:
+        """Add a subkey to ``primary``; return the subkey fingerprint.
+
+        ``cert_digest`` is the hash of the binding signature (``--cert-digest-algo``).
+        """
+        args = [*_key_options((), cert_digest), "--pinentry-mode", "loopback", "--passphrase-fd", "0",
                 "--quick-add-key", primary, algorithm, usage, expire]
         result = self._checked(args, passphrase=passphrase, what="adding a subkey")
-        for line in result.status.lines:
-            keyword, _, value = line.partition(" ")
-            if keyword == "KEY_CREATED":
-                return parse_fingerprint(value.split(" ")[-1])
-        raise GpgError("adding a subkey: gpg reported no new key", detail=result.stderr)
+        return _created_fingerprint(result, "adding a subkey")
 
     def set_expiry(self, fingerprint: Fingerprint, expire: str, *, subkeys: bool = False,
                    passphrase: str = "") -> None:
@@ -359,6 +359,23 @@ class _BytesReader:
         chunk = bytes(self._view[self._pos : end])
         self._pos = end
         return chunk
+
+
+def _key_options(preferences: Sequence[str], cert_digest: str | None) -> list[str]:
+    options: list[str] = []
+    if preferences:
+        options += ["--default-preference-list", " ".join(preferences)]
+    if cert_digest:
+        options += ["--cert-digest-algo", cert_digest]
+    return options
+
+
+def _created_fingerprint(result: GpgResult, what: str) -> Fingerprint:
+    for line in result.status.lines:
+        keyword, _, value = line.partition(" ")
+        if keyword == "KEY_CREATED":
+            return parse_fingerprint(value.split(" ")[-1])
+    raise GpgError(f"{what}: gpg reported no new key", detail=result.stderr)
 
 
 def _raise_on_timeout(result: GpgResult, what: str) -> StatusReport:

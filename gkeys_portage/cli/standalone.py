@@ -1,0 +1,46 @@
+"""Entry-point plumbing shared by the stand-alone console scripts (``gkeys-gen``, ``gkeys-ldap``).
+
+They do not need a gkeys state directory, so they skip :class:`~gkeys_portage.core.context.Gkeys`;
+like ``gkeys`` they print one line per failure and never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Callable
+
+from gkeys_portage.cli.output import Console, Report
+from gkeys_portage.core.errors import EXIT_BAD_INPUT, EXIT_NOT_VERIFIED, GkeysError
+
+
+def add_output_options(parser: argparse.ArgumentParser) -> None:
+    """``--json``, ``-q`` and ``-v`` as ``gkeys`` has them."""
+    group = parser.add_argument_group("output")
+    group.add_argument("--json", action="store_true", help="print one JSON document with the same facts as the text")
+    group.add_argument("-q", "--quiet", action="store_true", help="print only warnings and errors")
+    group.add_argument("-v", "--verbose", action="store_true", help="print more detail on failure")
+
+
+def run_report(args: argparse.Namespace, func: Callable[[argparse.Namespace, Console], Report]) -> int:
+    """Run ``func``, render its report (or its one-line failure) and return the exit status."""
+    console = Console(json_mode=args.json, quiet=args.quiet, verbose=args.verbose)
+    try:
+        report = func(args, console)
+    except GkeysError as exc:
+        console.fail(exc.message, exc.exit_code)
+        if args.verbose and exc.detail:
+            sys.stderr.write(exc.detail + "\n")
+        return exc.exit_code
+    except (KeyboardInterrupt, EOFError):
+        console.fail("interrupted", EXIT_BAD_INPUT)
+        return 130
+    except Exception as exc:  # a bug: still one line
+        console.fail(f"internal error: {type(exc).__name__}: {exc} (run with -v for details)", EXIT_NOT_VERIFIED)
+        if args.verbose or os.environ.get("GKEYS_DEBUG"):
+            traceback.print_exc()
+        return EXIT_NOT_VERIFIED
+    console.render(report)
+    return report.exit_code
