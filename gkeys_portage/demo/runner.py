@@ -173,8 +173,8 @@ def run(args: argparse.Namespace) -> Report:
                     status = step.run()
                 else:
                     console.message("plain", "   $ gkeys " + " ".join(step.argv[2:]))
-                    status = gkeys_main([*step.argv, *(["--json"] if args.json else [])]) \
-                        if not args.json else _quiet_main(gkeys_main, step.argv)
+                    quiet = args.json or args.quiet
+                    status = _quiet_main(gkeys_main, step.argv) if quiet else gkeys_main(step.argv)
                 results.append({"title": step.title, "argv": step.argv, "exit": status, "expected": step.expect,
                                 "as_expected": status == step.expect})
                 console.message("plain", "")
