@@ -144,7 +144,10 @@ def verify_overlay_list(ctx: Gkeys, signed: SignedList, category: str, *, nick: 
         raise UnknownSignerError(f"no pinned keys in category {cat}: add the infrastructure key first "
                                  f"(gkeys add-seed -C {cat} ...; gkeys install-key -C {cat})")
     started = time.perf_counter()
-    result = ctx.verifier(cat, [nick] if nick else []).detached(signed.signature, signed.data)
+    try:
+        result = ctx.verifier(cat, [nick] if nick else []).detached(signed.signature, signed.data)
+    except NotVerifiedError as exc:
+        raise type(exc)(f"{signed.name}: {exc.message}", detail=exc.detail) from exc
     signed_at = time.perf_counter()
     root = parse_document(signed.data, signed.name, limits)
     parsed_at = time.perf_counter()

@@ -1,0 +1,250 @@
+"""``gkeys verify-overlays`` and the ``postsync.d/gkeys-overlays`` hook end to end: real gpg, real HTTP.
+
+The overlay list must be signed by a key pinned in ``gentoo-infra`` (here: the session key
+``releng``, pinned under the nick ``infra``).  Every bad input of the issue is one row of a table:
+it must fail with a clear line naming the repo or the line, exit 1 or 2, and leave the previous
+verified copy untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import PROJECT, GkeysEnv, shared_path
+from overlays_helpers import GOOD, overlay_list, repo
+from test_overlays_rules import BILLION_LAUGHS, XXE
+
+from gkeys_portage.core.config import load_config
+from gkeys_portage.core.context import Gkeys
+from gkeys_portage.core.errors import NotVerifiedError
+from gkeys_portage.portage.overlays_hook import main as hook_main
+from gkeys_portage.verify.overlay_xml import OverlayXmlError
+from gkeys_portage.verify.overlays import OverlaySettings, load_list, verify_overlay_list
+
+PREVIOUS = b"<!-- the previous verified copy -->\n"
+HOOK = PROJECT / "hooks" / "postsync.d" / "gkeys-overlays"
+
+
+@pytest.fixture
+def infra(env: GkeysEnv) -> GkeysEnv:
+    """releng's key pinned as gentoo-infra/infra and imported."""
+    key = env.keys.keys["releng"]
+    assert env.run("add-seed", "-C", "gentoo-infra", "-n", "infra", "-N", "Infra", "-K", key.fingerprint).code == 0
+    keyfile = env.root / "infra.asc"
+    keyfile.write_bytes(env.keys.public("releng"))
+    result = env.run("import-key", "-C", "gentoo-infra", "-n", "infra", "-F", str(keyfile))
+    assert result.code == 0, result.text
+    return env
+
+
+def write_list(env: GkeysEnv, data: bytes, *, signer: str | None = "releng", signed: bytes | None = None,
+               name: str = "repositories.xml") -> Path:
+    """Write a list and (unless ``signer`` is None) its detached signature LIST.asc over ``signed`` or ``data``."""
+    path = env.root / name
+    path.write_bytes(data)
+    if signer is not None:
+        path.with_name(name + ".asc").write_bytes(env.keys.sign_bytes(signer, data if signed is None else signed,
+                                                                      env.root))
+    return path
+
+
+def previous_copy(env: GkeysEnv) -> Path:
+    """An output file that already holds a "previous verified copy"."""
+    out = env.root / "verified" / "repositories.xml"
+    out.parent.mkdir(exist_ok=True)
+    out.write_bytes(PREVIOUS)
+    return out
+
+
+# -- good lists -------------------------------------------------------------------------------------
+
+def test_good_list_is_verified_summarised_and_written(infra: GkeysEnv) -> None:
+    out = previous_copy(infra)
+    result = infra.run("verify-overlays", str(write_list(infra, GOOD)), "-o", str(out))
+    assert result.code == 0, result.text
+    assert "good signature by gentoo-infra/infra" in result.out
+    assert "3 repositories (1 official); sources: git 2, mercurial 1, rsync 1" in result.out
+    assert f"wrote the verified list to {out}" in result.out
+    assert out.read_bytes() == GOOD
+    again = infra.run("verify-overlays", str(infra.root / "repositories.xml"), "-o", str(out))
+    assert again.code == 0 and "is already this list" in again.out
+
+
+def test_json_document_has_the_same_facts(infra: GkeysEnv) -> None:
+    result = infra.run("verify-overlays", str(write_list(infra, GOOD)), "--json", "-v")
+    document = json.loads(result.out)
+    assert result.code == 0 and document["ok"] is True and document["verified"] is True
+    assert document["repos"] == 3 and document["sources"] == {"git": 2, "mercurial": 1, "rsync": 1}
+    assert document["signatures"][0]["nick"] == "infra" and document["category"] == "gentoo-infra"
+    assert [f["code"] for f in document["findings"]] == ["source:unauthenticated"]
+    assert document["output"] is None and set(document["seconds"]) == {"signature", "parse", "checks", "total"}
+
+
+def test_the_real_list_verifies_with_warnings(infra: GkeysEnv) -> None:
+    real = shared_path("fixtures", "real", "overlays", "repositories.xml").read_bytes()
+    out = previous_copy(infra)
+    result = infra.run("verify-overlays", str(write_list(infra, real)), "-o", str(out))
+    assert result.code == 0, result.text
+    assert "458 repositories (32 official); sources: cvs 1, git 896, mercurial 1, rsync 5" in result.out
+    assert ("repositories.xml line 927, repo chloverlay: git source 'ssh://git@github.com:CCF100/chloverlay.git': "
+            "port 'CCF100' is not a port number") in result.err
+    assert "54 sources use an unauthenticated transport" in result.out
+    assert out.read_bytes() == real
+
+
+def test_list_and_signature_by_url(infra: GkeysEnv) -> None:
+    url = infra.server.publish("overlays/repositories.xml", GOOD)
+    infra.server.publish("overlays/repositories.xml.asc", infra.keys.sign_bytes("releng", GOOD, infra.root))
+    assert infra.run("verify-overlays", url).code == 0
+    infra.server.publish("elsewhere/repositories.xml", GOOD)
+    missing = infra.run("verify-overlays", infra.server.url + "/elsewhere/repositories.xml")
+    assert missing.code == 1 and "no signature at" in missing.err
+
+
+def test_category_comes_from_the_config_and_must_have_pins(infra: GkeysEnv) -> None:
+    path = write_list(infra, GOOD)
+    infra.write_config(extra="[overlays]\ncategory = overlay-signers\n")
+    result = infra.run("verify-overlays", str(path))
+    assert result.code == 1 and "no pinned keys in category overlay-signers" in result.err
+    assert infra.run("verify-overlays", str(path), "-C", "gentoo-infra").code == 0
+
+
+# -- bad input: one row each --------------------------------------------------------------------------
+
+def _tampered(env: GkeysEnv) -> Path:
+    return write_list(env, GOOD.replace(b"https://github.com/example/good-overlay.git",
+                                        b"https://evil.example/overlay.git"), signed=GOOD)
+
+
+def _dangerous(url: str) -> Callable[[GkeysEnv], Path]:
+    return lambda env: write_list(env, overlay_list(repo("fine"), repo("evil", sources=(("git", url),))))
+
+
+BAD: list[tuple[str, Callable[[GkeysEnv], Path], int, str]] = [
+    ("signature by another key", lambda e: write_list(e, GOOD, signer="mallory"), 1,
+     "repositories.xml: signed by unknown key"),
+    ("unsigned list", lambda e: write_list(e, GOOD, signer=None), 1, "repositories.xml.asc: no such file"),
+    ("tampered after signing", _tampered, 1, "BAD signature"),
+    ("XXE", lambda e: write_list(e, XXE), 2, "repositories.xml line 2: a DOCTYPE with an internal subset"),
+    ("billion laughs", lambda e: write_list(e, BILLION_LAUGHS), 2, "line 2: a DOCTYPE with an internal subset"),
+    ("deeply nested", lambda e: write_list(e, b'<repositories version="1.0">' + b"<repo>" * 100_000), 2,
+     "line 1: elements nested deeper than 16 levels"),
+    ("duplicate names, different sources",
+     lambda e: write_list(e, overlay_list(repo("dup"), repo("dup", sources=(("git", "https://evil.example/d"),)))),
+     1, "line 12, repo dup: repository name is used again (first at line 3) with different sources"),
+    ("file:///etc", _dangerous("file:///etc"), 1, "repo evil: git source 'file:///etc'"),
+    ("ext::sh -c", _dangerous("ext::sh -c touch% /tmp/pwned"), 1, "repo evil: git source 'ext::sh -c"),
+    ("--upload-pack", _dangerous("--upload-pack=touch /tmp/pwned"), 1, "repo evil: git source '--upload-pack"),
+    ("invalid quality", lambda e: write_list(e, overlay_list(repo("q", quality="best"))), 1,
+     "line 3, repo q: quality='best' is not one of"),
+    ("invalid status", lambda e: write_list(e, overlay_list(repo("s", status="semi"))), 1,
+     "line 3, repo s: status='semi' is not one of"),
+    ("non-UTF-8 bytes", lambda e: write_list(e, GOOD.replace(b"alpha overlay", b"alpha \xff overlay")), 2,
+     "repositories.xml line 5: not valid UTF-8 (byte 0xff"),
+    ("empty file", lambda e: write_list(e, b""), 2, "repositories.xml: empty file"),
+]
+
+
+@pytest.mark.parametrize(("make", "code", "message"), [c[1:] for c in BAD], ids=[c[0] for c in BAD])
+def test_bad_input_is_refused_and_the_previous_copy_kept(infra: GkeysEnv, make: Callable[[GkeysEnv], Path],
+                                                         code: int, message: str) -> None:
+    out = previous_copy(infra)
+    result = infra.run("verify-overlays", str(make(infra)), "-o", str(out))
+    assert result.code == code, result.text
+    assert message in result.err, result.text
+    assert f"{out} left unchanged" in result.err
+    assert "Traceback" not in result.text and "wrote" not in result.out
+    assert out.read_bytes() == PREVIOUS
+
+
+def test_a_200_mb_list_is_refused_without_reading_it_all(infra: GkeysEnv) -> None:
+    huge = infra.root / "huge.xml"
+    with open(huge, "wb") as handle:
+        handle.truncate(200 * 1024 * 1024)  # sparse: costs no disk
+    huge.with_name("huge.xml.asc").write_bytes(b"not even looked at")
+    ctx = Gkeys(load_config(infra.config, None))
+    tracemalloc.start()
+    try:
+        with pytest.raises(Exception, match="larger than 16777216 bytes"):
+            load_list(ctx, str(huge), None)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 40 * 1024 * 1024, f"read {peak} bytes"
+    out = previous_copy(infra)
+    result = infra.run("verify-overlays", str(huge), "-o", str(out))
+    assert result.code == 2 and "larger than 16777216 bytes" in result.err
+    assert out.read_bytes() == PREVIOUS
+
+
+def test_a_download_over_the_size_limit_is_refused(infra: GkeysEnv) -> None:
+    big = overlay_list(*(repo(f"r{i}") for i in range(20)))
+    url = infra.server.publish("big/repositories.xml", big)
+    infra.server.publish("big/repositories.xml.asc", infra.keys.sign_bytes("releng", big, infra.root))
+    infra.write_config(extra="[overlays]\nmax-size = 0.004\n")  # ~4 KB
+    result = infra.run("verify-overlays", url)
+    assert result.code == 2 and "larger than 4194 bytes" in result.err
+
+
+def test_library_raises_precise_errors(infra: GkeysEnv) -> None:
+    ctx = Gkeys(load_config(infra.config, None))
+    with pytest.raises(NotVerifiedError):
+        verify_overlay_list(ctx, load_list(ctx, str(_tampered(infra)), None), "gentoo-infra")
+    with pytest.raises(OverlayXmlError, match="line 2"):
+        verify_overlay_list(ctx, load_list(ctx, str(write_list(infra, XXE)), None), "gentoo-infra")
+    bad = verify_overlay_list(ctx, load_list(ctx, str(_dangerous("file:///etc")(infra)), None), "gentoo-infra")
+    assert not bad.ok and [f.repo for f in bad.overlays.errors] == ["evil"]
+
+
+# -- the postsync.d hook --------------------------------------------------------------------------
+
+def _hook_config(env: GkeysEnv, out: Path) -> None:
+    env.write_config(extra=f"[overlays]\nurl = {env.server.url}/overlays/repositories.xml\noutput = {out}\n")
+
+
+def test_hook_script_refreshes_then_keeps_the_copy_when_upstream_is_tampered(infra: GkeysEnv) -> None:
+    out = infra.root / "state" / "overlays" / "repositories.xml"
+    _hook_config(infra, out)
+    infra.server.publish("overlays/repositories.xml", GOOD)
+    infra.server.publish("overlays/repositories.xml.asc", infra.keys.sign_bytes("releng", GOOD, infra.root))
+    environ = {**os.environ, "GKEYS_CONFIG": str(infra.config), "GKEYS_PYTHON": sys.executable,
+               "PYTHONPATH": str(PROJECT)}
+    first = subprocess.run([str(HOOK)], env=environ, capture_output=True, text=True, timeout=120, check=False)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert out.read_bytes() == GOOD
+    infra.server.publish("overlays/repositories.xml", GOOD.replace(b"alpha", b"omega"))
+    second = subprocess.run([str(HOOK)], env=environ, capture_output=True, text=True, timeout=120, check=False)
+    assert second.returncode == 1
+    assert "BAD signature" in second.stderr and f"{out} left unchanged" in second.stderr
+    assert len(second.stderr.strip().splitlines()) == 1, second.stderr
+    assert out.read_bytes() == GOOD
+
+
+def test_hook_fails_on_network_errors_and_on_refused_lists(infra: GkeysEnv, capsys: pytest.CaptureFixture[str]) -> None:
+    out = previous_copy(infra)
+    _hook_config(infra, out)
+    assert hook_main(["-c", str(infra.config)]) == 3  # nothing published: 404
+    assert f"{out} left unchanged" in capsys.readouterr().err
+    evil = overlay_list(repo("evil", sources=(("git", "ext::sh -c id"),)))
+    infra.server.publish("overlays/repositories.xml", evil)
+    infra.server.publish("overlays/repositories.xml.asc", infra.keys.sign_bytes("releng", evil, infra.root))
+    assert hook_main(["-c", str(infra.config)]) == 1
+    assert "refused, 1 error" in capsys.readouterr().err
+    assert out.read_bytes() == PREVIOUS
+
+
+def test_settings_defaults(env: GkeysEnv) -> None:
+    settings = OverlaySettings.from_config(load_config(env.config, None))
+    assert settings.category == "gentoo-infra"
+    assert settings.url == "https://api.gentoo.org/overlays/repositories.xml"
+    assert settings.signature_url == settings.url + ".asc"
+    assert settings.output == env.state / "overlays" / "repositories.xml"
+    env.write_config(extra="[overlays]\nmax-size = -1\n")
+    assert env.run("verify-overlays", "x.xml").code == 2
