@@ -189,3 +189,9 @@ def test_parse_at(text: str, expected: datetime) -> None:
 def test_parse_at_rejects_garbage(text: str) -> None:
     with pytest.raises(UsageError, match="--at"):
         parse_at(text)
+
+
+def test_a_key_created_after_the_evaluation_time() -> None:
+    before = datetime.fromtimestamp(T0 - DAY, UTC)
+    assert codes(check_key(good_key(), "glep63-2.2", before)) == [("validity:notyet", "error", "key")]
+    assert codes(check_health(good_key(), before)) == [("validity:notyet", "error", "key")]

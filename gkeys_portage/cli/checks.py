@@ -61,13 +61,12 @@ def _render(report: Report, results: Sequence[KeyResult], *, warnings_fail: bool
     bad = [r for r in results if not r.ok(warnings_fail=warnings_fail)]
     report.data["keys"] = [r.to_json(warnings_fail=warnings_fail) for r in results]
     report.data["ok"] = not bad
+    verdict = f"{len(bad) if bad else len(results)} of {len(results)} keys {failed if bad else passed}"
     if bad:
-        report.error(f"{len(bad)} of {len(results)} keys {failed.lower()}" if len(results) != 1
-                     else f"the key is {failed.lower()}")
+        report.error(verdict)
         report.exit_code = EXIT_NOT_VERIFIED
     else:
-        report.good(f"all {len(results)} keys {passed.lower()}" if len(results) != 1
-                    else f"the key is {passed.lower()}")
+        report.good(verdict)
     return report
 
 

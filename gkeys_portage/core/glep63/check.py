@@ -45,6 +45,7 @@ _VALIDITY_MESSAGES = {
     State.INVALID: ("validity:invalid", "the public key is invalid"),
     State.REVOKED: ("validity:revoked", "the public key has been revoked"),
     State.EXPIRED: ("validity:expired", "the public key has expired"),
+    State.NOT_YET: ("validity:notyet", "the public key was created after the evaluation time"),
 }
 
 
@@ -166,7 +167,7 @@ def _check_subkeys(key: PublicKey, spec: Spec, at: float) -> list[Issue]:
     for subkey in key.subkeys:
         capabilities = own_capabilities(subkey)
         state = component_state(subkey, at)
-        if state in (State.REVOKED, State.EXPIRED):
+        if state in (State.REVOKED, State.EXPIRED, State.NOT_YET):
             continue
         issues += _binding_hash_issue(key, subkey, spec)
         if not any(t in capabilities for t in spec.subkey_types):

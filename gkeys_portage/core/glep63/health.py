@@ -2,10 +2,11 @@
 
 Findings (codes are stable):
 
-* ``validity:invalid`` / ``validity:revoked`` / ``validity:expired`` (error): the primary key;
+* ``validity:invalid`` / ``validity:revoked`` / ``validity:expired`` / ``validity:notyet`` (error): the
+  primary key (``notyet``: created after the evaluation time);
 * ``subkey:none:s`` (error): no usable signing key at all; (warning): only the primary key signs;
 * ``expire:soon`` (warning): the primary key or a usable subkey expires within N days;
-* ``subkey:revoked`` / ``subkey:expired`` (note), ``subkey:invalid`` (warning): one subkey.
+* ``subkey:revoked`` / ``subkey:expired`` / ``subkey:notyet`` (note), ``subkey:invalid`` (warning): one subkey.
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ _PRIMARY_STATES = {
     State.INVALID: ("validity:invalid", "the key is invalid (GnuPG rejects its self-signatures)"),
     State.REVOKED: ("validity:revoked", "the key has been revoked"),
     State.EXPIRED: ("validity:expired", "the key expired"),
+    State.NOT_YET: ("validity:notyet", "the key was created after the evaluation time"),
 }
 _SUBKEY_STATES = {
     State.INVALID: ("subkey:invalid", Level.WARNING, "the subkey is invalid"),
     State.REVOKED: ("subkey:revoked", Level.NOTE, "the subkey has been revoked"),
     State.EXPIRED: ("subkey:expired", Level.NOTE, "the subkey has expired"),
+    State.NOT_YET: ("subkey:notyet", Level.NOTE, "the subkey was created after the evaluation time"),
 }
 
 

@@ -32,6 +32,7 @@ class State(StrEnum):
     INVALID = "invalid"
     REVOKED = "revoked"
     EXPIRED = "expired"
+    NOT_YET = "notyet"
 
 
 def revoked_at(validity: str, signatures: Sequence[Signature], at: float) -> bool:
@@ -44,6 +45,8 @@ def revoked_at(validity: str, signatures: Sequence[Signature], at: float) -> boo
 
 def component_state(component: SubKey, at: float) -> State:
     """The state of a primary key or subkey as of ``at`` (epoch seconds)."""
+    if component.created is not None and component.created > at:
+        return State.NOT_YET
     if component.validity == "i":
         return State.INVALID
     if revoked_at(component.validity, component.signatures, at):

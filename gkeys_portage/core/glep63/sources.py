@@ -89,6 +89,8 @@ def category_subjects(ctx: Gkeys, category: str | None, nick: str | None = None,
     subjects: list[Subject] = []
     for cat in categories:
         seeds = select_seeds(ctx, cat, nick)
+        if not seeds and category:
+            raise BadInputError(f"category {cat!r} has no seeds (add-seed or fetch-seed first)")
         wanted = [fpr for seed in seeds for fpr in seed.keys]
         keyring = ctx.keyring(cat)
         listed: dict[Fingerprint, PublicKey] = {}
