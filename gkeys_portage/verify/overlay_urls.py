@@ -204,8 +204,9 @@ def check_source(source_type: str, url: str) -> list[UrlIssue]:
     if url.lstrip().startswith("-"):
         return [_error("source:option", "starts with '-' (would be read as an option, e.g. --upload-pack=…)")]
     if _HELPER.match(url.lstrip()):
-        return [_error("source:helper", f"git remote-helper syntax '{url.lstrip().split('::')[0]}::' can run "
-                                        "arbitrary commands (ext::) or read local files")]
+        helper = url.lstrip().split("::")[0]
+        what = "runs an arbitrary command" if helper.lower() == "ext" else "hands the address to a local helper program"
+        return [_error("source:helper", f"git remote-helper syntax '{helper}::' {what}")]
     issues = _bad_characters(url)
     if any(issue.severity is Severity.ERROR for issue in issues):
         return issues
