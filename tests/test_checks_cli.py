@@ -191,3 +191,20 @@ def test_list_specs(env: GkeysEnv) -> None:
     result = env.run("spec-check", "--list-specs")
     assert result.code == 0
     assert "glep63-2.2" in result.out and "[default]" in result.out and "glep63-1-strict" in result.out
+
+
+def test_a_secret_key_file_is_checked_by_its_public_part(env: GkeysEnv, tmp_path: Path) -> None:
+    factory = KeyFactory(tmp_path / "home")
+    try:
+        frank = factory.create("frank", expire="1y")
+        factory.gpg.add_subkey(frank.fingerprint, algorithm="cv25519", usage="encr", expire="1y")
+        exported = factory.gpg.run(["--pinentry-mode", "loopback", "--passphrase", "", "--armor",
+                                    "--export-secret-keys", frank.fingerprint])
+    finally:
+        factory.close()
+    assert b"PRIVATE KEY BLOCK" in exported.stdout
+    path = tmp_path / "frank-secret.asc"
+    path.write_bytes(exported.stdout)
+    result = env.run("spec-check", "--keyring", str(path), "--json")
+    assert result.code == 0, result.text
+    assert json.loads(result.out)["keys"][0]["fingerprint"] == frank.fingerprint

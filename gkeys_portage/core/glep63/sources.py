@@ -105,8 +105,12 @@ def file_subjects(path: Path, *, at: datetime | None = None, timeout: float = 30
     data = read_limited(path, MAX_KEY_FILE, "key file")
     with tempfile.TemporaryDirectory(prefix="gkeys-check-") as scratch:
         home = Path(scratch) / "gnupg"
-        imported = GnuPG(home, timeout=timeout).import_keys(data)
-        keys = GnuPG(home, faked_time=at, timeout=timeout).list_keys(sigs=True) if imported else []
+        importer = GnuPG(home, timeout=timeout)
+        try:
+            imported = importer.import_keys(data)
+            keys = GnuPG(home, faked_time=at, timeout=timeout).list_keys(sigs=True) if imported else []
+        finally:
+            importer.close()  # a file with secret keys makes gpg start an agent for this home
     if not keys:
         raise BadInputError(f"{path}: no usable OpenPGP public key (GnuPG refuses v3 keys, keys without a "
                             "user id and unknown formats)")
