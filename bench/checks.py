@@ -32,7 +32,7 @@ from gkeys_portage.cli.main import main as gkeys_main  # noqa: E402
 from gkeys_portage.core.glep63 import check_key  # noqa: E402
 from gkeys_portage.core.gpg import GnuPG  # noqa: E402
 from gkeys_portage.core.keyring import Keyring  # noqa: E402
-from gkeys_portage.core.seeds import Seed, dump_seeds  # noqa: E402
+from gkeys_portage.core.seeds import Seed, SeedStore  # noqa: E402
 from gkeys_portage.core.state import Layout  # noqa: E402
 from gkeys_portage.core.types import Category, Nick  # noqa: E402
 from gkeys_portage.demo.world import KeyFactory  # noqa: E402
@@ -43,19 +43,19 @@ def category_benchmark(count: int) -> None:
     work = Path(tempfile.mkdtemp(prefix="gkeys-bench-checks-"))
     print(f"generating {count} ed25519 keys ...", flush=True)
     factory = KeyFactory(work / "secret")
-    keys = [factory.create(f"dev{i:03d}") for i in range(count)]
+    nicks = [Nick(f"dev{i:03d}") for i in range(count)]
+    keys = [factory.create(nick) for nick in nicks]
     exported = factory.gpg.export_keys([k.fingerprint for k in keys])
     factory.close()
-    seeds = {Nick(f"dev{i:03d}"): Seed(Nick(f"dev{i:03d}"), k.name, f"dev{i:03d}", [k.fingerprint],
-                                       [k.fingerprint], [k.uid]) for i, k in enumerate(keys)}
-    state = work / "state"
-    (state / "seeds").mkdir(parents=True)
-    (state / "seeds" / "gentoo-devs.seeds").write_bytes(dump_seeds(seeds))
-    keyring = Keyring(Layout(state), Category("gentoo-devs"))
+    layout = Layout(work / "state").ensure()
+    SeedStore(layout).save(Category("gentoo-devs"), {
+        nick: Seed(nick, key.name, nick, [key.fingerprint], [key.fingerprint], [key.uid])
+        for nick, key in zip(nicks, keys, strict=True)})
+    keyring = Keyring(layout, Category("gentoo-devs"))
     with keyring.update() as staging:
         staging.import_keys(exported)
     config = work / "gkeys.conf"
-    config.write_text(f"[base]\ngkeysdir = {state}\n")
+    config.write_text(f"[base]\ngkeysdir = {layout.root}\n")
 
     print("gkeys spec-check -C gentoo-devs ...", flush=True)
     started = time.perf_counter()
