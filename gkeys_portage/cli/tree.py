@@ -1,9 +1,89 @@
-"""CLI actions for tree (filled in by its issue)."""
+"""CLI action ``verify-tree``: git commit signatures against the developer keyring."""
 
 from __future__ import annotations
 
-from gkeys_portage.cli.common import SubParsers
+import argparse
+from pathlib import Path
+
+from gkeys_portage.cli.common import SubParsers, add_action, add_category
+from gkeys_portage.cli.output import Report
+from gkeys_portage.core.context import Gkeys
+from gkeys_portage.core.errors import EXIT_NOT_VERIFIED
+from gkeys_portage.verify.tree import POLICIES, TreeOptions, TreeReport, TreeVerifier
+
+DESCRIPTION = """\
+Verify the OpenPGP signature of every commit of a git repository (e.g. the Gentoo tree).
+
+A commit passes only if it carries a gpgsig header, GnuPG calls the signature good, and the
+signer's PRIMARY key fingerprint is pinned by a seed of the category (default gentoo-devs).
+Merge commits are checked like any other.  A key that expired after the commit was signed is
+fine; a revoked key, a signature older than its key, or one dated in the future is not.
+
+Without --range the commits checked are those between the last verified revision recorded for
+this repository and REV (default HEAD); a repository never verified before is checked according
+to --policy: 'top' checks only the top commit, 'all' its whole history.  When everything passed,
+REV is recorded as the last verified revision (atomically), so the next run checks only new
+commits.  If the recorded revision is no longer an ancestor (upstream rewrote verified history,
+e.g. a force-push), nothing is accepted and the run fails.
+"""
+
+EPILOG = """\
+config ([tree] section, all optional):
+  category = gentoo-devs        who may sign commits
+  top-category = gentoo-infra   who may also sign the top commit (a mirror's key)
+  policy = top                  first run: top | all
+
+examples:
+  gkeys verify-tree /var/db/repos/gentoo
+  gkeys verify-tree /var/db/repos/gentoo --policy all
+  gkeys verify-tree ~/gentoo --range origin/master~50..origin/master
+  gkeys --json verify-tree /var/db/repos/gentoo -T gentoo-infra
+
+exit status: 0 every commit verified, 1 a commit was refused (each is named with its author and
+the reason, plus the newest good ancestor), 2 bad input (not a git repository, no seeds).
+"""
+
+
+def render(report: TreeReport) -> Report:
+    """Turn a tree report into output lines and JSON (shared with the Portage hooks)."""
+    out = Report(data=report.to_json())
+    if report.ok:
+        base = f" above {report.base[:12]}" if report.base else ""
+        out.good(f"{report.repo}: {len(report.verdicts)} commit(s){base} verified, top {report.tip[:12]}")
+        return out
+    for verdict in report.bad:
+        out.error(f"bad commit {verdict.commit[:12]} (author {verdict.author}): {verdict.reason}")
+    if report.first_good:
+        out.info(f"first good ancestor: {report.first_good[:12]}")
+    else:
+        out.info("no good ancestor in the checked range")
+    out.error(f"{report.repo}: NOT verified: {len(report.bad)} of {len(report.verdicts)} commit(s) refused")
+    out.exit_code = EXIT_NOT_VERIFIED
+    return out
+
+
+def run_verify_tree(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """Verify the commits of a repository and record the verified top."""
+    options = TreeOptions.from_config(ctx, category=args.category, top_category=args.top_category,
+                                      policy=args.policy)
+    verifier = TreeVerifier(ctx, options)
+    report = verifier.verify_repo(Path(args.repo), revision=args.rev, commit_range=args.range,
+                                  record=not args.no_record, progress=args.console.progress("commits verified"))
+    return render(report)
 
 
 def register(sub: SubParsers) -> None:
-    """Register this topic's actions (none yet)."""
+    """Register verify-tree."""
+    p = add_action(sub, "verify-tree", run_verify_tree, summary="verify the signatures of git commits",
+                   description=DESCRIPTION, epilog=EPILOG)
+    p.add_argument("repo", metavar="REPO", help="path of the git repository")
+    p.add_argument("--range", metavar="A..B", help="check exactly the commits of A..B (nothing is recorded)")
+    p.add_argument("--rev", default="HEAD", metavar="REV", help="the revision to verify up to (default HEAD)")
+    p.add_argument("--policy", choices=POLICIES, default=None,
+                   help="first run without a record: top = top commit only, all = whole history "
+                        "(default: [tree] policy, else top)")
+    add_category(p, help_text="category whose pinned keys may sign commits (default: [tree] category, "
+                              "else gentoo-devs)")
+    p.add_argument("-T", "--top-category", metavar="CAT",
+                   help="category whose keys may also sign the top commit (a mirror's key)")
+    p.add_argument("--no-record", action="store_true", help="do not record the verified revision")

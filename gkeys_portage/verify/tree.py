@@ -1,0 +1,371 @@
+"""Verify the OpenPGP signatures of git commits (``verify-tree``, the sync module and the hooks).
+
+Every commit of a range must carry a ``gpgsig`` header whose signature is good and made by a key
+whose *primary* fingerprint the category's seeds pin (default ``gentoo-devs``); merge commits are
+no exception.  The top commit may instead be signed by a key of a second category (a mirror's
+infra key).  The time rules of :func:`gkeys_portage.core.verification.decide` apply per commit.
+
+Speed: commits are read with one ``git cat-file --batch``; their signatures and payloads are written
+to a private directory and checked by a few ``gpg --verify --multifile`` processes in parallel
+(one per core) instead of one gpg process per commit.  GnuPG stays the verifier of record: each
+commit gets its own status block, decided by the same pinning code as every other signature.
+Commits below the last verified revision (recorded per repository) are never checked again.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from gkeys_portage.core.colons import PublicKey
+from gkeys_portage.core.context import Gkeys
+from gkeys_portage.core.errors import (
+    BadInputError,
+    BadSignatureError,
+    ExpiredKeyError,
+    FutureSignatureError,
+    NoSignatureError,
+    NotVerifiedError,
+    RevokedKeyError,
+    RollbackError,
+    SignerNotPinnedError,
+    UnknownSignerError,
+    UsageError,
+)
+from gkeys_portage.core.keyring import Keyring
+from gkeys_portage.core.state import Layout, atomic_write_json, read_json
+from gkeys_portage.core.status import StatusReport
+from gkeys_portage.core.types import Fingerprint
+from gkeys_portage.core.verification import PinSet, VerifyPolicy, decide
+from gkeys_portage.verify.gitobjects import Commit, GitRepo
+
+DEFAULT_CATEGORY = "gentoo-devs"
+POLICIES = ("top", "all")
+RECORD = "tree-revisions"
+ARMOR_BEGIN = b"-----BEGIN PGP SIGNATURE-----"
+MULTIFILE_MISMATCH = "multifile status did not match the files"
+
+#: Machine codes of the reasons a commit is refused (stable, for --json).
+REASON_CODES: dict[type[NotVerifiedError], str] = {
+    NoSignatureError: "no-signature",
+    BadSignatureError: "bad-signature",
+    UnknownSignerError: "unknown-signer",
+    SignerNotPinnedError: "signer-not-pinned",
+    RevokedKeyError: "revoked-key",
+    ExpiredKeyError: "expired-key",
+    FutureSignatureError: "future-signature",
+}
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class TreeOptions:
+    """What to accept: the developer category, an optional top-commit category, the first-run policy."""
+
+    category: str = DEFAULT_CATEGORY
+    top_category: str | None = None
+    policy: str = "top"
+    jobs: int = 0  # gpg processes in parallel; 0 = one per core
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise UsageError(f"unknown tree policy {self.policy!r} (use top or all)")
+
+    @classmethod
+    def from_config(cls, ctx: Gkeys, *, category: str | None = None, top_category: str | None = None,
+                    policy: str | None = None) -> TreeOptions:
+        """Options from arguments, falling back to ``[tree] category / top-category / policy``."""
+        return cls(category=category or ctx.config.get("tree", "category", DEFAULT_CATEGORY),
+                   top_category=top_category or ctx.config.get("tree", "top-category", "") or None,
+                   policy=policy or ctx.config.get("tree", "policy", "top"))
+
+
+@dataclass
+class CommitVerdict:
+    """The verdict on one commit."""
+
+    commit: str
+    author: str
+    summary: str
+    reason: str = ""  # empty when good
+    code: str = ""
+    signer: str = ""  # category/nick
+    fingerprint: str = ""
+
+    @property
+    def good(self) -> bool:
+        """True if the commit carries a good signature by a pinned key."""
+        return not self.reason
+
+    def to_json(self) -> dict[str, object]:
+        """Machine-readable form."""
+        data: dict[str, object] = {"commit": self.commit, "author": self.author, "good": self.good}
+        if self.good:
+            data.update(signer=self.signer, fingerprint=self.fingerprint)
+        else:
+            data.update(reason=self.reason, code=self.code)
+        return data
+
+
+@dataclass
+class TreeReport:
+    """The verdicts on a range of commits, newest first."""
+
+    repo: Path
+    tip: str
+    base: str | None
+    verdicts: list[CommitVerdict] = field(default_factory=list)
+    first_good: str | None = None  # newest commit on tip's first-parent line with only good history
+
+    @property
+    def bad(self) -> list[CommitVerdict]:
+        """The refused commits."""
+        return [v for v in self.verdicts if not v.good]
+
+    @property
+    def ok(self) -> bool:
+        """True if every commit of the range verified."""
+        return not self.bad
+
+    def summary(self) -> str:
+        """One line saying why the range is not verified (or that it is)."""
+        if self.ok:
+            return f"{self.repo}: {len(self.verdicts)} commit(s) verified up to {self.tip[:12]}"
+        first = self.bad[0]
+        more = f" (and {len(self.bad) - 1} more bad commit(s))" if len(self.bad) > 1 else ""
+        return f"{self.repo}: commit {first.commit[:12]} by {first.author}: {first.reason}{more}"
+
+    def to_json(self) -> dict[str, object]:
+        """Machine-readable form."""
+        return {"repo": str(self.repo), "tip": self.tip, "base": self.base, "verified": self.ok,
+                "checked": len(self.verdicts), "bad": [v.to_json() for v in self.bad],
+                "first_good_ancestor": self.first_good}
+
+
+class CommitVerifier:
+    """Decides commits against one category's keyring and pins (key listing read once)."""
+
+    def __init__(self, keyring: Keyring, pins: PinSet, policy: VerifyPolicy, jobs: int = 0) -> None:
+        self.keyring = keyring
+        self.pins = pins
+        self.policy = policy
+        self.jobs = jobs or max(1, min(4, os.cpu_count() or 1))
+        self._keys: Mapping[Fingerprint, PublicKey] | None = None
+
+    @property
+    def keys(self) -> Mapping[Fingerprint, PublicKey]:
+        """The keyring listing, computed once per verifier."""
+        if self._keys is None:
+            self._keys = self.keyring.installed()
+        return self._keys
+
+    def statuses(self, commits: Sequence[Commit], scratch: Path,
+                 progress: Progress | None = None) -> dict[str, StatusReport | None]:
+        """gpg's status for each signed commit (None: no OpenPGP signature at all)."""
+        result: dict[str, StatusReport | None] = {}
+        pairs: list[tuple[Commit, Path, Path]] = []
+        for commit in commits:
+            if commit.signature is None or not commit.signature.lstrip().startswith(ARMOR_BEGIN):
+                result[commit.hash] = None
+                continue
+            data = scratch / commit.hash
+            sig = scratch / f"{commit.hash}.asc"
+            data.write_bytes(commit.payload)
+            sig.write_bytes(commit.signature)
+            pairs.append((commit, sig, data))
+        if not pairs:
+            return result
+        size = max(1, -(-len(pairs) // self.jobs))
+        chunks = [pairs[i : i + size] for i in range(0, len(pairs), size)]
+        done = [len(result)]
+
+        def verify(chunk: list[tuple[Commit, Path, Path]]) -> list[StatusReport]:
+            gpg = self.keyring.gpg()
+            reports = gpg.verify_many_detached([(sig, data) for _, sig, data in chunk])
+            if any(MULTIFILE_MISMATCH in r.failures for r in reports):
+                # One unreadable signature hides where the others' status begins: check each alone.
+                reports = [gpg.verify_detached(sig.read_bytes(), data) for _, sig, data in chunk]
+            done[0] += len(chunk)
+            if progress:
+                progress(done[0], len(commits))
+            return reports
+
+        with ThreadPoolExecutor(max_workers=len(chunks)) as pool:
+            for chunk, reports in zip(chunks, pool.map(verify, chunks), strict=True):
+                for (commit, _, _), report in zip(chunk, reports, strict=True):
+                    result[commit.hash] = report
+        return result
+
+    def judge(self, commit: Commit, report: StatusReport | None) -> CommitVerdict:
+        """Apply the pinning and time rules to one commit."""
+        verdict = CommitVerdict(commit.hash, commit.author, commit.summary)
+        try:
+            if report is None:
+                what = "no gpgsig header" if commit.signature is None else "gpgsig is not an OpenPGP signature"
+                raise NoSignatureError(f"unsigned commit ({what})")
+            result = decide(report, self.pins, self.keys, self.policy)
+        except NotVerifiedError as exc:
+            verdict.reason = exc.message
+            verdict.code = _reason_code(exc)
+        except BadInputError as exc:
+            verdict.reason, verdict.code = exc.message, "bad-signature"
+        else:
+            verdict.signer = f"{result.signer.pin.category}/{result.signer.pin.nick}"
+            verdict.fingerprint = result.signer.pin.fingerprint
+        return verdict
+
+
+def _reason_code(exc: NotVerifiedError) -> str:
+    for cls in type(exc).__mro__:
+        if cls in REASON_CODES:
+            return REASON_CODES[cls]
+    return "not-verified"
+
+
+class TreeVerifier:
+    """Verify ranges of commits of git repositories and keep the per-repository records."""
+
+    def __init__(self, ctx: Gkeys, options: TreeOptions | None = None) -> None:
+        self.ctx = ctx
+        self.options = options or TreeOptions.from_config(ctx)
+        ctx.ensure_layout()
+        policy = ctx.policy()
+        self.devs = self._verifier(self.options.category, policy)
+        self.top = self._verifier(self.options.top_category, policy) if self.options.top_category else None
+
+    def _verifier(self, category: str, policy: VerifyPolicy) -> CommitVerifier:
+        keyring = self.ctx.keyring(category)
+        pins = self.ctx.seeds.pins(keyring.category)
+        if not len(pins):
+            raise UsageError(f"no seeds installed for category {category!r} (run: gkeys update-seed -C {category})")
+        return CommitVerifier(keyring, pins, policy, self.options.jobs)
+
+    # -- ranges ------------------------------------------------------------------------------------
+
+    def plan(self, repo: GitRepo, tip: str, recorded: str | None) -> tuple[str | None, list[str]]:
+        """The commits to check for ``tip``: those above the last verified revision, else by policy.
+
+        Raises :class:`RollbackError` when the recorded revision is no ancestor of ``tip`` (upstream
+        rewrote verified history).
+        """
+        if recorded:
+            if not repo.has_commit(recorded) or not repo.is_ancestor(recorded, tip):
+                raise RollbackError(
+                    f"{repo.path}: history was rewritten: the last verified commit {recorded[:12]} "
+                    f"is not an ancestor of {tip[:12]} (force-pushed upstream?)")
+            return recorded, repo.rev_list(tip, [recorded])
+        if self.options.policy == "top":
+            return None, [tip]
+        return None, repo.rev_list(tip)
+
+    def verify(self, repo: GitRepo, hashes: Sequence[str], *, tip: str, base: str | None,
+               progress: Progress | None = None) -> TreeReport:
+        """Verify the named commits (newest first); the tip may use the top-commit category."""
+        report = TreeReport(repo.path, tip, base)
+        commits = repo.read_commits(list(hashes))
+        ordered = [commits[h] for h in hashes]
+        with tempfile.TemporaryDirectory(prefix="gkeys-tree-") as scratch:
+            statuses = self.devs.statuses(ordered, Path(scratch), progress)
+            for commit in ordered:
+                verdict = self.devs.judge(commit, statuses[commit.hash])
+                if not verdict.good and commit.hash == tip and self.top is not None:
+                    verdict = self._judge_top(commit, verdict, Path(scratch))
+                report.verdicts.append(verdict)
+        report.first_good = first_good_ancestor(ordered, {v.commit for v in report.bad}, tip, base)
+        return report
+
+    def _judge_top(self, commit: Commit, dev_verdict: CommitVerdict, scratch: Path) -> CommitVerdict:
+        assert self.top is not None
+        if dev_verdict.code not in ("unknown-signer", "signer-not-pinned"):
+            return dev_verdict
+        top = self.top.judge(commit, self.top.statuses([commit], scratch)[commit.hash])
+        return top if top.good else dev_verdict
+
+    def verify_repo(self, path: Path, *, revision: str = "HEAD", commit_range: str | None = None,
+                    record: bool = True, progress: Progress | None = None) -> TreeReport:
+        """Verify a repository: ``commit_range`` (``A..B``), or from its last verified revision to
+        ``revision``.  Records ``revision`` as verified when everything passed and ``record`` is set.
+        """
+        repo = open_repo(path)
+        if commit_range:
+            start, sep, end = commit_range.partition("..")
+            if not sep or not end:
+                raise UsageError(f"--range must look like A..B, not {commit_range!r}")
+            tip = repo.resolve(end)
+            base = repo.resolve(start) if start else None
+            hashes = repo.rev_list(tip, [base] if base else [])
+            return self.verify(repo, hashes, tip=tip, base=base, progress=progress)
+        tip = repo.resolve(revision)
+        base, hashes = self.plan(repo, tip, last_verified(self.ctx.layout, repo.path))
+        report = self.verify(repo, hashes, tip=tip, base=base, progress=progress)
+        if report.ok and record:
+            record_verified(self.ctx, repo.path, tip)
+        return report
+
+
+def open_repo(path: Path, extra_env: Mapping[str, str] | None = None) -> GitRepo:
+    """A :class:`GitRepo` for ``path``, or a clear error if it is not a git repository."""
+    repo = GitRepo(path, extra_env=extra_env)
+    if not repo.is_repository():
+        raise BadInputError(f"{path} is not a git repository")
+    return repo
+
+
+def first_good_ancestor(commits: Sequence[Commit], bad: set[str], tip: str, base: str | None) -> str | None:
+    """The newest commit on ``tip``'s first-parent line whose whole history in the range is good.
+
+    ``commits`` are in topological order (children first); history below the range (``base``) was
+    verified before, so when no commit of the range qualifies the answer is the first commit below it
+    on that line (None when nothing below the range was verified).
+    """
+    by_hash = {c.hash: c for c in commits}
+    tainted: set[str] = set()
+    for commit in reversed(commits):  # parents before children
+        if commit.hash in bad or any(p in tainted for p in commit.parents):
+            tainted.add(commit.hash)
+    current: str | None = tip
+    while current is not None and current in by_hash:
+        if current not in tainted:
+            return current
+        parents = by_hash[current].parents
+        current = parents[0] if parents else None
+    return current if base is not None else None
+
+
+# -- records ---------------------------------------------------------------------------------------
+
+def _records(layout: Layout) -> dict[str, dict[str, str]]:
+    data = read_json(layout.record(RECORD), {})
+    return data if isinstance(data, dict) else {}
+
+
+def last_verified(layout: Layout, location: Path) -> str | None:
+    """The last verified revision recorded for the repository at ``location``."""
+    entry = _records(layout).get(str(Path(location).resolve()))
+    revision = entry.get("revision") if isinstance(entry, dict) else None
+    return revision if isinstance(revision, str) and revision else None
+
+
+def record_verified(ctx: Gkeys, location: Path, revision: str) -> None:
+    """Record ``revision`` as the last verified revision of ``location`` (atomic, under the state lock)."""
+    ctx.ensure_layout()
+    with ctx.lock:
+        records = _records(ctx.layout)
+        records[str(Path(location).resolve())] = {"revision": revision,
+                                                  "verified": datetime.now(UTC).isoformat(timespec="seconds")}
+        atomic_write_json(ctx.layout.record(RECORD), records)
+
+
+def forget(ctx: Gkeys, location: Path) -> None:
+    """Drop the record of ``location`` (a repository that was removed or is cloned afresh)."""
+    ctx.ensure_layout()
+    with ctx.lock:
+        records = _records(ctx.layout)
+        if records.pop(str(Path(location).resolve()), None) is not None:
+            atomic_write_json(ctx.layout.record(RECORD), records)
