@@ -1,0 +1,469 @@
+"""gkeys-ldap against a real slapd on 127.0.0.1 (plain, STARTTLS and LDAPS), plus unit tests of the
+seed building rules that need no server.
+
+The slapd fixture writes its own config, a small schema for ``gentooStatus``/``gpgfingerprint``, a
+throwaway TLS certificate and a developer directory with good and broken entries into a temp dir;
+it skips cleanly when slapd (Debian package ``slapd``) is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from gkeys_portage.cli import ldap as ldap_cli
+from gkeys_portage.core import ldapseeds
+from gkeys_portage.core.seeds import Seed, dump_seeds, parse_seeds
+from gkeys_portage.core.types import Fingerprint, Nick
+
+SUFFIX = "dc=gentoo,dc=org"
+BASE = f"ou=devs,{SUFFIX}"
+ADMIN = f"cn=admin,{SUFFIX}"
+ADMIN_PASSWORD = "secret"
+SYSTEM_SCHEMA = Path("/etc/ldap/schema")
+
+ALICE = "0123456789ABCDEF0123456789ABCDEF01234567"
+BOB_V4 = "89ABCDEF0123456789ABCDEF0123456789ABCDEF"
+BOB_V5 = "AB" * 32
+DAVE = "D" * 40
+FRANK = "F0" * 20
+NOBODY = "E" * 40
+
+SCHEMA = """\
+attributetype ( 1.3.6.1.4.1.99999.1.1 NAME 'gentooStatus'
+  EQUALITY caseIgnoreMatch SUBSTR caseIgnoreSubstringsMatch
+  SYNTAX 1.3.6.1.4.1.1466.115.121.1.15 SINGLE-VALUE )
+attributetype ( 1.3.6.1.4.1.99999.1.2 NAME 'gpgfingerprint'
+  EQUALITY caseIgnoreMatch SUBSTR caseIgnoreSubstringsMatch
+  SYNTAX 1.3.6.1.4.1.1466.115.121.1.15 )
+objectclass ( 1.3.6.1.4.1.99999.2.1 NAME 'gentooDev' SUP top AUXILIARY
+  MAY ( gentooStatus $ gpgfingerprint $ mail ) )
+"""
+
+
+def _spaced(fpr: str) -> str:
+    """A fingerprint as developers type it into LDAP: groups of four, lower case, double space."""
+    groups = [fpr[i:i + 4] for i in range(0, len(fpr), 4)]
+    return " ".join(groups[:5]).lower() + "  " + " ".join(groups[5:]).lower()
+
+
+def _person(uid: str, cn: str, status: str | None, *fprs: str, mail: bool = True) -> str:
+    lines = [f"dn: uid={uid},{BASE}", "objectClass: inetOrgPerson", "objectClass: gentooDev",
+             f"uid: {uid}", f"cn: {cn}", f"sn: {cn.split()[-1]}"]
+    if mail:
+        lines.append(f"mail: {uid}@gentoo.org")
+    if status:
+        lines.append(f"gentooStatus: {status}")
+    lines += [f"gpgfingerprint: {fpr}" for fpr in fprs]
+    return "\n".join(lines)
+
+
+DIRECTORY = "\n\n".join([
+    f"dn: {SUFFIX}\nobjectClass: dcObject\nobjectClass: organization\no: Gentoo\ndc: gentoo",
+    f"dn: {BASE}\nobjectClass: organizationalUnit\nou: devs",
+    _person("alice", "Alice Example", "active", _spaced(ALICE)),
+    # one v4, one v5 fingerprint and a key id (malformed: dropped, bob kept)
+    _person("bob", "Bob Builder", "active", BOB_V4, BOB_V5.lower(), "DEADBEEFCAFEBABE"),
+    _person("carol", "Carol Undefined", "active", "undefined"),
+    _person("dave", "Dave Retired", "retired", DAVE),
+    # no cn: allowed by the structural class account; the nick becomes the name
+    f"dn: uid=frank,{BASE}\nobjectClass: account\nobjectClass: gentooDev\nuid: frank\ngentooStatus: active\n"
+    f"gpgfingerprint: {FRANK}",
+    _person("gina", "Gina Nokey", "active"),
+    _person("hank", "Hank Nostatus", None, "1" * 40),
+    # every fingerprint malformed: not hex, one digit short, too long, a 0x prefix
+    _person("ivan", "Ivan Broken", "active", "Z" * 40, "A" * 39, "B" * 41, "0x" + "C" * 40),
+    # no uid at all
+    f"dn: cn=Nobody,{BASE}\nobjectClass: organizationalRole\nobjectClass: gentooDev\ncn: Nobody\n"
+    f"gentooStatus: active\ngpgfingerprint: {NOBODY}",
+]) + "\n"
+
+EXPECTED_SEEDS = {
+    "alice": Seed(Nick("alice"), "Alice Example", "alice", [Fingerprint(ALICE)], [Fingerprint(ALICE)],
+                  ["Alice Example <alice@gentoo.org>"]),
+    "bob": Seed(Nick("bob"), "Bob Builder", "bob", [Fingerprint(BOB_V4), Fingerprint(BOB_V5)],
+                [Fingerprint(BOB_V4), Fingerprint(BOB_V5)], ["Bob Builder <bob@gentoo.org>"]),
+    "frank": Seed(Nick("frank"), "frank", "frank", [Fingerprint(FRANK)], [Fingerprint(FRANK)],
+                  ["frank <frank@gentoo.org>"]),
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _find(program: str) -> str | None:
+    return shutil.which(program) or shutil.which(program, path="/usr/sbin:/usr/local/sbin:/sbin")
+
+
+@dataclass
+class Slapd:
+    """A running slapd: its plain URI, its LDAPS URI and the CA certificate that signed its TLS key."""
+
+    uri: str
+    ldaps_uri: str | None
+    ca_file: Path | None
+
+
+def _make_certificate(tmp: Path) -> tuple[Path, Path] | None:
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        return None
+    cert, key = tmp / "server.pem", tmp / "server.key"
+    done = subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+                           "-out", str(cert), "-days", "2", "-subj", "/CN=127.0.0.1",
+                           "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+                          capture_output=True, check=False, timeout=60)
+    return (cert, key) if done.returncode == 0 else None
+
+
+def _write_config(tmp: Path, tls: tuple[Path, Path] | None) -> Path:
+    (tmp / "gentoo.schema").write_text(SCHEMA)
+    (tmp / "db").mkdir()
+    lines = [f"include {SYSTEM_SCHEMA / name}" for name in ("core.schema", "cosine.schema", "inetorgperson.schema")]
+    lines += [f"include {tmp / 'gentoo.schema'}", f"pidfile {tmp / 'slapd.pid'}"]
+    if Path("/usr/lib/ldap").is_dir():
+        lines += ["modulepath /usr/lib/ldap", "moduleload back_mdb"]
+    if tls:
+        lines += [f"TLSCertificateFile {tls[0]}", f"TLSCertificateKeyFile {tls[1]}"]
+    lines += ["database mdb", f'suffix "{SUFFIX}"', f'rootdn "{ADMIN}"', f"rootpw {ADMIN_PASSWORD}",
+              f"directory {tmp / 'db'}", "maxsize 10485760"]
+    config = tmp / "slapd.conf"
+    config.write_text("\n".join(lines) + "\n")
+    return config
+
+
+def _wait_for_port(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"slapd exited: {log.read_text(errors='replace')[-2000:]}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    pytest.fail("slapd did not start listening within 15 s")
+
+
+@pytest.fixture(scope="module")
+def slapd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slapd]:
+    """A slapd of our own on 127.0.0.1 with the test directory loaded; stopped afterwards."""
+    daemon, slapadd = _find("slapd"), _find("slapadd")
+    if daemon is None or slapadd is None:
+        pytest.skip("slapd is not installed (Debian: apt-get install slapd ldap-utils)")
+    if not (SYSTEM_SCHEMA / "inetorgperson.schema").exists():
+        pytest.skip(f"the OpenLDAP schema files are not in {SYSTEM_SCHEMA}")
+    tmp = tmp_path_factory.mktemp("slapd")
+    tls = _make_certificate(tmp)
+    config = _write_config(tmp, tls)
+    (tmp / "data.ldif").write_text(DIRECTORY)
+    loaded = subprocess.run([slapadd, "-f", str(config), "-l", str(tmp / "data.ldif")],
+                            capture_output=True, text=True, check=False, timeout=60)
+    assert loaded.returncode == 0, loaded.stderr
+    port = _free_port()
+    tls_port = _free_port() if tls else None
+    urls = f"ldap://127.0.0.1:{port}/" + (f" ldaps://127.0.0.1:{tls_port}/" if tls_port else "")
+    log = tmp / "slapd.log"
+    with open(log, "wb") as log_handle:
+        process = subprocess.Popen([daemon, "-f", str(config), "-h", urls, "-d", "0"],
+                                   stdout=log_handle, stderr=subprocess.STDOUT)
+    try:
+        _wait_for_port(port, process, log)
+        yield Slapd(f"ldap://127.0.0.1:{port}", f"ldaps://127.0.0.1:{tls_port}" if tls_port else None,
+                    tls[0] if tls else None)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def doc(self) -> dict[str, object]:
+        return json.loads(self.out)  # type: ignore[no-any-return]
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> Run:
+    """``gkeys-ldap argv...`` in-process."""
+    capsys.readouterr()
+    code = ldap_cli.main(list(argv))
+    captured = capsys.readouterr()
+    return Run(code, captured.out, captured.err)
+
+
+# -- update-seeds -------------------------------------------------------------------------------------
+
+
+def test_update_seeds_builds_the_expected_file(slapd: Slapd, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "gentoo-devs.seeds"
+    result = run(capsys, "update-seeds", "-C", "gentoo-devs", "-o", str(out), "--uri", slapd.uri,
+                 "--base", BASE, "--json")
+    assert result.code == 0, result.out + result.err
+    seeds = parse_seeds(out.read_bytes())
+    assert {nick: seed.to_json() for nick, seed in seeds.items()} == \
+        {nick: seed.to_json() for nick, seed in EXPECTED_SEEDS.items()}
+    assert out.read_bytes() == dump_seeds(seeds)  # sorted keys, 4-space indent
+    doc = result.doc
+    assert doc["changes"] == {"added": ["alice", "bob", "frank"], "updated": [], "removed": []}
+    problems = {(p["who"], p["dropped"]): p["message"] for p in doc["problems"]}  # type: ignore[union-attr]
+    assert "DEADBEEFCAFEBABE" in problems[("bob", False)]
+    assert "no valid gpgfingerprint" in problems[("carol", True)]
+    assert "no valid gpgfingerprint" in problems[("gina", True)]
+    assert "no valid gpgfingerprint" in problems[("ivan", True)]
+    assert "no cn" in problems[("frank", False)]
+    assert "no uid" in problems[(f"cn=Nobody,{BASE}", True)]
+    ivan = [p["message"] for p in doc["problems"] if p["who"] == "ivan"]  # type: ignore[union-attr,index]
+    assert len(ivan) == 5  # four malformed values, then "left out"
+    assert "dave" not in json.dumps(doc["changes"]) and "hank" not in json.dumps(doc["changes"])
+
+
+def test_update_seeds_prints_the_diff_against_the_old_file(slapd: Slapd, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "devs.seeds"
+    old = dict(EXPECTED_SEEDS)
+    old["alice"] = Seed(Nick("alice"), "Alice Example", "alice", [Fingerprint("A" * 40)], [Fingerprint("A" * 40)],
+                        ["Alice Example <alice@gentoo.org>"])
+    old["zed"] = Seed(Nick("zed"), "Zed Gone", "zed", [Fingerprint("C" * 40)], [Fingerprint("C" * 40)], [])
+    del old["frank"]
+    out.write_bytes(dump_seeds({Nick(k): v for k, v in old.items()}))
+    result = run(capsys, "update-seeds", "-C", "gentoo-devs", "-o", str(out), "--uri", slapd.uri)
+    assert result.code == 0, result.err
+    assert " * Added: frank" in result.out
+    assert " * Updated: alice" in result.out
+    assert " * Removed: zed" in result.out
+    assert "ivan: no valid gpgfingerprint" in result.err  # problems are warnings
+    assert set(parse_seeds(out.read_bytes())) == {"alice", "bob", "frank"}
+    again = run(capsys, "update-seeds", "-C", "gentoo-devs", "-o", str(out), "--uri", slapd.uri)
+    assert again.code == 0 and "unchanged" in again.out and "Added" not in again.out
+
+
+def test_dry_run_writes_nothing(slapd: Slapd, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "devs.seeds"
+    result = run(capsys, "update-seeds", "-C", "gentoo-devs", "-o", str(out), "--dry-run", "--uri", slapd.uri)
+    assert result.code == 0
+    assert "Added: alice, bob, frank" in result.out
+    assert not out.exists()
+
+
+def test_empty_result_is_refused_and_old_file_kept(slapd: Slapd, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "devs.seeds"
+    out.write_bytes(dump_seeds({Nick("alice"): EXPECTED_SEEDS["alice"]}))
+    before = out.read_bytes()
+    result = run(capsys, "update-seeds", "-C", "gentoo-devs", "-o", str(out), "--uri", slapd.uri,
+                 "--filter", "(uid=nobody-has-this)")
+    assert result.code == 2
+    assert "no developer with a valid fingerprint" in result.err
+    assert out.read_bytes() == before
+
+
+def test_existing_file_that_is_not_a_seed_file_is_not_replaced(slapd: Slapd, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "devs.seeds"
+    out.write_text("not json\n")
+    result = run(capsys, "update-seeds", "-C", "gentoo-devs", "-o", str(out), "--uri", slapd.uri)
+    assert result.code == 2
+    assert "move it away" in result.err
+    assert out.read_text() == "not json\n"
+
+
+# -- search -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("options", "expected"), [
+    ((), ["alice", "bob", "carol", "frank", "gina", "ivan", "cn=Nobody," + BASE]),
+    (("-n", "alice"), ["alice"]),
+    (("-N", "Build"), ["bob"]),
+    (("-m", "gina@gentoo.org"), ["gina"]),
+    (("--all", "-n", "dave"), ["dave"]),
+    (("-n", "dave"), []),  # retired: only with --all
+    (("-n", "*"), []),  # a wildcard in a value is escaped, not a match-all
+    (("-N", ")(uid=*"), []),  # filter injection stays a literal value
+    (("-f", _spaced(ALICE)), ["alice"]),
+    (("--filter", "(mail=bob@gentoo.org)"), ["bob"]),
+])
+def test_search_filters(slapd: Slapd, capsys: pytest.CaptureFixture[str], options: tuple[str, ...],
+                        expected: list[str]) -> None:
+    result = run(capsys, "search", "--uri", slapd.uri, "--json", *options)
+    assert result.code == 0, result.out + result.err
+    developers = result.doc["developers"]
+    found = sorted(d["uid"][0] if d["uid"] else d["dn"] for d in developers)  # type: ignore[union-attr,index]
+    assert found == sorted(expected)
+
+
+def test_search_text_output_shows_cleaned_and_malformed_fingerprints(slapd: Slapd,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    result = run(capsys, "search", "--uri", slapd.uri, "-n", "bob")
+    assert result.code == 0
+    assert f"bob: Bob Builder <bob@gentoo.org> [active] {BOB_V4}, {BOB_V5}, 'DEADBEEFCAFEBABE' (malformed)" \
+        in result.out
+
+
+# -- connections and failures -------------------------------------------------------------------------
+
+
+def test_bind_with_password(slapd: Slapd, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    secret = tmp_path / "pw"
+    secret.write_text(ADMIN_PASSWORD + "\n")
+    good = run(capsys, "search", "--uri", slapd.uri, "--bind-dn", ADMIN, "--password-file", str(secret), "-n", "alice")
+    assert good.code == 0 and "alice: Alice Example" in good.out
+    secret.write_text("wrong\n")
+    bad = run(capsys, "search", "--uri", slapd.uri, "--bind-dn", ADMIN, "--password-file", str(secret))
+    assert bad.code == 2
+    assert "refused the bind" in bad.err
+
+
+def test_unknown_base_and_bad_filter(slapd: Slapd, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = run(capsys, "search", "--uri", slapd.uri, "--base", "ou=nobody,dc=gentoo,dc=org")
+    assert missing.code == 2 and "does not exist" in missing.err
+    bad = run(capsys, "search", "--uri", slapd.uri, "--filter", "uid=alice")
+    assert bad.code == 2 and "parentheses" in bad.err
+    broken = run(capsys, "search", "--uri", slapd.uri, "--filter", "(&(uid=alice)")
+    assert broken.code == 2 and "invalid LDAP filter" in broken.err
+
+
+def test_starttls_and_ldaps_verify_the_certificate(slapd: Slapd, capsys: pytest.CaptureFixture[str]) -> None:
+    if slapd.ca_file is None or slapd.ldaps_uri is None:
+        pytest.skip("openssl could not make a test certificate")
+    starttls = run(capsys, "search", "--uri", slapd.uri, "--starttls", "--ca-file", str(slapd.ca_file), "-n", "alice")
+    assert starttls.code == 0, starttls.err
+    assert "alice: Alice Example" in starttls.out
+    ldaps = run(capsys, "search", "--uri", slapd.ldaps_uri, "--ca-file", str(slapd.ca_file), "-n", "bob")
+    assert ldaps.code == 0, ldaps.err
+    assert "bob: Bob Builder" in ldaps.out
+    untrusted = run(capsys, "search", "--uri", slapd.ldaps_uri, "--timeout", "5")
+    assert untrusted.code == 3, untrusted.err
+    untrusted_starttls = run(capsys, "search", "--uri", slapd.uri, "--starttls", "--timeout", "5")
+    assert untrusted_starttls.code == 3, untrusted_starttls.err
+
+
+def test_connection_refused_is_a_network_failure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "devs.seeds"
+    result = run(capsys, "update-seeds", "-C", "gentoo-devs", "-o", str(out), "--uri",
+                 f"ldap://127.0.0.1:{_free_port()}", "--timeout", "5")
+    assert result.code == 3
+    assert "Connection refused" in result.err or "refused" in result.err.lower()
+    assert not out.exists()
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """A TCP server on 127.0.0.1 that accepts connections and never answers."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            held.append(conn)
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield int(listener.getsockname()[1])
+    stop.set()
+    thread.join(5)
+    for conn in held:
+        conn.close()
+    listener.close()
+
+
+def test_silent_server_times_out(silent_server: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "devs.seeds"
+    start = time.monotonic()
+    result = run(capsys, "update-seeds", "-C", "gentoo-devs", "-o", str(out),
+                 "--uri", f"ldap://127.0.0.1:{silent_server}", "--timeout", "1", "--json")
+    assert result.code == 3, result.out + result.err
+    assert result.doc["ok"] is False and "timed out" in str(result.doc["error"])
+    assert time.monotonic() - start < 20
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("argv", "fragment"), [
+    (("--uri", "http://127.0.0.1:1"), "invalid LDAP URI"),
+    (("--uri", "ldaps://127.0.0.1:1", "--starttls"), "already encrypted"),
+    (("--uri", "ldap://ldap.example.org", "--bind-dn", "cn=x", "--password-file", "PW"), "in the clear"),
+    (("--uri", "ldap://127.0.0.1:1", "--password-file", "PW"), "needs --bind-dn"),
+    (("--uri", "ldap://127.0.0.1:1", "--ca-file", "/nonexistent/ca.pem"), "does not exist"),
+])
+def test_unsafe_or_impossible_settings_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   argv: tuple[str, ...], fragment: str) -> None:
+    password = tmp_path / "pw"
+    password.write_text("x\n")
+    result = run(capsys, "search", *[str(password) if a == "PW" else a for a in argv])
+    assert result.code == 2
+    assert fragment in result.err
+
+
+def test_bad_category_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run(capsys, "update-seeds", "-C", "../etc", "--uri", "ldap://127.0.0.1:1")
+    assert result.code == 2 and "invalid category" in result.err
+
+
+# -- seed building rules (no server) ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("raw", "clean"), [
+    (_spaced(ALICE), ALICE),
+    (ALICE.lower(), ALICE),
+    ("\t" + BOB_V5 + " \n", BOB_V5),
+    ("DEADBEEFCAFEBABE", None),
+    ("0x" + ALICE, None),
+    ("G" * 40, None),
+    ("A" * 50, None),
+    ("", None),
+])
+def test_clean_fingerprint(raw: str, clean: str | None) -> None:
+    assert ldapseeds.clean_fingerprint(raw) == clean
+
+
+def test_build_seeds_rules() -> None:
+    developers = [
+        ldapseeds.Developer("uid=a", uid=["a"], cn=["A"], status=["Active"], fingerprints=[ALICE, ALICE.lower()]),
+        ldapseeds.Developer("uid=a2", uid=["a"], cn=["A again"], status=["active"], fingerprints=[BOB_V4]),
+        ldapseeds.Developer("uid=b", uid=["b/../x"], cn=["B"], status=["active"], fingerprints=[BOB_V4]),
+        ldapseeds.Developer("uid=c", uid=["c"], cn=["C"], status=["retired"], fingerprints=[DAVE]),
+        ldapseeds.Developer("uid=d", uid=["d"], cn=["D"], status=[], fingerprints=[DAVE]),
+    ]
+    built = ldapseeds.build_seeds(developers)
+    assert list(built.seeds) == ["a"]
+    assert built.seeds[Nick("a")].keys == [ALICE]  # duplicates folded
+    assert built.inactive == 2
+    messages = [(p.who, p.message) for p in built.problems]
+    assert ("a", "duplicate uid (uid=a2): left out") in messages
+    assert any(who == "b/../x" and "not a usable nick" in msg for who, msg in messages)
+    assert set(ldapseeds.build_seeds(developers, include_inactive=True).seeds) == {"a", "c", "d"}
+
+
+def test_search_filter_escaping() -> None:
+    assert ldapseeds.search_filter() == "(gentooStatus=active)"
+    assert ldapseeds.search_filter(include_inactive=True) == "(uid=*)"
+    assert ldapseeds.search_filter(nick="a*b", name="x)(y") == \
+        r"(&(gentooStatus=active)(uid=a\2ab)(cn=*x\29\28y*))"
