@@ -208,3 +208,12 @@ def test_a_secret_key_file_is_checked_by_its_public_part(env: GkeysEnv, tmp_path
     result = env.run("spec-check", "--keyring", str(path), "--json")
     assert result.code == 0, result.text
     assert json.loads(result.out)["keys"][0]["fingerprint"] == frank.fingerprint
+
+
+def test_a_key_with_a_thousand_user_ids(env: GkeysEnv) -> None:
+    path = Path(__file__).parent / "glep63_data" / "many-uids.gpg"
+    result = env.run("spec-check", "--keyring", str(path), "--at", "2027-01-01", "--json")
+    assert result.code == 0, result.text
+    (key,) = json.loads(result.out)["keys"]
+    assert key["issues"] == [] and key["uid_count"] == 1001
+    assert len(key["uids"]) == 20  # the JSON lists the first 20 user ids only

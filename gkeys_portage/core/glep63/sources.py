@@ -25,6 +25,9 @@ from gkeys_portage.core.types import Fingerprint
 
 Checker = Callable[[PublicKey], list[Issue]]
 
+#: ``--json`` lists at most this many user ids per key (``uid_count`` has the total)
+MAX_UIDS_SHOWN = 20
+
 
 @dataclass
 class Subject:
@@ -63,7 +66,8 @@ class KeyResult:
             "algorithm": key.primary.algorithm_name if key else None,
             "created": key.primary.created if key else None,
             "expires": key.primary.expires if key else None,
-            "uids": [u.text for u in key.uids[:20]] if key else [],
+            "uids": [u.text for u in key.uids[:MAX_UIDS_SHOWN]] if key else [],
+            "uid_count": len(key.uids) if key else 0,
             "ok": self.ok(warnings_fail=warnings_fail),
             "counts": count_levels(self.issues),
             "issues": [i.to_json() for i in self.issues],
