@@ -1,9 +1,170 @@
-"""CLI actions for media (filled in by its issue)."""
+"""CLI actions ``verify-media`` and ``fetch-media`` (stage3 tarballs, LiveCD/ISO images)."""
 
 from __future__ import annotations
 
-from gkeys_portage.cli.common import SubParsers
+import argparse
+from pathlib import Path
+
+from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
+from gkeys_portage.cli.output import Report
+from gkeys_portage.core.context import Gkeys
+from gkeys_portage.core.errors import UsageError
+from gkeys_portage.verify.media import MediaVerification, MediaVerifier, SignedBy
+from gkeys_portage.verify.mediafetch import (
+    DEFAULT_CATEGORY,
+    DEFAULT_MIRROR,
+    Fetched,
+    fetch_latest,
+    fetch_media,
+    verify_url,
+)
+
+
+def _category(ctx: Gkeys, args: argparse.Namespace) -> str:
+    return str(args.category or ctx.config.get("media", "category", DEFAULT_CATEGORY))
+
+
+def _signed_line(signed: SignedBy) -> str:
+    sig = signed.signature
+    return (f"{signed.source}: good signature by {sig.pin.category}/{sig.pin.nick} ({sig.pin.fingerprint}) "
+            f"made {sig.created_at:%Y-%m-%d %H:%M:%S} UTC")
+
+
+def describe(report: Report, result: MediaVerification) -> Report:
+    """Add the facts of a verification: signers, digests per file and source, notes."""
+    for signed in result.signed:
+        report.good(_signed_line(signed))
+    groups: dict[tuple[str, str], list[str]] = {}
+    for check in result.checks:
+        if check.outcome == "match":
+            groups.setdefault((check.filename, check.source), []).append(check.algorithm)
+    for (filename, source), algorithms in groups.items():
+        report.good(f"{filename}: {', '.join(algorithms)} match {source}")
+    for note in result.notes:
+        report.warn(note)
+    name = Path(result.file).name
+    report.good(f"{name}: verified ({len(result.signed)} signed sibling(s), "
+                f"{sum(c.outcome == 'match' for c in result.checks)} digest(s) matched)")
+    report.data.update(result.to_json())
+    return report
+
+
+def run_verify_media(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """Verify a local or remote stage3/ISO against all its signed siblings."""
+    category = _category(ctx, args)
+    progress = args.console.progress(f"reading {Path(args.target).name} (MiB)")
+    if "://" in args.target:
+        fetched = verify_url(ctx, args.target, category=category, nick=args.nick, progress=progress)
+        report = Report()
+        for skipped in fetched.skipped:
+            report.info(f"{skipped}: not on the server; skipped")
+        return describe(report, fetched.verification)
+    media = MediaVerifier(ctx.verifier(category, [args.nick] if args.nick else []), category)
+    return describe(Report(), media.verify(Path(args.target), progress))
+
+
+def run_fetch_media(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """Download (resuming), verify in quarantine, then install into the destination directory."""
+    category = _category(ctx, args)
+    dest = Path(args.destination)
+    if bool(args.url) == bool(args.latest):
+        raise UsageError("give either a URL or --latest NAME (with --mirror)")
+    if args.latest:
+        mirror = args.mirror or ctx.config.get("media", "mirror", DEFAULT_MIRROR)
+        progress = args.console.progress(f"downloading {args.latest} (MiB)")
+        fetched = fetch_latest(ctx, args.latest, mirror, dest, category=category, nick=args.nick,
+                               arch=args.arch, progress=progress)
+    else:
+        progress = args.console.progress(f"downloading {Path(args.url).name} (MiB)")
+        fetched = fetch_media(ctx, args.url, dest, category=category, nick=args.nick, progress=progress)
+    return _fetch_report(fetched, dest)
+
+
+def _fetch_report(fetched: Fetched, dest: Path) -> Report:
+    report = Report()
+    if fetched.latest is not None:
+        choice = fetched.latest
+        report.good(_signed_line(choice.signed))
+        size = f", {choice.entry.size} bytes" if choice.entry.size is not None else ""
+        report.info(f"{choice.latest}: newest entry {choice.entry.path}{size}")
+        report.data["latest"] = {"file": choice.latest, "path": choice.entry.path, "size": choice.entry.size,
+                                 "url": choice.url, **choice.signed.to_json()}
+    for skipped in fetched.skipped:
+        report.info(f"{skipped}: not on the mirror; skipped")
+    describe(report, fetched.verification)
+    report.data["installed"] = [str(p) for p in fetched.installed]
+    report.good(f"installed into {dest}: {', '.join(p.name for p in fetched.installed)}")
+    return report
+
+
+VERIFY_DESCRIPTION = """\
+Verify a stage3 tarball or a LiveCD/ISO image (a local PATH, or a URL that is downloaded into a
+private quarantine folder and deleted afterwards) against every signed sibling found beside it:
+
+  FILE.asc          detached signature over the file
+  FILE.DIGESTS      clearsigned digests (SHA512, BLAKE2B, ... of FILE and FILE.CONTENTS.gz)
+  FILE.DIGESTS.asc  the older clearsigned form
+  FILE.sha256       clearsigned SHA256
+  FILE.CONTENTS.gz / FILE.CONTENTS   checked against their DIGESTS entries when present
+
+Every sibling found must verify; at least one signed sibling is required.  Signatures count only
+from keys pinned by the seeds of the category (default: [media] category, else gentoo).  Only the
+text gpg says was signed is parsed; at least one strong digest (SHA256, SHA512, BLAKE2B) must match
+and no listed digest may mismatch (digests this Python lacks, e.g. WHIRLPOOL, are reported and
+skipped).  The file is read once: the signature check and all digests are fed from that read."""
+
+VERIFY_EPILOG = """\
+examples:
+  gkeys verify-media stage3-amd64-openrc-20240107T170309Z.tar.xz
+  gkeys verify-media install-amd64-minimal-20240107T170309Z.iso -n releng
+  gkeys verify-media https://distfiles.gentoo.org/releases/amd64/autobuilds/20240107T170309Z/stage3-amd64-openrc-20240107T170309Z.tar.xz
+
+exit status: 0 verified; 1 not verified (bad or unpinned signature, digest mismatch, nothing signed
+the file); 2 bad input (unsafe or conflicting DIGESTS entries); 3 network failure."""
+
+FETCH_DESCRIPTION = """\
+Download a release file with its siblings, verify it exactly as verify-media does, and only then
+move it (and its siblings) into DIR.  With --latest NAME the mirror's clearsigned
+releases/ARCH/autobuilds/latest-NAME.txt is verified first and its newest entry is fetched; the
+size it announces is enforced (a server that sends more is refused).
+
+Downloads go to a quarantine folder under the state directory (state/quarantine/media/).  A partial
+download is resumed with an HTTP Range request by the next run; a download that stalls for
+[media] stall-timeout seconds (default 60) is retried, then given up (exit 3).  A file that fails
+verification is kept there as NAME.rejected and nothing is written to DIR.  Siblings the mirror does
+not have (HTTP 404) are skipped; if it has no signed sibling at all, nothing is downloaded."""
+
+FETCH_EPILOG = """\
+config ([media] section, all optional):
+  category = gentoo                      keyring/seeds that must sign release media
+  mirror = https://distfiles.gentoo.org  default for --mirror
+  stall-timeout = 60                     seconds without data before a download attempt is aborted
+  max-size = 17179869184                 refuse files larger than this (bytes)
+
+examples:
+  gkeys fetch-media --latest stage3-amd64-openrc --mirror https://distfiles.gentoo.org -d /mnt/gentoo
+  gkeys fetch-media --latest install-amd64-minimal -d ~/iso
+  gkeys fetch-media https://example.org/releases/amd64/autobuilds/20240107T170309Z/\\
+      stage3-amd64-openrc-20240107T170309Z.tar.xz -d .
+"""
 
 
 def register(sub: SubParsers) -> None:
-    """Register this topic's actions (none yet)."""
+    """Register verify-media and fetch-media."""
+    p = add_action(sub, "verify-media", run_verify_media, summary="verify a stage3 tarball or ISO image",
+                   description=VERIFY_DESCRIPTION, epilog=VERIFY_EPILOG)
+    p.add_argument("target", metavar="PATH|URL", help="the tarball or image (siblings are found beside it)")
+    add_category(p, help_text="category whose pinned keys must sign (default: [media] category, else gentoo)")
+    add_nick(p, help_text="accept only this seed's keys")
+
+    p = add_action(sub, "fetch-media", run_fetch_media, summary="download, verify and install a stage3 or ISO",
+                   description=FETCH_DESCRIPTION, epilog=FETCH_EPILOG, needs_lock=True)
+    p.add_argument("url", nargs="?", metavar="URL", help="the file to fetch (or use --latest)")
+    p.add_argument("--latest", metavar="NAME", help="fetch the newest NAME (e.g. stage3-amd64-openrc) "
+                                                   "named by the mirror's signed latest-NAME.txt")
+    p.add_argument("--mirror", metavar="URL", help="mirror base URL for --latest (default: [media] mirror, "
+                                                  f"else {DEFAULT_MIRROR})")
+    p.add_argument("--arch", metavar="ARCH", help="releases/ARCH/ directory for --latest (default: from NAME)")
+    p.add_argument("-d", "--destination", default=".", metavar="DIR", help="where verified files go (default: .)")
+    add_category(p, help_text="category whose pinned keys must sign (default: [media] category, else gentoo)")
+    add_nick(p, help_text="accept only this seed's keys")

@@ -1,0 +1,138 @@
+"""Read a big file once and feed every consumer from that one read, in parallel.
+
+Each consumer (a hashlib object, or gpg verifying a detached signature through a pipe) runs in
+its own thread with a small bounded queue of chunks, so memory stays flat (at most
+``QUEUE_DEPTH`` chunks in flight per consumer, shared between consumers) whatever the file size.
+hashlib releases the GIL while hashing and gpg runs in its own process, so the passes overlap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from queue import Queue
+from typing import Generic, TypeVar
+
+from gkeys_portage.core.errors import BadInputError
+
+CHUNK = 1 << 20
+QUEUE_DEPTH = 8
+T = TypeVar("T")
+
+_Chunks = Queue[bytes | None]
+
+
+class ChunkStream:
+    """A binary stream over a queue of chunks (``read`` only), for piping into gpg."""
+
+    def __init__(self, chunks: _Chunks) -> None:
+        self._chunks = chunks
+        self._raw = b""
+        self._current = memoryview(b"")
+        self._offset = 0
+        self._eof = False
+
+    def read(self, size: int = -1) -> bytes:
+        """Up to ``size`` bytes (a whole chunk if ``size`` < 0); ``b""`` at the end."""
+        while self._offset >= len(self._current):
+            if self._eof:
+                return b""
+            chunk = self._chunks.get()
+            if chunk is None:
+                self._eof = True
+                return b""
+            self._raw, self._current, self._offset = chunk, memoryview(chunk), 0
+        end = len(self._current) if size < 0 else min(len(self._current), self._offset + size)
+        whole = self._offset == 0 and end == len(self._current)
+        data = self._raw if whole else bytes(self._current[self._offset : end])  # no copy for whole chunks
+        self._offset = end
+        return data
+
+    def drain(self) -> None:
+        """Discard whatever the reader still sends (the consumer stopped early)."""
+        while not self._eof:
+            if self._chunks.get() is None:
+                self._eof = True
+
+
+class _Consumer(Generic[T]):
+    """One thread fed by one queue; remembers its result or the exception it raised."""
+
+    def __init__(self, name: str, work: Callable[[ChunkStream], T]) -> None:
+        self.queue: _Chunks = Queue(maxsize=QUEUE_DEPTH)
+        self.result: T | None = None
+        self.error: BaseException | None = None
+        self._work = work
+        self.thread = threading.Thread(target=self._run, name=f"fanout-{name}", daemon=True)
+
+    def _run(self) -> None:
+        stream = ChunkStream(self.queue)
+        try:
+            self.result = self._work(stream)
+        except BaseException as exc:  # re-raised in the caller's thread
+            self.error = exc
+        finally:
+            stream.drain()
+
+
+def _hash_all(algorithm: str) -> Callable[[ChunkStream], str]:
+    def work(stream: ChunkStream) -> str:
+        digest = hashlib.new(algorithm)
+        while chunk := stream.read():
+            digest.update(chunk)
+        return digest.hexdigest()
+
+    return work
+
+
+def read_once(path: Path, hashes: list[str], detached: Callable[[ChunkStream], T] | None = None,
+              progress: Callable[[int, int], None] | None = None) -> tuple[dict[str, str], T | None]:
+    """Read ``path`` once; return ``{hashlib name: hex}`` and ``detached(stream)``'s result.
+
+    ``detached`` receives a binary stream of the file's bytes (for
+    :meth:`~gkeys_portage.core.gpg.GnuPG.verify_detached`); an exception it raises is re-raised
+    here after every consumer has finished.
+    """
+    hashers = {name: _Consumer(name, _hash_all(name)) for name in dict.fromkeys(hashes)}
+    consumers: list[_Consumer[object]] = list(hashers.values())  # type: ignore[arg-type]
+    signer: _Consumer[T] | None = _Consumer("gpg", detached) if detached is not None else None
+    if signer is not None:
+        consumers.append(signer)  # type: ignore[arg-type]
+    for consumer in consumers:
+        consumer.thread.start()
+    try:
+        _feed(path, consumers, progress)
+    finally:
+        for consumer in consumers:
+            consumer.queue.put(None)
+        for consumer in consumers:
+            consumer.thread.join()
+    for consumer in consumers:
+        if consumer.error is not None:
+            raise consumer.error
+    digests = {name: str(c.result) for name, c in hashers.items()}
+    return digests, (signer.result if signer is not None else None)
+
+
+def _feed(path: Path, consumers: list[_Consumer[object]], progress: Callable[[int, int], None] | None) -> None:
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise BadInputError(f"cannot read {path}: {exc.strerror}") from exc
+    with handle:
+        total = path.stat().st_size
+        done = 0
+        while True:
+            try:
+                chunk = handle.read(CHUNK)
+            except OSError as exc:
+                raise BadInputError(f"cannot read {path}: {exc.strerror}") from exc
+            if not chunk:
+                break
+            for consumer in consumers:
+                consumer.queue.put(chunk)
+            done += len(chunk)
+            if progress is not None:
+                progress(done >> 20, total >> 20)

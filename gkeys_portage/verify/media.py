@@ -1,0 +1,256 @@
+"""Verify a stage3 tarball or an ISO against every signed sibling found beside it.
+
+Siblings (design.md §5, ``verify-media``):
+
+* ``<file>.asc``: a detached signature over the file;
+* ``<file>.DIGESTS`` (clearsigned, current form), ``<file>.DIGESTS.asc`` (older clearsigned form; or
+  a detached signature over an unsigned ``.DIGESTS``), ``<file>.sha256`` (clearsigned);
+* ``<file>.CONTENTS`` / ``<file>.CONTENTS.gz``: checked against their DIGESTS entries when present.
+
+Every sibling found is checked and must pass; at least one signed statement is required.  Only
+the text gpg says was signed is parsed.  The big file is read once: the detached signature check
+and every digest are fed from that one read (:mod:`gkeys_portage.verify.fanout`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, cast
+
+from gkeys_portage.core.context import SignatureVerifier
+from gkeys_portage.core.errors import BadInputError, NoSignatureError, NotVerifiedError
+from gkeys_portage.core.state import read_limited
+from gkeys_portage.core.verification import GoodSignature, VerifyResult
+from gkeys_portage.verify.digests import STRONG, DigestList, hashlib_name, parse_digests
+from gkeys_portage.verify.fanout import ChunkStream, read_once
+
+DETACHED = ".asc"
+STATEMENTS = (".DIGESTS", ".DIGESTS.asc", ".sha256")
+CONTENTS = (".CONTENTS.gz", ".CONTENTS")
+SIGNED_SIBLINGS = (DETACHED, *STATEMENTS)
+ALL_SIBLINGS = (*SIGNED_SIBLINGS, *CONTENTS)
+MAX_STATEMENT = 4 * 1024 * 1024
+CLEARSIGN_MARKER = b"-----BEGIN PGP SIGNED MESSAGE-----"
+DETACHED_MARKER = b"-----BEGIN PGP SIGNATURE-----"
+
+Progress = Callable[[int, int], None]
+
+
+class DigestMismatchError(NotVerifiedError):
+    """A signed statement lists a hash that the file does not have."""
+
+
+class NotListedError(NotVerifiedError):
+    """A signed statement found beside the file says nothing about the file."""
+
+
+@dataclass(frozen=True)
+class SignedBy:
+    """One sibling that verified, and the pinned key that signed it."""
+
+    source: str
+    kind: str
+    signature: GoodSignature
+
+    def to_json(self) -> dict[str, object]:
+        """Machine-readable form for ``--json``."""
+        return {"source": self.source, "kind": self.kind, **self.signature.to_json()}
+
+
+@dataclass(frozen=True)
+class DigestCheck:
+    """One listed hash of one file, and what became of it (``match`` or ``skipped``)."""
+
+    filename: str
+    algorithm: str
+    source: str
+    outcome: str
+
+    def to_json(self) -> dict[str, str]:
+        """Machine-readable form for ``--json``."""
+        return {"file": self.filename, "algorithm": self.algorithm, "source": self.source, "result": self.outcome}
+
+
+@dataclass
+class MediaVerification:
+    """A verified release file: who signed which sibling, which digests matched, what was skipped."""
+
+    file: str
+    category: str
+    signed: list[SignedBy] = field(default_factory=list)
+    checks: list[DigestCheck] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, object]:
+        """Machine-readable form for ``--json``."""
+        return {"file": self.file, "category": self.category, "verified": True,
+                "signatures": [s.to_json() for s in self.signed], "digests": [c.to_json() for c in self.checks],
+                "notes": self.notes}
+
+
+@dataclass
+class _Statement:
+    """A verified DIGESTS-like sibling and its parsed entries."""
+
+    source: str
+    digests: DigestList
+
+
+def find_siblings(path: Path) -> dict[str, Path]:
+    """``{suffix: path}`` of the siblings that exist beside ``path``."""
+    found = {}
+    for suffix in ALL_SIBLINGS:
+        candidate = path.with_name(path.name + suffix)
+        if candidate.is_file():
+            found[suffix] = candidate
+    return found
+
+
+def checked(source: str, call: Callable[..., VerifyResult], *args: object) -> VerifyResult:
+    """Run a verification; a failure names the sibling it is about."""
+    try:
+        return call(*args)
+    except NotVerifiedError as exc:
+        raise type(exc)(f"{source}: {exc.message}", detail=exc.detail) from exc
+
+
+def _has_armor(data: bytes, marker: bytes) -> bool:
+    """True if an armor header line ``marker`` starts any line (text may precede it)."""
+    return (b"\n" + data).find(b"\n" + marker) >= 0
+
+
+def _is_detached(path: Path | None) -> bool:
+    """True if ``path`` holds an armored detached signature (not a clearsigned message)."""
+    if path is None:
+        return False
+    data = read_limited(path, MAX_STATEMENT, "signature")
+    return _has_armor(data, DETACHED_MARKER) and not _has_armor(data, CLEARSIGN_MARKER)
+
+
+def signed_text(data: bytes, source: str) -> str:
+    """The signed text as UTF-8 (anything else is bad input)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInputError(f"{source}: signed text is not UTF-8") from exc
+
+
+def _hash_plan(expected: list[tuple[str, dict[str, str]]]) -> list[str]:
+    """The hashlib names to compute for the listed algorithms (unavailable ones are left out)."""
+    plan = (hashlib_name(algorithm) for _source, entries in expected for algorithm in entries)
+    return list(dict.fromkeys(name for name in plan if name is not None))
+
+
+class MediaVerifier:
+    """Checks one release file with one category's pinned keys."""
+
+    def __init__(self, verifier: SignatureVerifier, category: str) -> None:
+        self.verifier = verifier
+        self.category = category
+
+    def verify(self, path: Path, progress: Progress | None = None) -> MediaVerification:
+        """Verify ``path`` against every sibling found; raise the precise error on any failure."""
+        if not path.is_file():
+            raise BadInputError(f"{path}: no such file")
+        siblings = find_siblings(path)
+        result = MediaVerification(str(path), self.category)
+        statements = self._statements(siblings, result)
+        signature = self._detached_signature(siblings)
+        if signature is None and not statements:
+            found = ", ".join(p.name for s, p in siblings.items() if s in STATEMENTS)
+            raise NoSignatureError(f"nothing signed {path.name}: no {', '.join(SIGNED_SIBLINGS)} sibling"
+                                   + (f" is signed (found unsigned {found})" if found else " found"))
+        expected = self._expected(path.name, statements)
+        hashes = _hash_plan(expected)
+
+        def detached(stream: ChunkStream) -> VerifyResult:
+            assert signature is not None
+            # a read()-only stream is all gpg's feeder needs
+            return checked(path.name + DETACHED, self.verifier.detached, signature, cast(IO[bytes], stream))
+
+        digests, good = read_once(path, hashes, detached if signature is not None else None, progress)
+        if good is not None:
+            result.signed.append(SignedBy(path.name + DETACHED, "detached signature", good.signer))
+        self._compare(path.name, expected, digests, result)
+        if statements and not any(c.outcome == "match" and c.algorithm in STRONG for c in result.checks):
+            raise NotVerifiedError(f"{path.name}: no strong digest (SHA256, SHA512, BLAKE2B) could be checked")
+        self._contents(siblings, statements, result)
+        return result
+
+    # -- signed statements -----------------------------------------------------------------------
+
+    def _statements(self, siblings: dict[str, Path], result: MediaVerification) -> list[_Statement]:
+        statements: list[_Statement] = []
+        detached_over_digests = False
+        for suffix in STATEMENTS:
+            if suffix not in siblings or (suffix == ".DIGESTS.asc" and detached_over_digests):
+                continue
+            path = siblings[suffix]
+            data = read_limited(path, MAX_STATEMENT, "signed statement")
+            if _has_armor(data, CLEARSIGN_MARKER):
+                good = checked(path.name, self.verifier.clearsigned, data)
+                text = good.plaintext or b""
+                kind = "clearsigned statement"
+            elif suffix == ".DIGESTS" and _is_detached(siblings.get(".DIGESTS.asc")):
+                signature = read_limited(siblings[".DIGESTS.asc"], MAX_STATEMENT, "signature")
+                good = checked(siblings[".DIGESTS.asc"].name, self.verifier.detached, signature, data)
+                detached_over_digests, text, kind = True, data, "statement with detached signature"
+            else:
+                result.notes.append(f"{path.name}: not signed; ignored")
+                continue
+            result.signed.append(SignedBy(path.name, kind, good.signer))
+            statements.append(_Statement(path.name, parse_digests(signed_text(text, path.name), path.name)))
+        return statements
+
+    @staticmethod
+    def _detached_signature(siblings: dict[str, Path]) -> bytes | None:
+        if DETACHED not in siblings:
+            return None
+        path = siblings[DETACHED]
+        data = read_limited(path, MAX_STATEMENT, "signature")
+        if not data.strip():
+            raise NoSignatureError(f"{path.name}: empty signature file")
+        return data
+
+    @staticmethod
+    def _expected(name: str, statements: list[_Statement]) -> list[tuple[str, dict[str, str]]]:
+        """``[(source, {algorithm: hex})]`` for ``name``; every statement must list it."""
+        expected = []
+        for statement in statements:
+            entries = statement.digests.for_file(name)
+            if not entries:
+                listed = ", ".join(statement.digests.filenames()[:3])
+                raise NotListedError(f"{statement.source} does not list {name} (it lists {listed})")
+            expected.append((statement.source, entries))
+        return expected
+
+    @staticmethod
+    def _compare(name: str, expected: list[tuple[str, dict[str, str]]], digests: dict[str, str],
+                 result: MediaVerification) -> None:
+        for source, entries in expected:
+            for algorithm, listed in entries.items():
+                library = hashlib_name(algorithm)
+                if library is None:
+                    result.checks.append(DigestCheck(name, algorithm, source, "skipped"))
+                    result.notes.append(f"{source}: {algorithm} is not available here; skipped")
+                    continue
+                actual = digests[library]
+                if actual != listed:
+                    raise DigestMismatchError(f"{name}: {algorithm} does not match {source} "
+                                              f"(file {actual[:16]}…, signed {listed[:16]}…)")
+                result.checks.append(DigestCheck(name, algorithm, source, "match"))
+
+    def _contents(self, siblings: dict[str, Path], statements: list[_Statement], result: MediaVerification) -> None:
+        for suffix in CONTENTS:
+            if suffix not in siblings:
+                continue
+            path = siblings[suffix]
+            expected = [(s.source, s.digests.for_file(path.name)) for s in statements]
+            expected = [(source, entries) for source, entries in expected if entries]
+            if not expected:
+                result.notes.append(f"{path.name}: not listed in a signed statement; not checked")
+                continue
+            digests, _ = read_once(path, _hash_plan(expected))
+            self._compare(path.name, expected, digests, result)

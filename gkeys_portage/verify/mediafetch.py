@@ -1,0 +1,189 @@
+"""Fetch release media: resolve ``latest-<name>.txt``, download the file and its siblings into a
+quarantine folder, verify, and only then move them into the destination directory.
+
+Quarantine: ``<state>/quarantine/media/``.  A partial download stays there and is resumed by the
+next run; a file that fails verification is renamed ``<name>.rejected`` there (so the next run
+downloads afresh) and nothing reaches the destination.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gkeys_portage.core.context import Gkeys, SignatureVerifier
+from gkeys_portage.core.errors import BadInputError, GkeysError, NoSignatureError, UsageError
+from gkeys_portage.core.http import NotFoundError, safe_url
+from gkeys_portage.core.state import atomic_write, fsync_directory, staging_directory
+from gkeys_portage.verify.digests import LatestEntry, check_name, newest, parse_latest
+from gkeys_portage.verify.download import Downloader
+from gkeys_portage.verify.media import (
+    ALL_SIBLINGS,
+    CONTENTS,
+    MAX_STATEMENT,
+    SIGNED_SIBLINGS,
+    MediaVerification,
+    MediaVerifier,
+    SignedBy,
+    checked,
+    signed_text,
+)
+
+MAX_CONTENTS = 256 * 1024 * 1024
+DEFAULT_MIRROR = "https://distfiles.gentoo.org"
+DEFAULT_CATEGORY = "gentoo"
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_.+-]*$")
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class LatestChoice:
+    """The newest entry of a verified latest file and where to download it."""
+
+    latest: str
+    url: str
+    entry: LatestEntry
+    signed: SignedBy
+
+
+@dataclass
+class Fetched:
+    """A fetched and verified file: where it went, and the verification facts."""
+
+    verification: MediaVerification
+    installed: list[Path] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    latest: LatestChoice | None = None
+
+
+def quarantine_dir(ctx: Gkeys) -> Path:
+    """Where unverified downloads live (created 0700)."""
+    path = ctx.ensure_layout().state_dir / "quarantine" / "media"
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
+
+
+def downloader(ctx: Gkeys) -> Downloader:
+    """A downloader configured from ``[media] stall-timeout`` and ``max-size``."""
+    try:
+        stall = float(ctx.config.get("media", "stall-timeout", "60"))
+        limit = int(ctx.config.get("media", "max-size", str(16 << 30)))
+    except ValueError as exc:
+        raise BadInputError(f"[media]: {exc}") from exc
+    return Downloader(ctx.http, stall_timeout=stall, max_bytes=limit)
+
+
+def file_name(url: str) -> str:
+    """The safe base name of the file a URL names."""
+    path = urllib.parse.unquote(urllib.parse.urlsplit(url).path)
+    if not path or path.endswith("/"):
+        raise UsageError(f"{safe_url(url)}: the URL names no file")
+    return check_name(path.rsplit("/", 1)[-1], safe_url(url))
+
+
+def resolve_latest(ctx: Gkeys, verifier: SignatureVerifier, mirror: str, name: str,
+                   arch: str | None = None) -> LatestChoice:
+    """Verify ``releases/<arch>/autobuilds/latest-<name>.txt`` on ``mirror``; choose its newest entry."""
+    if not _NAME.match(name):
+        raise UsageError(f"--latest {name!r}: expected a name like stage3-amd64-openrc")
+    arch = arch or (name.split("-")[1] if name.count("-") >= 1 else "")
+    if not _NAME.match(arch):
+        raise UsageError(f"--latest {name!r}: cannot tell the architecture; give --arch")
+    base = f"{mirror.rstrip('/')}/releases/{arch}/autobuilds/"
+    latest = f"latest-{name}.txt"
+    data = ctx.http.get(base + latest, max_bytes=MAX_STATEMENT)
+    good = checked(latest, verifier.clearsigned, data)
+    entry = newest(parse_latest(signed_text(good.plaintext or b"", latest), latest))
+    url = urllib.parse.urljoin(base, entry.path)
+    if not url.startswith(base):
+        raise BadInputError(f"{latest}: {entry.path!r} points outside the mirror")
+    return LatestChoice(latest, url, entry, SignedBy(latest, "clearsigned latest file", good.signer))
+
+
+def fetch_siblings(ctx: Gkeys, url: str, folder: Path, name: str) -> list[str]:
+    """Download the siblings that exist into ``folder``; return the suffixes that were absent (404)."""
+    skipped = []
+    for suffix in ALL_SIBLINGS:
+        local = folder / (name + suffix)
+        try:
+            data = ctx.http.get(url + suffix, max_bytes=MAX_CONTENTS if suffix in CONTENTS else MAX_STATEMENT)
+        except NotFoundError:
+            local.unlink(missing_ok=True)  # never verify against a stale sibling of an earlier run
+            skipped.append(suffix)
+            continue
+        atomic_write(local, data)
+    if all(s in skipped for s in SIGNED_SIBLINGS):
+        raise NoSignatureError(f"nothing signed {name}: the mirror has none of "
+                               f"{', '.join(name + s for s in SIGNED_SIBLINGS)}")
+    return skipped
+
+
+def download_and_verify(ctx: Gkeys, media: MediaVerifier, url: str, folder: Path, *,
+                        expected_size: int | None = None, progress: Progress | None = None) -> tuple[Path, Fetched]:
+    """Fetch ``url`` and its siblings into ``folder`` and verify; a rejected file is renamed ``.rejected``."""
+    name = file_name(url)
+    skipped = fetch_siblings(ctx, url, folder, name)
+    target = folder / name
+    downloader(ctx).fetch(url, target, expected_size=expected_size, progress=progress)
+    try:
+        verification = media.verify(target)
+    except GkeysError:
+        os.replace(target, folder / (name + ".rejected"))
+        raise
+    return target, Fetched(verification, skipped=[name + s for s in skipped])
+
+
+def install(files: list[Path], dest_dir: Path) -> list[Path]:
+    """Move verified files into ``dest_dir`` (the main file last); each appears atomically."""
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    installed = []
+    for source in files:
+        final = dest_dir / source.name
+        partial = dest_dir / f".{source.name}.partial"
+        try:
+            os.replace(source, final)
+        except OSError:  # another filesystem: copy beside, then rename
+            shutil.copyfile(source, partial)
+            os.replace(partial, final)
+            source.unlink()
+        installed.append(final)
+    fsync_directory(dest_dir)
+    return installed
+
+
+def fetch_media(ctx: Gkeys, url: str, dest_dir: Path, *, category: str, nick: str | None = None,
+                expected_size: int | None = None, progress: Progress | None = None) -> Fetched:
+    """Download ``url`` with its siblings, verify them all, then move them into ``dest_dir``."""
+    media = MediaVerifier(ctx.verifier(category, [nick] if nick else []), category)
+    target, fetched = download_and_verify(ctx, media, url, quarantine_dir(ctx), expected_size=expected_size,
+                                          progress=progress)
+    siblings = [target.with_name(target.name + s) for s in ALL_SIBLINGS]
+    fetched.installed = install([*[s for s in siblings if s.exists()], target], dest_dir)
+    fetched.verification.file = str(dest_dir / target.name)
+    return fetched
+
+
+def fetch_latest(ctx: Gkeys, name: str, mirror: str, dest_dir: Path, *, category: str, nick: str | None = None,
+                 arch: str | None = None, progress: Progress | None = None) -> Fetched:
+    """Resolve the newest ``name`` from the mirror's signed latest file, then :func:`fetch_media` it."""
+    choice = resolve_latest(ctx, ctx.verifier(category, [nick] if nick else []), mirror, name, arch)
+    fetched = fetch_media(ctx, choice.url, dest_dir, category=category, nick=nick,
+                          expected_size=choice.entry.size, progress=progress)
+    fetched.latest = choice
+    return fetched
+
+
+def verify_url(ctx: Gkeys, url: str, *, category: str, nick: str | None = None,
+               progress: Progress | None = None) -> Fetched:
+    """Download ``url`` and its siblings into a private quarantine folder, verify, then delete them."""
+    media = MediaVerifier(ctx.verifier(category, [nick] if nick else []), category)
+    with staging_directory(quarantine_dir(ctx), "verify-") as folder:
+        _target, fetched = download_and_verify(ctx, media, url, folder, progress=progress)
+    fetched.verification.file = url
+    return fetched

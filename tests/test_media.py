@@ -1,0 +1,185 @@
+"""verify-media on local files: every sibling form, and every bad-input case of the issue (real gpg)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from media_helpers import STAGE3, digest_block, install_release_key, make_media
+
+from gkeys_portage.demo.world import KeyFactory
+
+
+@pytest.fixture
+def menv(env):  # type: ignore[no-untyped-def]
+    """A gkeys root whose category gentoo pins (and holds) the releng key."""
+    install_release_key(env)
+    return env
+
+
+def test_all_siblings_verify_and_name_signer_and_digests(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    media = make_media(keys, tmp_path / "m")
+    result = menv.run("verify-media", str(media.path))
+    assert result.code == 0, result.text
+    fpr = keys.keys["releng"].fingerprint
+    assert f"{STAGE3}.asc: good signature by gentoo/releng ({fpr})" in result.out
+    assert f"{STAGE3}.DIGESTS: good signature by gentoo/releng" in result.out
+    assert f"{STAGE3}.sha256: good signature by gentoo/releng" in result.out
+    assert f"{STAGE3}: BLAKE2B, SHA512 match {STAGE3}.DIGESTS" in result.out
+    assert f"{STAGE3}: SHA256 match {STAGE3}.sha256" in result.out
+    assert f"{STAGE3}.CONTENTS.gz: BLAKE2B, SHA512 match {STAGE3}.DIGESTS" in result.out
+
+    doc = json.loads(menv.run("--json", "verify-media", str(media.path)).out)
+    assert doc["verified"] is True and doc["category"] == "gentoo"
+    assert {s["source"] for s in doc["signatures"]} == {STAGE3 + ".asc", STAGE3 + ".DIGESTS", STAGE3 + ".sha256"}
+    assert all(s["fingerprint"] == fpr and s["nick"] == "releng" for s in doc["signatures"])
+    assert {(d["file"], d["algorithm"]) for d in doc["digests"]} >= {(STAGE3, "SHA512"), (STAGE3, "SHA256"),
+                                                                      (STAGE3 + ".CONTENTS.gz", "BLAKE2B")}
+
+
+@pytest.mark.parametrize("siblings", [(".asc",), (".sha256",), (".DIGESTS",)])
+def test_one_signed_sibling_is_enough(menv, keys: KeyFactory, tmp_path: Path, siblings: tuple[str, ...]) -> None:
+    media = make_media(keys, tmp_path / "m", siblings=siblings)
+    result = menv.run("verify-media", str(media.path))
+    assert result.code == 0, result.text
+    assert f"{STAGE3}{siblings[0]}: good signature by gentoo/releng" in result.out
+
+
+def test_older_digests_asc_forms(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    # Clearsigned .DIGESTS.asc beside an unsigned .DIGESTS (the pre-2022 layout).
+    media = make_media(keys, tmp_path / "old", siblings=(".DIGESTS",))
+    unsigned = digest_block("SHA512", media.data, media.name).encode()
+    (media.folder / (media.name + ".DIGESTS.asc")).write_bytes(media.files[".DIGESTS"])
+    (media.folder / (media.name + ".DIGESTS")).write_bytes(unsigned)
+    result = menv.run("verify-media", str(media.path))
+    assert result.code == 0, result.text
+    assert f"{STAGE3}.DIGESTS.asc: good signature" in result.out and "DIGESTS: not signed; ignored" in result.err
+    # Unsigned .DIGESTS with a detached .DIGESTS.asc over it.
+    media2 = make_media(keys, tmp_path / "detached", siblings=())
+    (media2.folder / (media2.name + ".DIGESTS")).write_bytes(unsigned)
+    (media2.folder / (media2.name + ".DIGESTS.asc")).write_bytes(keys.sign_bytes("releng", unsigned, tmp_path))
+    result = menv.run("verify-media", str(media2.path))
+    assert result.code == 0, result.text
+    assert f"{STAGE3}: SHA512 match {STAGE3}.DIGESTS" in result.out
+
+
+def test_bsd_style_build_path_and_unknown_algorithm(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    import hashlib
+
+    data = b"iso image" * 1000
+    name = "install-amd64-minimal-20260101T170000Z.iso"
+    text = (f"# WHIRLPOOL HASH\n{'ab' * 64}  {name}\n"
+            f"SHA512 (builds/default/{name}) = {hashlib.sha512(data).hexdigest()}\n")
+    media = make_media(keys, tmp_path / "iso", name, data, siblings=(".DIGESTS",), digests_text=text)
+    result = menv.run("verify-media", str(media.path))
+    assert result.code == 0, result.text
+    assert "WHIRLPOOL is not available here; skipped" in result.err
+    assert f"{name}: SHA512 match {name}.DIGESTS" in result.out
+
+
+def _state(menv) -> dict[str, bytes]:  # type: ignore[no-untyped-def]
+    """The state files, without gpg's random_seed (gpg rewrites it on every run)."""
+    return {k: v for k, v in menv.snapshot().items() if not k.endswith("random_seed")}
+
+
+def _refused(menv, path: Path, code: int, *needles: str) -> str:  # type: ignore[no-untyped-def]
+    before = _state(menv)
+    result = menv.run("verify-media", str(path))
+    assert result.code == code, result.text
+    assert "verified" not in result.out
+    lines = [ln for ln in result.err.splitlines() if ln.strip()]
+    assert len(lines) == 1, result.err  # one clear line
+    for needle in needles:
+        assert needle in result.err, result.err
+    assert _state(menv) == before  # nothing installed or changed
+    return result.err
+
+
+def test_tampered_tarball(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    media = make_media(keys, tmp_path / "m")
+    media.path.write_bytes(media.data[:-1] + b"X")
+    _refused(menv, media.path, 1, "BAD signature")
+    media.files.pop(".asc")
+    (media.folder / (media.name + ".asc")).unlink()
+    _refused(menv, media.path, 1, "does not match")
+
+
+def test_digests_signed_by_key_outside_category(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    media = make_media(keys, tmp_path / "m", signer="mallory", siblings=(".DIGESTS",))
+    _refused(menv, media.path, 1, f"{STAGE3}.DIGESTS:", "unknown key")
+
+
+def test_good_signature_but_hash_mismatch(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    text = digest_block("SHA512", b"some other bytes", STAGE3)
+    media = make_media(keys, tmp_path / "m", siblings=(".DIGESTS",), digests_text=text)
+    _refused(menv, media.path, 1, "SHA512 does not match", ".DIGESTS")
+
+
+def test_digests_for_a_different_file_name(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    other = make_media(keys, tmp_path / "other", "stage3-amd64-systemd-20260101T170000Z.tar.xz",
+                       siblings=(".DIGESTS",))
+    media = make_media(keys, tmp_path / "m", siblings=())
+    (media.folder / (media.name + ".DIGESTS")).write_bytes(other.files[".DIGESTS"])
+    _refused(menv, media.path, 1, "does not list", STAGE3)
+
+
+@pytest.mark.parametrize("name", [f"../{STAGE3}", f"/var/tmp/{STAGE3}", f"builds/../../{STAGE3}"])
+def test_traversal_and_absolute_names(menv, keys: KeyFactory, tmp_path: Path, name: str) -> None:
+    media = make_media(keys, tmp_path / "m", siblings=())
+    text = digest_block("SHA512", media.data, name)
+    make_media(keys, media.folder, siblings=(".DIGESTS",), digests_text=text, data=media.data)
+    _refused(menv, media.path, 2, "refused")
+
+
+def test_conflicting_duplicate_entries(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    media = make_media(keys, tmp_path / "m", siblings=())
+    text = digest_block("SHA512", media.data, STAGE3) + digest_block("SHA512", b"other", STAGE3)
+    make_media(keys, media.folder, siblings=(".DIGESTS",), digests_text=text, data=media.data)
+    _refused(menv, media.path, 2, "conflicting SHA512 entries")
+
+
+def test_text_outside_the_clearsigned_block_is_ignored(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    media = make_media(keys, tmp_path / "m", siblings=(".DIGESTS",))
+    tampered = media.data + b"backdoor"
+    media.path.write_bytes(tampered)
+    fake = digest_block("SHA512", tampered, STAGE3) + digest_block("BLAKE2B", tampered, STAGE3)
+    (media.folder / (media.name + ".DIGESTS")).write_bytes(
+        fake.encode() + media.files[".DIGESTS"] + fake.encode())
+    _refused(menv, media.path, 1, "does not match")
+
+
+@pytest.mark.parametrize("signature", [b"", b"\n", "truncated"])
+def test_empty_or_truncated_asc(menv, keys: KeyFactory, tmp_path: Path, signature: bytes | str) -> None:
+    media = make_media(keys, tmp_path / "m", siblings=(".asc",))
+    asc = media.folder / (media.name + ".asc")
+    asc.write_bytes(media.files[".asc"][: len(media.files[".asc"]) // 2] if signature == "truncated"
+                    else signature)  # type: ignore[arg-type]
+    _refused(menv, media.path, 1, ".asc")
+
+
+def test_nothing_signed_the_file(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    media = make_media(keys, tmp_path / "m", siblings=(".CONTENTS.gz",))
+    _refused(menv, media.path, 1, "nothing signed")
+    (media.folder / (media.name + ".DIGESTS")).write_text(digest_block("SHA512", media.data, STAGE3))
+    _refused(menv, media.path, 1, "nothing signed", "unsigned")
+
+
+def test_weak_digests_alone_are_not_enough(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    media = make_media(keys, tmp_path / "m", siblings=())
+    make_media(keys, media.folder, siblings=(".DIGESTS",), data=media.data,
+               digests_text=digest_block("MD5", media.data, STAGE3))
+    _refused(menv, media.path, 1, "no strong digest")
+
+
+def test_contents_mismatch_and_wrong_nick(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    media = make_media(keys, tmp_path / "m")
+    result = menv.run("verify-media", str(media.path), "-n", "gkeys")
+    assert result.code == 2 and "no seed 'gkeys'" in result.err
+    (media.folder / (media.name + ".CONTENTS.gz")).write_bytes(b"not the listed contents")
+    _refused(menv, media.path, 1, f"{STAGE3}.CONTENTS.gz: ", "does not match")
+
+
+def test_missing_file_is_bad_input(menv, tmp_path: Path) -> None:
+    result = menv.run("verify-media", str(tmp_path / "nope.tar.xz"))
+    assert result.code == 2 and "no such file" in result.err
