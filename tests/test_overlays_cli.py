@@ -12,8 +12,10 @@ import json
 import os
 import subprocess
 import sys
+import time
 import tracemalloc
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -162,6 +164,21 @@ def test_bad_input_is_refused_and_the_previous_copy_kept(infra: GkeysEnv, make: 
     assert f"{out} left unchanged" in result.err
     assert "Traceback" not in result.text and "wrote" not in result.out
     assert out.read_bytes() == PREVIOUS
+
+
+def test_an_older_signed_list_is_not_installed_over_a_newer_one(infra: GkeysEnv) -> None:
+    out = infra.root / "verified" / "repositories.xml"
+    newer = write_list(infra, GOOD)  # signed 5 minutes "from now" (within the allowed clock skew)
+    newer.with_name("repositories.xml.asc").write_bytes(infra.keys.sign_bytes(
+        "releng", GOOD, infra.root, when=datetime.fromtimestamp(time.time() + 300, UTC)))
+    assert infra.run("verify-overlays", str(newer), "-o", str(out)).code == 0
+    old = overlay_list(repo("alpha"), repo("removed-since", sources=(("git", "https://x.example/r.git"),)))
+    path = write_list(infra, old, name="old.xml")  # signed now: older than the installed list
+    assert infra.run("verify-overlays", str(path)).code == 0  # verifying alone is fine
+    result = infra.run("verify-overlays", str(path), "-o", str(out))
+    assert result.code == 1 and "refusing to roll back" in result.err
+    assert out.read_bytes() == GOOD
+    assert infra.run("verify-overlays", str(path), "-o", str(infra.root / "elsewhere.xml")).code == 0
 
 
 def test_a_200_mb_list_is_refused_without_reading_it_all(infra: GkeysEnv) -> None:

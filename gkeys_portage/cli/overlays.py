@@ -35,9 +35,10 @@ Every finding names its line and repository.  Errors refuse the list (exit 1) an
 written; warnings (e.g. 'ssh://git@host:user/repo', which git cannot clone) are reported;
 notices (unauthenticated transports: git://, http://, rsync://) are counted and listed with -v.
 
-Without LIST the configured [overlays] url and signature-url are used.  With -o OUT (or
+Without PATH|URL the configured [overlays] url and signature-url are used.  With -o OUT (or
 --install: [overlays] output) a list that passed is written atomically; on any failure the
-previous file stays as it was."""
+previous file stays as it was, and a list signed before the one installed there is refused
+(no rollback)."""
 
 EPILOG = """\
 examples:
@@ -46,7 +47,7 @@ examples:
   gkeys verify-overlays list.xml -s list.xml.sig -C gentoo-infra --json
   gkeys verify-overlays --install                        # what the postsync.d hook runs
 
-exit status: 0 verified (and written), 1 not verified or refused by the checks,
+exit status: 0 verified (and written), 1 not verified, refused by the checks or a rollback,
 2 not an acceptable XML document or bad usage, 3 network failure."""
 
 

@@ -7,7 +7,8 @@ Steps, on exactly the same bytes (no re-reading between checking and using):
    (``[overlays] category``, default ``gentoo-infra``) — :meth:`Gkeys.verifier`;
 3. the signed bytes are parsed safely (:mod:`.overlay_xml`) and checked against the format and the
    source-URL rules (:mod:`.overlay_format`, :mod:`.overlay_urls`);
-4. only a list without errors may be installed, atomically (:func:`install_list`).
+4. only a list without errors, signed no earlier than the one installed before, may be installed,
+   atomically (:func:`install_list`).
 
 Configuration (all optional)::
 
@@ -21,15 +22,23 @@ Configuration (all optional)::
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gkeys_portage.core.config import Config
 from gkeys_portage.core.context import Gkeys
-from gkeys_portage.core.errors import BadInputError, ConfigError, NoSignatureError, NotVerifiedError, UnknownSignerError
+from gkeys_portage.core.errors import (
+    BadInputError,
+    ConfigError,
+    NoSignatureError,
+    NotVerifiedError,
+    RollbackError,
+    UnknownSignerError,
+)
 from gkeys_portage.core.http import NotFoundError, TooLargeError
-from gkeys_portage.core.state import atomic_write, read_limited
+from gkeys_portage.core.state import atomic_write, atomic_write_json, read_json, read_limited
 from gkeys_portage.core.types import parse_category
 from gkeys_portage.core.verification import VerifyResult
 from gkeys_portage.verify.overlay_format import OverlayList, check_document
@@ -39,6 +48,7 @@ SECTION = "overlays"
 DEFAULT_CATEGORY = "gentoo-infra"
 DEFAULT_URL = "https://api.gentoo.org/overlays/repositories.xml"
 MAX_SIGNATURE = 1024 * 1024
+RECORD = "overlays"
 
 
 class OverlayListRefused(NotVerifiedError):
@@ -161,13 +171,24 @@ def verify_overlay_list(ctx: Gkeys, signed: SignedList, category: str, *, nick: 
 def install_list(ctx: Gkeys, verification: OverlayVerification, output: Path) -> bool:
     """Write the verified list to ``output`` atomically; False if it already held these bytes.
 
-    Refuses (:class:`OverlayListRefused`) a list with error findings, so nothing unverified is written.
+    Refuses (:class:`OverlayListRefused`) a list with error findings, so nothing unverified is written,
+    and (:class:`RollbackError`) a list signed before the one last installed at ``output``: a replayed
+    old list could bring back a repository that was removed for a reason.  The signature time and
+    digest of each installed list are kept in ``state/overlays.json``.
     """
     if not verification.ok:
         raise OverlayListRefused(f"{verification.source.name}: refused ({len(verification.overlays.errors)} "
                                  f"errors); {output} left unchanged")
     ctx.ensure_layout()
+    signer = verification.signature.signer
+    key = str(output.absolute())
     with ctx.lock:
+        record = read_json(ctx.layout.record(RECORD), {})
+        previous = record.get(key, {})
+        if signer.created < previous.get("signed", 0):
+            raise RollbackError(
+                f"{verification.source.name}: signed {signer.created_at:%Y-%m-%d %H:%M:%S} UTC, before the list "
+                f"installed at {output} was; refusing to roll back")
         try:
             if output.read_bytes() == verification.source.data:
                 return False
@@ -177,4 +198,7 @@ def install_list(ctx: Gkeys, verification: OverlayVerification, output: Path) ->
             atomic_write(output, verification.source.data, 0o644)
         except OSError as exc:
             raise BadInputError(f"cannot write {output}: {exc.strerror or exc}") from exc
+        record[key] = {"signed": signer.created, "sha256": hashlib.sha256(verification.source.data).hexdigest(),
+                       "source": verification.source.name, "signer": signer.pin.fingerprint}
+        atomic_write_json(ctx.layout.record(RECORD), record)
     return True
