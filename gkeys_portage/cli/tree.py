@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action, add_category
-from gkeys_portage.cli.output import Report
+from gkeys_portage.cli.output import Message, Report
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import EXIT_NOT_VERIFIED
 from gkeys_portage.verify.tree import POLICIES, TreeOptions, TreeReport, TreeVerifier
@@ -45,20 +45,12 @@ the reason, plus the newest good ancestor), 2 bad input (not a git repository, n
 
 
 def render(report: TreeReport) -> Report:
-    """Turn a tree report into output lines and JSON (shared with the Portage hooks)."""
+    """Turn a tree report into output lines and JSON."""
     out = Report(data=report.to_json())
-    if report.ok:
-        base = f" above {report.base[:12]}" if report.base else ""
-        out.good(f"{report.repo}: {len(report.verdicts)} commit(s){base} verified, top {report.tip[:12]}")
-        return out
-    for verdict in report.bad:
-        out.error(f"bad commit {verdict.commit[:12]} (author {verdict.author}): {verdict.reason}")
-    if report.first_good:
-        out.info(f"first good ancestor: {report.first_good[:12]}")
-    else:
-        out.info("no good ancestor in the checked range")
-    out.error(f"{report.repo}: NOT verified: {len(report.bad)} of {len(report.verdicts)} commit(s) refused")
-    out.exit_code = EXIT_NOT_VERIFIED
+    for level, text in report.describe():
+        out.messages.append(Message(level, text))
+    if not report.ok:
+        out.exit_code = EXIT_NOT_VERIFIED
     return out
 
 

@@ -141,6 +141,18 @@ class TreeReport:
         more = f" (and {len(self.bad) - 1} more bad commit(s))" if len(self.bad) > 1 else ""
         return f"{self.repo}: commit {first.commit[:12]} by {first.author}: {first.reason}{more}"
 
+    def describe(self) -> list[tuple[str, str]]:
+        """Human lines as ``(level, text)``: ``good``, ``error`` or ``info`` (shared by CLI, sync module, hooks)."""
+        if self.ok:
+            base = f" above {self.base[:12]}" if self.base else ""
+            return [("good", f"{self.repo}: {len(self.verdicts)} commit(s){base} verified, top {self.tip[:12]}")]
+        lines = [("error", f"bad commit {v.commit[:12]} (author {v.author}): {v.reason}") for v in self.bad]
+        lines.append(("info", f"first good ancestor: {self.first_good[:12]}" if self.first_good
+                      else "no good ancestor in the checked range"))
+        lines.append(("error", f"{self.repo}: NOT verified: {len(self.bad)} of {len(self.verdicts)} "
+                      "commit(s) refused"))
+        return lines
+
     def to_json(self) -> dict[str, object]:
         """Machine-readable form."""
         return {"repo": str(self.repo), "tip": self.tip, "base": self.base, "verified": self.ok,

@@ -1,0 +1,174 @@
+"""The Portage sync module ``sync-type = gkeys``: git underneath, every new commit verified first.
+
+Installed into Portage as the leaf package ``portage/sync/modules/gkeys`` (see ``setup.py``), which
+only re-exports :data:`module_spec` and :class:`GkeysSync` from here.  ``repos.conf`` example::
+
+    [gentoo]
+    location = /var/db/repos/gentoo
+    sync-type = gkeys
+    sync-uri = https://github.com/gentoo-mirror/gentoo.git
+    sync-gkeys-category = gentoo-devs
+    sync-gkeys-top-category = gentoo-infra
+    sync-gkeys-policy = top
+
+The sync itself is :mod:`gkeys_portage.portage.treesync` (no Portage imports); this module only
+reads the options, builds the gkeys context and reports through ``portage.output``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+from pathlib import Path
+from typing import Any
+
+import portage
+from portage.output import EOutput
+from portage.sync.config_checks import CheckSyncConfig
+from portage.sync.syncbase import NewBase
+from portage.util import writemsg_level
+
+from gkeys_portage.core.config import load_config
+from gkeys_portage.core.context import Gkeys
+from gkeys_portage.core.errors import GkeysError
+from gkeys_portage.portage.treesync import SyncOutcome, SyncRequest, clone_verified, update_verified
+from gkeys_portage.verify.gitobjects import GitRepo
+from gkeys_portage.verify.tree import POLICIES, TreeOptions
+
+DOC = """gkeys plug-in module for portage.
+Syncs git repositories and verifies the OpenPGP signature of every new commit against keys
+pinned by gkeys seeds before the new revision is merged."""
+
+GKEYS_OPTIONS = ("sync-gkeys-category", "sync-gkeys-top-category", "sync-gkeys-policy", "sync-gkeys-config")
+GIT_OPTIONS = ("sync-git-clone-env", "sync-git-clone-extra-opts", "sync-git-env", "sync-git-pull-env",
+               "sync-git-pull-extra-opts")
+
+
+class CheckGkeysConfig(CheckSyncConfig):
+    """repos.conf checks for ``sync-type = gkeys``."""
+
+    def __init__(self, repo: Any, logger: Any) -> None:
+        CheckSyncConfig.__init__(self, repo, logger)
+        self.checks.append("check_gkeys_policy")
+
+    def check_gkeys_policy(self) -> None:
+        """``sync-gkeys-policy`` must be top or all."""
+        policy = self.repo.module_specific_options.get("sync-gkeys-policy", "top")
+        if policy not in POLICIES:
+            writemsg_level(f"!!! sync-gkeys-policy must be one of {', '.join(POLICIES)}, not {policy!r}\n",
+                           level=self.logger.ERROR, noiselevel=-1)
+
+
+def _env_option(options: dict[str, str], name: str) -> dict[str, str]:
+    """``KEY=value`` assignments of a ``sync-git-*-env`` option."""
+    pairs = (item.partition("=") for item in shlex.split(options.get(name, "")))
+    return {key: value for key, _, value in pairs if key}
+
+
+class GkeysSync(NewBase):
+    """Git sync that verifies every new commit before the work tree moves."""
+
+    short_desc = "Perform verified sync operations on git repositories"
+
+    @staticmethod
+    def name() -> str:
+        """The class name Portage shows."""
+        return "GkeysSync"
+
+    def __init__(self) -> None:
+        NewBase.__init__(self, "git", portage.const.GIT_PACKAGE_ATOM)
+
+    def exists(self, **kwargs: Any) -> bool:
+        """True if the repository location holds a git repository."""
+        if kwargs:
+            self._kwargs(kwargs)
+        return os.path.exists(os.path.join(self.repo.location, ".git"))
+
+    def new(self, **kwargs: Any) -> tuple[int, bool]:
+        """First clone: into a staging directory, moved into place only once verified."""
+        if kwargs:
+            self._kwargs(kwargs)
+        return self._sync(first=True)
+
+    def update(self) -> tuple[int, bool]:
+        """Fetch, verify every new commit, then move the work tree."""
+        return self._sync(first=False)
+
+    def retrieve_head(self, **kwargs: Any) -> tuple[int, str | bool]:
+        """The commit the work tree is at."""
+        if kwargs:
+            self._kwargs(kwargs)
+        try:
+            return os.EX_OK, GitRepo(Path(self.repo.location)).resolve("HEAD") + "\n"
+        except GkeysError:
+            return 1, False
+
+    # -- internals ---------------------------------------------------------------------------------
+
+    def _request(self, ctx: Gkeys) -> SyncRequest:
+        opts: dict[str, str] = self.repo.module_specific_options
+        options = TreeOptions.from_config(ctx, category=opts.get("sync-gkeys-category"),
+                                          top_category=opts.get("sync-gkeys-top-category"),
+                                          policy=opts.get("sync-gkeys-policy"))
+        env = _env_option(opts, "sync-git-env")
+        clone_env = {**env, **_env_option(opts, "sync-git-clone-env")}
+        pull_env = {**env, **_env_option(opts, "sync-git-pull-env")}
+        first = not self.exists()
+        depth = self.repo.clone_depth
+        return SyncRequest(
+            location=Path(self.repo.location), uri=self.repo.sync_uri or "", options=options,
+            clone_depth=int(depth) if depth is not None else None,
+            git_env=clone_env if first else pull_env,
+            clone_opts=shlex.split(opts.get("sync-git-clone-extra-opts", "")),
+            fetch_opts=shlex.split(opts.get("sync-git-pull-extra-opts", "")),
+            quiet=self.settings.get("PORTAGE_QUIET") == "1",
+        )
+
+    def _sync(self, *, first: bool) -> tuple[int, bool]:
+        out = EOutput(quiet=self.settings.get("PORTAGE_QUIET") == "1")
+        printers = {"info": out.einfo, "good": out.einfo, "warn": out.ewarn, "error": out.eerror}
+
+        def log(level: str, text: str) -> None:
+            printers.get(level, out.einfo)(text)
+
+        try:
+            config = self.repo.module_specific_options.get("sync-gkeys-config")
+            ctx = Gkeys(load_config(Path(config) if config else None))
+            request = self._request(ctx)
+            outcome = (clone_verified if first else update_verified)(ctx, request, log)
+        except GkeysError as exc:
+            outcome = SyncOutcome(False, reason=f"gkeys: {exc.message}")
+            log("error", outcome.reason)
+        except Exception as exc:  # a bug must still fail the sync, never pass it
+            outcome = SyncOutcome(False, reason=f"gkeys: internal error: {type(exc).__name__}: {exc}")
+            log("error", outcome.reason)
+        if not outcome.ok:
+            msg = f"!!! {outcome.reason}"
+            self.logger(self.xterm_titles, msg)
+            writemsg_level(msg + "\n", level=logging.ERROR, noiselevel=-1)
+            return 1, False
+        return os.EX_OK, outcome.changed
+
+
+module_spec = {
+    "name": "gkeys",
+    "description": DOC,
+    "provides": {
+        "gkeys-module": {
+            "name": "gkeys",
+            "sourcefile": "gkeyssync",
+            "class": "GkeysSync",
+            "description": DOC,
+            "functions": ["sync", "new", "exists", "retrieve_head"],
+            "func_desc": {
+                "sync": "Fetches, verifies every new commit, then updates the repository",
+                "new": "Clones into a staging directory and moves it into place once verified",
+                "exists": "Returns whether the location holds a git repository",
+                "retrieve_head": "Returns the head commit hash",
+            },
+            "validate_config": CheckGkeysConfig,
+            "module_specific_options": GKEYS_OPTIONS + GIT_OPTIONS,
+        }
+    },
+}
