@@ -11,6 +11,8 @@ Nothing here touches the network beyond 127.0.0.1, ``~`` or the user's keyrings.
 from __future__ import annotations
 
 import http.server
+import socket
+import struct
 import threading
 import time
 import urllib.parse
@@ -108,12 +110,17 @@ class RequestInfo:
 
 @dataclass
 class Response:
-    """What a responder returns (``stall`` seconds to wait before answering)."""
+    """What a responder returns.
+
+    ``stall``: seconds to wait before answering; ``abort_after``: send only that many body bytes,
+    then reset the connection (a server or proxy dying mid-body).
+    """
 
     status: int = 200
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
     stall: float = 0.0
+    abort_after: int | None = None
 
 
 @dataclass
@@ -219,7 +226,15 @@ class LoopbackServer:
             for key, value in headers.items():
                 handler.send_header(key, value)
             handler.end_headers()
-            if not head:
-                handler.wfile.write(body)
-        except (BrokenPipeError, ConnectionResetError):
+            if head:
+                return
+            if response.abort_after is not None:
+                handler.wfile.write(body[: response.abort_after])
+                handler.wfile.flush()
+                handler.close_connection = True
+                handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                handler.connection.close()
+                return
+            handler.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError, OSError):
             pass
