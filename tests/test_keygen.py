@@ -291,4 +291,6 @@ def test_same_uid_twice_in_one_home_is_refused(ed25519_key: Generated, tmp_path:
                      "--homedir", str(result.homedir), "--output-dir", str(tmp_path)])
     assert code == 2
     assert "already holds a secret key" in capsys.readouterr().err
-    assert len(GnuPG(result.homedir).list_keys(secret=True)) == 1
+    gpg = GnuPG(result.homedir)
+    assert len(gpg.list_keys(secret=True)) == 1
+    gpg.close()  # the home existed, so gkeys-gen left its agent running

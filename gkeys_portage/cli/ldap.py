@@ -12,7 +12,7 @@ from pathlib import Path
 
 from gkeys_portage import __version__
 from gkeys_portage.cli.output import Console, Report
-from gkeys_portage.cli.standalone import add_output_options, run_report
+from gkeys_portage.cli.runner import add_output_options, run_report
 from gkeys_portage.core import ldapseeds
 from gkeys_portage.core.errors import BadInputError
 from gkeys_portage.core.state import read_limited

@@ -7,19 +7,17 @@ in a topic module, registered with its sub-parser through ``set_defaults(func=..
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
 from gkeys_portage import __version__
 from gkeys_portage.cli import checks, demo, keys, media, overlays, seeds, signing, tree
 from gkeys_portage.cli.common import add_common_options
-from gkeys_portage.cli.output import Console
+from gkeys_portage.cli.output import Console, Report
+from gkeys_portage.cli.runner import run_report
 from gkeys_portage.core.config import load_config
 from gkeys_portage.core.context import Gkeys
-from gkeys_portage.core.errors import EXIT_BAD_INPUT, EXIT_NOT_VERIFIED, GkeysError
 
 TOPICS = (seeds, keys, signing, media, overlays, tree, checks, demo)
 
@@ -61,37 +59,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _run_action(args: argparse.Namespace, console: Console) -> Report:
+    config = load_config(Path(args.config) if args.config else None,
+                         Path(args.root) if args.root else None)
+    ctx = Gkeys(config)
+    args.console = console
+    if getattr(args, "needs_lock", False):
+        ctx.ensure_layout()
+        with ctx.lock:
+            report: Report = args.func(ctx, args)
+            return report
+    report = args.func(ctx, args)
+    return report
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``gkeys``; return the exit status (also used by the console script)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    console = Console(json_mode=args.json, quiet=args.quiet, verbose=args.verbose)
-    try:
-        config = load_config(Path(args.config) if args.config else None,
-                             Path(args.root) if args.root else None)
-        ctx = Gkeys(config)
-        args.console = console
-        if getattr(args, "needs_lock", False):
-            ctx.ensure_layout()
-            with ctx.lock:
-                report = args.func(ctx, args)
-        else:
-            report = args.func(ctx, args)
-    except GkeysError as exc:
-        console.fail(exc.message, exc.exit_code)
-        if args.verbose and exc.detail:
-            sys.stderr.write(exc.detail + "\n")
-        return exc.exit_code
-    except KeyboardInterrupt:
-        console.fail("interrupted", EXIT_BAD_INPUT)
-        return 130
-    except Exception as exc:  # a bug: still one line, still "not verified"
-        console.fail(f"internal error: {type(exc).__name__}: {exc} (run with -v for details)", EXIT_NOT_VERIFIED)
-        if args.verbose or os.environ.get("GKEYS_DEBUG"):
-            traceback.print_exc()
-        return EXIT_NOT_VERIFIED
-    console.render(report)
-    return report.exit_code
+    args = build_parser().parse_args(argv)
+    return run_report(args, _run_action)
 
 
 def entry() -> None:

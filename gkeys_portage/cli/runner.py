@@ -1,7 +1,7 @@
-"""Entry-point plumbing shared by the stand-alone console scripts (``gkeys-gen``, ``gkeys-ldap``).
+"""Entry-point plumbing shared by the console scripts (``gkeys``, ``gkeys-gen``, ``gkeys-ldap``).
 
-They do not need a gkeys state directory, so they skip :class:`~gkeys_portage.core.context.Gkeys`;
-like ``gkeys`` they print one line per failure and never a traceback.
+:func:`run_report` runs one action and renders its report; every failure becomes one line (or one
+JSON document) and its exit status, never a traceback.
 """
 
 from __future__ import annotations

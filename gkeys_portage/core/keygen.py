@@ -163,10 +163,12 @@ def generate(spec: KeySpec, homedir: Path, outdir: Path, *, passphrase: str = ""
 
     Writes ``<FPR>.pub.asc`` (public key) and ``<FPR>.rev.asc`` (revocation certificate) into ``outdir``
     and checks the new key against GLEP 63 v2.2.  An empty ``passphrase`` leaves the secret key
-    unprotected (the caller decides whether that was asked for).
+    unprotected (the caller decides whether that was asked for).  The gpg-agent is stopped afterwards
+    only if this call created ``homedir`` (a user's own agent keeps running).
     """
     primary_algo, sign_algo, encrypt_algo = ALGORITHMS[spec.algorithm]
     expire = f"{spec.expire_days}d"
+    new_home = not homedir.exists()
     gpg = GnuPG(homedir, timeout=timeout)
     try:
         if any(uid.text == spec.uid for key in gpg.list_keys(secret=True) for uid in key.uids):
@@ -182,7 +184,8 @@ def generate(spec: KeySpec, homedir: Path, outdir: Path, *, passphrase: str = ""
         revocation = gpg.revocation_certificate(primary)
         listed = gpg.list_keys([primary], sigs=True)
     finally:
-        gpg.close()
+        if new_home:
+            gpg.close()
     if not listed:
         raise GpgError(f"the new key {primary} is not listed in {homedir}")
     outdir.mkdir(parents=True, exist_ok=True)
