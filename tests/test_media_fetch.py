@@ -1,0 +1,155 @@
+"""fetch-media and verify-media URL over HTTP on 127.0.0.1: latest files, quarantine, resume, faults."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from media_helpers import AUTOBUILDS, STAGE3, STAMP, install_release_key, make_media, publish_latest
+
+from gkeys_portage.demo.world import KeyFactory, RequestInfo, Response
+
+FLAVOUR = "stage3-amd64-openrc"
+FILE_PATH = f"/{AUTOBUILDS}/{STAMP}/{STAGE3}"
+
+
+@pytest.fixture
+def menv(env):  # type: ignore[no-untyped-def]
+    """Category gentoo pins releng; the media section makes stalls quick to detect."""
+    env.write_config(extra="[media]\nstall-timeout = 0.5\n")
+    install_release_key(env)
+    return env
+
+
+def _quarantine(menv) -> Path:  # type: ignore[no-untyped-def]
+    return Path(menv.state) / "state" / "quarantine" / "media"
+
+
+def _fetch_latest(menv, dest: Path, *extra: str):  # type: ignore[no-untyped-def]
+    return menv.run("fetch-media", "--latest", FLAVOUR, "--mirror", menv.server.url, "-d", str(dest), *extra)
+
+
+def test_fetch_latest_verifies_then_installs(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    media = make_media(keys, tmp_path / "src")
+    media.publish(menv.server)
+    publish_latest(keys, menv.server, tmp_path, FLAVOUR, f"{STAMP}/{STAGE3} {len(media.data)}")
+    dest = tmp_path / "dest"
+    result = _fetch_latest(menv, dest)
+    assert result.code == 0, result.text
+    assert (dest / STAGE3).read_bytes() == media.data
+    assert {p.name for p in dest.iterdir()} == {STAGE3 + s for s in ("", ".asc", ".DIGESTS", ".sha256",
+                                                                     ".CONTENTS.gz")}
+    assert f"latest-{FLAVOUR}.txt: good signature by gentoo/releng" in result.out
+    assert f"newest entry {STAMP}/{STAGE3}, {len(media.data)} bytes" in result.out
+    assert f"{STAGE3}.DIGESTS.asc: not on the mirror; skipped" in result.out
+    assert not (_quarantine(menv) / STAGE3).exists()  # moved, not copied
+
+
+def test_fetch_url_json_and_verify_url(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    url = make_media(keys, tmp_path / "src").publish(menv.server)
+    doc = json.loads(menv.run("--json", "fetch-media", url, "-d", str(tmp_path / "d")).out)
+    assert doc["verified"] is True and str(tmp_path / "d" / STAGE3) in doc["installed"]
+    result = menv.run("verify-media", url)
+    assert result.code == 0, result.text
+    assert f"{STAGE3}.sha256: good signature by gentoo/releng" in result.out
+    assert list(_quarantine(menv).iterdir()) == []  # the private verify folder is gone
+
+
+def _refused_fetch(menv, dest: Path, result, code: int, needle: str) -> None:  # type: ignore[no-untyped-def]
+    assert result.code == code, result.text
+    assert needle in result.err, result.err
+    assert len([ln for ln in result.err.splitlines() if ln.strip()]) == 1, result.err
+    assert not dest.exists() or list(dest.iterdir()) == []  # nothing installed
+
+
+def test_tampered_download_is_quarantined(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    media = make_media(keys, tmp_path / "src")
+    media.data = media.data[:-1] + b"!"
+    media.publish(menv.server)
+    publish_latest(keys, menv.server, tmp_path, FLAVOUR, f"{STAMP}/{STAGE3} {len(media.data)}")
+    dest = tmp_path / "dest"
+    _refused_fetch(menv, dest, _fetch_latest(menv, dest), 1, "BAD signature")
+    assert (_quarantine(menv) / (STAGE3 + ".rejected")).read_bytes() == media.data
+    assert not (_quarantine(menv) / STAGE3).exists()  # the next run downloads afresh
+
+
+@pytest.mark.parametrize("line", ["../../../../evil.tar.xz 10", "http://192.0.2.1/stage3.tar.xz 10",
+                                  f"/{AUTOBUILDS}/{STAMP}/{STAGE3} 10"])
+def test_latest_pointing_outside_the_mirror(menv, keys: KeyFactory, tmp_path: Path, line: str) -> None:
+    publish_latest(keys, menv.server, tmp_path, FLAVOUR, line)
+    dest = tmp_path / "dest"
+    _refused_fetch(menv, dest, _fetch_latest(menv, dest), 2, f"latest-{FLAVOUR}.txt line 3")
+
+
+def test_latest_signed_by_an_unpinned_key(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    media = make_media(keys, tmp_path / "src")
+    media.publish(menv.server)
+    publish_latest(keys, menv.server, tmp_path, FLAVOUR, f"{STAMP}/{STAGE3} {len(media.data)}", signer="mallory")
+    dest = tmp_path / "dest"
+    _refused_fetch(menv, dest, _fetch_latest(menv, dest), 1, f"latest-{FLAVOUR}.txt: signed by unknown key")
+    assert FILE_PATH not in menv.server.log
+
+
+def test_server_sends_more_than_announced(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    media = make_media(keys, tmp_path / "src")
+    media.publish(menv.server)
+    publish_latest(keys, menv.server, tmp_path, FLAVOUR, f"{STAMP}/{STAGE3} {len(media.data) - 100}")
+    dest = tmp_path / "dest"
+    _refused_fetch(menv, dest, _fetch_latest(menv, dest), 2, "more than")
+    # A server whose headers hide the size (no Content-Length, connection close) is cut off too.
+    menv.server.routes[FILE_PATH] = lambda info: Response(200, media.data, {"Connection": "close",
+                                                                            "Content-Length": ""})
+    _refused_fetch(menv, dest, _fetch_latest(menv, dest), 2, "the server sent more than")
+
+
+def test_stalled_download_times_out(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    media = make_media(keys, tmp_path / "src")
+    media.publish(menv.server)
+    menv.server.routes[FILE_PATH] = lambda info: Response(200, media.data, stall=2.0)
+    publish_latest(keys, menv.server, tmp_path, FLAVOUR, f"{STAMP}/{STAGE3} {len(media.data)}")
+    dest = tmp_path / "dest"
+    _refused_fetch(menv, dest, _fetch_latest(menv, dest), 3, "stalled (no data for 0.5 s)")
+
+
+def test_partial_download_is_resumed(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    media = make_media(keys, tmp_path / "src")
+    media.publish(menv.server)
+    ranges: list[str] = []
+
+    def record(info: RequestInfo) -> Response:
+        ranges.append(info.headers.get("Range", ""))
+        return Response(200, media.data)
+
+    menv.server.routes[FILE_PATH] = record
+    publish_latest(keys, menv.server, tmp_path, FLAVOUR, f"{STAMP}/{STAGE3} {len(media.data)}")
+    quarantine = _quarantine(menv)
+    quarantine.mkdir(parents=True)
+    half = len(media.data) // 2
+    (quarantine / STAGE3).write_bytes(media.data[:half])
+    dest = tmp_path / "dest"
+    result = _fetch_latest(menv, dest)
+    assert result.code == 0, result.text
+    assert ranges == [f"bytes={half}-"]
+    assert (dest / STAGE3).read_bytes() == media.data
+
+
+def test_404_on_one_sibling_is_skipped(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    url = make_media(keys, tmp_path / "src", siblings=(".DIGESTS", ".CONTENTS.gz")).publish(menv.server)
+    result = menv.run("fetch-media", url, "-d", str(tmp_path / "dest"))
+    assert result.code == 0, result.text
+    assert f"{STAGE3}.asc: not on the mirror; skipped" in result.out
+    assert f"{STAGE3}.sha256: not on the mirror; skipped" in result.out
+
+
+def test_404_on_all_signed_siblings_fails_before_downloading(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    url = make_media(keys, tmp_path / "src", siblings=(".CONTENTS.gz",)).publish(menv.server)
+    dest = tmp_path / "dest"
+    _refused_fetch(menv, dest, menv.run("fetch-media", url, "-d", str(dest)), 1, "nothing signed")
+    assert FILE_PATH not in menv.server.log
+
+
+def test_usage_errors(menv, tmp_path: Path) -> None:
+    assert menv.run("fetch-media", "-d", str(tmp_path)).code == 2
+    result = menv.run("fetch-media", "--latest", "../x", "--mirror", menv.server.url)
+    assert result.code == 2 and "expected a name like" in result.err
