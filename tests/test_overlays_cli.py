@@ -77,6 +77,9 @@ def test_good_list_is_verified_summarised_and_written(infra: GkeysEnv) -> None:
     assert out.read_bytes() == GOOD
     again = infra.run("verify-overlays", str(infra.root / "repositories.xml"), "-o", str(out))
     assert again.code == 0 and "is already this list" in again.out
+    assert "1 source uses an unauthenticated transport" in again.out
+    verbose = infra.run("verify-overlays", str(infra.root / "repositories.xml"), "-v")
+    assert "repo gamma: rsync source 'rsync://rsync.example.org/gamma': rsync:// has no authentication" in verbose.out
 
 
 def test_json_document_has_the_same_facts(infra: GkeysEnv) -> None:

@@ -73,8 +73,9 @@ def _describe(verification: OverlayVerification, verbose: bool) -> Report:
         for finding in notices:
             report.info(f"{label} {finding}")
     elif notices:
-        report.info(f"{name}: {len(notices)} sources use an unauthenticated transport (git://, http://, "
-                    "rsync://, ...); -v lists them")
+        count = len(notices)
+        report.info(f"{name}: {count} {'source uses' if count == 1 else 'sources use'} an unauthenticated "
+                    "transport (git://, http://, rsync://, ...); -v lists them")
     return report
 
 
