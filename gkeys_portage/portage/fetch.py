@@ -1,0 +1,211 @@
+"""``gkeys-fetch``: Portage's fetch wrapper that verifies release media as it is downloaded.
+
+Portage (>= 3.0.82) runs ``FETCH_WRAPPER`` with its own words expanded (``${URI}``, ``${FILE}``,
+``${DISTDIR}``) and the whole real fetch command appended as ONE shell-quoted argument; as a
+``FETCHCOMMAND``/``RESUMECOMMAND`` replacement the command follows ``--`` as separate words.  Both:
+
+    gkeys-fetch --uri URI --file DISTDIR/FILE [-c CONFIG] -- COMMAND...
+
+The wrapper runs the real command unchanged.  If it fails, its exit status is passed on and the
+partial file is left alone (so Portage can resume it).  If it succeeds and the file name matches a
+pattern of ``[fetch] patterns`` (release media by default), the siblings beside the URI (``.asc``,
+``.DIGESTS``, ``.DIGESTS.asc``, ``.sha256``, ``.CONTENTS.gz``) are downloaded into a scratch folder
+next to the file and it is checked with the release-media verifier (``gkeys verify-media``), pinned
+to ``[fetch] category`` (default ``[media] category``, else gentoo) and optionally ``[fetch] nick``.
+Anything short of "verified" removes the file (so Portage tries the next mirror) and exits 1 with
+one line saying why.  Other files pass through untouched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fnmatch
+import os
+import posixpath
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from gkeys_portage.cli.output import Console
+from gkeys_portage.core.config import Config, load_config
+from gkeys_portage.core.context import Gkeys
+from gkeys_portage.core.errors import EXIT_BAD_INPUT, EXIT_NOT_VERIFIED, BadInputError, GkeysError, UsageError
+from gkeys_portage.verify.media import MediaVerification, MediaVerifier
+from gkeys_portage.verify.mediafetch import DEFAULT_CATEGORY, fetch_siblings
+
+#: Release media verified by default (``[fetch] patterns`` replaces the list).
+DEFAULT_PATTERNS = ("stage3-*.tar.*", "install-*.iso", "admincd-*.iso", "livegui-*.iso")
+#: Portage downloads to ``FILE.__download__`` and renames the file after its digest check.
+DOWNLOAD_SUFFIX = ".__download__"
+
+
+@dataclass
+class FetchRequest:
+    """What Portage asked for: the URI, the file it downloads to, and the real fetch command."""
+
+    uri: str
+    path: Path
+    command: list[str]
+    config: Path | None = None
+    root: Path | None = None
+
+    @property
+    def names(self) -> list[str]:
+        """The names this download goes by: the distfile name (without Portage's download suffix) and the
+        URI's last path component (they differ for ``SRC_URI="URI -> name"``)."""
+        name = self.path.name.removesuffix(DOWNLOAD_SUFFIX)
+        uri_name = posixpath.basename(unquote(urlsplit(self.uri).path))
+        return [name] + ([uri_name] if uri_name and uri_name != name else [])
+
+    @property
+    def media_name(self) -> str:
+        """The name the signature siblings refer to: the URI's (upstream's) name."""
+        return self.names[-1]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``gkeys-fetch`` argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="gkeys-fetch", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run Portage's real fetch command, then verify release media (stage3, ISO) with gkeys.\n"
+                    "Files that match no [fetch] pattern pass through untouched; a matching file that\n"
+                    "does not verify is removed, so Portage tries the next mirror.",
+        epilog='make.conf (Portage >= 3.0.82):\n'
+               '  FETCH_WRAPPER="gkeys-fetch --uri \\"\\${URI}\\" --file \\"\\${DISTDIR}/\\${FILE}\\" --"\n'
+               'or around FETCHCOMMAND / RESUMECOMMAND (older Portage):\n'
+               '  FETCHCOMMAND="gkeys-fetch --uri \\"\\${URI}\\" --file \\"\\${DISTDIR}/\\${FILE}\\" -- '
+               'wget -t 3 -T 60 --passive-ftp -O \\"\\${DISTDIR}/\\${FILE}\\" \\"\\${URI}\\""\n\n'
+               "exit status: the fetch command's own on a failed download; 1 not verified (file removed);\n"
+               "2 usage or configuration error (nothing downloaded).")
+    parser.add_argument("--uri", required=True, help="the URI Portage is downloading (${URI})")
+    parser.add_argument("--file", required=True, help="the file it downloads to (${DISTDIR}/${FILE})")
+    parser.add_argument("-c", "--config", metavar="FILE",
+                        help="gkeys configuration (default: $GKEYS_CONFIG or ${EPREFIX}/etc/gkeys/gkeys.conf)")
+    parser.add_argument("--root", metavar="DIR", help="gkeys state directory (wins over [base] gkeysdir)")
+    parser.add_argument("command", nargs=argparse.REMAINDER,
+                        help="-- and the real fetch command (one shell-quoted word, or several words)")
+    return parser
+
+
+def parse_request(argv: Sequence[str]) -> FetchRequest:
+    """Parse the wrapper's arguments.  One word after ``--`` is a shell-quoted command (FETCH_WRAPPER)."""
+    args = build_parser().parse_args(list(argv))
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if len(command) == 1:
+        try:
+            command = shlex.split(command[0])
+        except ValueError as exc:
+            raise UsageError(f"cannot split the fetch command {command[0]!r}: {exc}") from exc
+    if not command:
+        raise UsageError("no fetch command after '--' (set FETCH_WRAPPER or FETCHCOMMAND as the README shows)")
+    return FetchRequest(args.uri, Path(args.file), command,
+                        Path(args.config) if args.config else None, Path(args.root) if args.root else None)
+
+
+def patterns(config: Config) -> list[str]:
+    """``[fetch] patterns`` (space-separated globs), or the release-media defaults."""
+    return config.get("fetch", "patterns", " ".join(DEFAULT_PATTERNS)).split()
+
+
+def wants_verification(request: FetchRequest, globs: Sequence[str]) -> bool:
+    """True if any name of the download matches one of ``globs``."""
+    return any(fnmatch.fnmatchcase(name, glob) for name in request.names for glob in globs)
+
+
+def run_command(command: Sequence[str]) -> int:
+    """Run the real fetch command with the wrapper's stdio; its exit status (128+N for signal N)."""
+    try:
+        status = subprocess.run(list(command), check=False).returncode
+    except OSError as exc:
+        sys.stderr.write(f"gkeys-fetch: cannot run {command[0]}: {exc.strerror}\n")
+        return 127
+    return 128 - status if status < 0 else status
+
+
+@contextlib.contextmanager
+def staged_media(request: FetchRequest) -> Iterator[Path]:
+    """A scratch directory beside the download holding it under its upstream name (a hard link, or a
+    symlink across devices); removed afterwards."""
+    stage = Path(tempfile.mkdtemp(prefix=".gkeys-fetch-", dir=request.path.parent))
+    try:
+        media = stage / request.media_name
+        try:
+            os.link(request.path, media)
+        except OSError:
+            media.symlink_to(request.path.resolve())
+        yield media
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def media_verifier(ctx: Gkeys) -> MediaVerifier:
+    """The release-media verifier for ``[fetch] category``/``nick`` (default: ``[media] category``, else
+    gentoo; any seed of it)."""
+    category = ctx.config.get("fetch", "category", ctx.config.get("media", "category", DEFAULT_CATEGORY))
+    nick = ctx.config.get("fetch", "nick", "").strip()
+    return MediaVerifier(ctx.verifier(category, [nick] if nick else []), category)
+
+
+def verify_download(ctx: Gkeys, request: FetchRequest) -> MediaVerification:
+    """Fetch the siblings of the URI and verify the downloaded file with them; raise unless verified."""
+    if not request.path.is_file():
+        raise BadInputError(f"{request.path} is missing after the download")
+    verifier = media_verifier(ctx)
+    with staged_media(request) as media:
+        fetch_siblings(ctx, request.uri, media.parent, media.name)
+        return verifier.verify(media)
+
+
+def signers(result: MediaVerification) -> str:
+    """``category/nick`` of every signed sibling, without repeats."""
+    return ", ".join(dict.fromkeys(f"{s.signature.pin.category}/{s.signature.pin.nick}" for s in result.signed))
+
+
+def discard(path: Path) -> None:
+    """Remove an unverified download (it may already be gone)."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``gkeys-fetch``; return its exit status (see the module docstring)."""
+    console = Console()
+    try:
+        request = parse_request(sys.argv[1:] if argv is None else argv)
+        ctx = Gkeys(load_config(request.config, request.root))
+        globs = patterns(ctx.config)
+    except GkeysError as exc:
+        console.fail(f"gkeys-fetch: {exc.message}", exc.exit_code)
+        return exc.exit_code
+    except SystemExit as exc:  # argparse has printed --help or a usage error
+        return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
+    status = run_command(request.command)
+    if status != 0 or not wants_verification(request, globs):
+        return status
+    name = request.names[0]
+    try:
+        result = verify_download(ctx, request)
+    except GkeysError as exc:
+        discard(request.path)
+        console.fail(f"gkeys-fetch: {name}: NOT verified, removed: {exc.message}", EXIT_NOT_VERIFIED)
+        return EXIT_NOT_VERIFIED
+    except Exception as exc:  # a bug: still fail closed, still one line
+        discard(request.path)
+        console.fail(f"gkeys-fetch: {name}: NOT verified, removed: internal error: {type(exc).__name__}: {exc}",
+                     EXIT_NOT_VERIFIED)
+        return EXIT_NOT_VERIFIED
+    console.message("good", f"gkeys-fetch: {name}: verified, signed by {signers(result)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
