@@ -87,6 +87,15 @@ DIRECTORY = "\n\n".join([
     f"gentooStatus: active\ngpgfingerprint: {NOBODY}",
 ]) + "\n"
 
+#: a second subtree with more developers than slapd's default size limit (500): paging must fetch all
+MANY = 1200
+MANY_BASE = f"ou=many,{SUFFIX}"
+DIRECTORY += f"\ndn: {MANY_BASE}\nobjectClass: organizationalUnit\nou: many\n\n" + "\n\n".join(
+    f"dn: uid=dev{i:04d},{MANY_BASE}\nobjectClass: inetOrgPerson\nobjectClass: gentooDev\nuid: dev{i:04d}\n"
+    f"cn: Developer {i}\nsn: {i}\ngentooStatus: active\ngpgfingerprint: {i:040X}" for i in range(MANY)) + "\n"
+DIRECTORY += f"\ndn: uid=reader,{MANY_BASE}\nobjectClass: account\nobjectClass: simpleSecurityObject\nuid: reader\n" \
+    f"userPassword: {ADMIN_PASSWORD}\n"
+
 EXPECTED_SEEDS = {
     "alice": Seed(Nick("alice"), "Alice Example", "alice", [Fingerprint(ALICE)], [Fingerprint(ALICE)],
                   ["Alice Example <alice@gentoo.org>"]),
@@ -138,7 +147,10 @@ def _write_config(tmp: Path, tls: tuple[Path, Path] | None) -> Path:
     if tls:
         lines += [f"TLSCertificateFile {tls[0]}", f"TLSCertificateKeyFile {tls[1]}"]
     lines += ["database mdb", f'suffix "{SUFFIX}"', f'rootdn "{ADMIN}"', f"rootpw {ADMIN_PASSWORD}",
-              f"directory {tmp / 'db'}", "maxsize 10485760"]
+              f"directory {tmp / 'db'}", "maxsize 10485760",
+              # anonymous searches keep slapd's default limit of 500 entries; this reader has none
+              f'limits dn.exact="uid=reader,{MANY_BASE}" size=unlimited',
+              'access to attrs=userPassword by anonymous auth by * none', "access to * by * read"]
     config = tmp / "slapd.conf"
     config.write_text("\n".join(lines) + "\n")
     return config
@@ -286,6 +298,25 @@ def test_existing_file_that_is_not_a_seed_file_is_not_replaced(slapd: Slapd, tmp
     assert result.code == 2
     assert "move it away" in result.err
     assert out.read_text() == "not json\n"
+
+
+def test_paged_search_reads_everything_or_nothing(slapd: Slapd, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "many.seeds"
+    # anonymous: slapd stops at 500 entries; a truncated list must not become a seed file
+    truncated = run(capsys, "update-seeds", "-C", "many", "-o", str(out), "--uri", slapd.uri, "--base", MANY_BASE)
+    assert truncated.code == 2
+    assert "sizeLimitExceeded" in truncated.err
+    assert not out.exists()
+    # a reader without the limit gets all of them, in pages
+    password = tmp_path / "pw"
+    password.write_text(ADMIN_PASSWORD + "\n")
+    result = run(capsys, "update-seeds", "-C", "many", "-o", str(out), "--uri", slapd.uri, "--base", MANY_BASE,
+                 "--bind-dn", f"uid=reader,{MANY_BASE}", "--password-file", str(password))
+    assert result.code == 0, result.err
+    seeds = parse_seeds(out.read_bytes())
+    assert len(seeds) == MANY
+    assert seeds[Nick("dev1199")].keys == [f"{1199:040X}"]
 
 
 # -- search -------------------------------------------------------------------------------------------

@@ -37,6 +37,10 @@ DEFAULT_BASE = "ou=devs,dc=gentoo,dc=org"
 ACTIVE = "active"
 DEFAULT_TIMEOUT = 30.0
 PAGE_SIZE = 500
+#: memory bound: a directory answer with more entries than this is refused
+MAX_ENTRIES = 100_000
+_PAGED_RESULTS = "1.2.840.113556.1.4.319"
+_INCOMPLETE = {3: "timeLimitExceeded", 4: "sizeLimitExceeded", 11: "adminLimitExceeded"}
 MAX_SEED_FILE = 64 << 20
 GENTOO_DOMAIN = "gentoo.org"
 
@@ -281,9 +285,7 @@ def search(settings: LdapSettings, ldap_filter: str) -> list[Developer]:
     try:
         connection = _connect(settings)
         try:
-            entries = connection.extend.standard.paged_search(
-                settings.base, ldap_filter, ldap3.SUBTREE, attributes=list(ATTRIBUTES), paged_size=PAGE_SIZE,
-                generator=False)
+            entries = _paged_search(connection, settings.base, ldap_filter, ldap3.SUBTREE)
         finally:
             connection.unbind()
     except ex.LDAPInvalidFilterError as exc:
@@ -299,8 +301,29 @@ def search(settings: LdapSettings, ldap_filter: str) -> list[Developer]:
         raise NetworkError(f"{where}: {_reason(exc)}") from exc
     except ex.LDAPException as exc:
         raise NetworkError(f"{where}: {exc}") from exc
-    return [developer_from_entry(entry.get("dn", ""), entry.get("attributes"))
-            for entry in entries if entry.get("type") == "searchResEntry"]
+    return [developer_from_entry(entry.get("dn", ""), entry.get("attributes")) for entry in entries]
+
+
+def _paged_search(connection: Any, base: str, ldap_filter: str, scope: Any) -> list[dict[str, Any]]:
+    """All entries of a paged search (RFC 2696).  A server that stops early (its size or time limit)
+    makes the whole search fail: a truncated developer list must never become a seed file."""
+    entries: list[dict[str, Any]] = []
+    cookie: bytes | None = None
+    while True:
+        connection.search(base, ldap_filter, scope, attributes=list(ATTRIBUTES), paged_size=PAGE_SIZE,
+                          paged_cookie=cookie)
+        result = connection.result or {}
+        entries += [entry for entry in connection.response or [] if entry.get("type") == "searchResEntry"]
+        code = result.get("result")
+        if code in _INCOMPLETE:
+            raise GkeysError(f"the LDAP server stopped after {len(entries)} entries ({_INCOMPLETE[code]}); "
+                             "bind as a user without that limit or narrow the search")
+        if len(entries) > MAX_ENTRIES:
+            raise GkeysError(f"the LDAP search returned more than {MAX_ENTRIES} entries; narrow it with --filter")
+        controls = result.get("controls") or {}
+        cookie = controls.get(_PAGED_RESULTS, {}).get("value", {}).get("cookie") or None
+        if not cookie:
+            return entries
 
 
 def _reason(exc: BaseException) -> str:
