@@ -10,6 +10,10 @@ import argparse
 import contextlib
 import io
 import json
+import os
+import select
+import signal
+import sys
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -204,6 +208,68 @@ def test_interactive_prompts(tmp_path: Path) -> None:
     assert report.exit_code == 0
     assert report.data["uid"] == "Prompted Dev <prompted@gentoo.org>"
     assert Path(str(report.data["revocation_file"])).exists()
+
+
+PROJECT = Path(__file__).resolve().parent.parent
+
+
+class Terminal:
+    """A child process on a real pseudo-terminal (so getpass really reads from /dev/tty)."""
+
+    def __init__(self, argv: list[str]) -> None:
+        import pty
+
+        env = dict(os.environ, PYTHONPATH=str(PROJECT), TERM="dumb")
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child: become gkeys-gen
+            os.execvpe(argv[0], argv, env)
+        self.transcript = b""
+
+    def _read(self, deadline: float) -> bool:
+        ready, _, _ = select.select([self.fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            return True
+        try:
+            chunk = os.read(self.fd, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            return False
+        self.transcript += chunk
+        return bool(chunk)
+
+    def expect(self, prompt: bytes, answer: bytes, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while prompt not in self.transcript:
+            assert time.monotonic() < deadline, f"no {prompt!r} in {self.transcript!r}"
+            assert self._read(deadline), f"terminal closed before {prompt!r}: {self.transcript!r}"
+        self.transcript = self.transcript.replace(prompt, b"<" + prompt.strip() + b">", 1)
+        os.write(self.fd, answer)
+
+    def finish(self, timeout: float = 60) -> int:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self._read(deadline):
+            pass
+        waited, status = os.waitpid(self.pid, os.WNOHANG)
+        if waited == 0:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+            raise AssertionError(f"gkeys-gen did not finish: {self.transcript!r}")
+        os.close(self.fd)
+        return os.waitstatus_to_exitcode(status)
+
+
+def test_prompting_on_a_real_terminal(tmp_path: Path) -> None:
+    secret = b"zq9-terminal-secret-x7"
+    term = Terminal([sys.executable, "-m", "gkeys_portage.cli.gen", "--homedir", str(tmp_path / "g"),
+                     "--output-dir", str(tmp_path / "o")])
+    term.expect(b"Full name: ", b"Tty Dev\n")
+    term.expect(b"E-mail address (@gentoo.org): ", b"tty@gentoo.org\n")
+    term.expect(b"Passphrase for the new key: ", secret + b"\n")
+    term.expect(b"Repeat the passphrase: ", secret + b"\n")
+    code = term.finish()
+    assert code == 0, term.transcript
+    assert b"created " in term.transcript and b"Tty Dev <tty@gentoo.org>" in term.transcript
+    assert b"compliant with glep63-2.2" in term.transcript
+    assert secret not in term.transcript  # getpass did not echo it
 
 
 # -- refused input ------------------------------------------------------------------------------------
