@@ -17,7 +17,13 @@ from pathlib import Path
 
 from gkeys_portage.core.colons import PublicKey
 from gkeys_portage.core.gpg import GnuPG
-from gkeys_portage.core.state import Layout, atomic_write, fsync_directory, staging_directory
+from gkeys_portage.core.state import (
+    Layout,
+    atomic_write,
+    check_safe_directory,
+    fsync_directory,
+    staging_directory,
+)
 from gkeys_portage.core.types import Category, Fingerprint, parse_category
 
 KEYBOX = "pubring.kbx"
@@ -39,7 +45,8 @@ class Keyring:
         return (self.home / KEYBOX).is_file()
 
     def gpg(self, faked_time: datetime | None = None) -> GnuPG:
-        """GnuPG on the live home, for reading and verifying."""
+        """GnuPG on the live home, for reading and verifying (refused if the home is a symlink)."""
+        check_safe_directory(self.home)
         return GnuPG(self.home, faked_time=faked_time, timeout=self.timeout)
 
     def installed(self) -> dict[Fingerprint, PublicKey]:
@@ -54,6 +61,7 @@ class Keyring:
 
         The caller must hold the state lock.
         """
+        check_safe_directory(self.home)
         with staging_directory(self.layout.keyrings_dir, f".staging-{self.category}-") as staging:
             live = self.home / KEYBOX
             if live.is_file():

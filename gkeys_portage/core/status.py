@@ -73,6 +73,7 @@ class StatusReport:
     no_data: bool = False
     bad_armor: bool = False
     failures: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
 
 
@@ -158,4 +159,6 @@ def parse_status(items: Iterable[str | tuple[str, str]]) -> StatusReport:
             report.bad_armor = True
         elif keyword == "FAILURE":
             report.failures.append(value)
+        elif keyword == "ERROR":
+            report.errors.append(value)
     return report

@@ -214,6 +214,11 @@ def decide(report: StatusReport, pins: PinSet, keys: Mapping[Fingerprint, Public
         assert sig.signing_fingerprint is not None  # set whenever VALIDSIG was seen
         good.append(GoodSignature(pin=pin, signing_fingerprint=sig.signing_fingerprint, created=created))
 
+    if report.errors:
+        # e.g. "ERROR proc_pkt.plaintext 89_BAD_DATA" after a second signed block or trailing packets:
+        # whatever gpg verified before that point does not count.
+        raise BadInputError(f"gpg could not process the whole input ({report.errors[0]}): more than one "
+                            f"signed message or trailing data")
     ignored = [f"unknown signer {k}" for k in unknown] + [f"signer not pinned {k}" for k in unpinned]
     if good:
         return VerifyResult(good=good, ignored=ignored)
