@@ -151,6 +151,10 @@ class GitRepo:
             raise BadInputError(f"git merge-base failed in {self.path}")
         return result.returncode == 0
 
+    def is_shallow(self) -> bool:
+        """True for a shallow clone (history below its shallow commits is missing)."""
+        return self.run("rev-parse", "--is-shallow-repository").stdout.strip() == b"true"
+
     def rev_list(self, tip: str, exclude: Iterable[str] = ()) -> list[str]:
         """Commits reachable from ``tip`` but not from ``exclude``, children before parents."""
         args = ["rev-list", "--topo-order", tip, *[f"^{e}" for e in exclude], "--"]

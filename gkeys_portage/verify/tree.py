@@ -268,9 +268,10 @@ class TreeVerifier:
         """
         if recorded:
             if not repo.has_commit(recorded) or not repo.is_ancestor(recorded, tip):
-                raise RollbackError(
-                    f"{repo.path}: history was rewritten: the last verified commit {recorded[:12]} "
-                    f"is not an ancestor of {tip[:12]} (force-pushed upstream?)")
+                hint = ("; the clone is shallow, so commits in between are missing: sync with full history "
+                        "(sync-depth = 0)") if repo.is_shallow() else " (force-pushed upstream?)"
+                raise RollbackError(f"{repo.path}: history was rewritten: the last verified commit "
+                                    f"{recorded[:12]} is not an ancestor of {tip[:12]}{hint}")
             return recorded, repo.rev_list(tip, [recorded])
         if self.options.policy == "top":
             return None, [tip]

@@ -1,0 +1,145 @@
+"""Entry points of the Portage hooks for repositories that keep ``sync-type = git`` (or rsync).
+
+* ``repo.postsync.d/gkeys-verify REPO_NAME SYNC_URI LOCATION`` verifies the commits a git sync just
+  merged.  On failure it rolls the work tree back to the last verified revision (``git reset --hard``)
+  and writes a failure marker.  Portage ignores the exit status of these hooks, hence the marker.
+* ``postsync.d/gkeys-verify`` runs once at the end of ``emerge --sync``; it exits non-zero (which
+  does fail emerge) while any marker exists, naming the repositories.
+
+A marker is removed when a later sync of that repository verifies.  Non-git repositories are
+skipped (their Manifests are Portage's business).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gkeys_portage.core.config import load_config
+from gkeys_portage.core.context import Gkeys
+from gkeys_portage.core.errors import GkeysError, NotVerifiedError
+from gkeys_portage.core.state import Layout, atomic_write_json, read_json
+from gkeys_portage.verify.gitobjects import GitRepo
+from gkeys_portage.verify.tree import TreeOptions, TreeVerifier, last_verified, open_repo, record_verified
+
+MARKERS = "tree-failed"
+
+
+def _output() -> Any:
+    try:
+        from portage.output import EOutput
+    except ImportError:  # the hooks also work without Portage importable (plain " * " lines)
+        return None
+    return EOutput()
+
+
+def say(level: str, text: str) -> None:
+    """Print one line in Portage style (errors and warnings on stderr)."""
+    out = _output()
+    if out is not None:
+        {"error": out.eerror, "warn": out.ewarn}.get(level, out.einfo)(text)
+        return
+    stream = sys.stderr if level in ("error", "warn") else sys.stdout
+    stream.write(f" * {text}\n")
+
+
+def marker_path(layout: Layout, repo_name: str) -> Path:
+    """Where the failure marker of ``repo_name`` lives."""
+    safe = re.sub(r"[^A-Za-z0-9._+-]", "_", repo_name) or "_"
+    return layout.state_dir / MARKERS / f"{safe}.json"
+
+
+def failure_markers(layout: Layout) -> list[dict[str, str]]:
+    """Every failure marker (repository, location, reason), sorted by repository."""
+    found = []
+    for path in sorted((layout.state_dir / MARKERS).glob("*.json")):
+        data = read_json(path, {})
+        if isinstance(data, dict):
+            found.append({k: str(v) for k, v in data.items()})
+    return found
+
+
+def verify_synced_repo(ctx: Gkeys, repo_name: str, location: Path) -> tuple[bool, str]:
+    """Verify a repository right after a plain git sync; roll back and mark on failure.
+
+    Returns ``(verified, one-line message)``.
+    """
+    marker = marker_path(ctx.layout, repo_name)
+    if not (location / ".git").exists():
+        marker.unlink(missing_ok=True)
+        return True, f"{repo_name}: not a git repository, nothing for gkeys to verify"
+    recorded = last_verified(ctx.layout, location)
+    repo: GitRepo | None = None
+    try:
+        repo = open_repo(location)
+        verifier = TreeVerifier(ctx, TreeOptions.from_config(ctx))
+        tip = repo.resolve("HEAD")
+        base, hashes = verifier.plan(repo, tip, recorded)
+        report = verifier.verify(repo, hashes, tip=tip, base=base)
+        for level, text in report.describe():
+            say(level, text)
+        if report.ok:
+            record_verified(ctx, location, tip)
+            marker.unlink(missing_ok=True)
+            return True, report.summary()
+        reason = report.summary()
+    except NotVerifiedError as exc:
+        reason = exc.message
+    rolled = _roll_back(repo, recorded)
+    atomic_write_json(marker, {"repo": repo_name, "location": str(location), "reason": reason,
+                               "rolled_back_to": rolled or ""})
+    where = f"rolled back to {rolled[:12]}" if rolled else "NO verified revision to roll back to"
+    return False, f"{repo_name}: NOT verified ({where}): {reason}"
+
+
+def _roll_back(repo: GitRepo | None, recorded: str | None) -> str | None:
+    if repo is None or not recorded or not repo.has_commit(recorded):
+        return None
+    repo.run("reset", "--hard", "--quiet", recorded)
+    return recorded
+
+
+def _context() -> Gkeys:
+    ctx = Gkeys(load_config(None))
+    ctx.ensure_layout()
+    return ctx
+
+
+def repo_postsync_main(argv: Sequence[str]) -> int:
+    """``repo.postsync.d`` hook: ``REPO_NAME SYNC_URI LOCATION``."""
+    if len(argv) < 3:
+        say("error", "gkeys-verify: expected REPO_NAME SYNC_URI LOCATION")
+        return 2
+    repo_name, location = argv[0], Path(argv[2])
+    try:
+        ok, message = verify_synced_repo(_context(), repo_name, location)
+    except GkeysError as exc:
+        ok, message = False, f"{repo_name}: {exc.message}"
+        try:
+            ctx = _context()
+            atomic_write_json(marker_path(ctx.layout, repo_name),
+                              {"repo": repo_name, "location": str(location), "reason": exc.message,
+                               "rolled_back_to": ""})
+        except GkeysError as inner:
+            message += f" (and the failure marker could not be written: {inner.message})"
+    say("info" if ok else "error", f"gkeys: {message}")
+    return 0 if ok else 1
+
+
+def postsync_main(argv: Sequence[str] = ()) -> int:
+    """``postsync.d`` hook: fail emerge while any repository failed verification."""
+    try:
+        markers = failure_markers(_context().layout)
+    except GkeysError as exc:
+        say("error", f"gkeys: cannot read the verification markers: {exc.message}")
+        return 1
+    for marker in markers:
+        say("error", f"gkeys: repository {marker.get('repo')} at {marker.get('location')} is NOT verified: "
+                     f"{marker.get('reason')}")
+    if markers:
+        say("error", "gkeys: the repositories above failed commit verification; fix the cause and sync again")
+        return 1
+    return 0

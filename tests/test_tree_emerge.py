@@ -1,0 +1,145 @@
+"""End to end: real ``emerge --sync`` (PyPI portage) with ``sync-type = gkeys`` and with the git hooks.
+
+Each test builds a signed upstream repository, a throwaway PORTAGE_CONFIGROOT/EPREFIX and a gkeys
+root, and checks what is on disk after every sync.  Git's system and global config are temp files,
+so Portage's ``git config --system`` never touches /etc/gitconfig.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tree_helpers import (
+    PortageRoot,
+    expiring_key,
+    extend_secret_key,
+    gkeys_sync_module_installed,
+    head,
+    install_devs,
+    records,
+    revoke,
+)
+
+from gkeys_portage.demo.tree_repo import GARBAGE_SIGNATURE, RepoBuilder
+
+pytestmark = pytest.mark.slow
+
+_MISSING = gkeys_sync_module_installed()
+
+
+@pytest.fixture
+def portage_root(env: Any, tmp_path: Path) -> Iterator[PortageRoot]:
+    if _MISSING:
+        pytest.skip(_MISSING)
+    system = Path("/etc/gitconfig")
+    before = system.read_bytes() if system.exists() else None
+    yield PortageRoot(tmp_path / "portage", env.config)
+    assert (system.read_bytes() if system.exists() else None) == before, "/etc/gitconfig was modified"
+
+
+def _bad_cases(keys: Any, when_after_expiry: Callable[[], datetime]) -> dict[str, Callable[[RepoBuilder], str]]:
+    return {
+        "unsigned": lambda up: up.commit(None),
+        "not-in-seeds": lambda up: up.commit("mallory"),
+        "forged-gpgsig": lambda up: up.commit("alice", signature=GARBAGE_SIGNATURE),
+        "expired-key-after-expiry": lambda up: up.commit("treexp2", when=when_after_expiry()),
+        "revoked-key": lambda up: up.commit("carol"),
+    }
+
+
+def test_gkeys_sync_verifies_every_new_commit(env: Any, tmp_path: Path, portage_root: PortageRoot) -> None:
+    public = expiring_key(env.keys, "treexp2")
+    install_devs(env, ("alice", "bob", "carol", "treexp2"), {"treexp2": public})
+    up = RepoBuilder(tmp_path / "upstream", env.keys)
+    up.commit("alice")
+    up.commit("treexp2", when=datetime.fromtimestamp(time.time() - 600 * 86400, UTC))  # before its expiry: fine
+    side = up.commit("bob", parents=[up.head() or ""], move=False)
+    up.commit("alice")
+    up.commit("bob", parents=[up.head() or "", side], message="merge")
+    location = portage_root.add_repo("test", f"file://{up.path}", "gkeys", sync_gkeys_policy="all")
+
+    result = portage_root.sync("test")
+    assert result.returncode == 0, result.stdout
+    verified = head(location)
+    assert verified == up.head() and records(env)[str(location.resolve())]["revision"] == verified
+
+    cases = _bad_cases(env.keys, lambda: extend_secret_key(env.keys, "treexp2"))
+    for name, make_bad in cases.items():
+        if name == "revoked-key":
+            revoke(env, "carol")
+        bad = make_bad(up)
+        up.commit("bob")  # a good top commit above the bad one
+        result = portage_root.sync("test")
+        assert result.returncode != 0, (name, result.stdout)
+        assert bad[:12] in result.stdout, (name, result.stdout)
+        assert head(location) == verified, name
+        assert not (location / "dev-test" / "pkg" / f"file{up.counter}").exists(), name
+        up.force(verified)  # upstream repairs its branch
+
+    good = up.commit("alice")
+    result = portage_root.sync("test")
+    assert result.returncode == 0, result.stdout
+    assert head(location) == good
+
+
+def test_gkeys_sync_refuses_force_push_and_bad_first_clone(env: Any, tmp_path: Path,
+                                                           portage_root: PortageRoot) -> None:
+    install_devs(env, ("alice", "bob"))
+    up = RepoBuilder(tmp_path / "upstream", env.keys)
+    root = up.commit("alice")
+    up.commit("bob")
+    location = portage_root.add_repo("test", f"file://{up.path}", "gkeys")
+    assert portage_root.sync("test").returncode == 0
+    verified = head(location)
+
+    up.force(root)
+    up.commit("bob", message="validly signed, but rewrites verified history")
+    result = portage_root.sync("test")
+    assert result.returncode != 0 and "history was rewritten" in result.stdout, result.stdout
+    assert head(location) == verified
+
+    bad_up = RepoBuilder(tmp_path / "bad-upstream", env.keys, name="bad")
+    bad_up.commit("alice")
+    bad_up.commit(None)
+    bad_up.commit("alice")
+    bad_location = portage_root.add_repo("bad", f"file://{bad_up.path}", "gkeys", sync_gkeys_policy="all")
+    result = portage_root.sync("bad")
+    assert result.returncode != 0 and "NOT verified" in result.stdout, result.stdout
+    assert not bad_location.exists()
+    assert not [p for p in portage_root.repos.iterdir() if p.name.startswith(".bad")]
+
+
+def test_git_sync_with_hooks_rolls_back_and_fails_emerge(env: Any, tmp_path: Path,
+                                                         portage_root: PortageRoot) -> None:
+    install_devs(env, ("alice", "bob"))
+    up = RepoBuilder(tmp_path / "upstream", env.keys)
+    up.commit("alice")
+    up.commit("bob")
+    portage_root.install_hooks()
+    location = portage_root.add_repo("test", f"file://{up.path}", "git", clone_depth="0", sync_depth="0")
+    result = portage_root.sync("test")
+    assert result.returncode == 0, result.stdout
+    verified = head(location)
+    assert records(env)[str(location.resolve())]["revision"] == verified
+    assert str(location) in portage_root.git_system.read_text()  # Portage's safe.directory went to the temp file
+
+    bad = up.commit(None)
+    up.commit("alice")
+    result = portage_root.sync("test")
+    assert result.returncode != 0, result.stdout
+    assert bad[:12] in result.stdout and "NOT verified" in result.stdout
+    assert head(location) == verified  # rolled back
+    markers = list((env.state / "state" / "tree-failed").glob("*.json"))
+    assert [json.loads(m.read_text())["repo"] for m in markers] == ["test"]
+
+    up.force(verified)
+    good = up.commit("bob")
+    result = portage_root.sync("test")
+    assert result.returncode == 0, result.stdout
+    assert head(location) == good and not list((env.state / "state" / "tree-failed").glob("*.json"))
