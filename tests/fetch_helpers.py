@@ -71,7 +71,9 @@ class Distfile:
 class PortageRoot:
     """A Portage prefix in a temp dir (``PORTAGE_OVERRIDE_EPREFIX``) with repository ``gkeystest``."""
 
-    def __init__(self, base: Path, gkeys_config: Path, *, wrapper: bool = True) -> None:
+    def __init__(self, base: Path, gkeys_config: Path, *, wrapper: str | None = "FETCH_WRAPPER") -> None:
+        """``wrapper``: ``FETCH_WRAPPER`` (the README's line), ``FETCHCOMMAND`` (gkeys-fetch around both
+        FETCHCOMMAND and RESUMECOMMAND, the README's older-Portage lines) or None (no gkeys at all)."""
         self.base = base
         self.eprefix = base / "eprefix"
         self.repo = base / "repo"
@@ -94,6 +96,11 @@ class PortageRoot:
         self.repos_conf = f"[DEFAULT]\nmain-repo = gkeystest\n[gkeystest]\nlocation = {self.repo}\n"
         (config / "repos.conf").write_text(self.repos_conf)
         downloader = write_downloader(base / "bin")
+        gkeys_fetch = (f'{LAUNCHER} -c {gkeys_config} --uri \\"\\${{URI}}\\" '
+                       f'--file \\"\\${{DISTDIR}}/\\${{FILE}}\\" --')
+        fetch = f'python3 {downloader} \\"\\${{URI}}\\" \\"\\${{DISTDIR}}/\\${{FILE}}\\"'
+        if wrapper == "FETCHCOMMAND":
+            fetch = f"{gkeys_fetch} {fetch}"
         lines = [
             f'DISTDIR="{self.distdir}"',
             f'PORTAGE_TMPDIR="{base / "tmp"}"',
@@ -102,12 +109,11 @@ class PortageRoot:
             'FEATURES="-sandbox -usersandbox -userpriv -userfetch -network-sandbox -ipc-sandbox -pid-sandbox '
             '-mount-sandbox -news"',
             'GENTOO_MIRRORS=""',
-            f'FETCHCOMMAND="python3 {downloader} \\"\\${{URI}}\\" \\"\\${{DISTDIR}}/\\${{FILE}}\\""',
-            f'RESUMECOMMAND="python3 {downloader} \\"\\${{URI}}\\" \\"\\${{DISTDIR}}/\\${{FILE}}\\" --resume"',
+            f'FETCHCOMMAND="{fetch}"',
+            f'RESUMECOMMAND="{fetch} --resume"',
         ]
-        if wrapper:  # exactly the README's line, with the launcher's path and the test's gkeys config
-            lines.append(f'FETCH_WRAPPER="{LAUNCHER} -c {gkeys_config} --uri \\"\\${{URI}}\\" '
-                         f'--file \\"\\${{DISTDIR}}/\\${{FILE}}\\" --"')
+        if wrapper == "FETCH_WRAPPER":  # the README's line, with the launcher's path and the test's config
+            lines.append(f'FETCH_WRAPPER="{gkeys_fetch}"')
         (config / "make.conf").write_text("\n".join(lines) + "\n")
 
     def add_ebuild(self, package: str, version: str, distfiles: list[Distfile]) -> str:

@@ -48,7 +48,10 @@ def test_emerge_fetchonly_good_stage3(env: GkeysEnv, portage_root: PortageRoot) 
     assert not [p for p in portage_root.distdir.iterdir() if p.name.startswith(".gkeys-fetch")]
 
 
-def test_emerge_fetchonly_tampered_stage3(env: GkeysEnv, portage_root: PortageRoot) -> None:
+@pytest.mark.parametrize("style", ["FETCH_WRAPPER", "FETCHCOMMAND"])
+def test_emerge_fetchonly_tampered_stage3(env: GkeysEnv, portage_root: PortageRoot, style: str) -> None:
+    if style != "FETCH_WRAPPER":
+        portage_root = PortageRoot(env.root / "portage-fetchcommand", env.config, wrapper=style)
     distfiles, signed = _stage3_and_plain(env, served=b"tampered stage3 " * 1000)
     atom = portage_root.add_ebuild("stage3", "1", distfiles)
     result = portage_root.emerge("--fetchonly", atom)
@@ -65,7 +68,7 @@ def test_emerge_fetchonly_without_wrapper_accepts_tampered(env: GkeysEnv, tmp_pa
     if not (Path(sys.executable).parent / "emerge").exists():
         pytest.skip("Portage's emerge is not installed beside this Python")
     install_release_key(env)
-    root = PortageRoot(tmp_path / "plain-portage", env.config, wrapper=False)
+    root = PortageRoot(tmp_path / "plain-portage", env.config, wrapper=None)
     distfiles, _ = _stage3_and_plain(env, served=b"tampered stage3 " * 1000)
     result = root.emerge("--fetchonly", root.add_ebuild("stage3", "1", distfiles))
     assert result.returncode == 0, result.stdout + result.stderr
