@@ -53,7 +53,7 @@ def test_fetch_url_json_and_verify_url(menv, keys: KeyFactory, tmp_path: Path) -
     result = menv.run("verify-media", url)
     assert result.code == 0, result.text
     assert f"{STAGE3}.sha256: good signature by gentoo/releng" in result.out
-    assert list(_quarantine(menv).iterdir()) == []  # the private verify folder is gone
+    assert not [p for p in _quarantine(menv).iterdir() if p.name.startswith("verify-")]  # private folder gone
 
 
 def _refused_fetch(menv, dest: Path, result, code: int, needle: str) -> None:  # type: ignore[no-untyped-def]
@@ -153,3 +153,20 @@ def test_usage_errors(menv, tmp_path: Path) -> None:
     assert menv.run("fetch-media", "-d", str(tmp_path)).code == 2
     result = menv.run("fetch-media", "--latest", "../x", "--mirror", menv.server.url)
     assert result.code == 2 and "expected a name like" in result.err
+
+
+def test_one_fetch_per_file_at_a_time(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    import fcntl
+    import os
+
+    url = make_media(keys, tmp_path / "src").publish(menv.server)
+    quarantine = _quarantine(menv)
+    quarantine.mkdir(parents=True)
+    fd = os.open(quarantine / f".{STAGE3}.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        dest = tmp_path / "dest"
+        _refused_fetch(menv, dest, menv.run("fetch-media", url, "-d", str(dest)), 2,
+                       f"another fetch-media run is downloading {STAGE3}")
+    finally:
+        os.close(fd)

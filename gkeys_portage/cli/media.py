@@ -158,7 +158,7 @@ def register(sub: SubParsers) -> None:
     add_nick(p, help_text="accept only this seed's keys")
 
     p = add_action(sub, "fetch-media", run_fetch_media, summary="download, verify and install a stage3 or ISO",
-                   description=FETCH_DESCRIPTION, epilog=FETCH_EPILOG, needs_lock=True)
+                   description=FETCH_DESCRIPTION, epilog=FETCH_EPILOG)
     p.add_argument("url", nargs="?", metavar="URL", help="the file to fetch (or use --latest)")
     p.add_argument("--latest", metavar="NAME", help="fetch the newest NAME (e.g. stage3-amd64-openrc) "
                                                    "named by the mirror's signed latest-NAME.txt")

@@ -8,16 +8,18 @@ downloads afresh) and nothing reaches the destination.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import shutil
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gkeys_portage.core.context import Gkeys, SignatureVerifier
-from gkeys_portage.core.errors import BadInputError, GkeysError, NoSignatureError, UsageError
+from gkeys_portage.core.errors import BadInputError, GkeysError, NoSignatureError, StateError, UsageError
 from gkeys_portage.core.http import NotFoundError, safe_url
 from gkeys_portage.core.state import atomic_write, fsync_directory, staging_directory
 from gkeys_portage.verify.digests import LatestEntry, check_name, newest, parse_latest
@@ -139,6 +141,20 @@ def download_and_verify(ctx: Gkeys, media: MediaVerifier, url: str, folder: Path
     return target, Fetched(verification, skipped=[name + s for s in skipped])
 
 
+@contextlib.contextmanager
+def _exclusive(path: Path) -> Iterator[None]:
+    """One fetch per file name at a time (the state lock is not held during long downloads)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            raise StateError(f"another fetch-media run is downloading {path.name[1:-5]}") from exc
+        yield
+    finally:
+        os.close(fd)
+
+
 def install(files: list[Path], dest_dir: Path) -> list[Path]:
     """Move verified files into ``dest_dir`` (the main file last); each appears atomically."""
     dest_dir.mkdir(parents=True, exist_ok=True)
@@ -161,10 +177,12 @@ def fetch_media(ctx: Gkeys, url: str, dest_dir: Path, *, category: str, nick: st
                 expected_size: int | None = None, progress: Progress | None = None) -> Fetched:
     """Download ``url`` with its siblings, verify them all, then move them into ``dest_dir``."""
     media = MediaVerifier(ctx.verifier(category, [nick] if nick else []), category)
-    target, fetched = download_and_verify(ctx, media, url, quarantine_dir(ctx), expected_size=expected_size,
-                                          progress=progress)
-    siblings = [target.with_name(target.name + s) for s in ALL_SIBLINGS]
-    fetched.installed = install([*[s for s in siblings if s.exists()], target], dest_dir)
+    folder = quarantine_dir(ctx)
+    with _exclusive(folder / f".{file_name(url)}.lock"):
+        target, fetched = download_and_verify(ctx, media, url, folder, expected_size=expected_size,
+                                              progress=progress)
+        siblings = [target.with_name(target.name + s) for s in ALL_SIBLINGS]
+        fetched.installed = install([*[s for s in siblings if s.exists()], target], dest_dir)
     fetched.verification.file = str(dest_dir / target.name)
     return fetched
 

@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Benchmark: verify a >= 512 MiB release file with .asc, .DIGESTS (SHA512 + BLAKE2B) and .sha256.
+
+Compares, in the same run, on the same (page-cached) file:
+  * ``gkeys verify-media FILE`` (one read; gpg's detached check and all digests fed from it in parallel),
+  * the handbook's procedure in sequence: ``gpg --verify`` of the .asc, of the .DIGESTS and of the
+    .sha256, then ``sha512sum -c``, ``b2sum -c`` and ``sha256sum -c``,
+  * and, as the floor, the slowest single pass over the file alone (``gpg --verify FILE.asc``).
+
+Both gkeys and the baseline run as separate processes (start-up included).  The peak RSS of the
+gkeys process is reported too (the issue asks for < 100 MiB on a 2 GiB file; it does not grow with size).
+
+Usage: python3 bench/media.py [--size-mib 512]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from gkeys_portage.cli.main import main as gkeys_main  # noqa: E402
+from gkeys_portage.core.gpg import minimal_environment  # noqa: E402
+from gkeys_portage.core.seeds import Seed, dump_seeds  # noqa: E402
+from gkeys_portage.core.types import Nick  # noqa: E402
+from gkeys_portage.demo.world import KeyFactory  # noqa: E402
+
+NAME = "stage3-amd64-openrc-20260101T170000Z.tar.xz"
+
+
+def make_file(path: Path, size_mib: int) -> dict[str, str]:
+    """Write ``size_mib`` MiB of incompressible data; return its SHA512, BLAKE2B and SHA256."""
+    block = os.urandom(1 << 20)
+    digests = {name: hashlib.new(name) for name in ("sha512", "blake2b", "sha256")}
+    with open(path, "wb") as out:
+        for index in range(size_mib):
+            chunk = index.to_bytes(8, "big") + block[8:]
+            out.write(chunk)
+            for digest in digests.values():
+                digest.update(chunk)
+    return {name: digest.hexdigest() for name, digest in digests.items()}
+
+
+def timed(label: str, action: Callable[[], object]) -> float:
+    print(f"{label} ...", flush=True)
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
+def run(argv: list[str], env: dict[str, str], cwd: Path) -> None:
+    subprocess.run(argv, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size-mib", type=int, default=512)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="gkeys-bench-media-"))
+    try:
+        return bench(work, args.size_mib)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def bench(work: Path, size_mib: int) -> int:
+    media = work / "media"
+    media.mkdir()
+    target = media / NAME
+    print(f"generating a {size_mib} MiB file and its signed siblings ...", flush=True)
+    sums = make_file(target, size_mib)
+    keys = KeyFactory(work / "secret")
+    releng = keys.create("releng")
+    digests = (f"# BLAKE2B HASH\n{sums['blake2b']}  {NAME}\n# SHA512 HASH\n{sums['sha512']}  {NAME}\n").encode()
+    (media / f"{NAME}.asc").write_bytes(keys.sign("releng", target))
+    (media / f"{NAME}.DIGESTS").write_bytes(keys.sign_bytes("releng", digests, work, clearsign=True))
+    (media / f"{NAME}.sha256").write_bytes(
+        keys.sign_bytes("releng", f"# SHA256 HASH\n{sums['sha256']}  {NAME}\n".encode(), work, clearsign=True))
+    for algo, tool in (("sha512", "sha512sum"), ("blake2b", "b2sum"), ("sha256", "sha256sum")):
+        (work / f"check.{tool}").write_text(f"{sums[algo]}  {NAME}\n")
+    public = keys.public("releng")
+    keys.close()
+
+    # gkeys: a gentoo seed pinning releng, and its key imported.
+    state = work / "state"
+    (state / "seeds").mkdir(parents=True)
+    seed = Seed(Nick("releng"), releng.name, "releng", [releng.fingerprint], [releng.fingerprint], [releng.uid])
+    (state / "seeds" / "gentoo.seeds").write_bytes(dump_seeds({Nick("releng"): seed}))
+    config = work / "gkeys.conf"
+    config.write_text(f"[base]\ngkeysdir = {state}\n")
+    (work / "releng.asc").write_bytes(public)
+    assert gkeys_main(["-c", str(config), "-q", "import-key", "-C", "gentoo", "-n", "releng",
+                       "-F", str(work / "releng.asc")]) == 0
+
+    # The handbook's GnuPG home: the release key imported.
+    home = work / "handbook-gnupg"
+    home.mkdir(mode=0o700)
+    env = minimal_environment(home)
+    subprocess.run(["gpg", "--homedir", str(home), "--batch", "--import"], input=public, env=env, check=True,
+                   capture_output=True)
+    gpg = ["gpg", "--homedir", str(home), "--batch", "--verify"]
+
+    subprocess.run(["cat", str(target)], stdout=subprocess.DEVNULL, check=True)  # page cache warm for all
+
+    gkeys = [sys.executable, "-m", "gkeys_portage.cli.main", "-c", str(config), "-q", "verify-media", str(target)]
+    child_env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    rss = {"kib": 0}
+
+    def ours() -> None:
+        process = subprocess.Popen(gkeys, env=child_env, cwd=work)
+        _pid, status, usage = os.wait4(process.pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, "gkeys verify-media failed"
+        rss["kib"] = usage.ru_maxrss
+
+    def handbook() -> None:
+        run([*gpg, f"{NAME}.asc", NAME], env, media)  # --batch does not guess the data file; name it
+        for suffix in (".DIGESTS", ".sha256"):
+            run([*gpg, f"{NAME}{suffix}"], env, media)
+        for tool in ("sha512sum", "b2sum", "sha256sum"):
+            run([tool, "-c", str(work / f"check.{tool}")], env, media)
+
+    results = {
+        "gkeys verify-media": timed("gkeys verify-media", ours),
+        "handbook, six commands": timed("handbook procedure (gpg --verify x3, sha512sum, b2sum, sha256sum)",
+                                        handbook),
+        "gpg --verify FILE.asc alone": timed("slowest single pass: gpg --verify of the .asc",
+                                             lambda: run([*gpg, f"{NAME}.asc", NAME], env, media)),
+    }
+    for tool in ("sha512sum", "b2sum", "sha256sum"):
+        results[f"{tool} alone"] = timed(f"{tool} alone", lambda t=tool: run([t, str(target)], env, media))
+    subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], env=env, check=False)
+
+    ours_time = results["gkeys verify-media"]
+    slowest = results["gpg --verify FILE.asc alone"]
+    print(f"\nfile: {size_mib} MiB (page-cached), {os.cpu_count()} CPUs")
+    for label, seconds in results.items():
+        print(f"{label:32s} {seconds:7.2f} s")
+    print(f"speed-up vs handbook:            {results['handbook, six commands'] / ours_time:7.2f}x")
+    print(f"gkeys / slowest single pass:     {ours_time / slowest:7.2f}x")
+    print(f"gkeys peak RSS:                  {rss['kib'] / 1024:7.1f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
