@@ -249,6 +249,9 @@ class Terminal:
         while time.monotonic() < deadline and self._read(deadline):
             pass
         waited, status = os.waitpid(self.pid, os.WNOHANG)
+        while waited == 0 and time.monotonic() < deadline:  # the terminal closes just before the exit
+            time.sleep(0.05)
+            waited, status = os.waitpid(self.pid, os.WNOHANG)
         if waited == 0:
             os.kill(self.pid, signal.SIGKILL)
             os.waitpid(self.pid, 0)
