@@ -363,3 +363,15 @@ def test_same_uid_twice_in_one_home_is_refused(ed25519_key: Generated, tmp_path:
     gpg = GnuPG(result.homedir)
     assert len(gpg.list_keys(secret=True)) == 1
     gpg.close()  # the home existed, so gkeys-gen left its agent running
+
+
+def test_failed_subkey_removes_the_half_made_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a subkey algorithm gpg does not know makes --quick-add-key fail after the primary key exists
+    monkeypatch.setitem(keygen.ALGORITHMS, "broken", ("ed25519", "ed25519", "no-such-algo"))
+    spec = keygen.key_spec("Half Made", "half@gentoo.org", algorithm="broken")
+    with pytest.raises(GpgError, match="was removed again"):
+        keygen.generate(spec, tmp_path / "g", tmp_path / "o")
+    gpg = GnuPG(tmp_path / "g")
+    assert gpg.list_keys(secret=True) == [] and gpg.list_keys() == []
+    gpg.close()
+    assert not (tmp_path / "o").exists()

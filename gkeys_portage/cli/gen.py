@@ -59,12 +59,22 @@ exit status:
 """
 
 
+def ask_line(question: str) -> str:
+    """Ask on stderr and read one line from stdin (stdout stays clean for ``--json``)."""
+    sys.stderr.write(question)
+    sys.stderr.flush()
+    line = sys.stdin.readline()
+    if not line:
+        raise EOFError
+    return line.rstrip("\r\n")
+
+
 @dataclass
 class Prompter:
     """How gkeys-gen asks questions: ``interactive`` is false without a terminal (then it never asks)."""
 
     interactive: bool
-    ask: Callable[[str], str] = input
+    ask: Callable[[str], str] = ask_line
     secret: Callable[[str], str] = getpass.getpass
 
 

@@ -331,6 +331,10 @@ class GnuPG:
             args.append("*")
         self._checked(args, passphrase=passphrase, what="setting the expiry")
 
+    def delete_secret_and_public(self, fingerprint: Fingerprint) -> None:
+        """Delete a key and its secret parts from this home (used to undo a half-generated key)."""
+        self._checked(["--batch", "--yes", "--delete-secret-and-public-key", fingerprint], what="deleting a key")
+
     def revocation_certificate(self, fingerprint: Fingerprint) -> bytes:
         """The revocation certificate GnuPG wrote when it generated ``fingerprint``, ready to import."""
         path = self.homedir / "openpgp-revocs.d" / f"{fingerprint}.rev"

@@ -157,6 +157,16 @@ def key_spec(name: str, email: str, *, algorithm: str = DEFAULT_ALGORITHM, expir
                    allow_any_email=allow_any_email)
 
 
+def _undo(gpg: GnuPG, primary: Fingerprint, exc: GpgError) -> None:
+    """Remove a primary key whose subkeys could not be added: a half-made key must not stay behind."""
+    try:
+        gpg.delete_secret_and_public(primary)
+    except GpgError as cleanup:
+        exc.message += f" (the incomplete key {primary} is still in {gpg.homedir}: {cleanup})"
+    else:
+        exc.message += f" (the incomplete key {primary} was removed again)"
+
+
 def generate(spec: KeySpec, homedir: Path, outdir: Path, *, passphrase: str = "",
              timeout: float = 600.0) -> GeneratedKey:
     """Generate the key described by ``spec`` in the GnuPG home ``homedir``.
@@ -176,10 +186,14 @@ def generate(spec: KeySpec, homedir: Path, outdir: Path, *, passphrase: str = ""
                                 "use another --homedir or revoke the old key first")
         primary = gpg.generate_key(spec.uid, algorithm=primary_algo, usage="cert", expire=expire,
                                    passphrase=passphrase, preferences=PREFERENCES, cert_digest=CERT_DIGEST)
-        signing = gpg.add_subkey(primary, algorithm=sign_algo, usage="sign", expire=expire,
-                                 passphrase=passphrase, cert_digest=CERT_DIGEST)
-        encryption = gpg.add_subkey(primary, algorithm=encrypt_algo, usage="encr", expire=expire,
-                                    passphrase=passphrase, cert_digest=CERT_DIGEST)
+        try:
+            signing = gpg.add_subkey(primary, algorithm=sign_algo, usage="sign", expire=expire,
+                                     passphrase=passphrase, cert_digest=CERT_DIGEST)
+            encryption = gpg.add_subkey(primary, algorithm=encrypt_algo, usage="encr", expire=expire,
+                                        passphrase=passphrase, cert_digest=CERT_DIGEST)
+        except GpgError as exc:
+            _undo(gpg, primary, exc)
+            raise
         public = gpg.export_keys([primary], armor=True)
         revocation = gpg.revocation_certificate(primary)
         listed = gpg.list_keys([primary], sigs=True)
