@@ -2,10 +2,11 @@
 
 * ``*.DIGESTS`` / ``*.DIGESTS.asc`` / ``*.sha256``: blocks of ``# <ALGO> HASH`` followed by
   ``<hex>  <file>`` lines, in any order and for several files (the tarball, its ``.CONTENTS.gz``);
-  the BSD style ``SHA512 (file) = hex`` too.  A file may be named by a bare name or by a
-  relative build path (``builds/default/stage3-….tar.xz``); entries are matched by base name.
-  Path traversal (``..``) and absolute paths are refused: a statement must never be able to name
-  a file outside the directory it describes.
+  the BSD style ``SHA512 (file) = hex`` too.  A file may be named by a bare name or by the full
+  build path catalyst saw (``/var/tmp/catalyst/builds/…/stage3-….tar.xz``); entries are matched by
+  base name and a name is never used to open anything.  Path traversal (``..``) is refused here;
+  :mod:`gkeys_portage.verify.media` refuses absolute paths that name any file other than the one
+  being verified and its CONTENTS.
 * ``latest-*.txt``: ``# …`` comments, then ``<YYYYMMDDTHHMMSSZ>/<file> <size>`` lines.
 
 Both take text (what gpg says was signed), so they are tested on recorded data.  Nothing here
@@ -33,17 +34,20 @@ ALGORITHMS: dict[str, tuple[str, int]] = {
 }
 #: Algorithms strong enough to vouch for a file on their own.
 STRONG = frozenset({"SHA256", "SHA512", "BLAKE2B"})
-_ALIASES = {"SHA-256": "SHA256", "SHA-512": "SHA512", "SHA-1": "SHA1", "BLAKE2B-512": "BLAKE2B", "B2": "BLAKE2B"}
+_ALIASES = {"SHA-256": "SHA256", "SHA-512": "SHA512", "SHA-1": "SHA1", "BLAKE2B-512": "BLAKE2B", "B2": "BLAKE2B",
+            "BLAKE2": "BLAKE2B"}
 
-_HEADER = re.compile(r"^#\s*([A-Za-z0-9-]+)\s+HASH\s*$")
+_HEADER = re.compile(r"^#\s*(\S.*?)\s+HASH\s*$")  # "# SHA512 HASH", "# BLAKE2 (b2sum) HASH"
+_TOOL_SUFFIX = re.compile(r"\s*\([^)]*\)$")
 _GNU_LINE = re.compile(r"^([0-9A-Fa-f]+) [ *](.+)$")
 _BSD_LINE = re.compile(r"^([A-Za-z0-9-]+) ?\((.+)\) = ([0-9A-Fa-f]+)$")
 _STAMP = re.compile(r"^\d{8}(T\d{6}Z)?$")
 
 
 def canonical_algorithm(name: str) -> str:
-    """``sha512`` / ``SHA-512`` / ``BLAKE2b`` -> ``SHA512`` / ``BLAKE2B`` (unknown names upper-cased)."""
-    upper = name.strip().upper()
+    """``sha512`` / ``SHA-512`` / ``BLAKE2b`` / ``BLAKE2 (b2sum)`` -> ``SHA512`` / ``BLAKE2B`` (unknown
+    names upper-cased)."""
+    upper = _TOOL_SUFFIX.sub("", name.strip()).upper()
     return _ALIASES.get(upper, upper)
 
 
@@ -59,11 +63,12 @@ def hashlib_name(algorithm: str) -> str | None:
     return known[0]
 
 
-def check_name(name: str, where: str) -> str:
-    """Return the base name of a file named in a signed statement; refuse unsafe names."""
+def check_name(name: str, where: str, *, absolute: bool = False) -> str:
+    """Return the base name of a file named in a signed statement; refuse unsafe names
+    (absolute paths too, unless ``absolute``)."""
     if not name or "\x00" in name or "\\" in name or any(ord(c) < 32 for c in name):
         raise BadInputError(f"{where}: unusable file name {name!r}")
-    if name.startswith("/"):
+    if name.startswith("/") and not absolute:
         raise BadInputError(f"{where}: absolute path {name!r} refused (names must be relative)")
     parts = name.split("/")
     if ".." in parts:
@@ -83,6 +88,11 @@ class DigestEntry:
     filename: str
     written: str
     line: int
+
+    @property
+    def absolute(self) -> bool:
+        """True if the file is named by an absolute (build) path."""
+        return self.written.startswith("/")
 
 
 @dataclass
@@ -150,7 +160,8 @@ def parse_digests(text: str | TextIO, source: str = "DIGESTS") -> DigestList:
             algo, hexdigest, name = algorithm, gnu.group(1), gnu.group(2)
         else:
             raise BadInputError(f"{where}: not a digest line: {line[:80]!r}")
-        _add(result, DigestEntry(algo, hexdigest.lower(), check_name(name, where), name, number), source)
+        base = check_name(name, where, absolute=True)
+        _add(result, DigestEntry(algo, hexdigest.lower(), base, name, number), source)
     if not result.entries:
         raise BadInputError(f"{source}: no digest entries in the signed text")
     return result

@@ -216,9 +216,18 @@ class MediaVerifier:
 
     @staticmethod
     def _expected(name: str, statements: list[_Statement]) -> list[tuple[str, dict[str, str]]]:
-        """``[(source, {algorithm: hex})]`` for ``name``; every statement must list it."""
+        """``[(source, {algorithm: hex})]`` for ``name``; every statement must list it.
+
+        A full build path is accepted for the file and its CONTENTS only: an absolute path naming
+        anything else (``/etc/passwd``) makes the statement unacceptable.
+        """
+        related = {name, *(name + suffix for suffix in CONTENTS)}
         expected = []
         for statement in statements:
+            for entry in statement.digests.entries:
+                if entry.absolute and entry.filename not in related:
+                    raise BadInputError(f"{statement.source} line {entry.line}: absolute path {entry.written!r} "
+                                        f"names a file other than {name}; refused")
             entries = statement.digests.for_file(name)
             if not entries:
                 listed = ", ".join(statement.digests.filenames()[:3])
