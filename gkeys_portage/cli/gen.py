@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--expire", default=keygen.DEFAULT_EXPIRE, metavar="WHEN",
                         help="expiry: 1y, 18m, 52w, 400d or YYYY-MM-DD; at most 900 days (default: 1y)")
     parser.add_argument("--allow-any-email", action="store_true",
-                        help="accept an address outside @gentoo.org (the key then fails GLEP 63's uid rule)")
+                        help="accept an address outside @gentoo.org (GLEP 63's uid rule is reported, not enforced)")
     add_output_options(parser)
     return parser
 
