@@ -215,3 +215,25 @@ def test_eapi_refused(ebuild: Ebuild) -> None:
     old = subprocess.run(["bash", "-c", f'source "{HARNESS}"; EAPI=6; ECLASSDIR="{ECLASSDIR}"; inherit gkeys-verify'],
                          capture_output=True, text=True, check=False)
     assert old.returncode == 1 and "EAPI 6 not supported" in old.stderr
+
+
+def test_src_unpack_eapi7(ebuild: Ebuild) -> None:
+    ebuild.distfile("foo-1.0.tar.gz", tarball())
+    ebuild.sign("alice", "foo-1.0.tar.gz")
+    result = ebuild.run("src_unpack", a="foo-1.0.tar.gz foo-1.0.tar.gz.asc", extra="", environ={"EAPI": "7"})
+    assert result.code == 0, result.err
+    assert (ebuild.workdir / "hello.txt").exists()
+
+
+def test_verify_output_option(ebuild: Ebuild) -> None:
+    """``gkeys verify -o``: only for inline-signed messages, written only once verified."""
+    env = ebuild.env
+    ebuild.distfile("NEWS", b"release notes\n")
+    detached = ebuild.sign("alice", "NEWS")
+    out = ebuild.temp / "out.txt"
+    refused = env.run("verify", "-F", str(ebuild.distdir / "NEWS"), "-s", str(detached), "-o", str(out))
+    assert refused.code == 2 and "cannot be combined with -s" in refused.text and not out.exists()
+    signed = ebuild.sign("alice", "NEWS", clearsign=True)
+    good = env.run("--json", "verify", "-F", str(signed), "-C", "gentoo-devs", "-o", str(out))
+    assert good.code == 0, good.text
+    assert out.read_bytes() == b"release notes\n" and '"output"' in good.out

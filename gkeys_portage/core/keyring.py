@@ -11,11 +11,14 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import tempfile
+import weakref
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
 from gkeys_portage.core.colons import PublicKey
+from gkeys_portage.core.errors import StateError
 from gkeys_portage.core.gpg import GnuPG
 from gkeys_portage.core.state import (
     Layout,
@@ -39,15 +42,53 @@ class Keyring:
         self.export_path = layout.keyrings_dir / f"{self.category}.asc"
         self.timeout = timeout
         self._keys: dict[Fingerprint, PublicKey] | None = None
+        self._reader: Path | None = None
 
     def exists(self) -> bool:
-        """True if the keyring has a keybox."""
+        """True if the keyring has a keybox (or, for a reader that does not own it, a non-empty export)."""
+        if not self.owned():
+            return self.export_path.is_file() and self.export_path.stat().st_size > 0
         return (self.home / KEYBOX).is_file()
 
+    def owned(self) -> bool:
+        """True unless the live home exists and belongs to another user.
+
+        Portage fetches (``FEATURES=userfetch``) and builds (``userpriv``) as the unprivileged ``portage``
+        user, who can neither open root's 0700 GnuPG home nor let gpg lock it; such readers verify
+        against the exported ``keyrings/<category>.asc`` instead (see :meth:`gpg`).
+        """
+        try:
+            return self.home.stat().st_uid == os.geteuid()
+        except FileNotFoundError:
+            return True
+
     def gpg(self, faked_time: datetime | None = None) -> GnuPG:
-        """GnuPG on the live home, for reading and verifying (refused if the home is a symlink)."""
+        """GnuPG on the live home, for reading and verifying (refused if the home is a symlink).
+
+        A process that does not own the home gets a private throwaway home holding the exported
+        keyring (the same pinned keys, revocations included), removed when this object goes away.
+        """
+        if not self.owned():
+            return GnuPG(self._reader_home(), faked_time=faked_time, timeout=self.timeout)
         check_safe_directory(self.home)
         return GnuPG(self.home, faked_time=faked_time, timeout=self.timeout)
+
+    def _reader_home(self) -> Path:
+        """The throwaway home of a non-owner (created on first use from the export)."""
+        if self._reader is None:
+            try:
+                exported = self.export_path.read_bytes()
+            except OSError as exc:
+                raise StateError(f"cannot read the exported keyring {self.export_path} as uid {os.geteuid()}: "
+                                 f"{exc.strerror} (run as the keyring's owner, or run 'gkeys install-key "
+                                 f"-C {self.category}' to write it)") from exc
+            home = Path(tempfile.mkdtemp(prefix=f"gkeys-reader-{self.category}-"))
+            weakref.finalize(self, shutil.rmtree, home, True)
+            gpg = GnuPG(home, timeout=self.timeout)
+            if exported:
+                gpg.import_keys(exported)
+            self._reader = home
+        return self._reader
 
     def installed(self) -> dict[Fingerprint, PublicKey]:
         """The keys of this keyring by primary fingerprint (cached for this object)."""
