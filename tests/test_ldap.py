@@ -332,6 +332,7 @@ def test_paged_search_reads_everything_or_nothing(slapd: Slapd, tmp_path: Path,
     (("-n", "*"), []),  # a wildcard in a value is escaped, not a match-all
     (("-N", ")(uid=*"), []),  # filter injection stays a literal value
     (("-f", _spaced(ALICE)), ["alice"]),
+    (("-f", BOB_V5.lower()), ["bob"]),
     (("--filter", "(mail=bob@gentoo.org)"), ["bob"]),
 ])
 def test_search_filters(slapd: Slapd, capsys: pytest.CaptureFixture[str], options: tuple[str, ...],
@@ -387,6 +388,8 @@ def test_starttls_and_ldaps_verify_the_certificate(slapd: Slapd, capsys: pytest.
     assert untrusted.code == 3, untrusted.err
     untrusted_starttls = run(capsys, "search", "--uri", slapd.uri, "--starttls", "--timeout", "5")
     assert untrusted_starttls.code == 3, untrusted_starttls.err
+    not_tls = run(capsys, "search", "--uri", slapd.uri.replace("ldap://", "ldaps://"), "--timeout", "5")
+    assert not_tls.code == 3, not_tls.err  # TLS spoken to a plain LDAP port
 
 
 def test_connection_refused_is_a_network_failure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,7 +16,7 @@ from gkeys_portage.cli.runner import add_output_options, run_report
 from gkeys_portage.core import ldapseeds
 from gkeys_portage.core.errors import BadInputError
 from gkeys_portage.core.state import read_limited
-from gkeys_portage.core.types import parse_category, parse_fingerprint
+from gkeys_portage.core.types import parse_category
 
 DESCRIPTION = """\
 Read Gentoo's LDAP developer directory (attributes uid, cn, mail, gentooStatus, gpgfingerprint) and
@@ -130,8 +130,7 @@ def run_search(args: argparse.Namespace, console: Console) -> Report:
                                           include_inactive=args.all, extra=args.extra_filter)
     developers = ldapseeds.search(settings, ldap_filter)
     if args.fingerprint:
-        wanted = parse_fingerprint(args.fingerprint)
-        developers = [d for d in developers if wanted in {ldapseeds.clean_fingerprint(f) for f in d.fingerprints}]
+        developers = ldapseeds.with_fingerprint(developers, args.fingerprint)
     report = Report(data={"action": "search", "uri": settings.uri, "base": settings.base, "filter": ldap_filter,
                           "count": len(developers), "developers": [d.to_json() for d in developers]})
     report.info(f"{len(developers)} developer(s) in {settings.base} matching {ldap_filter}")

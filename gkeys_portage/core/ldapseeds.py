@@ -361,6 +361,12 @@ def write_seed_file(path: Path, seeds: dict[Nick, Seed], *, dry_run: bool = Fals
     return changes
 
 
+def with_fingerprint(developers: Iterable[Developer], fingerprint: str) -> list[Developer]:
+    """The developers whose ``gpgfingerprint`` values include ``fingerprint`` (spaces and case ignored)."""
+    wanted = parse_fingerprint("".join(fingerprint.split()))
+    return [dev for dev in developers if wanted in {clean_fingerprint(raw) for raw in dev.fingerprints}]
+
+
 def describe(developers: Sequence[Developer]) -> list[str]:
     """One text line per developer for ``gkeys-ldap search``."""
     lines = []
