@@ -1,7 +1,7 @@
 # gkeys-portage: verify the distfiles of chosen packages before they are unpacked.
 #
-# Add to /etc/portage/bashrc:
-#     source /usr/share/gkeys-portage/hooks/bashrc.d/gkeys.sh
+# Install (e.g. as /etc/portage/bashrc.d/gkeys.sh) and add to /etc/portage/bashrc:
+#     source /etc/portage/bashrc.d/gkeys.sh
 # (if your bashrc already defines pre_src_unpack, call gkeys_pre_src_unpack from it instead).
 #
 # /etc/portage/gkeys-verify.conf (or the file named by $GKEYS_VERIFY_CONF) lists the packages:
