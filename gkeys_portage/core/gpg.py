@@ -247,7 +247,8 @@ class GnuPG:
 
         Streams are piped into gpg, so a caller can hash the same bytes while gpg reads them.
         """
-        with tempfile.NamedTemporaryFile(prefix="gkeys-sig-", dir=self.homedir) as sigfile:
+        # The signature goes to $TMPDIR, never into the (possibly full, possibly shared) keyring home.
+        with tempfile.NamedTemporaryFile(prefix="gkeys-sig-") as sigfile:
             sigfile.write(signature)
             sigfile.flush()
             if isinstance(data, Path):
