@@ -34,6 +34,10 @@ def run_report(args: argparse.Namespace, func: Callable[[argparse.Namespace, Con
         if args.verbose and exc.detail:
             sys.stderr.write(exc.detail + "\n")
         return exc.exit_code
+    except OSError as exc:  # local I/O: disk full, permissions, read-only file system
+        where = f" ({exc.filename})" if exc.filename else ""
+        console.fail(f"cannot read or write local files: {exc.strerror or exc}{where}", EXIT_BAD_INPUT)
+        return EXIT_BAD_INPUT
     except (KeyboardInterrupt, EOFError):
         console.fail("interrupted", EXIT_BAD_INPUT)
         return 130

@@ -107,16 +107,21 @@ def prepare_home(homedir: Path) -> Path:
 class GnuPG:
     """GnuPG bound to one home directory.
 
-    ``faked_time`` evaluates everything as of that moment; ``timeout`` bounds every call.
+    ``faked_time`` evaluates everything as of that moment; ``timeout`` bounds every call; ``read_only``
+    homes are never written by this object (no lock files).
     """
 
     def __init__(self, homedir: Path, *, faked_time: datetime | None = None,
-                 timeout: float = DEFAULT_TIMEOUT) -> None:
+                 timeout: float = DEFAULT_TIMEOUT, read_only: bool = False) -> None:
         self.homedir = prepare_home(Path(homedir))
         self.timeout = timeout
         options = list(BASE_OPTIONS)
         if faked_time is not None:
             options += faked_time_option(faked_time)
+        if read_only:
+            # Live keyrings are only ever replaced by rename, never written in place, so readers need
+            # no lock files (and keep working on a full disk).
+            options.append("--lock-never")
         try:
             self._gpg = gnupg.GPG(gpgbinary=GPG_BINARY, gnupghome=str(self.homedir),
                                   env=minimal_environment(self.homedir), options=options)

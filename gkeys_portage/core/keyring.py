@@ -19,6 +19,7 @@ from pathlib import Path
 
 from gkeys_portage.core.colons import PublicKey
 from gkeys_portage.core.errors import StateError
+from gkeys_portage.core.errors import StateError
 from gkeys_portage.core.gpg import GnuPG
 from gkeys_portage.core.state import (
     Layout,
@@ -71,7 +72,7 @@ class Keyring:
         if not self.owned():
             return GnuPG(self._reader_home(), faked_time=faked_time, timeout=self.timeout)
         check_safe_directory(self.home)
-        return GnuPG(self.home, faked_time=faked_time, timeout=self.timeout)
+        return GnuPG(self.home, faked_time=faked_time, timeout=self.timeout, read_only=True)
 
     def _reader_home(self) -> Path:
         """The throwaway home of a non-owner (created on first use from the export)."""
@@ -108,7 +109,13 @@ class Keyring:
             if live.is_file():
                 shutil.copy2(live, staging / KEYBOX)
             gpg = GnuPG(staging, timeout=self.timeout)
+            before = set(self.installed())
             yield gpg
+            if (staging / KEYBOX).exists():
+                lost = before - {key.fingerprint for key in gpg.list_keys()}
+                if lost:
+                    raise StateError(f"keyring {self.category}: the update lost {len(lost)} key(s) "
+                                     f"(disk full or gpg failure?); the previous keyring is kept")
             self._commit(gpg, staging)
 
     def adopt(self, gpg: GnuPG) -> None:
