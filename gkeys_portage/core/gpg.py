@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,6 +39,7 @@ logging.getLogger("gnupg").setLevel(logging.ERROR)
 
 DEFAULT_TIMEOUT = 300.0
 GPG_BINARY = os.environ.get("GKEYS_GPG", "gpg")
+STATUS_LINE_PREFIX = "[GNUPG:] "
 
 #: Options given to every gpg call.
 BASE_OPTIONS = [
@@ -122,6 +124,7 @@ class GnuPG:
             # Live keyrings are only ever replaced by rename, never written in place, so readers need
             # no lock files (and keep working on a full disk).
             options.append("--lock-never")
+        self.options = options
         try:
             self._gpg = gnupg.GPG(gpgbinary=GPG_BINARY, gnupghome=str(self.homedir),
                                   env=minimal_environment(self.homedir), options=options)
@@ -277,14 +280,41 @@ class GnuPG:
         ``pairs`` are ``(signature_path, data_path)`` where ``data_path`` is ``signature_path``
         without its suffix (gpg's rule).  Returns one report per pair, in order.
         """
-        if not pairs:
-            return []
+        return self.verify_many_multifile(pairs)
+
+    def verify_many_multifile(self, pairs: Sequence[tuple[Path, Path]], *, jobs: int = 1) -> list[StatusReport]:
+        """Verify many detached signatures ``(signature_path, data_path)`` with ``jobs`` parallel
+        ``gpg --verify --multifile`` processes; one report per pair, in order.
+
+        ``data_path`` must be ``signature_path`` without its suffix (gpg's rule).  gpg is run directly,
+        not through python-gnupg: python-gnupg always adds ``--batch``, and in batch mode gpg does not
+        pair a detached signature with its data file.  Each file's status is cut at gpg's
+        ``FILE_START`` lines, so an unreadable signature only fails its own file.
+        """
         for sig, data in pairs:
             if sig.with_suffix("") != data:
                 raise GpgError(f"multifile verify needs {data} beside {sig}")
-        result = self.run(["--verify", "--multifile", *[str(sig) for sig, _ in pairs]])
-        _raise_on_timeout(result, "verifying signatures")
-        return split_multifile_status(result.status.lines, len(pairs))
+        if not pairs:
+            return []
+        size = -(-len(pairs) // max(1, jobs))
+        chunks = [list(pairs[i : i + size]) for i in range(0, len(pairs), size)]
+        command = [GPG_BINARY, "--homedir", str(self.homedir), *self.options, "--status-fd", "1",
+                   "--verify", "--multifile"]
+        env = minimal_environment(self.homedir)
+
+        def one(chunk: list[tuple[Path, Path]]) -> list[StatusReport]:
+            try:
+                done = subprocess.run([*command, *[str(sig) for sig, _ in chunk]], stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+                                      timeout=self.timeout, check=False)
+            except subprocess.TimeoutExpired as exc:
+                raise GpgError("verifying signatures: gpg timed out") from exc
+            except OSError as exc:
+                raise GpgError(f"cannot run gpg: {exc}") from exc
+            return split_file_status(done.stdout.decode("latin-1").splitlines(), len(chunk))
+
+        with ThreadPoolExecutor(max_workers=len(chunks)) as pool:
+            return [report for reports in pool.map(one, chunks) for report in reports]
 
     def sign(self, data: Path, signer: Fingerprint, *, clearsign: bool = False, armor: bool = True,
              passphrase: str | None = None) -> bytes:
@@ -397,6 +427,22 @@ def _raise_on_timeout(result: GpgResult, what: str) -> StatusReport:
 def _last_error_line(stderr: str) -> str:
     lines = [ln for ln in stderr.splitlines() if ln.strip() and not ln.startswith("[GNUPG:]")]
     return lines[-1].strip() if lines else "no error message"
+
+
+def split_file_status(lines: Sequence[str], count: int) -> list[StatusReport]:
+    """Split ``--status-fd`` output of a multifile run at ``FILE_START`` into one report per file.
+
+    A file without its own block (gpg stopped early) gets a report with a failure, never "good".
+    """
+    groups: list[list[str]] = []
+    for line in lines:
+        if line.startswith(STATUS_LINE_PREFIX + "FILE_START"):
+            groups.append([])
+        elif groups:
+            groups[-1].append(line)
+    reports = [parse_status(group) for group in groups[:count]]
+    missing = StatusReport(failures=["gpg reported nothing for this file"])
+    return reports + [missing for _ in range(count - len(reports))]
 
 
 def split_multifile_status(lines: Sequence[str], count: int) -> list[StatusReport]:

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Benchmark: verify >= 2,000 signed commits from ~50 developer keys (``verify-tree --policy all``).
+
+Compares, in the same run, over the same commits and the same GnuPG keyring:
+  * ``gkeys verify-tree --policy all`` (one ``git cat-file --batch``, a few ``gpg --verify --multifile``
+    processes in parallel, pinning decided per commit), and
+  * ``git log --format=%G?`` over the same range (git runs one gpg process per commit).
+
+The repository is built quickly: commit objects are made in Python (all commits share one tree),
+signed by ``--keys`` ed25519 keys round-robin on ``--branches`` branches in parallel, joined by one
+signed octopus merge, and written as loose objects.
+
+Usage: python3 bench/tree.py [--commits 2000] [--keys 50] [--branches 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from gkeys_portage.cli.main import main as gkeys_main  # noqa: E402
+from gkeys_portage.core.gpg import GnuPG  # noqa: E402
+from gkeys_portage.core.seeds import Seed, dump_seeds  # noqa: E402
+from gkeys_portage.core.types import Nick  # noqa: E402
+from gkeys_portage.demo.world import DemoKey, KeyFactory  # noqa: E402
+from gkeys_portage.verify.gitobjects import git_environment  # noqa: E402
+
+
+def git(repo: Path, *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None) -> bytes:
+    """Run git in ``repo`` with the explicit environment."""
+    return subprocess.run(["git", "-C", str(repo), "-c", f"safe.directory={repo}", *args], input=stdin,
+                          capture_output=True, check=True, env=env or git_environment()).stdout
+
+
+def write_object(repo: Path, raw: bytes) -> str:
+    """Store a commit as a loose object; return its hash."""
+    data = b"commit %d\0" % len(raw) + raw
+    name = hashlib.sha1(data).hexdigest()
+    path = repo / ".git" / "objects" / name[:2] / name[2:]
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(zlib.compress(data, 1))
+    return name
+
+
+def signed_commit(gpg: GnuPG, key: DemoKey, nick: str, tree: str, parents: list[str], stamp: int,
+                  message: str, scratch: Path) -> bytes:
+    """A raw signed commit object."""
+    who = f"{nick} <{nick}@gentoo.org> {stamp} +0000"
+    headers = [f"tree {tree}", *[f"parent {p}" for p in parents], f"author {who}", f"committer {who}"]
+    payload = ("\n".join(headers) + "\n\n" + message + "\n").encode()
+    scratch.write_bytes(payload)
+    signature = gpg.sign(scratch, key.fingerprint).decode().rstrip("\n")
+    return ("\n".join([*headers, "gpgsig " + "\n ".join(signature.split("\n"))]) + "\n\n" + message + "\n").encode()
+
+
+def build_repo(repo: Path, factory: KeyFactory, nicks: list[str], commits: int, branches: int) -> str:
+    """``commits`` signed commits on ``branches`` parallel branches plus one signed merge; return the tip."""
+    git(repo.parent, "init", "-q", "-b", "master", str(repo))
+    tree = git(repo, "mktree", stdin=b"").decode().strip()
+    start = int(time.time()) - commits - 10
+
+    def branch(index: int) -> str:
+        gpg = GnuPG(factory.home)
+        parent: list[str] = []
+        scratch = repo.parent / f"payload-{index}"
+        for i in range(index, commits, branches):
+            nick = nicks[i % len(nicks)]
+            raw = signed_commit(gpg, factory.keys[nick], nick, tree, parent, start + i, f"commit {i}", scratch)
+            parent = [write_object(repo, raw)]
+        return parent[0]
+
+    with ThreadPoolExecutor(max_workers=branches) as pool:
+        tips = list(pool.map(branch, range(branches)))
+    merge = signed_commit(GnuPG(factory.home), factory.keys[nicks[0]], nicks[0], tree, tips, start + commits,
+                          "octopus merge", repo.parent / "payload-merge")
+    tip = write_object(repo, merge)
+    git(repo, "update-ref", "refs/heads/master", tip)
+    return tip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--commits", type=int, default=2000)
+    parser.add_argument("--keys", type=int, default=50)
+    parser.add_argument("--branches", type=int, default=4)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="gkeys-bench-tree-"))
+    print(f"generating {args.keys} ed25519 keys ...", flush=True)
+    factory = KeyFactory(work / "secret")
+    nicks = [f"dev{i:02d}" for i in range(args.keys)]
+    keys = [factory.create(n) for n in nicks]
+
+    state = work / "state"
+    (state / "seeds").mkdir(parents=True)
+    seeds = {Nick(n): Seed(Nick(n), k.name, n, [k.fingerprint], [k.fingerprint, k.signing_subkey], [k.uid])
+             for n, k in zip(nicks, keys, strict=True)}
+    (state / "seeds" / "gentoo-devs.seeds").write_bytes(dump_seeds(seeds))
+    home = state / "keyrings" / "gentoo-devs"
+    GnuPG(home).import_keys(factory.public(*nicks))
+    config = work / "gkeys.conf"
+    config.write_text(f"[base]\ngkeysdir = {state}\n")
+
+    print(f"building {args.commits} signed commits (+1 merge) on {args.branches} branches ...", flush=True)
+    started = time.perf_counter()
+    repo = work / "repo"
+    tip = build_repo(repo, factory, nicks, args.commits, args.branches)
+    factory.close()
+    total = int(git(repo, "rev-list", "--count", tip))
+    print(f"  built {total} commits in {time.perf_counter() - started:.1f} s", flush=True)
+
+    print("gkeys verify-tree --policy all ...", flush=True)
+    started = time.perf_counter()
+    status = gkeys_main(["-c", str(config), "-q", "verify-tree", str(repo), "--policy", "all", "--no-record"])
+    ours = time.perf_counter() - started
+    assert status == 0, status
+
+    print("baseline: git log --format=%G? (one gpg per commit) ...", flush=True)
+    env = {**git_environment(), "GNUPGHOME": str(home)}
+    started = time.perf_counter()
+    marks = git(repo, "-c", "log.showSignature=false", "log", "--format=%G?", tip, env=env).decode().split()
+    baseline = time.perf_counter() - started
+    good = sum(1 for m in marks if m in ("G", "U"))
+    assert good == total, (good, total, sorted(set(marks)))
+
+    print(f"\ncommits: {total} signed by {args.keys} keys; cpus: {os.cpu_count()}")
+    print(f"gkeys verify-tree --policy all: {ours:6.2f} s  ({total / ours:7.0f} commits/s)")
+    print(f"git log --format=%G?:           {baseline:6.2f} s  ({total / baseline:7.0f} commits/s)")
+    print(f"ratio: {baseline / ours:.1f}x faster")
+    subprocess.run(["rm", "-rf", str(work)], check=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
