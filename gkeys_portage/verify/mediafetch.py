@@ -99,7 +99,11 @@ def resolve_latest(ctx: Gkeys, verifier: SignatureVerifier, mirror: str, name: s
         raise UsageError(f"--latest {name!r}: cannot tell the architecture; give --arch")
     base = f"{mirror.rstrip('/')}/releases/{arch}/autobuilds/"
     latest = f"latest-{name}.txt"
-    data = ctx.http.get(base + latest, max_bytes=MAX_STATEMENT)
+    try:
+        data = ctx.http.get(base + latest, max_bytes=MAX_STATEMENT)
+    except NotFoundError as exc:
+        raise UsageError(f"{latest}: not on the mirror ({safe_url(base + latest)}); check NAME, --arch, --mirror") \
+            from exc
     good = checked(latest, verifier.clearsigned, data)
     entry = newest(parse_latest(signed_text(good.plaintext or b"", latest), latest))
     url = urllib.parse.urljoin(base, entry.path)
