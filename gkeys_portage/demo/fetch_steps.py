@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import shlex
 import sys
@@ -25,9 +26,11 @@ def _wrapper_argv(world: DemoWorld, url: str, target: Path) -> list[str]:
 
 def _runner(argv: list[str], target: Path) -> Callable[[], int]:
     def run() -> int:
+        # The runner does not tell a step whether it prints JSON: stdout is the demo's, so talk on stderr.
         target.parent.mkdir(parents=True, exist_ok=True)
-        print("   $ gkeys-fetch " + shlex.join(argv[:-1]) + " '<the download command>'")
-        return fetch_main(argv)
+        with contextlib.redirect_stdout(sys.stderr):
+            print("   $ gkeys-fetch " + shlex.join(argv[:-1]) + " '<the download command>'")
+            return fetch_main(argv)
 
     return run
 
