@@ -10,7 +10,7 @@ import pytest
 
 from gkeys_portage.core.errors import BadInputError
 from gkeys_portage.verify import fanout
-from gkeys_portage.verify.digests import hashlib_name, newest, parse_digests, parse_latest
+from gkeys_portage.verify.digests import hashlib_name, latest_timestamp, newest, parse_digests, parse_latest
 
 NAME = "stage3-amd64-openrc-20240107T170309Z.tar.xz"
 H512 = "a" * 128
@@ -110,6 +110,7 @@ def test_latest_file() -> None:
     entry = newest(entries)
     assert (entry.path, entry.size, entry.stamp) == ("20240107T170309Z/" + NAME, 267458912, "20240107T170309Z")
     assert entry.filename == NAME
+    assert latest_timestamp(LATEST) == 1704649202 and latest_timestamp("# Latest\n") is None
 
 
 def test_latest_picks_the_newest_stamp() -> None:

@@ -172,3 +172,14 @@ def test_one_fetch_per_file_at_a_time(menv, keys: KeyFactory, tmp_path: Path) ->
                        f"another fetch-media run is downloading {STAGE3}")
     finally:
         os.close(fd)
+
+
+def test_older_latest_file_is_a_rollback(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    media = make_media(keys, tmp_path / "src")
+    media.publish(menv.server)
+    line = f"{STAMP}/{STAGE3} {len(media.data)}"
+    publish_latest(keys, menv.server, tmp_path, FLAVOUR, line, ts=1767289202)
+    assert _fetch_latest(menv, tmp_path / "first").code == 0
+    publish_latest(keys, menv.server, tmp_path, FLAVOUR, line, ts=1767289202 - 86400)
+    dest = tmp_path / "dest"
+    _refused_fetch(menv, dest, _fetch_latest(menv, dest), 1, "ts=1767202802 is older than ts=1767289202")

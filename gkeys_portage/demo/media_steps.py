@@ -86,15 +86,15 @@ def make_media(keys: KeyFactory, folder: Path, name: str = STAGE3, data: bytes |
     return media.write()
 
 
-def latest_text(*lines: str) -> str:
+def latest_text(*lines: str, ts: int = 1767289202) -> str:
     """The text of a ``latest-*.txt`` file with the given entry lines."""
-    return "# Latest as of Thu, 01 Jan 2026 17:40:02 +0000\n# ts=1767289202\n" + "".join(f"{ln}\n" for ln in lines)
+    return f"# Latest as of Thu, 01 Jan 2026 17:40:02 +0000\n# ts={ts}\n" + "".join(f"{ln}\n" for ln in lines)
 
 
 def publish_latest(keys: KeyFactory, server: LoopbackServer, work: Path, flavour: str, *lines: str,
-                   signer: str = "releng") -> None:
-    """Serve a clearsigned ``latest-<flavour>.txt`` in the mirror layout."""
-    signed = keys.sign_bytes(signer, latest_text(*lines).encode(), work, clearsign=True)
+                   signer: str = "releng", ts: int = 1767289202) -> None:
+    """Serve a clearsigned ``latest-<flavour>.txt`` (with ``# ts=``) in the mirror layout."""
+    signed = keys.sign_bytes(signer, latest_text(*lines, ts=ts).encode(), work, clearsign=True)
     server.publish(f"{AUTOBUILDS}/latest-{flavour}.txt", signed)
 
 

@@ -42,6 +42,7 @@ _TOOL_SUFFIX = re.compile(r"\s*\([^)]*\)$")
 _GNU_LINE = re.compile(r"^([0-9A-Fa-f]+) [ *](.+)$")
 _BSD_LINE = re.compile(r"^([A-Za-z0-9-]+) ?\((.+)\) = ([0-9A-Fa-f]+)$")
 _STAMP = re.compile(r"^\d{8}(T\d{6}Z)?$")
+_TS = re.compile(r"^#\s*ts=(\d+)\s*$", re.MULTILINE)
 
 
 def canonical_algorithm(name: str) -> str:
@@ -213,6 +214,12 @@ def parse_latest(text: str | TextIO, source: str = "latest file") -> list[Latest
     if not entries:
         raise BadInputError(f"{source}: no entries in the signed text")
     return entries
+
+
+def latest_timestamp(text: str) -> int | None:
+    """The ``# ts=<epoch>`` a latest file carries (None if absent)."""
+    match = _TS.search(text)
+    return int(match.group(1)) if match else None
 
 
 def newest(entries: list[LatestEntry]) -> LatestEntry:

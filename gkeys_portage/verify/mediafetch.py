@@ -19,10 +19,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gkeys_portage.core.context import Gkeys, SignatureVerifier
-from gkeys_portage.core.errors import BadInputError, GkeysError, NoSignatureError, StateError, UsageError
+from gkeys_portage.core.errors import (
+    BadInputError,
+    GkeysError,
+    NoSignatureError,
+    RollbackError,
+    StateError,
+    UsageError,
+)
 from gkeys_portage.core.http import NotFoundError, safe_url
-from gkeys_portage.core.state import atomic_write, fsync_directory, staging_directory
-from gkeys_portage.verify.digests import LatestEntry, check_name, newest, parse_latest
+from gkeys_portage.core.state import atomic_write, atomic_write_json, fsync_directory, read_json, staging_directory
+from gkeys_portage.verify.digests import LatestEntry, check_name, latest_timestamp, newest, parse_latest
 from gkeys_portage.verify.download import Downloader
 from gkeys_portage.verify.media import (
     ALL_SIBLINGS,
@@ -40,6 +47,7 @@ MAX_CONTENTS = 256 * 1024 * 1024
 DEFAULT_MIRROR = "https://distfiles.gentoo.org"
 DEFAULT_CATEGORY = "gentoo"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.+-]*$")
+RECORD = "media-latest"
 
 Progress = Callable[[int, int], None]
 
@@ -52,6 +60,7 @@ class LatestChoice:
     url: str
     entry: LatestEntry
     signed: SignedBy
+    timestamp: int | None = None
 
 
 @dataclass
@@ -105,11 +114,34 @@ def resolve_latest(ctx: Gkeys, verifier: SignatureVerifier, mirror: str, name: s
         raise UsageError(f"{latest}: not on the mirror ({safe_url(base + latest)}); check NAME, --arch, --mirror") \
             from exc
     good = checked(latest, verifier.clearsigned, data)
-    entry = newest(parse_latest(signed_text(good.plaintext or b"", latest), latest))
+    text = signed_text(good.plaintext or b"", latest)
+    entry = newest(parse_latest(text, latest))
     url = urllib.parse.urljoin(base, entry.path)
     if not url.startswith(base):
         raise BadInputError(f"{latest}: {entry.path!r} points outside the mirror")
-    return LatestChoice(latest, url, entry, SignedBy(latest, "clearsigned latest file", good.signer))
+    choice = LatestChoice(latest, url, entry, SignedBy(latest, "clearsigned latest file", good.signer),
+                          latest_timestamp(text))
+    _check_rollback(ctx, name, choice)
+    return choice
+
+
+def _check_rollback(ctx: Gkeys, name: str, choice: LatestChoice) -> None:
+    """Refuse a validly signed latest file older than one fetched before (a replayed mirror)."""
+    seen = read_json(ctx.layout.record(RECORD), {}).get(name)
+    if isinstance(seen, int) and (choice.timestamp is None or choice.timestamp < seen):
+        raise RollbackError(f"{choice.latest}: ts={choice.timestamp} is older than ts={seen} fetched before "
+                            f"(a stale or replayed mirror); refused")
+
+
+def _record_latest(ctx: Gkeys, name: str, choice: LatestChoice) -> None:
+    """Remember the newest latest-file time stamp fetched for ``name``."""
+    if choice.timestamp is None:
+        return
+    with ctx.lock:
+        path = ctx.layout.record(RECORD)
+        record = read_json(path, {})
+        record[name] = max(choice.timestamp, record.get(name, 0))
+        atomic_write_json(path, record)
 
 
 def fetch_siblings(ctx: Gkeys, url: str, folder: Path, name: str) -> list[str]:
@@ -197,6 +229,7 @@ def fetch_latest(ctx: Gkeys, name: str, mirror: str, dest_dir: Path, *, category
     choice = resolve_latest(ctx, ctx.verifier(category, [nick] if nick else []), mirror, name, arch)
     fetched = fetch_media(ctx, choice.url, dest_dir, category=category, nick=nick,
                           expected_size=choice.entry.size, progress=progress)
+    _record_latest(ctx, name, choice)
     fetched.latest = choice
     return fetched
 
