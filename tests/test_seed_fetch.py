@@ -131,3 +131,24 @@ def test_update_seed_reports_added_updated_removed_and_prunes_keys(installed: Gk
 def test_unsigned_seed_for_unconfigured_category_is_usage_error(env: GkeysEnv) -> None:
     result = env.run("fetch-seed", "-C", "nowhere")
     assert result.code == 2 and "no seed URL configured" in result.text
+
+
+def test_frozen_seed_older_than_max_seed_age_is_refused(installed: GkeysEnv) -> None:
+    """A mirror that keeps serving an old (validly signed) seed file is caught by [policy] max-seed-age."""
+    env = installed
+    env.config.write_text(env.config.read_text() + "[policy]\nmax-seed-age = 30\n")
+    assert env.run("fetch-seed", "-C", "gentoo-devs").code == 0  # signed today
+    record = env.state / "state" / "seeds.json"
+    data = json.loads(record.read_text())
+    data["gentoo-devs"]["signed"] -= 40 * 86400  # pretend the installed one is old, then serve an old one
+    record.write_text(json.dumps(data))
+    old = env.keys.keys["expired"]  # any pinned signature 40+ days old will do: re-pin the signer
+    conf = env.config.read_text().replace("gentoo-devs = seed-signers gkeys", "gentoo-devs = old-signers expired")
+    env.config.write_text(conf)
+    assert env.run("add-seed", "-C", "old-signers", "-n", "expired", "-N", "E", "-K", old.fingerprint).code == 0
+    keyfile = env.root / "expired.asc"
+    keyfile.write_bytes(env.keys.public("expired"))
+    assert env.run("import-key", "-C", "old-signers", "-n", "expired", "-F", str(keyfile)).code == 0
+    env.publish_seeds("gentoo-devs", ("alice", "bob"), signer="expired", when=past(700))
+    result = env.run("fetch-seed", "-C", "gentoo-devs")
+    assert result.code == 1 and "max-seed-age" in result.text

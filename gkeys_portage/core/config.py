@@ -58,6 +58,7 @@ class PolicyConfig:
     refresh_interval: float = 24 * 3600.0
     max_refresh_age: float = 30 * 24 * 3600.0
     require_currently_valid: bool = False
+    max_seed_age: float = 0.0  # seconds; 0 = no limit
 
 
 @dataclass
@@ -152,6 +153,7 @@ def load_config(path: Path | None = None, root: Path | None = None) -> Config:
         refresh_interval=_float(parser, "policy", "refresh-interval", 24.0) * 3600.0,
         max_refresh_age=_float(parser, "policy", "max-refresh-age", 30.0) * 86400.0,
         require_currently_valid=_bool(parser, "policy", "require-currently-valid", False),
+        max_seed_age=_float(parser, "policy", "max-seed-age", 0.0) * 86400.0,
     )
     sign_homedir = parser.get("sign", "gnupghome", fallback="")
     try:

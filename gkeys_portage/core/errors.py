@@ -98,5 +98,9 @@ class RollbackError(NotVerifiedError):
     """A validly signed document is older than the one already installed."""
 
 
+class StaleError(NotVerifiedError):
+    """A validly signed document is older than the configured maximum age (freeze attack)."""
+
+
 class KeyMismatchError(NotVerifiedError):
     """A key source returned keys, none of which matched the pinned fingerprint."""

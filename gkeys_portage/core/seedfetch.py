@@ -9,10 +9,11 @@ that category's keyring.  A seed whose signature is older than the installed one
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass, field
 
 from gkeys_portage.core.context import Gkeys
-from gkeys_portage.core.errors import NoSignatureError, RollbackError, UsageError
+from gkeys_portage.core.errors import NoSignatureError, RollbackError, StaleError, UsageError
 from gkeys_portage.core.http import NotFoundError
 from gkeys_portage.core.seeds import MAX_SEED_FILE, Seed, parse_seeds
 from gkeys_portage.core.state import atomic_write_json, read_json
@@ -92,6 +93,12 @@ def fetch_seed(ctx: Gkeys, category: str) -> SeedFetchResult:
     previous = record.get(cat, {})
     digest = hashlib.sha256(data).hexdigest()
     signed = result.signer.created
+    max_age = ctx.config.policy.max_seed_age
+    if max_age and time.time() - signed > max_age:
+        raise StaleError(
+            f"seed file {url} was signed {result.signer.created_at:%Y-%m-%d}, more than "
+            f"{max_age / 86400:.0f} days ago ([policy] max-seed-age): a mirror may be freezing it"
+        )
     if previous and signed < previous.get("signed", 0):
         raise RollbackError(
             f"seed file {url} is signed {result.signer.created_at:%Y-%m-%d %H:%M:%S}, older than the installed "
