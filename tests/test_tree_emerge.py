@@ -15,31 +15,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tree_helpers import (
-    PortageRoot,
-    expiring_key,
-    extend_secret_key,
-    gkeys_sync_module_installed,
-    head,
-    install_devs,
-    records,
-    revoke,
-)
+from tree_helpers import PROJECT, expiring_key, extend_secret_key, head, install_devs, records, revoke
 
-from gkeys_portage.demo.tree_repo import GARBAGE_SIGNATURE, RepoBuilder
+from gkeys_portage.demo.tree_repo import GARBAGE_SIGNATURE, PortageSandbox, RepoBuilder, sync_module_missing
 
 pytestmark = pytest.mark.slow
 
-_MISSING = gkeys_sync_module_installed()
+_MISSING = sync_module_missing()
 
 
 @pytest.fixture
-def portage_root(env: Any, tmp_path: Path) -> Iterator[PortageRoot]:
+def portage_root(env: Any, tmp_path: Path) -> Iterator[PortageSandbox]:
     if _MISSING:
         pytest.skip(_MISSING)
     system = Path("/etc/gitconfig")
     before = system.read_bytes() if system.exists() else None
-    yield PortageRoot(tmp_path / "portage", env.config)
+    yield PortageSandbox(tmp_path / "portage", env.config)
     assert (system.read_bytes() if system.exists() else None) == before, "/etc/gitconfig was modified"
 
 
@@ -53,7 +44,7 @@ def _bad_cases(keys: Any, when_after_expiry: Callable[[], datetime]) -> dict[str
     }
 
 
-def test_gkeys_sync_verifies_every_new_commit(env: Any, tmp_path: Path, portage_root: PortageRoot) -> None:
+def test_gkeys_sync_verifies_every_new_commit(env: Any, tmp_path: Path, portage_root: PortageSandbox) -> None:
     public = expiring_key(env.keys, "treexp2")
     install_devs(env, ("alice", "bob", "carol", "treexp2"), {"treexp2": public})
     up = RepoBuilder(tmp_path / "upstream", env.keys)
@@ -89,7 +80,7 @@ def test_gkeys_sync_verifies_every_new_commit(env: Any, tmp_path: Path, portage_
 
 
 def test_gkeys_sync_refuses_force_push_and_bad_first_clone(env: Any, tmp_path: Path,
-                                                           portage_root: PortageRoot) -> None:
+                                                           portage_root: PortageSandbox) -> None:
     install_devs(env, ("alice", "bob"))
     up = RepoBuilder(tmp_path / "upstream", env.keys)
     root = up.commit("alice")
@@ -116,12 +107,12 @@ def test_gkeys_sync_refuses_force_push_and_bad_first_clone(env: Any, tmp_path: P
 
 
 def test_git_sync_with_hooks_rolls_back_and_fails_emerge(env: Any, tmp_path: Path,
-                                                         portage_root: PortageRoot) -> None:
+                                                         portage_root: PortageSandbox) -> None:
     install_devs(env, ("alice", "bob"))
     up = RepoBuilder(tmp_path / "upstream", env.keys)
     up.commit("alice")
     up.commit("bob")
-    portage_root.install_hooks()
+    portage_root.install_hooks(PROJECT / "hooks")
     location = portage_root.add_repo("test", f"file://{up.path}", "git", clone_depth="0", sync_depth="0")
     result = portage_root.sync("test")
     assert result.returncode == 0, result.stdout

@@ -1,4 +1,4 @@
-"""Build signed git repositories commit by commit (for the demo, the tests and the benchmark).
+"""Signed git repositories and a throwaway Portage for the demo and the tests.
 
 Commits are made with plumbing: the tree comes from the index (``git write-tree``), the commit object
 is written by hand and signed by a :class:`KeyFactory` key "at" any time (so expired, future and
@@ -8,14 +8,23 @@ is byte-for-byte what ``git commit -S`` writes, but any header can also be forge
 
 from __future__ import annotations
 
+import grp
+import os
+import pwd
+import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
-from gkeys_portage.demo.world import KeyFactory
+import gkeys_portage
+from gkeys_portage.demo.world import KeyFactory, LoopbackServer
 from gkeys_portage.verify.gitobjects import git_environment
+
+#: The directory holding this copy of ``gkeys_portage`` (PYTHONPATH for emerge and the hooks).
+PACKAGE_PARENT = Path(gkeys_portage.__file__).resolve().parent.parent
 
 GARBAGE_SIGNATURE = b"-----BEGIN PGP SIGNATURE-----\n\niQEzBAABCAAdFiEEgarbagegarbagegarbage\n=AAAA\n" \
                     b"-----END PGP SIGNATURE-----\n"
@@ -91,3 +100,84 @@ class RepoBuilder:
         """Point master (and the work tree) at ``commit``: a force-push of rewritten history."""
         self.git("update-ref", "refs/heads/master", commit)
         self.git("reset", "-q", "--hard", commit)
+
+
+def sync_module_missing() -> str | None:
+    """None if ``emerge`` is on PATH and Portage offers ``sync-type = gkeys``; else the reason why not."""
+    if shutil.which("emerge") is None:
+        return "emerge is not on PATH (pip install portage)"
+    probe = subprocess.run([sys.executable, "-c", "import portage.sync as s; print('gkeys' in s.module_names)"],
+                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(PACKAGE_PARENT)},
+                           cwd="/", check=False)
+    if probe.stdout.strip() != "True":
+        return ("the gkeys sync module is not installed in portage/sync/modules/gkeys (a non-editable "
+                f"`pip install .` installs it) {probe.stderr.strip()[-200:]}").strip()
+    return None
+
+
+class PortageSandbox:
+    """A PORTAGE_CONFIGROOT and EPREFIX in a temp dir, and ``emerge --sync`` run in it.
+
+    Git's system and global config are temp files (Portage's ``git config --system --add
+    safe.directory`` lands there, never in /etc/gitconfig); ``PYTHONPATH`` points at this copy of
+    gkeys_portage so the installed sync-module shim and the hooks run this code.
+    """
+
+    def __init__(self, base: Path, gkeys_config: Path) -> None:
+        self.base = base
+        self.config_root = base / "config-root"
+        self.eprefix = base / "eprefix"
+        self.repos = base / "repos"
+        self.etc = self.config_root / "etc" / "portage"
+        (self.etc / "repos.conf").mkdir(parents=True)
+        self.repos.mkdir()
+        self.git_system = base / "gitconfig-system"
+        self.git_global = base / "gitconfig-global"
+        self.git_system.write_text("")
+        self.git_global.write_text("")
+        (self.etc / "make.conf").write_text(
+            f'PKGDIR="{self.eprefix}/packages"\nDISTDIR="{self.eprefix}/distfiles"\n'
+            f'PORTAGE_TMPDIR="{self.eprefix}/tmp"\n')
+        self.env = {**os.environ, "PORTAGE_CONFIGROOT": str(self.config_root),
+                    "PORTAGE_OVERRIDE_EPREFIX": str(self.eprefix),
+                    "PORTAGE_USERNAME": pwd.getpwuid(os.getuid()).pw_name,
+                    "PORTAGE_GRPNAME": grp.getgrgid(os.getgid()).gr_name, "GIT_CONFIG_SYSTEM": str(self.git_system),
+                    "GIT_CONFIG_GLOBAL": str(self.git_global), "GKEYS_CONFIG": str(gkeys_config),
+                    "PYTHONPATH": str(PACKAGE_PARENT), "HOME": str(base), "FEATURES": "-news"}
+
+    def location(self, name: str) -> Path:
+        """Where repository ``name`` is synced to."""
+        return self.repos / name
+
+    def add_repo(self, name: str, uri: str, sync_type: str, **options: str) -> Path:
+        """Write repos.conf for one repository (``sync_gkeys_policy="all"`` -> ``sync-gkeys-policy = all``)."""
+        lines = [f"[DEFAULT]\nmain-repo = {name}\n", f"[{name}]", f"location = {self.location(name)}",
+                 f"sync-type = {sync_type}", f"sync-uri = {uri}", "auto-sync = yes"]
+        lines += [f"{key.replace('_', '-')} = {value}" for key, value in options.items()]
+        (self.etc / "repos.conf" / f"{name}.conf").write_text("\n".join(lines) + "\n")
+        return self.location(name)
+
+    def install_hooks(self, hooks: Path) -> None:
+        """Symlink the gkeys hooks (``hooks/`` of the source tree) into the config root."""
+        for kind in ("repo.postsync.d", "postsync.d"):
+            (self.etc / kind).mkdir(exist_ok=True)
+            (self.etc / kind / "gkeys-verify").symlink_to(hooks / kind / "gkeys-verify")
+
+    def sync(self, *repos: str) -> subprocess.CompletedProcess[str]:
+        """``emerge --sync [repos]``; stdout and stderr together in ``.stdout``."""
+        return subprocess.run(["emerge", "--sync", *repos], env=self.env, cwd=self.base, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, timeout=300, check=False)
+
+
+def serve_repo(server: LoopbackServer, repo: Path, name: str) -> str:
+    """Publish a repository's ``.git`` on the loopback server for git's dumb HTTP protocol; return its URL.
+
+    Call again after every change upstream.
+    """
+    git_dir = repo / ".git"
+    subprocess.run(["git", "-C", str(repo), "-c", f"safe.directory={repo}", "update-server-info"],
+                   env=git_environment(), check=True, capture_output=True)
+    for path in git_dir.rglob("*"):
+        if path.is_file():
+            server.publish(f"{name}/{path.relative_to(git_dir).as_posix()}", path.read_bytes())
+    return f"{server.url}/{name}"

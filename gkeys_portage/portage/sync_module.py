@@ -17,7 +17,6 @@ reads the options, builds the gkeys context and reports through ``portage.output
 
 from __future__ import annotations
 
-import logging
 import os
 import shlex
 from pathlib import Path
@@ -144,9 +143,7 @@ class GkeysSync(NewBase):
             outcome = SyncOutcome(False, reason=f"gkeys: internal error: {type(exc).__name__}: {exc}")
             log("error", outcome.reason)
         if not outcome.ok:
-            msg = f"!!! {outcome.reason}"
-            self.logger(self.xterm_titles, msg)
-            writemsg_level(msg + "\n", level=logging.ERROR, noiselevel=-1)
+            self.logger(self.xterm_titles, f"!!! {outcome.reason}")  # emerge.log; the screen has it already
             return 1, False
         return os.EX_OK, outcome.changed
 

@@ -84,6 +84,7 @@ def clone_verified(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
         tip = repo.resolve("HEAD")
         base, hashes = verifier.plan(repo, tip, None)
         report = verifier.verify(repo, hashes, tip=tip, base=base)
+        report.repo = location  # report the place the user knows, not the staging directory
         if not report.ok:
             return _failure(log, f"gkeys: first clone of {request.uri} NOT verified; nothing installed at "
                                  f"{location}", report)
@@ -129,7 +130,7 @@ def update_verified(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
         report = verifier.verify(repo, hashes, tip=tip, base=base)
         if not report.ok:
             _restore(repo, recorded, previous, log)
-            return _failure(log, f"gkeys: {request.location} NOT updated: {report.summary()}", report)
+            return _failure(log, f"gkeys: {request.location} NOT updated: {report.reason()}", report)
         _emit(log, report)
         repo.run("reset", "--hard", "--quiet", tip)
         record_verified(ctx, repo.path, tip)

@@ -133,13 +133,17 @@ class TreeReport:
         """True if every commit of the range verified."""
         return not self.bad
 
-    def summary(self) -> str:
-        """One line saying why the range is not verified (or that it is)."""
+    def reason(self) -> str:
+        """Why the range is not verified (or that it is), without the repository path."""
         if self.ok:
-            return f"{self.repo}: {len(self.verdicts)} commit(s) verified up to {self.tip[:12]}"
+            return f"{len(self.verdicts)} commit(s) verified up to {self.tip[:12]}"
         first = self.bad[0]
         more = f" (and {len(self.bad) - 1} more bad commit(s))" if len(self.bad) > 1 else ""
-        return f"{self.repo}: commit {first.commit[:12]} by {first.author}: {first.reason}{more}"
+        return f"commit {first.commit[:12]} by {first.author}: {first.reason}{more}"
+
+    def summary(self) -> str:
+        """One line: the repository and :meth:`reason`."""
+        return f"{self.repo}: {self.reason()}"
 
     def describe(self) -> list[tuple[str, str]]:
         """Human lines as ``(level, text)``: ``good``, ``error`` or ``info`` (shared by CLI, sync module, hooks)."""
