@@ -98,7 +98,8 @@ _gkeys-verify_gkeys() {
 	local -a cmd
 	read -r -a cmd <<<"${GKEYS_VERIFY_COMMAND}"
 	[[ -n ${GKEYS_VERIFY_CONFIG} ]] && cmd+=( -c "${GKEYS_VERIFY_CONFIG}" )
-	_GKEYS_VERIFY_OUTPUT=$("${cmd[@]}" "$@" 2>&1)
+	# Verify from the exported keyring in a throwaway home under ${T}: never write into the live one.
+	_GKEYS_VERIFY_OUTPUT=$(GKEYS_READ_ONLY_KEYRINGS=1 "${cmd[@]}" "$@" 2>&1)
 }
 
 # @FUNCTION: _gkeys-verify_scope

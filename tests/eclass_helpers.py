@@ -69,7 +69,7 @@ class Ebuild:
         environ = {
             "PATH": f"{self.bin}:{os.environ['PATH']}", "HOME": os.environ["HOME"], "LC_ALL": "C",
             "ECLASSDIR": str(ECLASSDIR), "DISTDIR": str(self.distdir), "WORKDIR": str(self.workdir),
-            "T": str(self.temp), "A": a, "USE": use, "EAPI": "8",
+            "T": str(self.temp), "TMPDIR": str(self.temp), "A": a, "USE": use, "EAPI": "8",
             "GKEYS_VERIFY_CONFIG": str(self.env.config), **(environ or {}),
         }
         proc = subprocess.run(["bash", "-c", script], env=environ, capture_output=True, text=True, timeout=120,

@@ -237,3 +237,16 @@ def test_verify_output_option(ebuild: Ebuild) -> None:
     good = env.run("--json", "verify", "-F", str(signed), "-C", "gentoo-devs", "-o", str(out))
     assert good.code == 0, good.text
     assert out.read_bytes() == b"release notes\n" and '"output"' in good.out
+
+
+def test_ebuild_phase_never_touches_the_live_keyring(ebuild: Ebuild) -> None:
+    """The eclass verifies from the exported keyring (GKEYS_READ_ONLY_KEYRINGS=1): not even a chmod or a
+    lock file in the live GnuPG home, which Portage's sandbox would report when a build runs as root."""
+    home = ebuild.env.state / "keyrings" / "gentoo-devs"
+    before = [(p.name, p.stat().st_ctime_ns, p.stat().st_mtime_ns) for p in [home, *sorted(home.iterdir())]]
+    path = ebuild.distfile("foo-1.0.tar.gz")
+    sig = ebuild.sign("alice", "foo-1.0.tar.gz")
+    assert ebuild.run(f'gkeys-verify_verify_detached "{path}" "{sig}"').code == 0
+    after = [(p.name, p.stat().st_ctime_ns, p.stat().st_mtime_ns) for p in [home, *sorted(home.iterdir())]]
+    assert after == before
+    assert not list(ebuild.temp.glob("gkeys-reader-*"))  # the throwaway home is gone once gkeys exits

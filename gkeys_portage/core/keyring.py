@@ -19,7 +19,6 @@ from pathlib import Path
 
 from gkeys_portage.core.colons import PublicKey
 from gkeys_portage.core.errors import StateError
-from gkeys_portage.core.errors import StateError
 from gkeys_portage.core.gpg import GnuPG
 from gkeys_portage.core.state import (
     Layout,
@@ -31,6 +30,8 @@ from gkeys_portage.core.state import (
 from gkeys_portage.core.types import Category, Fingerprint, parse_category
 
 KEYBOX = "pubring.kbx"
+#: Set to ``1`` to verify from the exported keyrings even as the owner (see :meth:`Keyring.owned`).
+READ_ONLY_VARIABLE = "GKEYS_READ_ONLY_KEYRINGS"
 
 
 class Keyring:
@@ -52,12 +53,17 @@ class Keyring:
         return (self.home / KEYBOX).is_file()
 
     def owned(self) -> bool:
-        """True unless the live home exists and belongs to another user.
+        """True unless the live home exists and belongs to another user, or ``$GKEYS_READ_ONLY_KEYRINGS``
+        is ``1``.
 
         Portage fetches (``FEATURES=userfetch``) and builds (``userpriv``) as the unprivileged ``portage``
         user, who can neither open root's 0700 GnuPG home nor let gpg lock it; such readers verify
-        against the exported ``keyrings/<category>.asc`` instead (see :meth:`gpg`).
+        against the exported ``keyrings/<category>.asc`` instead (see :meth:`gpg`).  The eclass and the
+        bashrc hook set the variable so that an ebuild phase never writes into the live home (gpg's
+        lock files there would be sandbox violations when a build runs as root).
         """
+        if os.environ.get(READ_ONLY_VARIABLE) == "1":
+            return False
         try:
             return self.home.stat().st_uid == os.geteuid()
         except FileNotFoundError:

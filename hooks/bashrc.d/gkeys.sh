@@ -87,7 +87,7 @@ gkeys_pre_src_unpack() {
 		[[ -n ${sig} ]] || die "gkeys: ${f}: no signature (${f}.asc/.sig) in ${DISTDIR};" \
 			"$(gkeys_verify_conf_path) requires one for ${CATEGORY}/${PN}"
 		ebegin "gkeys: verifying ${f} (${GKEYS_MATCH_SCOPE})"
-		output=$("${cmd[@]}" verify -F "${DISTDIR}/${f}" -s "${sig}" -C "${cat}" ${nick:+-n "${nick}"} 2>&1)
+		output=$(GKEYS_READ_ONLY_KEYRINGS=1 "${cmd[@]}" verify -F "${DISTDIR}/${f}" -s "${sig}" -C "${cat}" ${nick:+-n "${nick}"} 2>&1)
 		status=$?
 		reason=${output##*$'\n'}
 		eend ${status} || die "gkeys: ${f}: NOT verified: ${reason# \* }" \
