@@ -136,3 +136,19 @@ def test_parse_commit_strips_only_the_signature_header(env: Any, tmp_path: Path)
     parsed = parse_commit("a" * 40, raw)
     assert parsed.signature is None and parsed.parents == ["1"]
     assert parsed.payload == b"tree 0\nparent 1\nmergetag object 2\n type commit\n\nmsg\n"
+
+
+def test_top_commit_may_be_signed_by_the_mirror_category(env: Any, tmp_path: Path) -> None:
+    install_devs(env, ("alice",))
+    mirror = env.keys.keys["releng"]
+    assert env.run("add-seed", "-C", "gentoo-infra", "-n", "releng", "-N", "Mirror", "-K", mirror.fingerprint).code == 0
+    keyfile = tmp_path / "releng.asc"
+    keyfile.write_bytes(env.keys.public("releng"))
+    assert env.run("import-key", "-C", "gentoo-infra", "-n", "releng", "-F", str(keyfile)).code == 0
+    repo = build(tmp_path / "repo", env.keys, ["alice", "alice", "releng"])
+    assert verify(env, repo.path, "--policy", "all", "--no-record")[0] == 1  # releng is no developer
+    code, data = verify(env, repo.path, "--policy", "all", "-T", "gentoo-infra", "--no-record")
+    assert code == 0, data
+    repo.commit("alice")  # now the mirror's commit is below the top: refused again
+    code, data = verify(env, repo.path, "--policy", "all", "-T", "gentoo-infra")
+    assert code == 1 and data["bad"][0]["author"].startswith("releng")
