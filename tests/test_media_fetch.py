@@ -183,3 +183,39 @@ def test_older_latest_file_is_a_rollback(menv, keys: KeyFactory, tmp_path: Path)
     publish_latest(keys, menv.server, tmp_path, FLAVOUR, line, ts=1767289202 - 86400)
     dest = tmp_path / "dest"
     _refused_fetch(menv, dest, _fetch_latest(menv, dest), 1, "ts=1767202802 is older than ts=1767289202")
+
+
+def test_server_ignoring_range_restarts_cleanly(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    media = make_media(keys, tmp_path / "src")
+    media.publish(menv.server)
+    # An explicit Content-Length makes the loopback server ignore Range: a 200 with the whole file.
+    menv.server.routes[FILE_PATH] = lambda info: Response(200, media.data, {"Content-Length": str(len(media.data))})
+    publish_latest(keys, menv.server, tmp_path, FLAVOUR, f"{STAMP}/{STAGE3} {len(media.data)}")
+    quarantine = _quarantine(menv)
+    quarantine.mkdir(parents=True)
+    (quarantine / STAGE3).write_bytes(b"garbage from an older, different file")
+    dest = tmp_path / "dest"
+    result = _fetch_latest(menv, dest)
+    assert result.code == 0, result.text
+    assert (dest / STAGE3).read_bytes() == media.data
+
+
+def test_connection_stalling_mid_body_resumes_in_the_same_run(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    media = make_media(keys, tmp_path / "src")
+    media.publish(menv.server)
+    half = len(media.data) // 2
+    calls: list[str] = []
+
+    def flaky(info: RequestInfo) -> Response:
+        calls.append(info.headers.get("Range", ""))
+        if len(calls) == 1:  # announce everything, send half, then go silent
+            return Response(200, media.data[:half], {"Content-Length": str(len(media.data))})
+        return Response(200, media.data)
+
+    menv.server.routes[FILE_PATH] = flaky
+    publish_latest(keys, menv.server, tmp_path, FLAVOUR, f"{STAMP}/{STAGE3} {len(media.data)}")
+    dest = tmp_path / "dest"
+    result = _fetch_latest(menv, dest)
+    assert result.code == 0, result.text
+    assert calls == ["", f"bytes={half}-"]
+    assert (dest / STAGE3).read_bytes() == media.data

@@ -5,7 +5,7 @@
 * checks the size announced by the caller (the signed ``latest-*.txt``) against what the server
   announces, and never writes more bytes than announced: a server that sends more is refused;
 * a stall (no byte for ``stall_timeout`` seconds) aborts the attempt; the next attempt resumes;
-* memory stays flat (1 MiB chunks written straight to disk).
+* memory stays flat (64 KiB reads written straight to disk).
 
 Everything lands in a file the caller chose (a quarantine folder); nothing here decides trust.
 """
@@ -25,7 +25,8 @@ import requests
 from gkeys_portage.core.errors import BadInputError, NetworkError
 from gkeys_portage.core.http import RETRY_STATUSES, HttpClient, NotFoundError, safe_url
 
-CHUNK = 1 << 20
+#: Network read size: a read blocks until this much arrived, so a stall loses at most this much.
+CHUNK = 1 << 16
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
 
 Progress = Callable[[int, int], None]
