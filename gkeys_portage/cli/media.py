@@ -52,15 +52,16 @@ def describe(report: Report, result: MediaVerification) -> Report:
 def run_verify_media(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """Verify a local or remote stage3/ISO against all its signed siblings."""
     category = _category(ctx, args)
-    progress = args.console.progress(f"reading {Path(args.target).name} (MiB)")
+    name = Path(args.target).name
     if "://" in args.target:
+        progress = args.console.progress(f"downloading {name} (MiB)")
         fetched = verify_url(ctx, args.target, category=category, nick=args.nick, progress=progress)
         report = Report()
         for skipped in fetched.skipped:
             report.info(f"{skipped}: not on the server; skipped")
         return describe(report, fetched.verification)
     media = MediaVerifier(ctx.verifier(category, [args.nick] if args.nick else []), category)
-    return describe(Report(), media.verify(Path(args.target), progress))
+    return describe(Report(), media.verify(Path(args.target), args.console.progress(f"reading {name} (MiB)")))
 
 
 def run_fetch_media(ctx: Gkeys, args: argparse.Namespace) -> Report:
