@@ -7,7 +7,7 @@ infra key).  The time rules of :func:`gkeys_portage.core.verification.decide` ap
 
 Speed: commits are read with one ``git cat-file --batch``; their signatures and payloads are written
 to a private scratch directory (in memory when ``/dev/shm`` exists) and checked by one
-``gpg --verify --multifile`` process per core (:meth:`GnuPG.verify_many_multifile`), instead of the
+``gpg --verify --multifile`` process per core at a time (:meth:`GnuPG.verify_many_multifile`), instead of the
 gpg process per commit that ``git log --format=%G?`` starts.  GnuPG stays the verifier of
 record: each commit gets its own status lines, decided by the same pinning code as every signature.
 Commits below the last verified revision (recorded per repository) are never checked again.
@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,7 +49,7 @@ DEFAULT_CATEGORY = "gentoo-devs"
 POLICIES = ("top", "all")
 RECORD = "tree-revisions"
 ARMOR_BEGIN = b"-----BEGIN PGP SIGNATURE-----"
-PROGRESS_STEP = 500  # commits between progress reports
+PARTS_PER_JOB = 4  # gpg runs per parallel job: balances the cores and paces the progress reports
 
 #: Machine codes of the reasons a commit is refused (stable, for --json).
 REASON_CODES: dict[type[NotVerifiedError], str] = {
@@ -195,14 +196,21 @@ class CommitVerifier:
             data.write_bytes(commit.payload)
             sig.write_bytes(commit.signature)
             pairs.append((commit, sig, data))
+        if not pairs:
+            return result
         gpg = self.keyring.gpg()
-        for offset in range(0, len(pairs), PROGRESS_STEP):
-            chunk = pairs[offset : offset + PROGRESS_STEP]
-            reports = gpg.verify_many_multifile([(sig, data) for _, sig, data in chunk], jobs=self.jobs)
-            for (commit, _, _), report in zip(chunk, reports, strict=True):
-                result[commit.hash] = report
-            if progress:
-                progress(len(result), len(commits))
+        size = max(1, -(-len(pairs) // (self.jobs * PARTS_PER_JOB)))
+        parts = [pairs[i : i + size] for i in range(0, len(pairs), size)]
+
+        def verify(part: list[tuple[Commit, Path, Path]]) -> list[StatusReport]:
+            return gpg.verify_many_multifile([(sig, data) for _, sig, data in part])
+
+        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+            for part, reports in zip(parts, pool.map(verify, parts), strict=True):
+                for (commit, _, _), report in zip(part, reports, strict=True):
+                    result[commit.hash] = report
+                if progress:
+                    progress(len(result), len(commits))
         return result
 
     def judge(self, commit: Commit, report: StatusReport | None) -> CommitVerdict:
