@@ -169,12 +169,13 @@ def run(args: argparse.Namespace) -> Report:
                 console.message("info", f"\033[1m{step.title}\033[0m" if sys.stdout.isatty() else step.title)
                 if step.prepare:
                     step.prepare()
+                quiet = args.json or args.quiet
                 if step.run is not None:
-                    status = step.run()
+                    status = _quietly(step.run) if quiet else step.run()
                 else:
                     console.message("plain", "   $ gkeys " + " ".join(step.argv[2:]))
-                    quiet = args.json or args.quiet
-                    status = _quiet_main(gkeys_main, step.argv) if quiet else gkeys_main(step.argv)
+                    argv = step.argv
+                    status = _quietly(lambda: gkeys_main(argv)) if quiet else gkeys_main(argv)
                 results.append({"title": step.title, "argv": step.argv, "exit": status, "expected": step.expect,
                                 "as_expected": status == step.expect})
                 console.message("plain", "")
@@ -199,10 +200,10 @@ def run(args: argparse.Namespace) -> Report:
     return report
 
 
-def _quiet_main(gkeys_main: Callable[[list[str]], int], argv: list[str]) -> int:
-    """Run a step without letting its output into the demo's own JSON document."""
+def _quietly(run: Callable[[], int]) -> int:
+    """Run a step without letting its output into the demo's own output (JSON or quiet mode)."""
     import contextlib
     import io
 
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        return gkeys_main(argv)
+        return run()
