@@ -8,10 +8,11 @@ Portage (>= 3.0.82) runs ``FETCH_WRAPPER`` with its own words expanded (``${URI}
 
 The wrapper runs the real command unchanged.  If it fails, its exit status is passed on and the
 partial file is left alone (so Portage can resume it).  If it succeeds and the file name matches a
-pattern of ``[fetch] patterns`` (release media by default), the siblings beside the URI (``.asc``,
-``.DIGESTS``, ``.DIGESTS.asc``, ``.sha256``, ``.CONTENTS.gz``) are downloaded into a scratch folder
-next to the file and it is checked with the release-media verifier (``gkeys verify-media``), pinned
-to ``[fetch] category`` (default ``[media] category``, else gentoo) and optionally ``[fetch] nick``.
+pattern of ``[fetch] patterns`` (release media by default), the file is checked with the
+release-media verifier (``gkeys verify-media``), pinned to ``[fetch] category`` (default
+``[media] category``, else gentoo) and optionally ``[fetch] nick``, against the siblings beside the
+URI (``.asc``, ``.DIGESTS``, ``.DIGESTS.asc``, ``.sha256``, ``.CONTENTS.gz``), which are fetched into a
+scratch folder next to the file while the file itself downloads.
 Anything short of "verified" removes the file (so Portage tries the next mirror) and exits 1 with
 one line saying why.  Other files pass through untouched.
 """
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -132,19 +134,24 @@ def run_command(command: Sequence[str]) -> int:
 
 
 @contextlib.contextmanager
-def staged_media(request: FetchRequest) -> Iterator[Path]:
-    """A scratch directory beside the download holding it under its upstream name (a hard link, or a
-    symlink across devices); removed afterwards."""
+def scratch_directory(request: FetchRequest) -> Iterator[Path]:
+    """A private scratch directory beside the download (same filesystem), removed afterwards."""
     stage = Path(tempfile.mkdtemp(prefix=".gkeys-fetch-", dir=request.path.parent))
     try:
-        media = stage / request.media_name
-        try:
-            os.link(request.path, media)
-        except OSError:
-            media.symlink_to(request.path.resolve())
-        yield media
+        yield stage
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+
+def link_media(request: FetchRequest, stage: Path) -> Path:
+    """The downloaded file in ``stage`` under its upstream name, beside its siblings (a hard link, or a
+    symlink across devices)."""
+    media = stage / request.media_name
+    try:
+        os.link(request.path, media)
+    except OSError:
+        media.symlink_to(request.path.resolve())
+    return media
 
 
 def media_verifier(ctx: Gkeys) -> MediaVerifier:
@@ -155,14 +162,21 @@ def media_verifier(ctx: Gkeys) -> MediaVerifier:
     return MediaVerifier(ctx.verifier(category, [nick] if nick else []), category)
 
 
-def verify_download(ctx: Gkeys, request: FetchRequest) -> MediaVerification:
-    """Fetch the siblings of the URI and verify the downloaded file with them; raise unless verified."""
-    if not request.path.is_file():
-        raise BadInputError(f"{request.path} is missing after the download")
-    verifier = media_verifier(ctx)
-    with staged_media(request) as media:
-        fetch_siblings(ctx, request.uri, media.parent, media.name)
-        return verifier.verify(media)
+def fetch_and_verify(ctx: Gkeys, request: FetchRequest) -> tuple[int, MediaVerification | None]:
+    """Run the download while the siblings are fetched beside it, then verify.
+
+    Returns the download command's status and, if it succeeded, the verification; raises a
+    :class:`GkeysError` if the download succeeded but could not be verified.
+    """
+    with scratch_directory(request) as stage, ThreadPoolExecutor(max_workers=1) as pool:
+        siblings = pool.submit(fetch_siblings, ctx, request.uri, stage, request.media_name)
+        status = run_command(request.command)
+        if status != 0:
+            return status, None  # Portage's business (resume, next URI); the siblings do not matter
+        siblings.result()  # no signed sibling on the mirror, or a network failure: not verified
+        if not request.path.is_file():
+            raise BadInputError(f"{request.path} is missing after the download")
+        return status, media_verifier(ctx).verify(link_media(request, stage))
 
 
 def signers(result: MediaVerification) -> str:
@@ -188,12 +202,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except SystemExit as exc:  # argparse has printed --help or a usage error
         return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
-    status = run_command(request.command)
-    if status != 0 or not wants_verification(request, globs):
-        return status
+    if not wants_verification(request, globs):
+        return run_command(request.command)
     name = request.names[0]
     try:
-        result = verify_download(ctx, request)
+        status, result = fetch_and_verify(ctx, request)
     except GkeysError as exc:
         discard(request.path)
         console.fail(f"gkeys-fetch: {name}: NOT verified, removed: {exc.message}", EXIT_NOT_VERIFIED)
@@ -203,6 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.fail(f"gkeys-fetch: {name}: NOT verified, removed: internal error: {type(exc).__name__}: {exc}",
                      EXIT_NOT_VERIFIED)
         return EXIT_NOT_VERIFIED
+    if result is None:
+        return status
     console.message("good", f"gkeys-fetch: {name}: verified, signed by {signers(result)}")
     return 0
 
