@@ -9,6 +9,7 @@ refusal of tampered data is a success of the demo.
 from __future__ import annotations
 
 import argparse
+import functools
 import shutil
 import sys
 import tempfile
@@ -174,8 +175,7 @@ def run(args: argparse.Namespace) -> Report:
                     status = _quietly(step.run) if quiet else step.run()
                 else:
                     console.message("plain", "   $ gkeys " + " ".join(step.argv[2:]))
-                    argv = step.argv
-                    status = _quietly(lambda: gkeys_main(argv)) if quiet else gkeys_main(argv)
+                    status = _quietly(functools.partial(gkeys_main, step.argv)) if quiet else gkeys_main(step.argv)
                 results.append({"title": step.title, "argv": step.argv, "exit": status, "expected": step.expect,
                                 "as_expected": status == step.expect})
                 console.message("plain", "")
