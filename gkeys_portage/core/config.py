@@ -59,6 +59,7 @@ class PolicyConfig:
     max_refresh_age: float = 30 * 24 * 3600.0
     require_currently_valid: bool = False
     max_seed_age: float = 0.0  # seconds; 0 = no limit
+    gpg_timeout: float = 900.0  # seconds for one gpg call (a multi-GB ISO is hashed in one call)
 
 
 @dataclass
@@ -154,6 +155,7 @@ def load_config(path: Path | None = None, root: Path | None = None) -> Config:
         max_refresh_age=_float(parser, "policy", "max-refresh-age", 30.0) * 86400.0,
         require_currently_valid=_bool(parser, "policy", "require-currently-valid", False),
         max_seed_age=_float(parser, "policy", "max-seed-age", 0.0) * 86400.0,
+        gpg_timeout=max(1.0, _float(parser, "policy", "gpg-timeout", 900.0)),
     )
     sign_homedir = parser.get("sign", "gnupghome", fallback="")
     try:

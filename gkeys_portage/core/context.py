@@ -65,7 +65,7 @@ class Gkeys:
         """The keyring of ``category`` (one object per category, so its key listing is cached)."""
         cat = parse_category(category)
         if cat not in self._keyrings:
-            self._keyrings[cat] = Keyring(self.layout, cat)
+            self._keyrings[cat] = Keyring(self.layout, cat, timeout=self.config.policy.gpg_timeout)
         return self._keyrings[cat]
 
     def policy(self, now: float | None = None) -> VerifyPolicy:
