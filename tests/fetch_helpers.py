@@ -69,7 +69,8 @@ class Distfile:
 
 
 class PortageRoot:
-    """A Portage prefix in a temp dir (``PORTAGE_OVERRIDE_EPREFIX``) with repository ``gkeystest``."""
+    """A Portage prefix in a temp dir (``PORTAGE_OVERRIDE_EPREFIX``, also the ``PORTAGE_CONFIGROOT``) with
+    repository ``gkeystest``."""
 
     def __init__(self, base: Path, gkeys_config: Path, *, wrapper: str | None = "FETCH_WRAPPER") -> None:
         """``wrapper``: ``FETCH_WRAPPER`` (the README's line), ``FETCHCOMMAND`` (gkeys-fetch around both
@@ -127,10 +128,23 @@ class PortageRoot:
         (folder / "Manifest").write_text("".join(d.manifest_line() for d in distfiles))
         return f"=app-misc/{package}-{version}"
 
-    def emerge(self, *argv: str) -> subprocess.CompletedProcess[str]:
-        """Run the installed ``emerge`` with this prefix (nothing outside ``base`` is written)."""
+    def environment(self) -> dict[str, str]:
+        """The environment for Portage's commands: this prefix as EPREFIX and as config root, our repos."""
         env = subprocess_environment(self.home)
-        env.update({"PORTAGE_OVERRIDE_EPREFIX": str(self.eprefix), "PORTAGE_REPOSITORIES": self.repos_conf})
-        emerge = Path(sys.executable).parent / "emerge"
-        return subprocess.run([sys.executable, str(emerge), *argv], env=env, cwd=self.base, capture_output=True,
+        env.update({"PORTAGE_OVERRIDE_EPREFIX": str(self.eprefix), "PORTAGE_CONFIGROOT": str(self.eprefix),
+                    "PORTAGE_REPOSITORIES": self.repos_conf})
+        return env
+
+    def portage_command(self, name: str, *argv: str, path: str = "") -> subprocess.CompletedProcess[str]:
+        """Run the installed Portage command ``name`` (emerge, ebuild) in this prefix; ``path`` is put
+        first on PATH.  Nothing outside ``base`` is written."""
+        env = self.environment()
+        if path:
+            env["PATH"] = f"{path}:{env['PATH']}"
+        command = Path(sys.executable).parent / name
+        return subprocess.run([sys.executable, str(command), *argv], env=env, cwd=self.base, capture_output=True,
                               text=True, timeout=300, check=False)
+
+    def emerge(self, *argv: str) -> subprocess.CompletedProcess[str]:
+        """Run ``emerge`` in this prefix."""
+        return self.portage_command("emerge", *argv)

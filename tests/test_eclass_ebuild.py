@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import GkeysEnv
 from eclass_helpers import ECLASSDIR, Ebuild, installed_ebuild, tarball
-from fetch_helpers import Distfile, PortageRoot, subprocess_environment
+from fetch_helpers import Distfile, PortageRoot
 
 pytestmark = pytest.mark.slow
 
@@ -62,12 +62,7 @@ class RealEbuild:
     def unpack(self, use: str) -> subprocess.CompletedProcess[str]:
         """``ebuild foo-1.0.ebuild clean unpack`` with USE=``use``."""
         self.make_conf.write_text(self.base_conf + f'USE="{use}"\n')
-        env = subprocess_environment(self.root.home)
-        env.update({"PORTAGE_OVERRIDE_EPREFIX": str(self.root.eprefix), "PORTAGE_REPOSITORIES": self.root.repos_conf,
-                    "PATH": f"{self.tools}:{env['PATH']}"})
-        command = Path(sys.executable).parent / "ebuild"
-        return subprocess.run([sys.executable, str(command), str(self.path), "clean", "unpack"], env=env,
-                              cwd=self.root.base, capture_output=True, text=True, timeout=300, check=False)
+        return self.root.portage_command("ebuild", str(self.path), "clean", "unpack", path=str(self.tools))
 
     @property
     def unpacked(self) -> Path:
