@@ -152,3 +152,15 @@ def test_top_commit_may_be_signed_by_the_mirror_category(env: Any, tmp_path: Pat
     repo.commit("alice")  # now the mirror's commit is below the top: refused again
     code, data = verify(env, repo.path, "--policy", "all", "-T", "gentoo-infra")
     assert code == 1 and data["bad"][0]["author"].startswith("releng")
+
+
+def test_batches_give_the_same_verdicts(env: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gkeys_portage.verify import tree
+
+    install_devs(env, ("alice", "bob"))
+    repo = build(tmp_path / "repo", env.keys, ["alice", "bob", None, "alice", "bob"])
+    whole = verify(env, repo.path, "--policy", "all", "--no-record")
+    monkeypatch.setattr(tree, "BATCH", 2)
+    batched = verify(env, repo.path, "--policy", "all", "--no-record")
+    assert whole == batched and whole[0] == 1 and len(whole[1]["bad"]) == 1
+    assert whole[1]["first_good_ancestor"] == repo.git("rev-parse", "HEAD~3").strip()

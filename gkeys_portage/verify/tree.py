@@ -49,6 +49,7 @@ DEFAULT_CATEGORY = "gentoo-devs"
 POLICIES = ("top", "all")
 RECORD = "tree-revisions"
 ARMOR_BEGIN = b"-----BEGIN PGP SIGNATURE-----"
+BATCH = 5000  # commits read and checked at a time
 PARTS_PER_JOB = 4  # gpg runs per parallel job: balances the cores and paces the progress reports
 
 #: Machine codes of the reasons a commit is refused (stable, for --json).
@@ -278,18 +279,29 @@ class TreeVerifier:
 
     def verify(self, repo: GitRepo, hashes: Sequence[str], *, tip: str, base: str | None,
                progress: Progress | None = None) -> TreeReport:
-        """Verify the named commits (newest first); the tip may use the top-commit category."""
+        """Verify the named commits (newest first); the tip may use the top-commit category.
+
+        Commits are read and checked in batches, so a whole-history run keeps little in memory.
+        """
         report = TreeReport(repo.path, tip, base)
-        commits = repo.read_commits(list(hashes))
-        ordered = [commits[h] for h in hashes]
-        with tempfile.TemporaryDirectory(prefix="gkeys-tree-", dir=scratch_parent()) as scratch:
-            statuses = self.devs.statuses(ordered, Path(scratch), progress)
-            for commit in ordered:
-                verdict = self.devs.judge(commit, statuses[commit.hash])
-                if not verdict.good and commit.hash == tip and self.top is not None:
-                    verdict = self._judge_top(commit, verdict, Path(scratch))
-                report.verdicts.append(verdict)
-        report.first_good = first_good_ancestor(ordered, {v.commit for v in report.bad}, tip, base)
+        parents: dict[str, list[str]] = {}
+        with tempfile.TemporaryDirectory(prefix="gkeys-tree-", dir=scratch_parent()) as scratch_dir:
+            scratch = Path(scratch_dir)
+            for offset in range(0, len(hashes), BATCH):
+                batch = list(hashes[offset : offset + BATCH])
+                commits = repo.read_commits(batch)
+                ordered = [commits[h] for h in batch]
+                step = _offset_progress(progress, offset, len(hashes))
+                statuses = self.devs.statuses(ordered, scratch, step)
+                for commit in ordered:
+                    parents[commit.hash] = commit.parents
+                    verdict = self.devs.judge(commit, statuses[commit.hash])
+                    if not verdict.good and commit.hash == tip and self.top is not None:
+                        verdict = self._judge_top(commit, verdict, scratch)
+                    report.verdicts.append(verdict)
+                for leftover in scratch.iterdir():
+                    leftover.unlink()
+        report.first_good = first_good_ancestor(hashes, parents, {v.commit for v in report.bad}, tip, base)
         return report
 
     def _judge_top(self, commit: Commit, dev_verdict: CommitVerdict, scratch: Path) -> CommitVerdict:
@@ -335,25 +347,33 @@ def open_repo(path: Path, extra_env: Mapping[str, str] | None = None) -> GitRepo
     return repo
 
 
-def first_good_ancestor(commits: Sequence[Commit], bad: set[str], tip: str, base: str | None) -> str | None:
+def first_good_ancestor(order: Sequence[str], parents: Mapping[str, Sequence[str]], bad: set[str], tip: str,
+                        base: str | None) -> str | None:
     """The newest commit on ``tip``'s first-parent line whose whole history in the range is good.
 
-    ``commits`` are in topological order (children first); history below the range (``base``) was
-    verified before, so when no commit of the range qualifies the answer is the first commit below it
-    on that line (None when nothing below the range was verified).
+    ``order`` is the range in topological order (children first) and ``parents`` its parent lists;
+    history below the range (``base``) was verified before, so when no commit of the range qualifies
+    the answer is the first commit below it on that line (None when nothing below it was verified).
     """
-    by_hash = {c.hash: c for c in commits}
     tainted: set[str] = set()
-    for commit in reversed(commits):  # parents before children
-        if commit.hash in bad or any(p in tainted for p in commit.parents):
-            tainted.add(commit.hash)
+    for commit in reversed(order):  # parents before children
+        if commit in bad or any(p in tainted for p in parents.get(commit, ())):
+            tainted.add(commit)
     current: str | None = tip
-    while current is not None and current in by_hash:
+    while current is not None and current in parents:
         if current not in tainted:
             return current
-        parents = by_hash[current].parents
-        current = parents[0] if parents else None
+        line = parents[current]
+        current = line[0] if line else None
     return current if base is not None else None
+
+
+def _offset_progress(progress: Progress | None, offset: int, total: int) -> Progress | None:
+    """A batch's progress callback reporting on the whole run."""
+    if progress is None:
+        return None
+    report = progress
+    return lambda done, _batch_total: report(offset + done, total)
 
 
 # -- records ---------------------------------------------------------------------------------------
