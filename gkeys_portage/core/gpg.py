@@ -206,12 +206,15 @@ class GnuPG:
                   secret: bool = False) -> list[PublicKey]:
         """Keys in this home (all, or those named) as parsed colon records."""
         command = "--list-secret-keys" if secret else ("--list-sigs" if sigs else "--list-keys")
-        args = ["--with-colons", "--fixed-list-mode", "--with-fingerprint", "--with-fingerprint",
-                command, *fingerprints]
+        names = list(fingerprints)
+        args = ["--with-colons", "--fixed-list-mode", "--with-fingerprint", "--with-fingerprint", command, *names]
         result = self.run(args)
         if result.timed_out:
             raise GpgError("listing keys: gpg timed out")
-        # gpg exits 2 when a named key is absent; the listing of the others is still complete.
+        # gpg exits 2 when a named key is absent (the listing of the others is still complete); listing
+        # everything must succeed, or the keybox is unreadable.
+        if not names and result.returncode != 0:
+            raise GpgError(f"listing keys failed: {_last_error_line(result.stderr)}", detail=result.stderr)
         return parse_colons(result.stdout.decode("latin-1"))
 
     def import_keys(self, data: bytes, *, minimal: bool = False) -> list[Fingerprint]:
