@@ -87,10 +87,8 @@ def test_seed_signed_by_other_key_of_the_signer_keyring_is_refused(installed: Gk
     assert env.snapshot() == before
 
 
-def test_seed_signed_by_expired_key_is_refused(env: GkeysEnv) -> None:
-    """The seed signer's key expired (a year ago): a fresh signature by it is impossible, an old one
-    made before expiry is older than the installed seed -> rollback; with no seed installed the old
-    signature is accepted only because it was made while the key was valid."""
+def _pin_the_expired_key_as_seed_signer(env: GkeysEnv) -> None:
+    """Make the session key 'expired' the pinned signer of gentoo-devs seeds (category old-signers)."""
     key = env.keys.keys["expired"]
     conf = env.config.read_text().replace("gentoo-devs = seed-signers gkeys", "gentoo-devs = old-signers expired")
     env.config.write_text(conf)
@@ -98,6 +96,13 @@ def test_seed_signed_by_expired_key_is_refused(env: GkeysEnv) -> None:
     keyfile = env.root / "expired.asc"
     keyfile.write_bytes(env.keys.public("expired"))
     assert env.run("import-key", "-C", "old-signers", "-n", "expired", "-F", str(keyfile)).code == 0
+
+
+def test_seed_signed_by_expired_key_is_refused(env: GkeysEnv) -> None:
+    """The seed signer's key expired (a year ago): a fresh signature by it is impossible, an old one
+    made before expiry is older than the installed seed -> rollback; with no seed installed the old
+    signature is accepted only because it was made while the key was valid."""
+    _pin_the_expired_key_as_seed_signer(env)
     env.publish_seeds("gentoo-devs", ("alice",), signer="expired", when=past(700))
     assert env.run("fetch-seed", "-C", "gentoo-devs").code == 0
     env.publish_seeds("gentoo-devs", ("alice", "mallory"), signer="expired", when=past(710))
@@ -142,13 +147,7 @@ def test_frozen_seed_older_than_max_seed_age_is_refused(installed: GkeysEnv) -> 
     data = json.loads(record.read_text())
     data["gentoo-devs"]["signed"] -= 40 * 86400  # pretend the installed one is old, then serve an old one
     record.write_text(json.dumps(data))
-    old = env.keys.keys["expired"]  # any pinned signature 40+ days old will do: re-pin the signer
-    conf = env.config.read_text().replace("gentoo-devs = seed-signers gkeys", "gentoo-devs = old-signers expired")
-    env.config.write_text(conf)
-    assert env.run("add-seed", "-C", "old-signers", "-n", "expired", "-N", "E", "-K", old.fingerprint).code == 0
-    keyfile = env.root / "expired.asc"
-    keyfile.write_bytes(env.keys.public("expired"))
-    assert env.run("import-key", "-C", "old-signers", "-n", "expired", "-F", str(keyfile)).code == 0
+    _pin_the_expired_key_as_seed_signer(env)  # its signatures can be dated 700 days back
     env.publish_seeds("gentoo-devs", ("alice", "bob"), signer="expired", when=past(700))
     result = env.run("fetch-seed", "-C", "gentoo-devs")
     assert result.code == 1 and "max-seed-age" in result.text
