@@ -217,3 +217,17 @@ def test_missing_explicit_config_is_an_error(tmp_path: Path) -> None:
 def test_real_fixture_dir_is_referenced_not_copied() -> None:
     assert not (Path(__file__).parent / "fixtures" / "real").exists()
     assert REAL.name == "real"
+
+
+def test_multifile_status_is_matched_by_file_name_never_by_position() -> None:
+    from gkeys_portage.core.gpg import split_file_status
+
+    good = GOOD_LINES[1:]
+    lines = ["[GNUPG:] FILE_START 1 /t/b.sig", *good, "[GNUPG:] FILE_DONE",  # a.sig skipped by gpg
+             "[GNUPG:] FILE_START 1 /t/c.sig", "[GNUPG:] NEWSIG", "[GNUPG:] BADSIG 1111111111111111 X",
+             "[GNUPG:] FILE_DONE", "[GNUPG:] FILE_START 1 /t/d.sig", *good]  # d.sig never finished
+    reports = split_file_status(lines, ["/t/a.sig", "/t/b.sig", "/t/c.sig", "/t/d.sig"])
+    assert [len(r.signatures) for r in reports] == [0, 1, 1, 0]
+    assert reports[1].signatures[0].outcome is SigOutcome.GOOD
+    assert reports[2].signatures[0].outcome is SigOutcome.BAD
+    assert reports[0].failures and reports[3].failures

@@ -314,7 +314,7 @@ class GnuPG:
                 raise GpgError("verifying signatures: gpg timed out") from exc
             except OSError as exc:
                 raise GpgError(f"cannot run gpg: {exc}") from exc
-            return split_file_status(done.stdout.decode("latin-1").splitlines(), len(chunk))
+            return split_file_status(done.stdout.decode("latin-1").splitlines(), [str(sig) for sig, _ in chunk])
 
         with ThreadPoolExecutor(max_workers=len(chunks)) as pool:
             return [report for reports in pool.map(one, chunks) for report in reports]
@@ -432,34 +432,35 @@ def _last_error_line(stderr: str) -> str:
     return lines[-1].strip() if lines else "no error message"
 
 
-def split_file_status(lines: Sequence[str], count: int) -> list[StatusReport]:
-    """Split ``--status-fd`` output of a multifile run at ``FILE_START`` into one report per file.
+def split_file_status(lines: Sequence[str], names: Sequence[str]) -> list[StatusReport]:
+    """Split ``--status-fd`` output of a ``--verify --multifile`` run into one report per file.
 
-    A file without its own block (gpg stopped early) gets a report with a failure, never "good".
+    Reports are matched to files by the name gpg prints in ``FILE_START``, never by position, so a
+    file gpg skipped cannot shift another file's verdict onto it.  A file without a complete
+    ``FILE_START`` ... ``FILE_DONE`` block (unreadable, gpg stopped early, named twice) gets a report
+    with a failure and no signatures: never "good".
     """
-    groups: list[list[str]] = []
+    blocks: dict[str, list[str]] = {}
+    complete: set[str] = set()
+    seen_twice: set[str] = set()
+    current: str | None = None
     for line in lines:
-        if line.startswith(STATUS_LINE_PREFIX + "FILE_START"):
-            groups.append([])
-        elif groups:
-            groups[-1].append(line)
-    reports = [parse_status(group) for group in groups[:count]]
-    missing = StatusReport(failures=["gpg reported nothing for this file"])
-    return reports + [missing for _ in range(count - len(reports))]
-
-
-def split_multifile_status(lines: Sequence[str], count: int) -> list[StatusReport]:
-    """Split the status of a ``--verify --multifile`` run into one report per file.
-
-    gpg starts every file with ``NEWSIG``; a file whose signature could not even be read leaves
-    no ``NEWSIG``, so any mismatch in the count fails every file (never "good").
-    """
-    groups: list[list[str]] = []
-    for line in lines:
-        if line.startswith("NEWSIG"):
-            groups.append([])
-        if groups:
-            groups[-1].append(line)
-    if len(groups) != count:
-        return [StatusReport(failures=["multifile status did not match the files"]) for _ in range(count)]
-    return [parse_status(("[GNUPG:] " + line) for line in group) for group in groups]
+        if line.startswith(STATUS_LINE_PREFIX + "FILE_START "):
+            parts = line[len(STATUS_LINE_PREFIX):].split(" ", 2)
+            current = parts[2] if len(parts) == 3 else ""
+            if current in blocks:
+                seen_twice.add(current)
+            blocks[current] = []
+        elif line.startswith(STATUS_LINE_PREFIX + "FILE_DONE"):
+            if current is not None:
+                complete.add(current)
+            current = None
+        elif current is not None:
+            blocks[current].append(line)
+    reports = []
+    for name in names:
+        if name in complete and name not in seen_twice:
+            reports.append(parse_status(blocks[name]))
+        else:
+            reports.append(StatusReport(failures=[f"gpg reported no complete result for {name}"]))
+    return reports
