@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FUZZ_FILES = ["tests/test_fuzz_core.py", "tests/test_fuzz_verifiers.py"]
-FAULT_FILES = ["tests/test_faults_network.py", "tests/test_faults_state.py"]
+FAULT_FILES = ["tests/test_faults_network.py", "tests/test_faults_state.py", "tests/test_faults_sync.py"]
 FAULT_TESTS = ["tests/test_key_install.py::test_keyserver_failures_exit_3_and_change_nothing",
                "tests/test_key_install.py::test_sigkill_during_install_key_leaves_a_working_keyring",
                "tests/test_key_install.py::test_two_runs_at_once_are_serialized"]
