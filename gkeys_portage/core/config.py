@@ -81,6 +81,10 @@ class Config:
         """A raw option from any section (for the verifiers' own sections)."""
         return self.parser.get(section, option, fallback=fallback)
 
+    def number(self, section: str, option: str, fallback: float) -> float:
+        """A non-negative number from any section; a clear :class:`ConfigError` otherwise."""
+        return _float(self.parser, section, option, fallback)
+
 
 def _float(parser: configparser.ConfigParser, section: str, option: str, fallback: float) -> float:
     try:

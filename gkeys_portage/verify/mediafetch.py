@@ -13,6 +13,7 @@ import fcntl
 import os
 import re
 import shutil
+import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from gkeys_portage.core.errors import (
     GkeysError,
     NoSignatureError,
     RollbackError,
+    StaleError,
     StateError,
     UsageError,
 )
@@ -122,7 +124,17 @@ def resolve_latest(ctx: Gkeys, verifier: SignatureVerifier, mirror: str, name: s
     choice = LatestChoice(latest, url, entry, SignedBy(latest, "clearsigned latest file", good.signer),
                           latest_timestamp(text))
     _check_rollback(ctx, name, choice)
+    _check_age(ctx, choice)
     return choice
+
+
+def _check_age(ctx: Gkeys, choice: LatestChoice) -> None:
+    """Refuse a latest file signed longer ago than ``[media] max-age`` days (a frozen mirror)."""
+    days = ctx.config.number("media", "max-age", 0.0)
+    signed = choice.signed.signature.created
+    if days and time.time() - signed > days * 86400:
+        raise StaleError(f"{choice.latest} was signed {choice.signed.signature.created_at:%Y-%m-%d}, more than "
+                         f"{days:g} days ago ([media] max-age): the mirror may be frozen; refused")
 
 
 def _check_rollback(ctx: Gkeys, name: str, choice: LatestChoice) -> None:

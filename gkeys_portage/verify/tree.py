@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from gkeys_portage.core.errors import (
     RevokedKeyError,
     RollbackError,
     SignerNotPinnedError,
+    StaleError,
     UnknownSignerError,
     UsageError,
 )
@@ -61,6 +63,7 @@ REASON_CODES: dict[type[NotVerifiedError], str] = {
     RevokedKeyError: "revoked-key",
     ExpiredKeyError: "expired-key",
     FutureSignatureError: "future-signature",
+    StaleError: "stale",
 }
 
 Progress = Callable[[int, int], None]
@@ -74,6 +77,7 @@ class TreeOptions:
     top_category: str | None = None
     policy: str = "top"
     jobs: int = 0  # gpg processes in parallel; 0 = one per core
+    max_age_days: float = 0.0  # refuse a top commit signed longer ago (a frozen mirror); 0 = off
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -85,7 +89,8 @@ class TreeOptions:
         """Options from arguments, falling back to ``[tree] category / top-category / policy``."""
         return cls(category=category or ctx.config.get("tree", "category", DEFAULT_CATEGORY),
                    top_category=top_category or ctx.config.get("tree", "top-category", "") or None,
-                   policy=policy or ctx.config.get("tree", "policy", "top"))
+                   policy=policy or ctx.config.get("tree", "policy", "top"),
+                   max_age_days=ctx.config.number("tree", "max-age", 0.0))
 
 
 @dataclass
@@ -99,6 +104,7 @@ class CommitVerdict:
     code: str = ""
     signer: str = ""  # category/nick
     fingerprint: str = ""
+    signed: int = 0  # signature time (epoch) of a good commit
 
     @property
     def good(self) -> bool:
@@ -230,6 +236,7 @@ class CommitVerifier:
         else:
             verdict.signer = f"{result.signer.pin.category}/{result.signer.pin.nick}"
             verdict.fingerprint = result.signer.pin.fingerprint
+            verdict.signed = result.signer.created
         return verdict
 
 
@@ -298,11 +305,22 @@ class TreeVerifier:
                     verdict = self.devs.judge(commit, statuses[commit.hash])
                     if not verdict.good and commit.hash == tip and self.top is not None:
                         verdict = self._judge_top(commit, verdict, scratch)
+                    if verdict.good and commit.hash == tip:
+                        self._check_age(verdict)
                     report.verdicts.append(verdict)
                 for leftover in scratch.iterdir():
                     leftover.unlink()
         report.first_good = first_good_ancestor(hashes, parents, {v.commit for v in report.bad}, tip, base)
         return report
+
+    def _check_age(self, verdict: CommitVerdict) -> None:
+        """Refuse a top commit signed longer ago than ``max_age_days`` (a mirror frozen in the past)."""
+        days = self.options.max_age_days
+        if days and time.time() - verdict.signed > days * 86400:
+            stamp = datetime.fromtimestamp(verdict.signed, UTC).strftime("%Y-%m-%d")
+            verdict.reason = (f"the top commit was signed {stamp}, more than {days:g} days ago "
+                              f"([tree] max-age): the mirror may be frozen")
+            verdict.code = "stale"
 
     def _judge_top(self, commit: Commit, dev_verdict: CommitVerdict, scratch: Path) -> CommitVerdict:
         assert self.top is not None
