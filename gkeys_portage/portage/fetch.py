@@ -216,6 +216,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.fail(f"gkeys-fetch: {name}: NOT verified, removed: internal error: {type(exc).__name__}: {exc}",
                      EXIT_NOT_VERIFIED)
         return EXIT_NOT_VERIFIED
+    except BaseException:  # interrupted (Ctrl-C, SystemExit): never leave an unverified file behind
+        discard(request.path)
+        raise
     if result is None:
         return status
     console.message("good", f"gkeys-fetch: {name}: verified, signed by {signers(result)}")
