@@ -221,12 +221,9 @@ class GnuPG:
             raise GpgError(f"listing keys failed: {_last_error_line(result.stderr)}", detail=result.stderr)
         return parse_colons(result.stdout.decode("latin-1"))
 
-    def import_keys(self, data: bytes, *, minimal: bool = False) -> list[Fingerprint]:
+    def import_keys(self, data: bytes) -> list[Fingerprint]:
         """Import OpenPGP key data; return the primary fingerprints GnuPG reported (IMPORT_OK)."""
-        args = ["--import"]
-        if minimal:
-            args = ["--import-options", "import-minimal", *args]
-        result = self.run(args, data)
+        result = self.run(["--import"], data)
         if result.timed_out:
             raise GpgError("importing keys: gpg timed out")
         found: list[Fingerprint] = []
@@ -240,18 +237,9 @@ class GnuPG:
                         found.append(fpr)
         return found
 
-    def import_keys_file(self, path: Path) -> list[Fingerprint]:
-        """Import keys from a file (armored or binary)."""
-        return self.import_keys(path.read_bytes())
-
-    def export_keys(self, fingerprints: Sequence[str] = (), *, armor: bool = True,
-                    minimal: bool = False) -> bytes:
+    def export_keys(self, fingerprints: Sequence[str] = (), *, armor: bool = True) -> bytes:
         """Export public keys (all when ``fingerprints`` is empty)."""
-        args = ["--export"]
-        if armor:
-            args.insert(0, "--armor")
-        if minimal:
-            args = ["--export-options", "export-minimal", *args]
+        args = ["--armor", "--export"] if armor else ["--export"]
         result = self._checked([*args, *fingerprints], what="exporting keys")
         return result.stdout
 
@@ -280,14 +268,6 @@ class GnuPG:
         """
         result = self.run(["--decrypt"], message)
         return _raise_on_timeout(result, "verifying signed message"), result.stdout
-
-    def verify_many_detached(self, pairs: Sequence[tuple[Path, Path]]) -> list[StatusReport]:
-        """Verify many detached signatures with one gpg process (``--verify --multifile``).
-
-        ``pairs`` are ``(signature_path, data_path)`` where ``data_path`` is ``signature_path``
-        without its suffix (gpg's rule).  Returns one report per pair, in order.
-        """
-        return self.verify_many_multifile(pairs)
 
     def verify_many_multifile(self, pairs: Sequence[tuple[Path, Path]], *, jobs: int = 1) -> list[StatusReport]:
         """Verify many detached signatures ``(signature_path, data_path)`` with ``jobs`` parallel
