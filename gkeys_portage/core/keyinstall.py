@@ -121,19 +121,20 @@ class KeyInstaller:
     # -- internals -------------------------------------------------------------------------------
 
     def _run(self, wanted: list[_Wanted], fetch: bool = True) -> list[KeyOutcome]:
-        found: set[Fingerprint] = set()
         pinned = {w.fingerprint for w in wanted}
         with staging_directory(self.keyring.layout.keyrings_dir, ".quarantine-") as quarantine_dir:
             quarantine = GnuPG(quarantine_dir, timeout=self.keyring.timeout)
+            present: dict[Fingerprint, PublicKey] = {}
             pending = list(wanted)
             while pending:
                 if fetch:
                     pending = self._fetch_round(pending, len(wanted) - len(pending), len(wanted))
-                # Only pinned fingerprints may leave quarantine, whatever else the sources sent.
-                found |= self._quarantine(quarantine, [w for w in pending if w.blob]) & pinned
-                pending = [w for w in pending if w.fingerprint not in found
+                present = self._quarantine(quarantine, [w for w in pending if w.blob])
+                pending = [w for w in pending if w.fingerprint not in present
                            and fetch and w.next_index < len(w.locations)]
-            outcomes = self._commit(quarantine, wanted, found)
+            # Only pinned fingerprints may leave quarantine, whatever else the sources sent.
+            found = set(present) & pinned
+            outcomes = self._commit(quarantine, present, wanted, found)
         if self.progress:
             self.progress(len(wanted), len(wanted))
         return outcomes
@@ -168,8 +169,8 @@ class KeyInstaller:
             return list(pool.map(fetch, pending))
 
     @staticmethod
-    def _quarantine(quarantine: GnuPG, items: list[_Wanted]) -> set[Fingerprint]:
-        """Import all blobs into quarantine; return the primary fingerprints now present there.
+    def _quarantine(quarantine: GnuPG, items: list[_Wanted]) -> dict[Fingerprint, PublicKey]:
+        """Import all blobs into quarantine; return the keys now present there (by primary fingerprint).
 
         Items whose key did not turn up are imported once more on their own, which tells
         what their source really returned (other keys, or nothing usable at all).
@@ -179,12 +180,13 @@ class KeyInstaller:
         for batch in (armored, binary):
             if batch:
                 quarantine.import_keys(batch)
-        present = {k.fingerprint for k in quarantine.list_keys()}
+        present = {k.fingerprint: k for k in quarantine.list_keys()}
+        retried = False
         for item in items:
             if item.fingerprint not in present:
                 returned = quarantine.import_keys(item.blob)
+                retried = True
                 if item.fingerprint in returned:
-                    present.add(item.fingerprint)
                     continue
                 item.returned += [f for f in returned if f not in item.returned]
                 item.unusable = item.unusable or not returned
@@ -192,14 +194,14 @@ class KeyInstaller:
                     f"{item.source}: returned {len(returned)} other key(s), not {item.fingerprint}"
                     if returned else f"{item.source}: no OpenPGP key in the answer")
             item.blob = b""
-        return present
+        return {k.fingerprint: k for k in quarantine.list_keys()} if retried else present
 
-    def _commit(self, quarantine: GnuPG, wanted: list[_Wanted], found: set[Fingerprint]) -> list[KeyOutcome]:
+    def _commit(self, quarantine: GnuPG, in_quarantine: dict[Fingerprint, PublicKey], wanted: list[_Wanted],
+                found: set[Fingerprint]) -> list[KeyOutcome]:
         before = self.keyring.installed()
         outcomes: list[KeyOutcome] = []
         after = before
         if found:
-            in_quarantine = {k.fingerprint: k for k in quarantine.list_keys()}
             if not before and set(in_quarantine) == found:
                 # A fresh keyring that would be an exact copy of quarantine: take its keybox as it is.
                 self.keyring.adopt(quarantine)

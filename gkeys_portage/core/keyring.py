@@ -45,6 +45,8 @@ class Keyring:
         self.timeout = timeout
         self._keys: dict[Fingerprint, PublicKey] | None = None
         self._reader: Path | None = None
+        # python-gnupg runs ``gpg --list-config`` whenever a GPG object is made: make one per clock.
+        self._readers: dict[datetime | None, GnuPG] = {}
 
     def exists(self) -> bool:
         """True if the keyring has a keybox (or, for a reader that does not own it, a non-empty export)."""
@@ -76,9 +78,15 @@ class Keyring:
         keyring (the same pinned keys, revocations included), removed when this object goes away.
         """
         if not self.owned():
-            return GnuPG(self._reader_home(), faked_time=faked_time, timeout=self.timeout)
-        check_safe_directory(self.home)
-        return GnuPG(self.home, faked_time=faked_time, timeout=self.timeout, read_only=True)
+            home, read_only = self._reader_home(), False
+        else:
+            check_safe_directory(self.home)
+            home, read_only = self.home, True
+        cached = self._readers.get(faked_time)
+        if cached is None or cached.homedir != home:
+            cached = GnuPG(home, faked_time=faked_time, timeout=self.timeout, read_only=read_only)
+            self._readers[faked_time] = cached
+        return cached
 
     def _reader_home(self) -> Path:
         """The throwaway home of a non-owner (created on first use from the export)."""
