@@ -234,13 +234,19 @@ def test_hook_script_refreshes_then_keeps_the_copy_when_upstream_is_tampered(inf
     _hook_config(infra, out)
     infra.server.publish("overlays/repositories.xml", GOOD)
     infra.server.publish("overlays/repositories.xml.asc", infra.keys.sign_bytes("releng", GOOD, infra.root))
-    environ = {**os.environ, "GKEYS_CONFIG": str(infra.config), "GKEYS_PYTHON": sys.executable,
-               "PYTHONPATH": str(PROJECT)}
-    first = subprocess.run([str(HOOK)], env=environ, capture_output=True, text=True, timeout=120, check=False)
+    environ = {**os.environ, "GKEYS_CONFIG": str(infra.config), "PYTHONPATH": str(PROJECT)}
+    # emerge may be run from anywhere: a module planted in the working directory must not be imported.
+    hostile = infra.root / "cwd"
+    hostile.mkdir()
+    (hostile / "gnupg.py").write_text("import sys\nsys.exit(0)\n")
+    (hostile / "gkeys_portage.py").write_text("import sys\nsys.exit(0)\n")
+    first = subprocess.run([sys.executable, str(HOOK)], env=environ, capture_output=True, text=True, timeout=120,
+                           check=False, cwd=hostile)
     assert first.returncode == 0, first.stdout + first.stderr
     assert out.read_bytes() == GOOD
     infra.server.publish("overlays/repositories.xml", GOOD.replace(b"alpha", b"omega"))
-    second = subprocess.run([str(HOOK)], env=environ, capture_output=True, text=True, timeout=120, check=False)
+    second = subprocess.run([sys.executable, str(HOOK)], env=environ, capture_output=True, text=True, timeout=120,
+                            check=False, cwd=hostile)
     assert second.returncode == 1
     assert "BAD signature" in second.stderr and f"{out} left unchanged" in second.stderr
     assert len(second.stderr.strip().splitlines()) == 1, second.stderr
