@@ -3,11 +3,15 @@ ebuild helper harness against real signatures and a real gkeys keyring (gentoo-d
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 from conftest import GkeysEnv
-from eclass_helpers import PROJECT, Bash, Ebuild, installed_ebuild
+from eclass_helpers import HARNESS, PROJECT, Bash, Ebuild, installed_ebuild
 
 SNIPPET = PROJECT / "hooks" / "bashrc.d" / "gkeys.sh"
 
@@ -88,11 +92,62 @@ def test_unlisted_package_and_switch_off_are_untouched(ebuild: Ebuild) -> None:
     assert missing_conf.code == 0
 
 
-def test_unsupported_atom_warns_and_keeps_looking(ebuild: Ebuild) -> None:
+def test_unsupported_atom_dies(ebuild: Ebuild) -> None:
+    """>=, <, ~ and ! atoms used to warn and count as no match, so the package they meant built unverified."""
     distfiles(ebuild, "bob")
-    result = run_hook(ebuild, conf=">=app-misc/demo-1 gentoo-devs/alice\napp-misc/demo gentoo-devs/bob *.gz\n")
-    assert result.code == 0, result.err
-    assert "not supported" in result.err and "(gentoo-devs/bob)" in result.err
+    for atom in (">=app-misc/demo-1", "<app-misc/demo-2", "~app-misc/demo-1.0", "!app-misc/demo"):
+        result = run_hook(ebuild, conf=f"{atom} gentoo-devs/alice\napp-misc/demo gentoo-devs/bob *.gz\n")
+        assert result.code == 1 and "REACHED" not in result.out, result.err
+        assert f"atom '{atom}' is not supported" in result.died and "=category/package-version" in result.died
+
+
+def test_last_line_without_newline_is_read(ebuild: Ebuild) -> None:
+    """A last line without a trailing newline used to be dropped: the package then built unverified."""
+    distfiles(ebuild, "mallory")
+    result = run_hook(ebuild, conf="app-misc/other gentoo-devs\napp-misc/demo gentoo-devs/alice")
+    assert result.code == 1 and "REACHED" not in result.out, result.err
+    assert "unknown key" in result.died
+    distfiles(ebuild, "alice")
+    good = run_hook(ebuild, conf="app-misc/demo gentoo-devs/alice *.tar.gz")
+    assert good.code == 0 and "verifying demo-1.0.tar.gz (gentoo-devs/alice)" in good.err, good.err
+
+
+@pytest.mark.parametrize("globs", ["*.zip", "demo-9*"])
+def test_matched_line_selecting_no_distfile_dies(ebuild: Ebuild, globs: str) -> None:
+    """A matched line whose globs select none of ${A} used to check nothing and succeed."""
+    distfiles(ebuild)
+    result = run_hook(ebuild, conf=f"app-misc/demo gentoo-devs/alice {globs}\n")
+    assert result.code == 1 and "REACHED" not in result.out, result.err
+    assert "nothing verified" in result.died and "app-misc/demo" in result.died
+    only_signatures = run_hook(ebuild, conf="app-misc/demo gentoo-devs/alice\n", a="demo-1.0.tar.gz.asc")
+    assert only_signatures.code == 1 and "nothing verified" in only_signatures.died, only_signatures.err
+
+
+def test_unreadable_config_dies(ebuild: Ebuild) -> None:
+    """A config that exists but cannot be read used to turn every check off silently."""
+    distfiles(ebuild)
+    folder = ebuild.env.root / "conf-dir"
+    folder.mkdir()  # exists, but is no readable file
+    result = run_hook(ebuild, GKEYS_VERIFY_CONF=str(folder))
+    assert result.code == 1 and "REACHED" not in result.out, result.err
+    assert "exists but cannot be read" in result.died
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv")
+def test_unreadable_config_dies_as_unprivileged_user() -> None:
+    """0600 root config, hook run as nobody (FEATURES=userpriv): dies instead of skipping every check."""
+    with tempfile.TemporaryDirectory() as base:
+        Path(base).chmod(0o755)
+        conf = Path(base) / "gkeys-verify.conf"
+        conf.write_text("app-misc/demo gentoo-devs/alice\n")
+        conf.chmod(0o600)
+        script = (f'source "{HARNESS}"\nsource "{SNIPPET}"\nCATEGORY=app-misc PN=demo A=demo-1.0.tar.gz\n'
+                  'pre_src_unpack\necho REACHED\n')
+        proc = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "bash", "-c", script],
+                              env={"PATH": "/usr/bin:/bin", "LC_ALL": "C", "GKEYS_VERIFY_CONF": str(conf)},
+                              capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 1 and "REACHED" not in proc.stdout, proc.stderr
+    assert "exists but cannot be read" in proc.stderr
 
 
 def test_existing_pre_src_unpack_is_kept(ebuild: Ebuild) -> None:

@@ -10,10 +10,12 @@
 #     =dev-libs/bar-2*        upstream/bar       bar-*.tar.xz
 #     net-misc/*::myoverlay   gentoo-devs
 # ATOM is category/package (globs allowed), or =category/package-version (globs allowed), with an
-# optional ::repository.  The first matching line wins.  Every distfile of ${A} that matches a
-# DISTFILE-GLOB (default: every distfile except signatures) must have FILE.asc, FILE.sig or FILE.sign
-# in ${DISTDIR}, and gkeys must find a good signature by a key pinned by CATEGORY (or by its seed
-# NICK); otherwise the build dies before src_unpack.  GKEYS_VERIFY=no (e.g. via package.env) skips
+# optional ::repository; any other atom (>=, <, ~, !) makes the build die.  The first matching line
+# wins.  Every distfile of ${A} that matches a DISTFILE-GLOB (default: every distfile except
+# signatures) must have FILE.asc, FILE.sig or FILE.sign in ${DISTDIR}, and gkeys must find a good
+# signature by a key pinned by CATEGORY (or by its seed NICK); otherwise the build dies before
+# src_unpack.  It also dies if the matching line selects no distfile of ${A}, or if the configuration
+# file exists but cannot be read.  GKEYS_VERIFY=no (e.g. via package.env) skips
 # the check; GKEYS_VERIFY_COMMAND and GKEYS_VERIFY_CONFIG work as in gkeys-verify.eclass.
 
 # gkeys_verify_conf_path: the configuration file in use.
@@ -32,8 +34,9 @@ gkeys_atom_matches() {
 	case ${atom} in
 		=*) [[ ${CATEGORY}/${PF} == ${atom#=} || ${CATEGORY}/${P} == ${atom#=} ]] ;;
 		[\<\>~!]*)
-			ewarn "gkeys: $(gkeys_verify_conf_path): atom '${1}' not supported (use cat/pkg or =cat/pkg-ver*)"
-			return 1 ;;
+			# Never skip such a line: the package it means would then build unverified.
+			die "gkeys: $(gkeys_verify_conf_path): atom '${1}' is not supported; supported atoms:" \
+				"category/package, =category/package-version (globs allowed), each with an optional ::repository" ;;
 		*) [[ ${CATEGORY}/${PN} == ${atom} ]] ;;
 	esac
 }
@@ -43,8 +46,13 @@ gkeys_atom_matches() {
 gkeys_verify_lookup() {
 	local conf atom scope globs
 	conf=$(gkeys_verify_conf_path)
-	[[ -r ${conf} ]] || return 1
-	while read -r atom scope globs; do
+	[[ -e ${conf} ]] || return 1
+	# A file that exists but cannot be read (0600 root under FEATURES=userpriv) must not turn every
+	# check off silently.
+	[[ -f ${conf} && -r ${conf} ]] || die "gkeys: ${conf} exists but cannot be read by the build user" \
+		"(uid ${UID}; FEATURES=userpriv builds as portage): make it readable (chmod 0644), or remove it"
+	# "|| [[ -n ${atom} ]]": a last line without a newline counts too.
+	while read -r atom scope globs || [[ -n ${atom} ]]; do
 		[[ -z ${atom} || ${atom} == \#* ]] && continue
 		if gkeys_atom_matches "${atom}"; then
 			GKEYS_MATCH_SCOPE=${scope}
@@ -72,7 +80,7 @@ gkeys_wants_signature() {
 gkeys_pre_src_unpack() {
 	[[ ${GKEYS_VERIFY:-yes} == no ]] && return 0
 	gkeys_verify_lookup || return 0
-	local cat=${GKEYS_MATCH_SCOPE%%/*} nick= f ext sig output status reason
+	local cat=${GKEYS_MATCH_SCOPE%%/*} nick= f ext sig output status reason checked=0
 	[[ ${GKEYS_MATCH_SCOPE} == */* ]] && nick=${GKEYS_MATCH_SCOPE#*/}
 	[[ -n ${cat} ]] || die "gkeys: $(gkeys_verify_conf_path): no CATEGORY[/NICK] for ${CATEGORY}/${PN}"
 	local -a cmd
@@ -92,7 +100,12 @@ gkeys_pre_src_unpack() {
 		reason=${output##*$'\n'}
 		eend ${status} || die "gkeys: ${f}: NOT verified: ${reason# \* }" \
 			"(keys missing? as root: gkeys update-seed -C ${cat}; skip with GKEYS_VERIFY=no)"
+		checked=$(( checked + 1 ))
 	done
+	# A listed package whose distfile globs match nothing in ${A} would otherwise pass unchecked.
+	(( checked > 0 )) || die "gkeys: $(gkeys_verify_conf_path) lists ${CATEGORY}/${PN}, but no distfile of" \
+		"\${A} (${A:-none}) matches '${GKEYS_MATCH_GLOBS:-every distfile}': nothing verified (fix the" \
+		"DISTFILE-GLOBs, or skip with GKEYS_VERIFY=no)"
 }
 
 if ! declare -F pre_src_unpack >/dev/null; then
