@@ -32,7 +32,8 @@ from typing import IO, Any
 import gnupg
 
 from gkeys_portage.core.colons import PublicKey, parse_colons
-from gkeys_portage.core.errors import GpgError
+from gkeys_portage.core.errors import GpgError, NoSignatureError
+from gkeys_portage.core.packets import detached_signature_packets
 from gkeys_portage.core.status import StatusReport, parse_status
 from gkeys_portage.core.types import Fingerprint, parse_fingerprint
 
@@ -250,9 +251,14 @@ class GnuPG:
 
         Streams are piped into gpg, so a caller can hash the same bytes while gpg reads them.
         """
-        # The signature goes to $TMPDIR, never into the (possibly full, possibly shared) keyring home.
+        try:
+            packets = detached_signature_packets(signature)
+        except NoSignatureError as exc:
+            return StatusReport(failures=[exc.message])
+        # The signature goes to $TMPDIR, never into the (possibly full, possibly shared) keyring home;
+        # gpg reads exactly the packets that were checked.
         with tempfile.NamedTemporaryFile(prefix="gkeys-sig-") as sigfile:
-            sigfile.write(signature)
+            sigfile.write(packets)
             sigfile.flush()
             if isinstance(data, Path):
                 result = self.run(["--verify", sigfile.name, str(data)])
@@ -283,6 +289,19 @@ class GnuPG:
                 raise GpgError(f"multifile verify needs {data} beside {sig}")
         if not pairs:
             return []
+        # In multifile mode gpg verifies a signed *message* against its own text and never reads the data
+        # file: only pure detached signatures may reach it.
+        refused: dict[int, StatusReport] = {}
+        for index, (sig, _data) in enumerate(pairs):
+            try:
+                detached_signature_packets(sig.read_bytes())
+            except NoSignatureError as exc:
+                refused[index] = StatusReport(failures=[exc.message])
+        checked = [pair for index, pair in enumerate(pairs) if index not in refused]
+        reports = iter(self._multifile(checked, jobs) if checked else [])
+        return [refused[index] if index in refused else next(reports) for index in range(len(pairs))]
+
+    def _multifile(self, pairs: Sequence[tuple[Path, Path]], jobs: int) -> list[StatusReport]:
         size = -(-len(pairs) // max(1, jobs))
         chunks = [list(pairs[i : i + size]) for i in range(0, len(pairs), size)]
         command = [GPG_BINARY, "--homedir", str(self.homedir), *self.options, "--status-fd", "1",

@@ -182,7 +182,8 @@ def decide(report: StatusReport, pins: PinSet, keys: Mapping[Fingerprint, Public
     if report.plaintexts > 1:
         raise BadInputError("more than one signed message in one file")
     if not report.signatures:
-        hint = "garbage or truncated data" if (report.no_data or report.bad_armor) else "no signature packet"
+        hint = ("garbage or truncated data" if (report.no_data or report.bad_armor)
+                else report.failures[0] if report.failures else "no signature packet")
         raise NoSignatureError(f"no OpenPGP signature found ({hint})")
 
     good: list[GoodSignature] = []
@@ -214,6 +215,9 @@ def decide(report: StatusReport, pins: PinSet, keys: Mapping[Fingerprint, Public
         assert sig.signing_fingerprint is not None  # set whenever VALIDSIG was seen
         good.append(GoodSignature(pin=pin, signing_fingerprint=sig.signing_fingerprint, created=created))
 
+    if report.no_data:
+        # gpg found data it could not parse next to the signature(s): nothing of that input counts.
+        raise BadInputError("gpg found unparsable data next to the signature")
     if report.errors:
         # e.g. "ERROR proc_pkt.plaintext 89_BAD_DATA" after a second signed block or trailing packets:
         # whatever gpg verified before that point does not count.
