@@ -125,3 +125,18 @@ def test_corpus_replays() -> None:
             pass
         except GkeysError:
             pass
+
+
+@FUZZ
+@given(st.one_of(st.binary(max_size=300), st.builds(lambda b: b"-----BEGIN PGP SIGNATURE-----\n\n" + b
+                                                    + b"\n-----END PGP SIGNATURE-----\n", st.binary(max_size=200))))
+def test_detached_signature_check_accepts_only_signature_packets(data: bytes) -> None:
+    from gkeys_portage.core.packets import detached_signature_packets
+
+    try:
+        packets = detached_signature_packets(data)
+    except GkeysError:
+        return
+    assert packets and packets[0] & 0x80  # starts with a packet header...
+    tag = packets[0] & 0x3F if packets[0] & 0x40 else (packets[0] >> 2) & 0x0F
+    assert tag == 2  # ...of a Signature packet
