@@ -58,6 +58,10 @@ class Commit:
         return self.hash[:12]
 
 
+#: What a commit carries as its signature when its signature headers are malformed (never an armor block).
+INVALID_SIGNATURE = b"(more than one signature header)\n"
+
+
 def parse_commit(commit_hash: str, raw: bytes) -> Commit:
     """Split a raw commit object: headers, the OpenPGP signature header, the signed payload.
 
@@ -70,6 +74,7 @@ def parse_commit(commit_hash: str, raw: bytes) -> Commit:
     commit = Commit(hash=commit_hash, raw=raw)
     kept: list[bytes] = []
     signature: list[bytes] | None = None
+    duplicated = False  # git would verify a concatenation of both; never guess which one counts
     in_signature = False  # inside a signature header (its continuation lines are dropped too)
     collect: list[bytes] | None = None  # where continuation lines of the wanted header go
     for line in head.split(b"\n"):
@@ -81,7 +86,8 @@ def parse_commit(commit_hash: str, raw: bytes) -> Commit:
         name, _, value = line.partition(b" ")
         if name in SIGNATURE_HEADERS:
             in_signature = True
-            if name == wanted and signature is None:
+            if name == wanted:
+                duplicated = signature is not None
                 signature = collect = [value]
             continue
         kept.append(line)  # continuation lines of other headers (mergetag) stay in the payload
@@ -90,7 +96,9 @@ def parse_commit(commit_hash: str, raw: bytes) -> Commit:
         elif name == b"author":
             commit.author = value.decode("utf-8", "replace").rsplit(" ", 2)[0]
     commit.payload = b"\n".join(kept) + sep + body
-    if signature is not None:
+    if duplicated:
+        commit.signature = INVALID_SIGNATURE
+    elif signature is not None:
         commit.signature = b"\n".join(signature) + b"\n"
     commit.summary = body.split(b"\n", 1)[0].decode("utf-8", "replace")[:80]
     return commit
