@@ -22,6 +22,7 @@ import pytest
 
 from gkeys_portage.cli import ldap as ldap_cli
 from gkeys_portage.core import ldapseeds
+from gkeys_portage.core.errors import BadInputError
 from gkeys_portage.core.seeds import Seed, dump_seeds, parse_seeds
 from gkeys_portage.core.types import Fingerprint, Nick
 
@@ -438,6 +439,122 @@ def test_silent_server_times_out(silent_server: int, tmp_path: Path, capsys: pyt
     assert result.doc["ok"] is False and "timed out" in str(result.doc["error"])
     assert time.monotonic() - start < 20
     assert not out.exists()
+
+
+class _Recorder:
+    """A TCP server on 127.0.0.1 that records what every connection sends and never answers."""
+
+    def __init__(self) -> None:
+        self.socket = socket.socket()
+        self.socket.bind(("127.0.0.1", 0))
+        self.socket.listen(8)
+        self.port = int(self.socket.getsockname()[1])
+        self.connections = 0
+        self.received = b""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        self.socket.settimeout(0.2)
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.socket.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            conn.settimeout(0.5)
+            with conn:
+                try:
+                    while chunk := conn.recv(4096):
+                        self.received += chunk
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.socket.close()
+
+
+_MANAGE_DSA_IT = ("2.16.840.1.113730.3.4.2", True, None)
+
+
+def _add_referrals(slapd: Slapd, name: str, target_port: int) -> tuple[str, str]:
+    """Add ``ou=NAME`` with one developer and a referral entry (to 127.0.0.1:target_port) below it, as the
+    directory's admin with ManageDsaIT; return the subtree's DN and the referral entry's DN."""
+    import ldap3
+
+    subtree, referral = f"ou={name},{SUFFIX}", f"ou=elsewhere,ou={name},{SUFFIX}"
+    connection = ldap3.Connection(ldap3.Server(slapd.uri), ADMIN, ADMIN_PASSWORD, auto_bind=True,
+                                  raise_exceptions=True)
+    try:
+        connection.add(subtree, ["organizationalUnit"], {"ou": name})
+        connection.add(f"uid=rita,{subtree}", ["inetOrgPerson", "gentooDev"],
+                       {"uid": "rita", "cn": "Rita Referred", "sn": "Referred", "gentooStatus": "active",
+                        "gpgfingerprint": ALICE})
+        connection.add(referral, ["referral", "extensibleObject"],
+                       {"ou": "elsewhere", "ref": f"ldap://127.0.0.1:{target_port}/ou=elsewhere,{SUFFIX}"},
+                       controls=[_MANAGE_DSA_IT])
+    finally:
+        connection.unbind()
+    return subtree, referral
+
+
+def test_referrals_are_refused_and_never_followed(slapd: Slapd, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    recorder = _Recorder()
+    try:
+        subtree, referral = _add_referrals(slapd, "referred", recorder.port)
+        password = tmp_path / "pw"
+        password.write_text(ADMIN_PASSWORD + "\n")
+        out = tmp_path / "devs.seeds"
+        bind = ("--bind-dn", ADMIN, "--password-file", str(password), "--timeout", "3")
+        # the subtree holds rita and a continuation reference: a seed file of rita alone would be partial
+        partial = run(capsys, "update-seeds", "-C", "gentoo-devs", "-o", str(out), "--uri", slapd.uri,
+                      "--base", subtree, *bind)
+        assert partial.code == 2, partial.out + partial.err
+        assert "referred (part of) the search" in partial.err and f"127.0.0.1:{recorder.port}" in partial.err
+        assert not out.exists()
+        # the base itself is a referral (result code 10): refused, the referred host is never contacted
+        referred = run(capsys, "update-seeds", "-C", "gentoo-devs", "-o", str(out), "--uri", slapd.uri,
+                       "--base", referral, *bind)
+        assert referred.code == 2, referred.out + referred.err
+        assert "referrals are not followed" in referred.err
+        assert not out.exists()
+        search = run(capsys, "search", "--uri", slapd.uri, "--base", referral, *bind)
+        assert search.code == 2 and "referred" in search.err
+    finally:
+        recorder.close()
+    assert recorder.connections == 0 and ADMIN_PASSWORD.encode() not in recorder.received
+
+
+def test_starttls_that_did_not_start_is_refused(slapd: Slapd, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import ldap3
+
+    # ldap3 returns False from start_tls() (without raising) in some states: nothing may be sent then
+    monkeypatch.setattr(ldap3.Connection, "start_tls", lambda self, *args, **kwargs: False)
+    password = tmp_path / "pw"
+    password.write_text(ADMIN_PASSWORD + "\n")
+    out = tmp_path / "devs.seeds"
+    result = run(capsys, "update-seeds", "-C", "gentoo-devs", "-o", str(out), "--uri", slapd.uri, "--starttls",
+                 "--bind-dn", ADMIN, "--password-file", str(password), "--timeout", "5")
+    assert result.code == 3, result.out + result.err
+    assert "STARTTLS was not established" in result.err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("content", ["", "\n", "\nsecret\n"])
+def test_empty_password_is_refused(slapd: Slapd, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                   content: str) -> None:
+    password = tmp_path / "pw"
+    password.write_text(content)
+    result = run(capsys, "search", "--uri", slapd.uri, "--bind-dn", ADMIN, "--password-file", str(password))
+    assert result.code == 2, result.out + result.err
+    assert "empty password" in result.err
+    with pytest.raises(BadInputError, match="empty bind password"):
+        ldapseeds.search(ldapseeds.LdapSettings(uri=slapd.uri, bind_dn=ADMIN, password=""), "(uid=alice)")
 
 
 @pytest.mark.parametrize(("argv", "fragment"), [

@@ -43,7 +43,9 @@ examples:
 
 refused:
   a bind password over plain ldap:// to another host (use ldaps:// or --starttls); --starttls with
-  ldaps://; a search that yields no developer with a valid fingerprint (the old file stays).
+  ldaps://; an empty password file; a search that yields no developer with a valid fingerprint,
+  or that the server cuts short (size or time limit) or refers elsewhere (referrals are never
+  followed): the old file stays.
 
 exit status:
   0  done   2  usage or bad input (bad filter, bind refused, unknown base, empty result)
@@ -111,6 +113,10 @@ def settings_from(args: argparse.Namespace) -> ldapseeds.LdapSettings:
     if args.password_file:
         lines = read_limited(Path(args.password_file), 4096, "password file").decode("utf-8", "replace").splitlines()
         password = lines[0] if lines else ""
+        if not password:
+            # an empty password makes an LDAP simple bind unauthenticated (RFC 4513 5.1.2): refuse it
+            raise BadInputError(f"{args.password_file}: empty password (its first line is empty); "
+                                "leave out --bind-dn and --password-file for an anonymous search")
     if password is not None and not args.bind_dn:
         raise BadInputError("--password-file needs --bind-dn")
     return ldapseeds.LdapSettings(uri=args.uri, base=args.base, bind_dn=args.bind_dn, password=password,

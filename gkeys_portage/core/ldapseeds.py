@@ -16,6 +16,7 @@ Network trouble (refused connection, timeout, TLS failure) raises :class:`Networ
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import math
 import re
@@ -41,6 +42,7 @@ PAGE_SIZE = 500
 MAX_ENTRIES = 100_000
 _PAGED_RESULTS = "1.2.840.113556.1.4.319"
 _INCOMPLETE = {3: "timeLimitExceeded", 4: "sizeLimitExceeded", 11: "adminLimitExceeded"}
+_REFERRAL = 10
 MAX_SEED_FILE = 64 << 20
 GENTOO_DOMAIN = "gentoo.org"
 
@@ -228,6 +230,8 @@ def _check_settings(settings: LdapSettings) -> tuple[str, bool]:
         raise UsageError("--starttls is for ldap:// URIs; ldaps:// is already encrypted")
     if settings.ca_file is not None and not settings.ca_file.is_file():
         raise UsageError(f"CA file {settings.ca_file} does not exist")
+    if settings.password == "":
+        raise BadInputError("empty bind password: an empty password makes the bind unauthenticated")
     if settings.password is not None and scheme == "ldap" and not settings.starttls \
             and not _is_loopback(parts.hostname):
         raise UsageError("refusing to send a bind password in the clear: use ldaps:// or --starttls")
@@ -264,14 +268,20 @@ def _connect(settings: LdapSettings) -> Any:
     host, use_ssl = _check_settings(settings)
     tls = ldap3.Tls(validate=ssl.CERT_REQUIRED, ca_certs_file=str(settings.ca_file) if settings.ca_file else None,
                     sni=None if _is_loopback(host) else host)
+    # referrals are never followed: ldap3 would otherwise bind with our password to whatever host
+    # the directory names (over plain ldap:// too); a referral makes the search fail instead
     server = ldap3.Server(settings.uri, use_ssl=use_ssl, tls=tls, get_info=ldap3.NONE,
-                          connect_timeout=settings.timeout)
+                          connect_timeout=settings.timeout, allowed_referral_hosts=[])
     connection = ldap3.Connection(server, user=settings.bind_dn, password=settings.password, read_only=True,
                                   receive_timeout=max(1, math.ceil(settings.timeout)), raise_exceptions=True,
-                                  auto_bind=ldap3.AUTO_BIND_NONE)
+                                  auto_bind=ldap3.AUTO_BIND_NONE, auto_referrals=False)
     connection.open()
-    if settings.starttls:
-        connection.start_tls()
+    if settings.starttls and connection.start_tls() is not True:
+        # ldap3 returns False (without raising) when it did not start TLS; binding now would send
+        # the password in the clear
+        with contextlib.suppress(Exception):
+            connection.unbind()
+        raise NetworkError(f"LDAP server {settings.uri}: STARTTLS was not established; refusing to continue")
     connection.bind()
     return connection
 
@@ -306,7 +316,8 @@ def search(settings: LdapSettings, ldap_filter: str) -> list[Developer]:
 
 def _paged_search(connection: Any, base: str, ldap_filter: str, scope: Any) -> list[dict[str, Any]]:
     """All entries of a paged search (RFC 2696).  A server that stops early (its size or time limit)
-    makes the whole search fail: a truncated developer list must never become a seed file."""
+    or refers part of the answer elsewhere (a referral or a continuation reference, which are not
+    followed) makes the whole search fail: a partial developer list must never become a seed file."""
     entries: list[dict[str, Any]] = []
     cookie: bytes | None = None
     while True:
@@ -315,6 +326,13 @@ def _paged_search(connection: Any, base: str, ldap_filter: str, scope: Any) -> l
         result = connection.result or {}
         entries += [entry for entry in connection.response or [] if entry.get("type") == "searchResEntry"]
         code = result.get("result")
+        references = [ref for entry in connection.response or [] if entry.get("type") == "searchResRef"
+                      for ref in entry.get("uri") or [""]]
+        if code == _REFERRAL or references:
+            where = _referral_targets(references or result.get("referrals") or [])
+            raise GkeysError(f"the LDAP server referred (part of) the search to {where}; referrals are not "
+                             "followed, so the developer list would be incomplete: search the server that "
+                             "holds the entries (--uri/--base)")
         if code in _INCOMPLETE:
             raise GkeysError(f"the LDAP server stopped after {len(entries)} entries ({_INCOMPLETE[code]}); "
                              "bind as a user without that limit or narrow the search")
@@ -324,6 +342,12 @@ def _paged_search(connection: Any, base: str, ldap_filter: str, scope: Any) -> l
         cookie = controls.get(_PAGED_RESULTS, {}).get("value", {}).get("cookie") or None
         if not cookie:
             return entries
+
+
+def _referral_targets(uris: Sequence[str]) -> str:
+    shown = [repr(str(uri)[:200]) for uri in list(uris)[:3]]
+    more = f" and {len(uris) - 3} more" if len(uris) > 3 else ""
+    return (", ".join(shown) + more) if shown else "another server"
 
 
 def _reason(exc: BaseException) -> str:
