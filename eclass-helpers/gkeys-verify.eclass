@@ -201,9 +201,11 @@ _gkeys-verify_hash_tool() {
 # gkeys-verify_verify_signed_checksums).  Understands "HASH  NAME" / "HASH *NAME" lines, BSD
 # "ALGO (NAME) = HASH" lines, and Gentoo DIGESTS sections ("# SHA512 HASH" headers: lines in
 # another algorithm's section are skipped).  Dies if a file is missing from the list, listed with
-# two different hashes, or does not match.
+# two different hashes, or does not match, and if <files> names no file at all.
 gkeys-verify_verify_unsigned_checksums() {
 	local checksums=${1} algo=${2} files=${3}
+	[[ -n ${files//[[:space:]]} ]] || die "${FUNCNAME}: no files to check against ${checksums##*/}" \
+		"(an empty list would verify nothing)"
 	[[ -f ${checksums} ]] || die "${FUNCNAME}: ${checksums}: no such file"
 	_gkeys-verify_hash_tool "${algo}"
 	local -A expected=()
@@ -231,7 +233,7 @@ gkeys-verify_verify_unsigned_checksums() {
 		expected[${name}]=${hash}
 	done < "${checksums}"
 
-	local f path actual
+	local f path actual checked=0
 	for f in ${files}; do
 		[[ ${f} == /* ]] && path=${f} || path=${DISTDIR}/${f}
 		name=${f##*/}
@@ -242,7 +244,9 @@ gkeys-verify_verify_unsigned_checksums() {
 		actual=${actual%% *}
 		[[ ${actual} == "${expected[${name}]}" ]]
 		eend $? || die "${FUNCNAME}: ${name}: ${algo} checksum mismatch (NOT verified)"
+		checked=$(( checked + 1 ))
 	done
+	(( checked > 0 )) || die "${FUNCNAME}: no file checked against ${checksums##*/} (NOT verified)"
 }
 
 # @FUNCTION: gkeys-verify_verify_signed_checksums
@@ -252,7 +256,7 @@ gkeys-verify_verify_unsigned_checksums() {
 # list <files> against the signed text only (see gkeys-verify_verify_unsigned_checksums).
 gkeys-verify_verify_signed_checksums() {
 	local checksums=${1} algo=${2} files=${3} cat=${4-${GKEYS_VERIFY_CATEGORY}} nick=${5-${GKEYS_VERIFY_NICK}}
-	[[ -n ${checksums} && -n ${algo} && -n ${files} ]] \
+	[[ -n ${checksums} && -n ${algo} && -n ${files//[[:space:]]} ]] \
 		|| die "${FUNCNAME}: usage: ${FUNCNAME} CHECKSUMS ALGO FILES [CATEGORY [NICK]]"
 	_gkeys-verify_hash_tool "${algo}"
 	local text="${T}/${checksums##*/}.verified"

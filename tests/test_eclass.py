@@ -155,6 +155,29 @@ def test_signed_checksums_refuses(ebuild: Ebuild, case: str) -> None:
     assert expected in result.died, result.err
 
 
+@pytest.mark.parametrize("files", ["", "   ", " \t "])
+@pytest.mark.parametrize("function", ["signed", "unsigned"])
+def test_checksums_with_no_files_die(ebuild: Ebuild, function: str, files: str) -> None:
+    """An empty file list (or one of only spaces) used to check zero files and succeed."""
+    ebuild.distfile("foo-1.0.tar.gz")
+    sums = _sums(ebuild, ["foo-1.0.tar.gz"])
+    checksums = sums if function == "signed" else ebuild.distdir / "SHA256SUMS"
+    result = ebuild.run(f'gkeys-verify_verify_{function}_checksums "{checksums}" sha256 "{files}"\necho REACHED')
+    assert result.code == 1 and "REACHED" not in result.out, result.err
+    assert result.died, result.err
+
+
+def test_checksums_nothing_checked_dies(ebuild: Ebuild) -> None:
+    """A list whose words expand to nothing (nullglob set by the ebuild) checks zero files: die."""
+    ebuild.distfile("foo-1.0.tar.gz")
+    _sums(ebuild, ["foo-1.0.tar.gz"])
+    result = ebuild.run(f'shopt -s nullglob\ncd "{ebuild.temp}"\n'
+                        f'gkeys-verify_verify_unsigned_checksums "{ebuild.distdir}/SHA256SUMS" sha256 "nomatch-*"'
+                        '\necho REACHED')
+    assert result.code == 1 and "REACHED" not in result.out, result.err
+    assert "no file checked" in result.died
+
+
 def test_unsigned_checksums_digests_sections(ebuild: Ebuild) -> None:
     """A Gentoo DIGESTS file lists BLAKE2B and SHA512 hashes of the same length: sections keep them apart."""
     data = ebuild.distfile("stage3.tar.xz").read_bytes()
