@@ -26,6 +26,8 @@ from test_overlays_rules import BILLION_LAUGHS, XXE
 from gkeys_portage.core.config import load_config
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import NotVerifiedError
+from gkeys_portage.core.state import read_json
+from gkeys_portage.demo.world import past
 from gkeys_portage.portage.overlays_hook import main as hook_main
 from gkeys_portage.verify.overlay_xml import OverlayXmlError
 from gkeys_portage.verify.overlays import OverlaySettings, load_list, verify_overlay_list
@@ -154,6 +156,8 @@ BAD: list[tuple[str, Callable[[GkeysEnv], Path], int, str]] = [
     ("non-UTF-8 bytes", lambda e: write_list(e, GOOD.replace(b"alpha overlay", b"alpha \xff overlay")), 2,
      "repositories.xml line 5: not valid UTF-8 (byte 0xff"),
     ("empty file", lambda e: write_list(e, b""), 2, "repositories.xml: empty file"),
+    ("source split by a comment", _dangerous("srv<!-- eselect-repository reads 'srv' -->:x/y"), 1,
+     "line 19, repo evil: a comment inside <source>"),
 ]
 
 
@@ -182,6 +186,49 @@ def test_an_older_signed_list_is_not_installed_over_a_newer_one(infra: GkeysEnv)
     assert result.code == 1 and "refusing to roll back" in result.err
     assert out.read_bytes() == GOOD
     assert infra.run("verify-overlays", str(path), "-o", str(infra.root / "elsewhere.xml")).code == 0
+
+
+def test_a_list_signed_longer_ago_than_max_age_is_refused(infra: GkeysEnv) -> None:
+    key = infra.keys.keys["expired"]  # "expired" can sign "700 days ago"
+    assert infra.run("add-seed", "-C", "gentoo-infra", "-n", "old", "-N", "Old", "-K", key.fingerprint).code == 0
+    keyfile = infra.root / "old.asc"
+    keyfile.write_bytes(infra.keys.public("expired"))
+    assert infra.run("import-key", "-C", "gentoo-infra", "-n", "old", "-F", str(keyfile)).code == 0
+    path = write_list(infra, GOOD, signer=None)
+    path.with_name("repositories.xml.asc").write_bytes(infra.keys.sign_bytes("expired", GOOD, infra.root,
+                                                                             when=past(700)))
+    out = previous_copy(infra)
+    infra.write_config(extra="[overlays]\nmax-age = 30\n")
+    refused = infra.run("verify-overlays", str(path), "-o", str(out))
+    assert refused.code == 1, refused.text
+    assert "more than 30 days ago ([overlays] max-age)" in refused.err and f"{out} left unchanged" in refused.err
+    assert out.read_bytes() == PREVIOUS
+    assert infra.run("verify-overlays", str(path)).code == 1  # verifying alone is refused too
+    infra.write_config(extra="[overlays]\nmax-age = 0\n")
+    assert infra.run("verify-overlays", str(path), "-o", str(out)).code == 0  # 0 (the default): off
+    assert out.read_bytes() == GOOD
+
+
+def test_the_rollback_floor_is_recorded_when_the_bytes_are_already_installed(infra: GkeysEnv) -> None:
+    real = infra.root / "verified"
+    real.mkdir()
+    (infra.root / "alias").symlink_to(real)
+    out = real / "repositories.xml"
+    out.write_bytes(GOOD)  # copied there by hand: the same bytes, but no record yet
+    newer = write_list(infra, GOOD, signer=None)
+    newer.with_name("repositories.xml.asc").write_bytes(infra.keys.sign_bytes(
+        "releng", GOOD, infra.root, when=datetime.fromtimestamp(time.time() + 300, UTC)))
+    first = infra.run("verify-overlays", str(newer), "-o", str(infra.root / "alias" / "repositories.xml"))
+    assert first.code == 0 and "is already this list" in first.out, first.text
+    record = read_json(infra.state / "state" / "overlays.json", {})
+    assert list(record) == [str(out.resolve())] and record[str(out.resolve())]["signed"] > time.time() + 200
+    old = overlay_list(repo("alpha"), repo("removed-since", sources=(("git", "https://x.example/r.git"),)))
+    path = write_list(infra, old, name="old.xml")  # signed now: older than the list already there
+    for spelling in (out, infra.root / "alias" / "repositories.xml", infra.root / "alias" / ".." / "verified"
+                     / "repositories.xml"):
+        result = infra.run("verify-overlays", str(path), "-o", str(spelling))
+        assert result.code == 1 and "refusing to roll back" in result.err, result.text
+    assert out.read_bytes() == GOOD
 
 
 def test_a_200_mb_list_is_refused_without_reading_it_all(infra: GkeysEnv) -> None:

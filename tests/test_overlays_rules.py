@@ -95,6 +95,10 @@ def test_limits_on_size_elements_and_text() -> None:
     long_text = overlay_list(repo("long", extra=f"    <longdescription>{'x' * 5000}</longdescription>\n"))
     with pytest.raises(OverlayXmlError, match="more than 4096 characters"):
         parse_document(long_text, "long.xml", XmlLimits(max_text=4096))
+    split_text = overlay_list(repo("split", extra=f"    <longdescription>{'x' * 3000}<br/>{'x' * 3000}"
+                                                  "</longdescription>\n"))
+    with pytest.raises(OverlayXmlError, match="more than 4096 characters"):  # all of an element's text counts
+        parse_document(split_text, "split.xml", XmlLimits(max_text=4096))
 
 
 def test_a_deep_15_mb_document_is_rejected_early_with_bounded_memory() -> None:
@@ -151,6 +155,48 @@ def test_format_errors_name_the_repo_and_line(data: bytes, code: str, name: str 
     assert found, [str(f) for f in result.findings]
     assert found[0].line == line
     assert name is None or found[0].repo == name
+
+
+def _source(raw: str) -> bytes:
+    """A list whose repo "split" has one <source type="git"> holding ``raw`` as it is (markup included)."""
+    return overlay_list(repo("fine"), repo("split", sources=(("git", raw),)))
+
+
+# lxml (eselect-repository) reads a <source>'s text only up to its first comment, processing instruction
+# or child element; the checker joins every piece.  Any of them inside a <source> or a <name> is an error.
+MIXED_CASES: list[tuple[str, bytes, str, str, int]] = [
+    ("comment splits the source", _source("srv<!-- x -->:x/y"), "a comment inside <source>", "split", 19),
+    ("processing instruction splits the source", _source("srv<?php x?>:x/y"),
+     "a processing instruction <?php?> inside <source>", "split", 19),
+    ("child element inside the source", _source("<b/>https://github.com/example/split.git"),
+     "a <b> element inside <source>", "split", 19),
+    ("text after a child element", _source("https://github.com/example/split.git<b/>#../../evil"),
+     "a <b> element inside <source>", "split", 19),
+    ("comment on its own line in the source", _source("srv\n<!-- x -->:x/y"), "a comment inside <source>",
+     "split", 20),
+    ("comment splits the name", overlay_list(repo("al<!-- x -->pha")), "a comment inside <name>", "alpha", 4),
+    ("processing instruction in the name", overlay_list(repo("alpha<?x?>")),
+     "a processing instruction <?x?> inside <name>", "alpha", 4),
+]
+
+
+@pytest.mark.parametrize(("data", "message", "name", "line"), [c[1:] for c in MIXED_CASES],
+                         ids=[c[0] for c in MIXED_CASES])
+def test_markup_inside_a_source_or_name_is_an_error(data: bytes, message: str, name: str, line: int) -> None:
+    result = check(data)
+    mixed = [f for f in result.errors if f.code == "format:mixed"]
+    assert len(mixed) == 1, [str(f) for f in result.findings]
+    assert message in mixed[0].message and "text before it" in mixed[0].message
+    assert (mixed[0].repo, mixed[0].line) == (name, line)
+    assert not result.ok
+
+
+def test_markup_inside_other_text_elements_is_a_warning() -> None:
+    result = check(overlay_list(repo("d").replace("The d overlay", "The d<!-- x --> overlay")))
+    assert result.ok, [str(f) for f in result.errors]
+    assert ("format:mixed", "d") in codes(result, Severity.WARNING)
+    plain = check(overlay_list(repo("c", extra="    <!-- a comment between elements is fine -->\n")))
+    assert plain.findings == [f for f in plain.findings if f.severity is Severity.NOTICE]
 
 
 def test_duplicate_names_say_whether_sources_differ() -> None:

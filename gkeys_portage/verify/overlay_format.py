@@ -17,7 +17,8 @@ Warnings (reported, the list is accepted):
   unknown elements or attributes (ignored by layman and eselect-repository); ``format:homepage``,
   ``format:owner`` more than one (the DTD allows one, the XSD several); ``format:lang`` two
   descriptions with one ``lang``; ``format:email`` / ``format:url`` values that do not match the
-  XSD patterns; ``format:text`` stray or empty text;
+  XSD patterns; ``format:text`` stray or empty text; ``format:mixed`` a comment, processing
+  instruction or element inside another text element (description, homepage, owner, ...);
   ``source:duplicate`` the same source twice in one repo; warnings of the URL rules.
 Notices: the URL rules' ``source:unauthenticated``.
 """
@@ -154,10 +155,21 @@ class _Checker:
         if element.text.strip():
             self.warn("format:text", f"stray text inside <{element.tag}>", repo, element.line)
 
-    def leaf(self, element: Element, repo: str | None, allowed: frozenset[str] = frozenset()) -> str:
-        """The text of an element that must hold only text; xs:token whitespace is collapsed."""
+    def leaf(self, element: Element, repo: str | None, allowed: frozenset[str] = frozenset(), *,
+             used: bool = False) -> str:
+        """The text of an element that must hold only text; xs:token whitespace is collapsed.
+
+        ``used``: the consumers act on this text (a repo's name, a source), so anything that splits it
+        is an error: lxml's ``.text`` (eselect-repository) ends at the first comment, processing
+        instruction or child element, while the text checked here is every piece joined.
+        """
         for child in element.children:
             self.warn("format:element", f"unexpected <{child.tag}> inside <{element.tag}>", repo, child.line)
+        if element.mixed is not None:
+            what, line = element.mixed
+            message = (f"{what} inside <{element.tag}>: it must hold text only (lxml, which eselect-repository "
+                       "uses, reads only the text before it)")
+            self.add(Severity.ERROR if used else Severity.WARNING, "format:mixed", message, repo, line)
         self.unknown_attributes(element, allowed, repo)
         return " ".join(element.text.split())
 
@@ -206,7 +218,7 @@ class _Checker:
         if priority is not None and not re.fullmatch(r"\s*[+-]?[0-9]+\s*", priority):
             self.error("format:priority", f"priority={priority!r} is not an integer", name, element.line)
         if names:
-            self.leaf(names[0], name)
+            self.leaf(names[0], name, used=True)
             if not REPO_NAME.match(raw_name):
                 self.error("name:pattern", f"repository name {raw_name!r} does not match [A-Za-z0-9_][A-Za-z0-9_-]* "
                                            "(it becomes a directory and a repos.conf section)", name, names[0].line)
@@ -278,7 +290,7 @@ class _Checker:
 
     def source(self, element: Element, repo: Repo) -> None:
         source_type = self.enum(element, "type", SOURCE_TYPES, repo.name, "format:source-type")
-        self.leaf(element, repo.name, frozenset({"type"}))
+        self.leaf(element, repo.name, frozenset({"type"}), used=True)
         url = element.text  # raw: eselect-repository copies it into repos.conf as it is
         if source_type not in ALLOWED_SCHEMES:
             return

@@ -8,7 +8,11 @@ The document has already had its signature checked, but it is still parsed as if
   (entity, element or attribute declarations, default attribute values) is refused outright;
 * the bytes must be UTF-8 (any encoding declaration must say so);
 * size, nesting depth, element count, attributes per element and text per element are bounded,
-  and the limits are enforced while parsing, so a hostile document is rejected early.
+  and the limits are enforced while parsing, so a hostile document is rejected early;
+* comments and processing instructions are not kept, but one inside an element is recorded
+  (:attr:`Element.mixed`, like a child element): lxml, which eselect-repository uses, gives as an
+  element's ``text`` only the text *before* its first comment, processing instruction or child,
+  while :attr:`Element.text` joins every piece, so the checker must know when the two differ.
 
 Every failure raises :class:`OverlayXmlError` (exit status 2) naming the document and the line.
 """
@@ -46,17 +50,23 @@ class XmlLimits:
 
 @dataclass
 class Element:
-    """One XML element: tag, attributes, the line it starts on, its own text and its children."""
+    """One XML element: tag, attributes, the line it starts on, its own text and its children.
+
+    ``mixed`` names the first node inside the element that is not text (a child element, a comment or
+    a processing instruction) and its line, or is None.  Other parsers read an element's text up to
+    that node only (lxml's ``.text``), so for an element whose text is used it must be None.
+    """
 
     tag: str
     attrib: dict[str, str]
     line: int
     children: list[Element] = field(default_factory=list)
     parts: list[str] = field(default_factory=list)
+    mixed: tuple[str, int] | None = None
 
     @property
     def text(self) -> str:
-        """The character data directly inside this element (not inside its children)."""
+        """All character data directly inside this element (not inside its children), joined."""
         return "".join(self.parts)
 
 
@@ -72,11 +82,16 @@ class _TreeBuilder:
         self.stack: list[Element] = []
         self.root: Element | None = None
         self.count = 0
-        self.text_size = 0
+        self.text_sizes: list[int] = []  # characters of text so far in each open element
         self.line_of: object = None  # the expat parser, set once it exists
 
     def _line(self) -> int:
         return int(getattr(self.line_of, "CurrentLineNumber", 0))
+
+    def _interrupt(self, what: str) -> None:
+        """A node that is not text inside the open element (if any): it no longer holds plain text only."""
+        if self.stack and self.stack[-1].mixed is None:
+            self.stack[-1].mixed = (what, self._line())
 
     def start(self, tag: str, attrib: dict[str, str]) -> None:
         """An element opens."""
@@ -88,24 +103,33 @@ class _TreeBuilder:
         if len(attrib) > self.limits.max_attributes:
             raise _LimitExceeded(f"<{tag}> has more than {self.limits.max_attributes} attributes")
         element = Element(tag, dict(attrib), self._line())
+        self._interrupt(f"a <{tag}> element")
         if self.stack:
             self.stack[-1].children.append(element)
         else:
             self.root = element
         self.stack.append(element)
-        self.text_size = 0
+        self.text_sizes.append(0)
 
     def end(self, tag: str) -> None:
         """An element closes."""
         self.stack.pop()
-        self.text_size = 0
+        self.text_sizes.pop()
+
+    def comment(self, text: str) -> None:
+        """A comment (not kept; recorded if inside an element)."""
+        self._interrupt("a comment")
+
+    def pi(self, target: str, text: str | None = None) -> None:
+        """A processing instruction (not kept; recorded if inside an element)."""
+        self._interrupt(f"a processing instruction <?{target}?>")
 
     def data(self, text: str) -> None:
         """Character data inside the current element."""
         if not self.stack:
             return
-        self.text_size += len(text)
-        if self.text_size > self.limits.max_text:
+        self.text_sizes[-1] += len(text)  # all of the element's text, also when split by children
+        if self.text_sizes[-1] > self.limits.max_text:
             raise _LimitExceeded(f"<{self.stack[-1].tag}> holds more than {self.limits.max_text} characters of text")
         self.stack[-1].parts.append(text)
 

@@ -7,6 +7,7 @@ Steps, on exactly the same bytes (no re-reading between checking and using):
    (``[overlays] category``, default ``gentoo-infra``) — :meth:`Gkeys.verifier`;
 3. the signed bytes are parsed safely (:mod:`.overlay_xml`) and checked against the format and the
    source-URL rules (:mod:`.overlay_format`, :mod:`.overlay_urls`);
+   A list signed longer ago than ``[overlays] max-age`` days is refused (a mirror frozen in the past);
 4. only a list without errors, signed no earlier than the one installed before, may be installed,
    atomically (:func:`install_list`).
 
@@ -18,6 +19,7 @@ Configuration (all optional)::
     signature-url = https://api.gentoo.org/overlays/repositories.xml.asc
     output = /var/lib/gkeys/overlays/repositories.xml
     max-size = 16          ; MiB
+    max-age = 0            ; days; refuse a list signed longer ago (a frozen mirror); 0 = off
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from gkeys_portage.core.errors import (
     NoSignatureError,
     NotVerifiedError,
     RollbackError,
+    StaleError,
     UnknownSignerError,
 )
 from gkeys_portage.core.http import NotFoundError, TooLargeError
@@ -139,11 +142,21 @@ def load_list(ctx: Gkeys, location: str, signature: str | None, limits: XmlLimit
     return SignedList(location, data, _fetch(ctx, signature_name, MAX_SIGNATURE, "signature"), signature_name)
 
 
+def _check_age(ctx: Gkeys, signed: SignedList, result: VerifyResult) -> None:
+    """Refuse a list signed longer ago than ``[overlays] max-age`` days (a mirror frozen in the past)."""
+    days = ctx.config.number(SECTION, "max-age", 0.0)
+    signer = result.signer
+    if days and time.time() - signer.created > days * 86400:
+        raise StaleError(f"{signed.name}: signed {signer.created_at:%Y-%m-%d %H:%M:%S} UTC, more than {days:g} days "
+                         f"ago ([{SECTION}] max-age): the mirror may be frozen; refused")
+
+
 def verify_overlay_list(ctx: Gkeys, signed: SignedList, category: str, *, nick: str | None = None,
                         limits: XmlLimits | None = None) -> OverlayVerification:
     """Check the signature (pinned to ``category``), then parse and check the signed bytes.
 
-    Raises a :class:`NotVerifiedError` subclass if the signature is not good, or
+    Raises a :class:`NotVerifiedError` subclass if the signature is not good (:class:`StaleError` if it
+    was made longer ago than ``[overlays] max-age`` days), or
     :class:`OverlayXmlError` if the signed bytes are not an acceptable XML document.  Format and
     URL problems are returned as findings; the caller decides to refuse (see :func:`install_list`).
     """
@@ -158,6 +171,7 @@ def verify_overlay_list(ctx: Gkeys, signed: SignedList, category: str, *, nick: 
         result = ctx.verifier(cat, [nick] if nick else []).detached(signed.signature, signed.data)
     except NotVerifiedError as exc:
         raise type(exc)(f"{signed.name}: {exc.message}", detail=exc.detail) from exc
+    _check_age(ctx, signed, result)
     signed_at = time.perf_counter()
     root = parse_document(signed.data, signed.name, limits)
     parsed_at = time.perf_counter()
@@ -174,31 +188,39 @@ def install_list(ctx: Gkeys, verification: OverlayVerification, output: Path) ->
     Refuses (:class:`OverlayListRefused`) a list with error findings, so nothing unverified is written,
     and (:class:`RollbackError`) a list signed before the one last installed at ``output``: a replayed
     old list could bring back a repository that was removed for a reason.  The signature time and
-    digest of each installed list are kept in ``state/overlays.json``.
+    digest of each installed list are kept in ``state/overlays.json``, keyed by the resolved path of
+    ``output`` (so a symlink or ``..`` does not dodge the floor); the record is written, or its time
+    raised, also when ``output`` already held these bytes (copied there by hand, or recorded under
+    another name before), so a floor always exists after a successful install.
     """
     if not verification.ok:
         raise OverlayListRefused(f"{verification.source.name}: refused ({len(verification.overlays.errors)} "
                                  f"errors); {output} left unchanged")
     ctx.ensure_layout()
     signer = verification.signature.signer
-    key = str(output.absolute())
+    # every name the record may know this file by: its resolved path, that of the entry the write replaces
+    # (if ``output`` is a symlink), and the absolute, unresolved path older versions keyed it by
+    names = {str(output.resolve()), str(output.parent.resolve() / output.name), str(output.absolute())}
     with ctx.lock:
         record = read_json(ctx.layout.record(RECORD), {})
-        previous = record.get(key, {})
-        if signer.created < previous.get("signed", 0):
+        floor = max(float(record.get(k, {}).get("signed", 0)) for k in names)
+        if signer.created < floor:
             raise RollbackError(
                 f"{verification.source.name}: signed {signer.created_at:%Y-%m-%d %H:%M:%S} UTC, before the list "
                 f"installed at {output} was; refusing to roll back")
         try:
-            if output.read_bytes() == verification.source.data:
-                return False
+            unchanged = output.read_bytes() == verification.source.data
         except OSError:
-            pass
-        try:
-            atomic_write(output, verification.source.data, 0o644)
-        except OSError as exc:
-            raise BadInputError(f"cannot write {output}: {exc.strerror or exc}") from exc
-        record[key] = {"signed": signer.created, "sha256": hashlib.sha256(verification.source.data).hexdigest(),
-                       "source": verification.source.name, "signer": signer.pin.fingerprint}
-        atomic_write_json(ctx.layout.record(RECORD), record)
-    return True
+            unchanged = False
+        if not unchanged:
+            try:
+                atomic_write(output, verification.source.data, 0o644)
+            except OSError as exc:
+                raise BadInputError(f"cannot write {output}: {exc.strerror or exc}") from exc
+        key = str(output.resolve())  # again: the write replaced a symlink at ``output`` by the file itself
+        entry = {"signed": signer.created, "sha256": hashlib.sha256(verification.source.data).hexdigest(),
+                 "source": verification.source.name, "signer": signer.pin.fingerprint}
+        if not unchanged or float(record.get(key, {}).get("signed", 0)) < signer.created:
+            record[key] = entry  # also for unchanged bytes: a missing floor is created, an older one raised
+            atomic_write_json(ctx.layout.record(RECORD), record)
+    return not unchanged
