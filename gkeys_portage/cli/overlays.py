@@ -26,10 +26,12 @@ Verify an overlay list (repositories.xml) before eselect-repository or layman cl
 2. The signed bytes are parsed safely: no entity declarations, no external entities or DTD
    fetching, UTF-8 only, bounded size ([overlays] max-size, MiB), depth and element count.
 3. The list must follow repositories.dtd / repositories.xsd (required elements and attributes,
-   quality/status/source-type values, repository-name pattern, unique names), and every
-   <source> must be safe to hand to a VCS: an allowed scheme for its type, or [user@]host:path
-   for ssh-based types; never file://, local paths, git remote helpers (ext::, fd::), a leading
-   '-' (also in user, host or port), whitespace, control characters or encoded controls.
+   quality/status/source-type values, repository-name pattern, unique names; no comment,
+   processing instruction or element inside a <source> or <name>, since eselect-repository reads
+   only the text before it), and every <source> must be safe to hand to a VCS: an allowed scheme
+   for its type, or [user@]host:path for ssh-based types; never file://, local paths, git remote
+   helpers (ext::, fd::), a leading '-' (also in user, host or port), whitespace, control
+   characters or encoded controls.
 
 Every finding names its line and repository.  Errors refuse the list (exit 1) and nothing is
 written; warnings (e.g. 'ssh://git@host:user/repo', which git cannot clone) are reported;
@@ -38,7 +40,8 @@ notices (unauthenticated transports: git://, http://, rsync://) are counted and 
 Without PATH|URL the configured [overlays] url and signature-url are used.  With -o OUT (or
 --install: [overlays] output) a list that passed is written atomically; on any failure the
 previous file stays as it was, and a list signed before the one installed there is refused
-(no rollback)."""
+(no rollback).  With [overlays] max-age (days; 0 = off, the default) a list signed longer ago is
+refused (a mirror frozen in the past)."""
 
 EPILOG = """\
 examples:
@@ -47,7 +50,7 @@ examples:
   gkeys verify-overlays list.xml -s list.xml.sig -C gentoo-infra --json
   gkeys verify-overlays --install                        # what the postsync.d hook runs
 
-exit status: 0 verified (and written), 1 not verified, refused by the checks or a rollback,
+exit status: 0 verified (and written), 1 not verified, refused by the checks, too old or a rollback,
 2 not an acceptable XML document or bad usage, 3 network failure."""
 
 
