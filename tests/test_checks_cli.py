@@ -13,6 +13,8 @@ from conftest import GkeysEnv, shared_path
 from gkeys_portage.core.glep63 import check_key
 from gkeys_portage.core.glep63.sources import file_subjects, parse_at
 from gkeys_portage.core.gpg import GnuPG
+from gkeys_portage.core.seeds import Seed, dump_seeds
+from gkeys_portage.core.types import Nick
 from gkeys_portage.demo.world import KeyFactory
 
 CONFORMANCE = ("conformance", "glep63-check", "keys")
@@ -217,3 +219,33 @@ def test_a_key_with_a_thousand_user_ids(env: GkeysEnv) -> None:
     (key,) = json.loads(result.out)["keys"]
     assert key["issues"] == [] and key["uid_count"] == 1001
     assert len(key["uids"]) == 20  # the JSON lists the first 20 user ids only
+
+
+def test_nothing_to_check_is_refused(env: GkeysEnv, keys: KeyFactory, tmp_path: Path) -> None:
+    alice = keys.keys["alice"]
+    assert env.run("add-seed", "-C", "lone", "-n", "alice", "-N", "Alice", "-K", alice.fingerprint).code == 0
+    keyfile = tmp_path / "alice.asc"
+    keyfile.write_bytes(keys.public("alice"))
+    assert env.run("import-key", "-C", "lone", "-n", "alice", "-F", str(keyfile)).code == 0
+    assert env.run("remove-seed", "-C", "lone", "-n", "alice").code == 0
+    # a category keyring is left, but no seed pins a key: "0 of 0 keys ok" would be a pass that checked nothing
+    for action in ("check-key", "spec-check"):
+        result = env.run(action)
+        assert result.code == 2, result.text
+        assert "no keys to check" in result.err and "0 of 0" not in result.text
+
+
+def test_a_primary_key_listed_only_under_fingerprint_is_checked(devs: GkeysEnv) -> None:
+    alice, bob = devs.keys.keys["alice"], devs.keys.keys["bob"]
+    # alice's seed pins bob's key too, but only under "fingerprint" (verification accepts it all the same)
+    seed = Seed(Nick("alice"), alice.name, "alice", [alice.fingerprint],
+                [alice.fingerprint, alice.signing_subkey, bob.fingerprint], [alice.uid])
+    devs.state.joinpath("seeds", "gentoo-devs.seeds").write_bytes(dump_seeds({Nick("alice"): seed}))
+    result = devs.run("check-key", "-C", "gentoo-devs", "--days", "800", "--json")
+    document = json.loads(result.out)
+    checked = [(k["nick"], k["fingerprint"], k["installed"]) for k in document["keys"]]
+    # the subkey's fingerprint is not a primary key: not a subject of its own
+    assert checked == [("alice", alice.fingerprint, True), ("alice", bob.fingerprint, True)]
+    assert document["keys"][1]["counts"]["warning"] == 2  # bob's key was really checked (expire:soon)
+    assert result.code == 0
+    assert "2 of 2 keys ok" in devs.run("check-key", "-C", "gentoo-devs").out

@@ -13,10 +13,10 @@ from pathlib import Path
 from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
 from gkeys_portage.cli.output import Report
 from gkeys_portage.core.context import Gkeys
-from gkeys_portage.core.errors import EXIT_NOT_VERIFIED, ConfigError, UsageError
+from gkeys_portage.core.errors import EXIT_NOT_VERIFIED, BadInputError, ConfigError, UsageError
 from gkeys_portage.core.glep63 import DEFAULT_DAYS, DEFAULT_SPEC, SPECS, Level, check_health, check_key, get_spec
 from gkeys_portage.core.glep63.findings import count_levels
-from gkeys_portage.core.glep63.sources import KeyResult, load_subjects, parse_at, run_checks
+from gkeys_portage.core.glep63.sources import KeyResult, Subject, load_subjects, parse_at, run_checks
 
 CONFIG_SECTION = "checks"
 
@@ -70,6 +70,13 @@ def _render(report: Report, results: Sequence[KeyResult], *, warnings_fail: bool
     return report
 
 
+def _require_subjects(subjects: Sequence[Subject], args: argparse.Namespace) -> None:
+    """Refuse to report "0 of 0 keys" as a pass: a check that checked nothing is bad input."""
+    if not subjects:
+        where = f"category {args.category!r}" if args.category else "any category with a keyring"
+        raise BadInputError(f"no keys to check: no seed in {where} pins a key")
+
+
 def _days(ctx: Gkeys, args: argparse.Namespace) -> int:
     if args.days is not None:
         days: int = args.days
@@ -90,6 +97,7 @@ def run_check_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
     days = _days(ctx, args)
     subjects = load_subjects(ctx, category=args.category, nick=args.nick,
                              keyring=Path(args.keyring) if args.keyring else None, at=at)
+    _require_subjects(subjects, args)
     results = run_checks(subjects, lambda key: check_health(key, at, days))
     report = Report(data={"action": "check-key", "at": (at or datetime.now(UTC)).isoformat(), "days": days})
     return _render(report, results, warnings_fail=args.warnings_fail, passed="ok", failed="FAILED")
@@ -106,6 +114,7 @@ def run_spec_check(ctx: Gkeys, args: argparse.Namespace) -> Report:
     at = _when(args)
     subjects = load_subjects(ctx, category=args.category, nick=args.nick,
                              keyring=Path(args.keyring) if args.keyring else None, at=at, sigs=True)
+    _require_subjects(subjects, args)
     results = run_checks(subjects, lambda key: check_key(key, spec, at))
     when = at or datetime.now(UTC)
     report = Report(data={"action": "spec-check", "spec": spec.name, "at": when.isoformat()})
@@ -128,7 +137,7 @@ def _add_selection(parser: argparse.ArgumentParser) -> None:
 
 
 _EXIT = ("exit status: 0 every key passed, 1 a key has errors (or warnings with --warnings-fail),\n"
-         "2 bad input or usage (unknown spec, unreadable key file, no keys in it).")
+         "2 bad input or usage (unknown spec, unreadable key file, no keys in it, no key to check).")
 
 
 def register(sub: SubParsers) -> None:

@@ -81,7 +81,9 @@ def run_checks(subjects: Sequence[Subject], checker: Checker) -> list[KeyResult]
 
 def category_subjects(ctx: Gkeys, category: str | None, nick: str | None = None, *,
                       at: datetime | None = None, sigs: bool = False) -> list[Subject]:
-    """The pinned keys of ``category`` (or of every category with a keyring), one per seed key."""
+    """The pinned keys of ``category`` (or of every category with a keyring): one per fingerprint in a
+    seed's ``keys`` (installed or not), and one per other accepted fingerprint that is installed as a
+    primary key."""
     if nick and not category:
         raise UsageError("-n/--nick needs -C/--category")
     if category:
@@ -95,12 +97,17 @@ def category_subjects(ctx: Gkeys, category: str | None, nick: str | None = None,
         seeds = select_seeds(ctx, cat, nick)
         if not seeds and category:
             raise BadInputError(f"category {cat!r} has no seeds (add-seed or fetch-seed first)")
-        wanted = [fpr for seed in seeds for fpr in seed.keys]
+        # verification accepts every fingerprint of seed.accepted() (keys and fingerprint) as a primary
+        # key, so each one installed as a primary key is checked too; a fingerprint listed only under
+        # "fingerprint" may be a subkey's, so it is checked only when it is an installed primary key
+        wanted = sorted({fpr for seed in seeds for fpr in seed.accepted()})
         keyring = ctx.keyring(cat)
         listed: dict[Fingerprint, PublicKey] = {}
         if wanted and keyring.exists():
             listed = {k.fingerprint: k for k in keyring.gpg(faked_time=at).list_keys(wanted, sigs=sigs)}
-        subjects += [Subject(fpr, listed.get(fpr), cat, seed.nick) for seed in seeds for fpr in seed.keys]
+        for seed in seeds:
+            extra = [fpr for fpr in sorted(seed.accepted() - set(seed.keys)) if fpr in listed]
+            subjects += [Subject(fpr, listed.get(fpr), cat, seed.nick) for fpr in [*seed.keys, *extra]]
     return subjects
 
 
