@@ -6,8 +6,11 @@
 * ``postsync.d/gkeys-verify`` runs once at the end of ``emerge --sync``; it exits non-zero (which
   does fail emerge) while any marker exists, naming the repositories.
 
-A marker is removed when a later sync of that repository verifies.  Non-git repositories are
-skipped (their Manifests are Portage's business).
+A "pending" marker is written *before* verifying and removed only once the repository verified, so a
+hook that crashes or is killed half-way still fails emerge.  Any error while verifying (not only a
+refused commit: a gpg timeout, a git error, missing seeds, an unexpected exception) rolls the work
+tree back like a refused commit.  A marker is removed when a later sync of that repository verifies.
+Non-git repositories are skipped (their Manifests are Portage's business).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 
 from gkeys_portage.core.config import load_config
 from gkeys_portage.core.context import Gkeys
-from gkeys_portage.core.errors import GkeysError, NotVerifiedError
+from gkeys_portage.core.errors import GkeysError
 from gkeys_portage.core.state import Layout, atomic_write_json, read_json
 from gkeys_portage.verify.gitobjects import GitRepo
 from gkeys_portage.verify.tree import TreeOptions, TreeVerifier, last_verified, open_repo, record_verified
@@ -65,6 +68,8 @@ def failure_markers(layout: Layout) -> list[dict[str, str]]:
 def verify_synced_repo(ctx: Gkeys, repo_name: str, location: Path) -> tuple[bool, str]:
     """Verify a repository right after a plain git sync; roll back and mark on failure.
 
+    Fail-closed: the marker is written before verifying and removed only after success; whatever
+    goes wrong (any exception) rolls the work tree back to the last verified revision.
     Returns ``(verified, one-line message)``.
     """
     marker = marker_path(ctx.layout, repo_name)
@@ -72,6 +77,7 @@ def verify_synced_repo(ctx: Gkeys, repo_name: str, location: Path) -> tuple[bool
         marker.unlink(missing_ok=True)
         return True, f"{repo_name}: not a git repository, nothing for gkeys to verify"
     recorded = last_verified(ctx.layout, location)
+    _write_marker(marker, repo_name, location, "verification did not complete (interrupted or crashed)", "")
     repo: GitRepo | None = None
     try:
         repo = open_repo(location)
@@ -86,13 +92,25 @@ def verify_synced_repo(ctx: Gkeys, repo_name: str, location: Path) -> tuple[bool
             marker.unlink(missing_ok=True)
             return True, report.summary()
         reason = report.summary()
-    except NotVerifiedError as exc:
-        reason = exc.message
-    rolled = _roll_back(repo, recorded)
-    atomic_write_json(marker, {"repo": repo_name, "location": str(location), "reason": reason,
-                               "rolled_back_to": rolled or ""})
-    where = f"rolled back to {rolled[:12]}" if rolled else "NO verified revision to roll back to"
+    except GkeysError as exc:
+        reason = exc.message or type(exc).__name__
+    except Exception as exc:  # fail closed on anything: an unverified HEAD must not stay live
+        reason = f"verification failed: {type(exc).__name__}: {exc}"
+    rolled: str | None = None
+    where = "NO verified revision to roll back to"
+    try:
+        rolled = _roll_back(repo or GitRepo(location), recorded)
+    except Exception as exc:
+        where = f"rolling back to {(recorded or '')[:12]} FAILED: {getattr(exc, 'message', None) or exc}"
+    _write_marker(marker, repo_name, location, reason, rolled or "")
+    if rolled:
+        where = f"rolled back to {rolled[:12]}"
     return False, f"{repo_name}: NOT verified ({where}): {reason}"
+
+
+def _write_marker(marker: Path, repo_name: str, location: Path, reason: str, rolled: str) -> None:
+    atomic_write_json(marker, {"repo": repo_name, "location": str(location), "reason": reason,
+                               "rolled_back_to": rolled})
 
 
 def _roll_back(repo: GitRepo | None, recorded: str | None) -> str | None:
@@ -116,15 +134,15 @@ def repo_postsync_main(argv: Sequence[str]) -> int:
     repo_name, location = argv[0], Path(argv[2])
     try:
         ok, message = verify_synced_repo(_context(), repo_name, location)
-    except GkeysError as exc:
-        ok, message = False, f"{repo_name}: {exc.message}"
+    except Exception as exc:  # e.g. no usable configuration or state: mark if at all possible
+        text = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+        ok, message = False, f"{repo_name}: {text}"
         try:
             ctx = _context()
-            atomic_write_json(marker_path(ctx.layout, repo_name),
-                              {"repo": repo_name, "location": str(location), "reason": exc.message,
-                               "rolled_back_to": ""})
-        except GkeysError as inner:
-            message += f" (and the failure marker could not be written: {inner.message})"
+            _write_marker(marker_path(ctx.layout, repo_name), repo_name, location, text, "")
+        except Exception as inner:
+            message += (" (and the failure marker could not be written: "
+                        f"{getattr(inner, 'message', None) or inner})")
     say("info" if ok else "error", f"gkeys: {message}")
     return 0 if ok else 1
 

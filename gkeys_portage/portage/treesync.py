@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import BadInputError, GkeysError, NotVerifiedError
+from gkeys_portage.core.state import staging_directory
 from gkeys_portage.verify.gitobjects import GitRepo
-from gkeys_portage.verify.tree import TreeOptions, TreeReport, TreeVerifier, forget, last_verified, record_verified
+from gkeys_portage.verify.tree import TreeOptions, TreeReport, TreeVerifier, last_verified, record_verified
 
 Log = Callable[[str, str], None]  # (level, text): level is info, good, warn or error
 
@@ -70,35 +69,33 @@ def clone_verified(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
     location.parent.mkdir(parents=True, exist_ok=True)
     if location.exists() and (not location.is_dir() or any(location.iterdir())):
         return _failure(log, f"gkeys: {location} exists and is not empty; refusing to clone over it")
-    staging = Path(tempfile.mkdtemp(prefix=f".{location.name}.gkeys-", dir=location.parent))
     try:
-        repo = GitRepo(staging, extra_env=request.git_env)
-        depth = request.clone_depth
-        if depth is None:
-            depth = 1 if request.options.policy == "top" else 0
-        args = ["clone", "--no-tags"] + (["--depth", str(depth)] if depth else [])
-        args += (["--quiet"] if request.quiet else []) + list(request.clone_opts) + ["--", request.uri, "."]
-        log("info", f"gkeys: cloning {request.uri} into a staging directory")
-        repo.run(*args)
-        verifier = TreeVerifier(ctx, request.options)
-        tip = repo.resolve("HEAD")
-        base, hashes = verifier.plan(repo, tip, None)
-        report = verifier.verify(repo, hashes, tip=tip, base=base)
-        report.repo = location  # report the place the user knows, not the staging directory
-        if not report.ok:
-            return _failure(log, f"gkeys: first clone of {request.uri} NOT verified; nothing installed at "
-                                 f"{location}", report)
-        _emit(log, report)
-        with contextlib.suppress(FileNotFoundError):
-            location.rmdir()  # the empty directory Portage created
-        os.rename(staging, location)
-        forget(ctx, location)
-        record_verified(ctx, location, tip)
-        return SyncOutcome(True, True, report=report)
+        with staging_directory(location.parent, f".{location.name}.gkeys-") as staging:
+            repo = GitRepo(staging, extra_env=request.git_env)
+            depth = request.clone_depth
+            if depth is None:
+                depth = 1 if request.options.policy == "top" else 0
+            args = ["clone", "--no-tags"] + (["--depth", str(depth)] if depth else [])
+            args += (["--quiet"] if request.quiet else []) + list(request.clone_opts) + ["--", request.uri, "."]
+            log("info", f"gkeys: cloning {request.uri} into a staging directory")
+            repo.run(*args)
+            verifier = TreeVerifier(ctx, request.options)
+            tip = repo.resolve("HEAD")
+            base, hashes = verifier.plan(repo, tip, None)
+            report = verifier.verify(repo, hashes, tip=tip, base=base)
+            report.repo = location  # report the place the user knows, not the staging directory
+            if not report.ok:
+                return _failure(log, f"gkeys: first clone of {request.uri} NOT verified; nothing installed at "
+                                     f"{location}", report)
+            _emit(log, report)
+            with contextlib.suppress(FileNotFoundError):
+                location.rmdir()  # the empty directory Portage created
+            os.rename(staging, location)
+            record_verified(ctx, location, tip)  # replaces any older record of the location
+            return SyncOutcome(True, True, report=report)
     except GkeysError as exc:
         return _failure(log, f"gkeys: {exc.message}")
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
         with contextlib.suppress(OSError):
             if location.is_dir() and not (location / ".git").exists() and not any(location.iterdir()):
                 location.rmdir()

@@ -105,11 +105,12 @@ class CommitVerdict:
     signer: str = ""  # category/nick
     fingerprint: str = ""
     signed: int = 0  # signature time (epoch) of a good commit
+    verified: bool = False  # set only once the signature passed every rule (fail-closed by default)
 
     @property
     def good(self) -> bool:
-        """True if the commit carries a good signature by a pinned key."""
-        return not self.reason
+        """True if the commit carries a good signature by a pinned key (and nothing refused it since)."""
+        return self.verified and not self.reason and not self.code
 
     def to_json(self) -> dict[str, object]:
         """Machine-readable form."""
@@ -156,6 +157,8 @@ class TreeReport:
     def describe(self) -> list[tuple[str, str]]:
         """Human lines as ``(level, text)``: ``good``, ``error`` or ``info`` (shared by CLI, sync module, hooks)."""
         if self.ok:
+            if self.base == self.tip:
+                return [("good", f"{self.repo}: no new commits; top {self.tip[:12]} checked again")]
             base = f" above {self.base[:12]}" if self.base else ""
             return [("good", f"{self.repo}: {len(self.verdicts)} commit(s){base} verified, top {self.tip[:12]}")]
         lines = [("error", f"bad commit {v.commit[:12]} (author {v.author}): {v.reason}") for v in self.bad]
@@ -180,14 +183,11 @@ class CommitVerifier:
         self.pins = pins
         self.policy = policy
         self.jobs = jobs or max(1, min(4, os.cpu_count() or 1))
-        self._keys: Mapping[Fingerprint, PublicKey] | None = None
 
     @property
     def keys(self) -> Mapping[Fingerprint, PublicKey]:
-        """The keyring listing, computed once per verifier."""
-        if self._keys is None:
-            self._keys = self.keyring.installed()
-        return self._keys
+        """The keyring listing (cached by the :class:`Keyring`)."""
+        return self.keyring.installed()
 
     def statuses(self, commits: Sequence[Commit], scratch: Path,
                  progress: Progress | None = None) -> dict[str, StatusReport | None]:
@@ -229,11 +229,12 @@ class CommitVerifier:
                 raise NoSignatureError(f"unsigned commit ({what})")
             result = decide(report, self.pins, self.keys, self.policy)
         except NotVerifiedError as exc:
-            verdict.reason = exc.message
+            verdict.reason = exc.message or type(exc).__name__  # never empty: an empty reason is no pass
             verdict.code = _reason_code(exc)
         except BadInputError as exc:
-            verdict.reason, verdict.code = exc.message, "bad-signature"
+            verdict.reason, verdict.code = exc.message or type(exc).__name__, "bad-signature"
         else:
+            verdict.verified = True
             verdict.signer = f"{result.signer.pin.category}/{result.signer.pin.nick}"
             verdict.fingerprint = result.signer.pin.fingerprint
             verdict.signed = result.signer.created
@@ -271,7 +272,8 @@ class TreeVerifier:
         """The commits to check for ``tip``: those above the last verified revision, else by policy.
 
         Raises :class:`RollbackError` when the recorded revision is no ancestor of ``tip`` (upstream
-        rewrote verified history).
+        rewrote verified history).  With ``max_age_days`` set the tip is always checked, even when it
+        is the recorded revision itself: a mirror frozen at an accepted tip must still age out.
         """
         if recorded:
             if not repo.has_commit(recorded) or not repo.is_ancestor(recorded, tip):
@@ -279,7 +281,10 @@ class TreeVerifier:
                         "(sync-depth = 0)") if repo.is_shallow() else " (force-pushed upstream?)"
                 raise RollbackError(f"{repo.path}: history was rewritten: the last verified commit "
                                     f"{recorded[:12]} is not an ancestor of {tip[:12]}{hint}")
-            return recorded, repo.rev_list(tip, [recorded])
+            hashes = repo.rev_list(tip, [recorded])
+            if not hashes and self.options.max_age_days:
+                hashes = [tip]  # nothing new: re-check the (already recorded) tip, for its age
+            return recorded, hashes
         if self.options.policy == "top":
             return None, [tip]
         return None, repo.rev_list(tip)
@@ -310,7 +315,8 @@ class TreeVerifier:
                     report.verdicts.append(verdict)
                 for leftover in scratch.iterdir():
                     leftover.unlink()
-        report.first_good = first_good_ancestor(hashes, parents, {v.commit for v in report.bad}, tip, base)
+        below = base if base != tip else None  # a re-checked recorded tip: what lies below is no better
+        report.first_good = first_good_ancestor(hashes, parents, {v.commit for v in report.bad}, tip, below)
         return report
 
     def _check_age(self, verdict: CommitVerdict) -> None:
@@ -342,6 +348,9 @@ class TreeVerifier:
             tip = repo.resolve(end)
             base = repo.resolve(start) if start else None
             hashes = repo.rev_list(tip, [base] if base else [])
+            if not hashes:
+                raise UsageError(f"--range {commit_range} holds no commits ({end} is {start} or one of its "
+                                 "ancestors); nothing to verify")
             return self.verify(repo, hashes, tip=tip, base=base, progress=progress)
         tip = repo.resolve(revision)
         base, hashes = self.plan(repo, tip, last_verified(self.ctx.layout, repo.path))
