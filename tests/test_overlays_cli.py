@@ -260,6 +260,23 @@ def test_a_download_over_the_size_limit_is_refused(infra: GkeysEnv) -> None:
     assert result.code == 2 and "larger than 4194 bytes" in result.err
 
 
+def test_a_too_large_or_empty_signature_leaves_the_list_unverified(infra: GkeysEnv) -> None:
+    big = b"-----BEGIN PGP SIGNATURE-----\n" + b"A" * (1024 * 1024) + b"\n-----END PGP SIGNATURE-----\n"
+    url = infra.server.publish("sig/repositories.xml", GOOD)
+    infra.server.publish("sig/repositories.xml.asc", big)
+    out = previous_copy(infra)
+    for argv in ((url,), (str(write_list(infra, GOOD, signer=None)), "-s", str(write_list(infra, big, signer=None,
+                                                                                          name="big.asc")))):
+        result = infra.run("verify-overlays", *argv, "-o", str(out))
+        assert result.code == 1, result.text  # not verified; not "an unacceptable XML document" (exit 2)
+        assert "signature" in result.err and "larger than 1048576 bytes" in result.err, result.text
+        assert "XML" not in result.err and f"{out} left unchanged" in result.err
+    empty = infra.run("verify-overlays", str(infra.root / "repositories.xml"), "-s",
+                      str(write_list(infra, b" \n", signer=None, name="empty.asc")), "-o", str(out))
+    assert empty.code == 1 and "empty.asc: empty file" in empty.err, empty.text
+    assert out.read_bytes() == PREVIOUS
+
+
 def test_library_raises_precise_errors(infra: GkeysEnv) -> None:
     ctx = Gkeys(load_config(infra.config, None))
     with pytest.raises(NotVerifiedError):

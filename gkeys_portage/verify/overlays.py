@@ -41,7 +41,7 @@ from gkeys_portage.core.errors import (
     UnknownSignerError,
 )
 from gkeys_portage.core.http import NotFoundError, TooLargeError
-from gkeys_portage.core.state import atomic_write, atomic_write_json, read_json, read_limited
+from gkeys_portage.core.state import atomic_write, atomic_write_json, read_json
 from gkeys_portage.core.types import parse_category
 from gkeys_portage.core.verification import VerifyResult
 from gkeys_portage.verify.overlay_format import OverlayList, check_document
@@ -52,6 +52,7 @@ DEFAULT_CATEGORY = "gentoo-infra"
 DEFAULT_URL = "https://api.gentoo.org/overlays/repositories.xml"
 MAX_SIGNATURE = 1024 * 1024
 RECORD = "overlays"
+LIST, SIGNATURE = "overlay list", "signature"
 
 
 class OverlayListRefused(NotVerifiedError):
@@ -117,29 +118,49 @@ class OverlayVerification:
                 "seconds": {k: round(v, 4) for k, v in self.seconds.items()}}
 
 
+def _unacceptable(what: str) -> type[NotVerifiedError] | type[OverlayXmlError]:
+    """The error for a list or signature that is too large or blank: a signature that cannot be one
+    leaves the list unverified (exit 1); a list that cannot be an XML document is bad input (exit 2)."""
+    return NoSignatureError if what == SIGNATURE else OverlayXmlError
+
+
+def _check_bytes(data: bytes, name: str, limit: int, what: str) -> bytes:
+    """The one place the size limit and the blank check apply, to the list and its signature alike."""
+    if len(data) > limit:
+        raise _unacceptable(what)(f"{what} {name}: larger than {limit} bytes")
+    if is_blank(data):
+        raise _unacceptable(what)(f"{what} {name}: empty file" + ("" if what == SIGNATURE else " (no XML document)"))
+    return data
+
+
 def _fetch(ctx: Gkeys, location: str, limit: int, what: str) -> bytes:
-    """Bytes of a URL or a local file, at most ``limit`` of them."""
+    """Bytes of a URL or a local file: at most ``limit`` of them, not blank (:func:`_check_bytes`)."""
     if "://" not in location:
         path = Path(location)
         if not path.is_file():
-            raise (NoSignatureError if what == "signature" else BadInputError)(f"{what} {location}: no such file")
-        return read_limited(path, limit, what)
+            raise (NoSignatureError if what == SIGNATURE else BadInputError)(f"{what} {location}: no such file")
+        try:
+            with open(path, "rb") as handle:
+                return _check_bytes(handle.read(limit + 1), location, limit, what)
+        except OSError as exc:
+            raise BadInputError(f"cannot read {what} {location}: {exc.strerror or exc}") from exc
     try:
-        return ctx.http.get(location, max_bytes=limit)
+        data = ctx.http.get(location, max_bytes=limit)
     except TooLargeError as exc:
-        raise OverlayXmlError(f"{what} {location}: larger than {limit} bytes") from exc
+        raise _unacceptable(what)(f"{what} {location}: larger than {limit} bytes") from exc
     except NotFoundError as exc:
-        if what == "signature":
+        if what == SIGNATURE:
             raise NoSignatureError(f"no signature at {location} (give -s SIG)") from exc
         raise
+    return _check_bytes(data, location, limit, what)
 
 
 def load_list(ctx: Gkeys, location: str, signature: str | None, limits: XmlLimits | None = None) -> SignedList:
     """Read the list (path or URL) and its detached signature (``signature``, else ``LOCATION.asc``)."""
     limits = limits or XmlLimits()
-    data = _fetch(ctx, location, limits.max_bytes, "overlay list")
+    data = _fetch(ctx, location, limits.max_bytes, LIST)
     signature_name = signature or location + ".asc"
-    return SignedList(location, data, _fetch(ctx, signature_name, MAX_SIGNATURE, "signature"), signature_name)
+    return SignedList(location, data, _fetch(ctx, signature_name, MAX_SIGNATURE, SIGNATURE), signature_name)
 
 
 def _check_age(ctx: Gkeys, signed: SignedList, result: VerifyResult) -> None:
@@ -160,8 +181,9 @@ def verify_overlay_list(ctx: Gkeys, signed: SignedList, category: str, *, nick: 
     :class:`OverlayXmlError` if the signed bytes are not an acceptable XML document.  Format and
     URL problems are returned as findings; the caller decides to refuse (see :func:`install_list`).
     """
-    if is_blank(signed.data):
-        raise OverlayXmlError(f"{signed.name}: empty file (no XML document)")
+    limits = limits or XmlLimits()
+    _check_bytes(signed.data, signed.name, limits.max_bytes, LIST)  # also for a SignedList not read by load_list
+    _check_bytes(signed.signature, signed.signature_name, MAX_SIGNATURE, SIGNATURE)
     cat = parse_category(category)
     if not ctx.keyring(cat).exists() or not ctx.seeds.load(cat):
         raise UnknownSignerError(f"no pinned keys in category {cat}: add the infrastructure key first "
