@@ -192,11 +192,22 @@ def test_rsa2048_and_custom_expiry(tmp_path: Path, capsys: pytest.CaptureFixture
     assert [i.code for i in check_key(key, "glep63-2.2") if i.level is Level.ERROR] == []
 
 
-def test_allow_any_email(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_allow_any_email(ed25519_key: Generated, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     result = run_gen(capsys, tmp_path, "--no-passphrase", "--allow-any-email", email="larry@example.org")
     assert result.code == 0, result.doc
     codes = [issue["code"] for issue in result.doc["issues"]]  # type: ignore[union-attr]
     assert "uid:nogentoo" in codes  # reported, but accepted because it was asked for
+    # accepted is not compliant: --json says which errors were accepted, the text never claims compliance
+    assert result.doc["accepted"] == ["uid:nogentoo"] and result.doc["compliant"] is False
+    assert ed25519_key.doc["accepted"] == [] and ed25519_key.doc["compliant"] is True
+    code = gen.main(["--name", "Text Mode", "--email", "text@example.org", "--allow-any-email", "--no-passphrase",
+                     "--homedir", str(tmp_path / "gnupg2"), "--output-dir", str(tmp_path / "out2")])
+    captured = capsys.readouterr()
+    text = captured.out + captured.err
+    assert code == 0, text
+    assert "compliant with glep63-2.2" not in text
+    assert "glep63-2.2: compliant except uid:nogentoo (accepted by --allow-any-email)" in text
+    assert "uid:nogentoo (key): " in text and "(accepted by --allow-any-email)" in text
 
 
 def test_interactive_prompts(tmp_path: Path) -> None:

@@ -54,7 +54,9 @@ refused:
   home that already holds a secret key with the same user id.
 
 exit status:
-  0  key generated and GLEP 63 compliant   1  generated, but spec-check found errors (or gpg failed)
+  0  key generated and GLEP 63 compliant (with --allow-any-email: except uid:nogentoo, which is
+     reported and listed under "accepted" in --json)
+  1  generated, but spec-check found errors (or gpg failed)
   2  usage or bad input
 """
 
@@ -170,11 +172,17 @@ def run(args: argparse.Namespace, prompter: Prompter, console: Console | None = 
     report.info(f"expires {key.expires:%Y-%m-%d}; {'protected by a passphrase' if passphrase else 'NO passphrase'}")
     report.info(f"public key: {key.public_key_file}")
     report.info(f"revocation certificate: {key.revocation_file}")
+    accepted = key.accepted_errors
     for issue in key.issues:
         line = f"{keygen.DEFAULT_SPEC} {issue.level}: {issue.code} ({issue.concerns}): {issue.message}"
-        {Level.ERROR: report.error, Level.WARNING: report.warn}.get(issue.level, report.info)(line)
+        if issue.code in accepted:
+            report.warn(f"{line} (accepted by --allow-any-email)")
+        else:
+            {Level.ERROR: report.error, Level.WARNING: report.warn}.get(issue.level, report.info)(line)
     if key.errors:
         report.exit_code = 1
+    elif accepted:
+        report.warn(f"{keygen.DEFAULT_SPEC}: compliant except {', '.join(accepted)} (accepted by --allow-any-email)")
     else:
         report.good(f"compliant with {keygen.DEFAULT_SPEC}")
     report.info("next steps:")

@@ -44,6 +44,9 @@ MAX_EXPIRE_DAYS = 900
 MIN_EXPIRE_DAYS = 15
 GENTOO_DOMAIN = "gentoo.org"
 
+#: the GLEP 63 error codes ``--allow-any-email`` accepts (reported as exceptions, never as compliance)
+ACCEPTED_WITH_ANY_EMAIL = frozenset({"uid:nogentoo"})
+
 _EXPIRE_RE = re.compile(r"\A(\d{1,5})([dwmy]?)\Z")
 _UNIT_DAYS = {"": 1, "d": 1, "w": 7, "m": 30, "y": 365}
 _EMAIL_RE = re.compile(r"\A[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\Z")
@@ -89,6 +92,18 @@ class GeneratedKey:
         """GLEP 63 errors found on the new key (none, unless GnuPG changed its defaults)."""
         return [issue for issue in self.issues if issue.level is Level.ERROR and issue.code not in self.accepted]
 
+    @property
+    def accepted_errors(self) -> list[str]:
+        """The codes of GLEP 63 errors found on the key that the user accepted in advance: the key is
+        *not* compliant with the spec, only with the exceptions asked for (sorted, no duplicates)."""
+        return sorted({issue.code for issue in self.issues if issue.level is Level.ERROR
+                       and issue.code in self.accepted})
+
+    @property
+    def compliant(self) -> bool:
+        """True only when the key meets the spec without exceptions."""
+        return not self.errors and not self.accepted_errors
+
     def next_steps(self) -> list[str]:
         """What the developer does next: back up, keep the revocation offline, publish, renew."""
         home = f"--homedir {self.homedir} "
@@ -109,6 +124,7 @@ class GeneratedKey:
             "expires": self.expires.isoformat(), "homedir": str(self.homedir),
             "public_key_file": str(self.public_key_file), "revocation_file": str(self.revocation_file),
             "spec": DEFAULT_SPEC, "issues": [issue.to_json() for issue in self.issues],
+            "compliant": self.compliant, "accepted": self.accepted_errors,
             "next_steps": self.next_steps(),
         }
 
@@ -214,5 +230,5 @@ def generate(spec: KeySpec, homedir: Path, outdir: Path, *, passphrase: str = ""
         fingerprint=primary, signing_subkey=signing, encryption_subkey=encryption, uid=spec.uid,
         algorithm=spec.algorithm, expires=expires, homedir=homedir, public_key_file=public_file,
         revocation_file=revocation_file, issues=check_key(key, DEFAULT_SPEC),
-        accepted=frozenset({"uid:nogentoo"}) if spec.allow_any_email else frozenset(),
+        accepted=ACCEPTED_WITH_ANY_EMAIL if spec.allow_any_email else frozenset(),
     )
