@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from tree_helpers import build, install_devs, records
+from tree_helpers import build, head, install_devs, records
 
 from gkeys_portage.core.errors import BadInputError, GpgError, NotVerifiedError, SignerNotPinnedError
 from gkeys_portage.core.status import StatusReport
@@ -109,6 +109,7 @@ def test_hook_interrupted_while_verifying_leaves_a_marker(hook_env: Any, tmp_pat
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     repo = build(tmp_path / "repo", hook_env.keys, ["alice"])
     assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 0
+    verified_tip = head(repo.path)
     repo.commit(None)
 
     def interrupted(self: GitRepo, hashes: Any) -> Any:
@@ -118,11 +119,12 @@ def test_hook_interrupted_while_verifying_leaves_a_marker(hook_env: Any, tmp_pat
     with pytest.raises(KeyboardInterrupt):
         repo_postsync_main(["test", "file:///up", str(repo.path)])
     assert markers(hook_env) == ["test.json"]  # the pending marker stays: emerge fails
+    assert head(repo.path) == verified_tip  # and the unverified commit is not left checked out
     assert postsync_main() == 1
     monkeypatch.undo()
     monkeypatch.setenv("GKEYS_CONFIG", str(hook_env.config))
-    repo.commit("alice")  # still above the unsigned commit: refused, marker kept
-    assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 1 and postsync_main() == 1
+    repo.commit("alice")  # on top of the verified tip the rollback restored: the next sync recovers
+    assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 0 and postsync_main() == 0
 
 
 # -- S5: an empty --range is a usage error -------------------------------------------------------------

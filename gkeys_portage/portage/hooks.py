@@ -15,6 +15,7 @@ Non-git repositories are skipped (their Manifests are Portage's business).
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 from collections.abc import Sequence
@@ -96,6 +97,10 @@ def verify_synced_repo(ctx: Gkeys, repo_name: str, location: Path) -> tuple[bool
         reason = exc.message or type(exc).__name__
     except Exception as exc:  # fail closed on anything: an unverified HEAD must not stay live
         reason = f"verification failed: {type(exc).__name__}: {exc}"
+    except BaseException:  # interrupted (Ctrl-C, SystemExit): roll back too, keep the pending marker
+        with contextlib.suppress(Exception):
+            _roll_back(repo or GitRepo(location), recorded)
+        raise
     rolled: str | None = None
     where = "NO verified revision to roll back to"
     try:
