@@ -4,14 +4,20 @@ release media signed by the session's releng key, a real gentoo keyring, and a l
 from __future__ import annotations
 
 import shlex
+import signal
+import subprocess
 import sys
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from conftest import GkeysEnv
-from fetch_helpers import write_downloader
+from fetch_helpers import LAUNCHER, subprocess_environment, write_downloader
 from media_helpers import AUTOBUILDS, STAGE3, STAMP, MediaSet, install_release_key, make_media
 
+from gkeys_portage.demo.world import Response
+from gkeys_portage.portage import fetch as fetch_module
 from gkeys_portage.portage.fetch import DOWNLOAD_SUFFIX, FetchRequest, main, parse_request
 
 
@@ -101,13 +107,106 @@ def test_other_files_pass_through_untouched(wrapper: Wrapper) -> None:
     assert "verified" not in wrapper.output()
 
 
-def test_failed_download_keeps_partial_file_for_resume(wrapper: Wrapper) -> None:
-    """A failed download is Portage's business: its status passes through and nothing is deleted."""
+def test_failed_download_without_file_passes_status(wrapper: Wrapper) -> None:
+    """A failed download that left no file is Portage's business: its status passes through."""
+    status = wrapper.run(wrapper.env.server.url + f"/{AUTOBUILDS}/missing/{STAGE3}", STAGE3 + DOWNLOAD_SUFFIX)
+    assert status == 8  # the download command's own exit status
+    assert wrapper.leftovers() == []
+
+
+def test_failed_download_with_unverifiable_partial_file_is_removed(wrapper: Wrapper) -> None:
+    """A file left by a failed download is verified too (Portage may accept it on Manifest digests alone);
+    a partial one does not verify, so it is removed (and downloaded afresh, not resumed); the command's
+    status passes through."""
     partial = wrapper.distdir / (STAGE3 + DOWNLOAD_SUFFIX)
     partial.write_bytes(b"first half")
     status = wrapper.run(wrapper.env.server.url + f"/{AUTOBUILDS}/missing/{STAGE3}", partial.name, resume=True)
     assert status == 8  # the download command's own exit status
-    assert partial.read_bytes() == b"first half"
+    assert not partial.exists()
+    assert "NOT verified, removed" in wrapper.output()
+
+
+def _failing_command(wrapper: Wrapper, url: str, target: Path) -> list[str]:
+    """A fetch command that downloads the whole file, then exits 3."""
+    download = shlex.join([sys.executable, str(wrapper.downloader), url, str(target)])
+    return ["sh", "-c", f"{download}; exit 3"]
+
+
+@pytest.mark.parametrize("tampered", [False, True])
+def test_failed_command_leaving_complete_file_is_verified(wrapper: Wrapper, tampered: bool) -> None:
+    """The command exits non-zero but the file is complete: Portage would accept it on its Manifest digests
+    whatever the status, so it is verified: kept (status passed on) if good, removed if not."""
+    media = make_media(wrapper.env.keys, wrapper.env.root / "mirror")
+    url = wrapper.publish(media, data=media.data[:-1] + b"!" if tampered else None)
+    target = wrapper.distdir / (STAGE3 + DOWNLOAD_SUFFIX)
+    wrapper.env.capsys.readouterr()
+    status = main(["-c", str(wrapper.env.config), "--uri", url, "--file", str(target), "--",
+                   *_failing_command(wrapper, url, target)])
+    assert status == 3, wrapper.output()
+    if tampered:
+        assert not target.exists()
+        assert "NOT verified, removed" in wrapper.output()
+    else:
+        assert target.read_bytes() == media.data
+        assert "verified, signed by gentoo/releng" in wrapper.output()
+    assert wrapper.leftovers() == ([] if tampered else [target.name])
+
+
+def test_signal_handlers_installed_and_restored(wrapper: Wrapper, monkeypatch: pytest.MonkeyPatch) -> None:
+    """During main() SIGTERM and SIGHUP raise SystemExit(128+N); afterwards the old handlers are back."""
+    seen: dict[int, object] = {}
+
+    def command_probe(command: Sequence[str]) -> int:
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            seen[signum] = signal.getsignal(signum)
+            with pytest.raises(SystemExit) as exited:
+                signal.raise_signal(signum)
+            assert exited.value.code == 128 + signum
+        return 8
+
+    def sentinel(signum: int, _frame: object) -> None:  # never let a signal end pytest itself
+        raise RuntimeError(f"signal {signum} reached the handler in place before main()")
+
+    monkeypatch.setattr(fetch_module, "run_command", command_probe)  # the real command is not the point here
+    saved = {signum: signal.signal(signum, sentinel) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        assert wrapper.run(wrapper.env.server.url + "/none/" + STAGE3, STAGE3) == 8, wrapper.output()
+        assert set(seen) == {signal.SIGTERM, signal.SIGHUP}
+        assert all(handler is not sentinel for handler in seen.values())
+        assert all(signal.getsignal(signum) is sentinel for signum in saved)  # restored after main()
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+
+
+def test_sigterm_during_verification_removes_the_file(wrapper: Wrapper, tmp_path: Path) -> None:
+    """The launcher in its own process, SIGTERM while it waits for a slow sibling: the complete but
+    unverified file is removed and the exit status is 128+15 (Python's default would leave the file)."""
+    media = make_media(wrapper.env.keys, wrapper.env.root / "mirror")
+    url = wrapper.publish(media)
+    wrapper.env.server.routes[f"/{AUTOBUILDS}/{STAMP}/{STAGE3}.asc"] = \
+        lambda info: Response(200, media.files[".asc"], stall=3.0)
+    target = wrapper.distdir / STAGE3
+    command = shlex.join([sys.executable, str(wrapper.downloader), url, str(target)])
+    proc = subprocess.Popen([sys.executable, str(LAUNCHER), "-c", str(wrapper.env.config), "--uri", url,
+                             "--file", str(target), "--", command],
+                            env=subprocess_environment(tmp_path / "home"), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while not (target.exists() and target.stat().st_size == len(media.data)):
+            assert proc.poll() is None and time.monotonic() < deadline, "the download did not complete"
+            time.sleep(0.05)
+        time.sleep(0.3)  # the command has exited; the wrapper waits for the stalled .asc
+        proc.send_signal(signal.SIGTERM)
+        output = proc.communicate(timeout=60)[0].decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM, output
+    assert not target.exists()
+    assert wrapper.leftovers() == []
 
 
 def test_resumed_download_is_verified_as_a_whole(wrapper: Wrapper) -> None:

@@ -6,15 +6,23 @@ Portage (>= 3.0.82) runs ``FETCH_WRAPPER`` with its own words expanded (``${URI}
 
     gkeys-fetch --uri URI --file DISTDIR/FILE [-c CONFIG] -- COMMAND...
 
-The wrapper runs the real command unchanged.  If it fails, its exit status is passed on and the
-partial file is left alone (so Portage can resume it).  If it succeeds and the file name matches a
-pattern of ``[fetch] patterns`` (release media by default), the file is checked with the
+The wrapper runs the real command unchanged.  If the file name matches a pattern of ``[fetch]
+patterns`` (release media by default) and the command left a file behind, the file is checked with the
 release-media verifier (``gkeys verify-media``), pinned to ``[fetch] category`` (default
 ``[media] category``, else gentoo) and optionally ``[fetch] nick``, against the siblings beside the
 URI (``.asc``, ``.DIGESTS``, ``.DIGESTS.asc``, ``.sha256``, ``.CONTENTS.gz``), which are fetched into a
 scratch folder next to the file while the file itself downloads.
 Anything short of "verified" removes the file (so Portage tries the next mirror) and exits 1 with
 one line saying why.  Other files pass through untouched.
+
+A failed command (non-zero status): if it left no file, its status is passed on.  If it left a file,
+that file is verified all the same, because Portage ignores the command's status when the file's
+Manifest digests match and would otherwise take it unverified: a file that verifies is kept and the
+command's status passed on unchanged; one that does not (a partial download, usually) is removed and
+the command's status passed on, so such a partial file is downloaded afresh, not resumed.
+
+SIGTERM and SIGHUP end the wrapper through ``SystemExit`` (status 128+N), so an interrupted
+verification removes the unverified file as Ctrl-C does.
 """
 
 from __future__ import annotations
@@ -26,9 +34,11 @@ import os
 import posixpath
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -162,21 +172,30 @@ def media_verifier(ctx: Gkeys) -> MediaVerifier:
     return MediaVerifier(ctx.verifier(category, [nick] if nick else []), category)
 
 
-def fetch_and_verify(ctx: Gkeys, request: FetchRequest) -> tuple[int, MediaVerification | None]:
-    """Run the download while the siblings are fetched beside it, then verify.
+@dataclass
+class Download:
+    """The real fetch command's exit status (0 until it has run)."""
 
-    Returns the download command's status and, if it succeeded, the verification; raises a
-    :class:`GkeysError` if the download succeeded but could not be verified.
+    status: int = 0
+
+
+def fetch_and_verify(ctx: Gkeys, request: FetchRequest, download: Download) -> MediaVerification | None:
+    """Run the download (its status goes to ``download``) while the siblings are fetched beside it, then
+    verify.
+
+    Returns None if the command failed and left no file (Portage's business: next URI); otherwise the
+    verification, also after a failed command (Portage may accept a file left behind on its Manifest
+    digests alone).  Raises a :class:`GkeysError` if the file could not be verified.
     """
     with scratch_directory(request) as stage, ThreadPoolExecutor(max_workers=1) as pool:
         siblings = pool.submit(fetch_siblings, ctx, request.uri, stage, request.media_name)
-        status = run_command(request.command)
-        if status != 0:
-            return status, None  # Portage's business (resume, next URI); the siblings do not matter
+        download.status = run_command(request.command)
+        if download.status != 0 and not os.path.lexists(request.path):
+            return None
         siblings.result()  # no signed sibling on the mirror, or a network failure: not verified
         if not request.path.is_file():
             raise BadInputError(f"{request.path} is missing after the download")
-        return status, media_verifier(ctx).verify(link_media(request, stage))
+        return media_verifier(ctx).verify(link_media(request, stage))
 
 
 def signers(result: MediaVerification) -> str:
@@ -190,8 +209,35 @@ def discard(path: Path) -> None:
         path.unlink()
 
 
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    """Turn SIGTERM/SIGHUP into ``SystemExit(128+N)``: Python's default ends the process at once, skipping
+    the ``except``/``finally`` that remove an unverified file."""
+    raise SystemExit(128 + signum)
+
+
+@contextlib.contextmanager
+def exit_on_termination() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise :func:`_exit_on_signal`'s ``SystemExit`` (main thread only); the previous
+    handlers come back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, _exit_on_signal) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``gkeys-fetch``; return its exit status (see the module docstring)."""
+    with exit_on_termination():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    """:func:`main` with the signal handlers in place."""
     console = Console()
     try:
         request = parse_request(sys.argv[1:] if argv is None else argv)
@@ -205,24 +251,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not wants_verification(request, globs):
         return run_command(request.command)
     name = request.names[0]
+    download = Download()
     try:
-        status, result = fetch_and_verify(ctx, request)
+        result = fetch_and_verify(ctx, request, download)
     except GkeysError as exc:
         discard(request.path)
-        console.fail(f"gkeys-fetch: {name}: NOT verified, removed: {exc.message}", EXIT_NOT_VERIFIED)
-        return EXIT_NOT_VERIFIED
+        status = download.status or EXIT_NOT_VERIFIED  # a failed command's own status, else 1
+        console.fail(f"gkeys-fetch: {name}: NOT verified, removed: {exc.message}", status)
+        return status
     except Exception as exc:  # a bug: still fail closed, still one line
         discard(request.path)
+        status = download.status or EXIT_NOT_VERIFIED
         console.fail(f"gkeys-fetch: {name}: NOT verified, removed: internal error: {type(exc).__name__}: {exc}",
-                     EXIT_NOT_VERIFIED)
-        return EXIT_NOT_VERIFIED
-    except BaseException:  # interrupted (Ctrl-C, SystemExit): never leave an unverified file behind
+                     status)
+        return status
+    except BaseException:  # interrupted (Ctrl-C, SIGTERM, SIGHUP): never leave an unverified file behind
         discard(request.path)
         raise
     if result is None:
-        return status
-    console.message("good", f"gkeys-fetch: {name}: verified, signed by {signers(result)}")
-    return 0
+        return download.status
+    console.message("good", f"gkeys-fetch: {name}: verified, signed by {signers(result)}"
+                    + (f" (the download command's status {download.status} is passed on)" if download.status else ""))
+    return download.status
 
 
 if __name__ == "__main__":
