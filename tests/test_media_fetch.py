@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from media_helpers import AUTOBUILDS, STAGE3, STAMP, install_release_key, make_media, publish_latest
+from media_helpers import AUTOBUILDS, STAGE3, STAMP, digest_block, install_release_key, make_media, publish_latest
 
 from gkeys_portage.demo.world import KeyFactory, RequestInfo, Response
 
@@ -54,6 +54,20 @@ def test_fetch_url_json_and_verify_url(menv, keys: KeyFactory, tmp_path: Path) -
     assert result.code == 0, result.text
     assert f"{STAGE3}.sha256: good signature by gentoo/releng" in result.out
     assert not [p for p in _quarantine(menv).iterdir() if p.name.startswith("verify-")]  # private folder gone
+
+
+def test_only_verified_siblings_are_installed(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    """An unsigned .DIGESTS ("not signed; ignored") and a CONTENTS.gz that no signed statement lists are
+    not installed beside the file: only what was verified reaches DIR; the rest leaves quarantine."""
+    media = make_media(keys, tmp_path / "src", siblings=(".asc", ".CONTENTS.gz"))
+    media.files[".DIGESTS"] = digest_block("SHA512", b"evil", STAGE3).encode()  # not signed
+    url = media.publish(menv.server)
+    dest = tmp_path / "dest"
+    result = menv.run("fetch-media", url, "-d", str(dest))
+    assert result.code == 0, result.text
+    assert f"{STAGE3}.DIGESTS: not signed; ignored" in result.text
+    assert {p.name for p in dest.iterdir()} == {STAGE3, STAGE3 + ".asc"}
+    assert not [p.name for p in _quarantine(menv).iterdir() if p.name.startswith(STAGE3)]
 
 
 def _refused_fetch(menv, dest: Path, result, code: int, needle: str) -> None:  # type: ignore[no-untyped-def]

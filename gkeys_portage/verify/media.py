@@ -82,6 +82,8 @@ class MediaVerification:
     signed: list[SignedBy] = field(default_factory=list)
     checks: list[DigestCheck] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: names of the siblings that were verified or checked (ignored ones are not listed): the ones worth keeping
+    verified_files: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         """Machine-readable form for ``--json``."""
@@ -173,10 +175,13 @@ class MediaVerifier:
         digests, good = read_once(path, hashes, detached if signature is not None else None, progress)
         if good is not None:
             result.signed.append(SignedBy(path.name + DETACHED, "detached signature", good.signer))
+            result.verified_files.append(path.name + DETACHED)
         self._compare(path.name, expected, digests, result)
         if statements and not any(c.outcome == "match" and c.algorithm in STRONG for c in result.checks):
             raise NotVerifiedError(f"{path.name}: no strong digest (SHA256, SHA512, BLAKE2B) could be checked")
         self._contents(siblings, statements, result)
+        if not result.signed:  # defence in depth: never report "verified" without a good signature
+            raise NoSignatureError(f"nothing signed {path.name}: no sibling verified")
         return result
 
     # -- signed statements -----------------------------------------------------------------------
@@ -197,10 +202,12 @@ class MediaVerifier:
                 signature = read_limited(siblings[".DIGESTS.asc"], MAX_STATEMENT, "signature")
                 good = checked(siblings[".DIGESTS.asc"].name, self.verifier.detached, signature, data)
                 detached_over_digests, text, kind = True, data, "statement with detached signature"
+                result.verified_files.append(siblings[".DIGESTS.asc"].name)
             else:
                 result.notes.append(f"{path.name}: not signed; ignored")
                 continue
             result.signed.append(SignedBy(path.name, kind, good.signer))
+            result.verified_files.append(path.name)
             statements.append(_Statement(path.name, parse_digests(signed_text(text, path.name), path.name)))
         return statements
 
@@ -263,3 +270,4 @@ class MediaVerifier:
                 continue
             digests, _ = read_once(path, _hash_plan(expected))
             self._compare(path.name, expected, digests, result)
+            result.verified_files.append(path.name)

@@ -1,5 +1,6 @@
 """Fetch release media: resolve ``latest-<name>.txt``, download the file and its siblings into a
-quarantine folder, verify, and only then move them into the destination directory.
+quarantine folder, verify, and only then move the file and the siblings that were verified into the
+destination directory (siblings the verifier ignored, e.g. an unsigned ``.DIGESTS``, are deleted).
 
 Quarantine: ``<state>/quarantine/media/``.  A partial download stays there and is resumed by the
 next run; a file that fails verification is renamed ``<name>.rejected`` there (so the next run
@@ -223,14 +224,19 @@ def install(files: list[Path], dest_dir: Path) -> list[Path]:
 
 def fetch_media(ctx: Gkeys, url: str, dest_dir: Path, *, category: str, nick: str | None = None,
                 expected_size: int | None = None, progress: Progress | None = None) -> Fetched:
-    """Download ``url`` with its siblings, verify them all, then move them into ``dest_dir``."""
+    """Download ``url`` with its siblings, verify them all, then move the file and the verified siblings
+    into ``dest_dir``; siblings the verifier ignored or did not check are deleted from quarantine."""
     media = MediaVerifier(ctx.verifier(category, [nick] if nick else []), category)
     folder = quarantine_dir(ctx)
     with _exclusive(folder / f".{file_name(url)}.lock"):
         target, fetched = download_and_verify(ctx, media, url, folder, expected_size=expected_size,
                                               progress=progress)
-        siblings = [target.with_name(target.name + s) for s in ALL_SIBLINGS]
-        fetched.installed = install([*[s for s in siblings if s.exists()], target], dest_dir)
+        verified = set(fetched.verification.verified_files)
+        siblings = [p for p in (target.with_name(target.name + s) for s in ALL_SIBLINGS) if p.exists()]
+        for sibling in siblings:
+            if sibling.name not in verified:
+                sibling.unlink()  # never installed beside the file as if it had been checked
+        fetched.installed = install([*[s for s in siblings if s.name in verified], target], dest_dir)
     fetched.verification.file = str(dest_dir / target.name)
     return fetched
 
