@@ -22,16 +22,28 @@ CRC24_INIT = 0xB704CE
 CRC24_POLY = 0x1864CFB
 
 
-def crc24(data: bytes) -> int:
-    """The OpenPGP armor checksum (RFC 4880 §6.1)."""
-    crc = CRC24_INIT
-    for byte in data:
-        crc ^= byte << 16
+def _crc24_table() -> list[int]:
+    table = []
+    for index in range(256):
+        crc = index << 16
         for _ in range(8):
             crc <<= 1
             if crc & 0x1000000:
                 crc ^= CRC24_POLY
-    return crc & 0xFFFFFF
+        table.append(crc & 0xFFFFFF)
+    return table
+
+
+_CRC24_TABLE = _crc24_table()
+
+
+def crc24(data: bytes) -> int:
+    """The OpenPGP armor checksum (RFC 4880 §6.1), table-driven (it runs once per commit signature)."""
+    crc = CRC24_INIT
+    table = _CRC24_TABLE
+    for byte in data:
+        crc = ((crc << 8) & 0xFFFFFF) ^ table[(crc >> 16) ^ byte]
+    return crc
 
 
 def dearmor_signature(data: bytes) -> bytes:
