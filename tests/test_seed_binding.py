@@ -8,14 +8,23 @@ The signature now carries a hashed ``seed-category@gentoo.org`` notation that ``
 from __future__ import annotations
 
 import json
+import os
 import struct
 import time
 
 import pytest
 from conftest import GkeysEnv
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from gkeys_portage.core.seedbinding import CATEGORY_NOTATION
+from gkeys_portage.core.errors import SeedCategoryError, UnboundSeedError
+from gkeys_portage.core.seedbinding import CATEGORY_NOTATION, check_binding
 from gkeys_portage.core.status import Notation, parse_status
+from gkeys_portage.core.types import Category, Fingerprint, Nick
+from gkeys_portage.core.verification import GoodSignature, Pin
+
+FUZZ = settings(max_examples=int(os.environ.get("GKEYS_FUZZ_EXAMPLES", "200")), deadline=None,
+                suppress_health_check=[HealthCheck.too_slow])
 
 
 def _release_root(env: GkeysEnv) -> None:
@@ -204,3 +213,46 @@ def test_status_parser_reads_notations_per_signature() -> None:
     ]
     assert first.notations[0].value == "gentoo-devs"
     assert second.notations == []
+
+
+FPR = Fingerprint("155D7466912D97381EA7C24A6FD7280E2D0342FA")
+notation_line = st.builds(
+    lambda keyword, value: f"[GNUPG:] {keyword} {value}",
+    st.sampled_from(["NOTATION_NAME", "NOTATION_FLAGS", "NOTATION_DATA", "NEWSIG", "GOODSIG", "VALIDSIG"]),
+    st.one_of(st.sampled_from([CATEGORY_NOTATION, "gentoo", "gentoo-devs", "%", "%0", "%ZZ", "%e2%82", "1 1",
+                               f"{FPR} 2026-12-03 1796314301 0 4 0 22 8 00 {FPR}", "21B59E8A872C67B2 T"]),
+              st.text(max_size=20)))
+
+
+@FUZZ
+@given(st.lists(notation_line, max_size=25))
+def test_notation_lines_never_crash_the_parser(lines: list[str]) -> None:
+    for sig in parse_status(lines).signatures:
+        for notation in sig.notations:
+            assert isinstance(notation.value, str)
+
+
+category_values = st.sampled_from(["gentoo", "gentoo-devs", "gentoo ", "Gentoo", "", "gentoo\x00"])
+notations = st.lists(st.one_of(st.builds(lambda v: Notation(CATEGORY_NOTATION, v.encode()), category_values),
+                               st.builds(lambda v: Notation("other@x.org", v.encode()), category_values)),
+                     max_size=3)
+
+
+@FUZZ
+@given(st.lists(notations, min_size=1, max_size=3), st.booleans())
+def test_binding_accepts_only_signatures_that_all_name_exactly_the_category(
+        per_signature: list[list[Notation]], allow_unbound: bool) -> None:
+    signatures = [GoodSignature(Pin(Category("seed-signers"), Nick("gkeys"), FPR), FPR, 1, tuple(ns))
+                  for ns in per_signature]
+    named = [[n.value for n in ns if n.name == CATEGORY_NOTATION] for ns in per_signature]
+    mismatch = any(value != "gentoo" for values in named for value in values)
+    unbound = any(not values for values in named)
+    try:
+        binding = check_binding(signatures, Category("gentoo"), "u", allow_unbound=allow_unbound)
+    except SeedCategoryError:
+        assert mismatch
+    except UnboundSeedError:
+        assert unbound and not allow_unbound
+    else:
+        assert not mismatch and (allow_unbound or not unbound)
+        assert binding.bound == (not unbound)
