@@ -17,7 +17,7 @@ from conftest import GkeysEnv
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gkeys_portage.core.errors import SeedCategoryError, UnboundSeedError
+from gkeys_portage.core.errors import GpgError, NoSignatureError, SeedCategoryError, UnboundSeedError
 from gkeys_portage.core.seedbinding import CATEGORY_NOTATION, check_binding
 from gkeys_portage.core.status import Notation, parse_status
 from gkeys_portage.core.types import Category, Fingerprint, Nick
@@ -239,7 +239,7 @@ notations = st.lists(st.one_of(st.builds(lambda v: Notation(CATEGORY_NOTATION, v
 
 
 @FUZZ
-@given(st.lists(notations, min_size=1, max_size=3), st.booleans())
+@given(st.lists(notations, max_size=3), st.booleans())
 def test_binding_accepts_only_signatures_that_all_name_exactly_the_category(
         per_signature: list[list[Notation]], allow_unbound: bool) -> None:
     signatures = [GoodSignature(Pin(Category("seed-signers"), Nick("gkeys"), FPR), FPR, 1, tuple(ns))
@@ -249,10 +249,21 @@ def test_binding_accepts_only_signatures_that_all_name_exactly_the_category(
     unbound = any(not values for values in named)
     try:
         binding = check_binding(signatures, Category("gentoo"), "u", allow_unbound=allow_unbound)
+    except NoSignatureError:
+        assert not signatures
     except SeedCategoryError:
         assert mismatch
     except UnboundSeedError:
         assert unbound and not allow_unbound
     else:
-        assert not mismatch and (allow_unbound or not unbound)
+        assert signatures and not mismatch and (allow_unbound or not unbound)
         assert binding.bound == (not unbound)
+
+
+@pytest.mark.parametrize("notation", [{"x@y.org": "a%c"}, {"x=y@z.org": "a"}, {"x@y.org": "a\nb"}])
+def test_notations_gpg_would_rewrite_are_refused(env: GkeysEnv, notation: dict[str, str]) -> None:
+    """gpg expands %-sequences in notation values (``%c`` becomes a counter): never sign what was not asked."""
+    path = env.root / "f"
+    path.write_bytes(b"x")
+    with pytest.raises(GpgError, match="refusing notation"):
+        env.keys.sign("gkeys", path, notations=notation)

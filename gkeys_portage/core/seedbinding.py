@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gkeys_portage.core.errors import SeedCategoryError, UnboundSeedError
+from gkeys_portage.core.errors import NoSignatureError, SeedCategoryError, UnboundSeedError
 from gkeys_portage.core.types import Category
 from gkeys_portage.core.verification import GoodSignature
 
@@ -56,6 +56,8 @@ def check_binding(signatures: list[GoodSignature], category: Category, url: str,
     Raises :class:`SeedCategoryError` when a signature names any other category (or several), and
     :class:`UnboundSeedError` when one names none and ``allow_unbound`` is false.
     """
+    if not signatures:  # a VerifyResult always holds one; never let "no signature" pass as "all bound"
+        raise NoSignatureError(f"seed file {url}: no good signature to check the category of")
     bound = True
     for signature in signatures:
         named = signed_categories(signature)
