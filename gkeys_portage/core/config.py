@@ -178,6 +178,7 @@ def load_config(path: Path | None = None, root: Path | None = None) -> Config:
         backoff=_float(parser, "sources", "backoff", 0.5),
         workers=max(1, int(_float(parser, "sources", "workers", 16))),
     )
+    verify_seeds = _verify_seeds(parser)
     policy = PolicyConfig(
         clock_skew=_float(parser, "policy", "clock-skew", 600.0),
         refresh_interval=_float(parser, "policy", "refresh-interval", 24.0) * 3600.0,
@@ -185,10 +186,9 @@ def load_config(path: Path | None = None, root: Path | None = None) -> Config:
         require_currently_valid=_bool(parser, "policy", "require-currently-valid", False),
         max_seed_age=_float(parser, "policy", "max-seed-age", 0.0) * 86400.0,
         gpg_timeout=max(1.0, _float(parser, "policy", "gpg-timeout", 900.0)),
+        unbound_seeds=_unbound_seeds(parser, verify_seeds),
     )
     sign_homedir = parser.get("sign", "gnupghome", fallback="")
-    verify_seeds = _verify_seeds(parser)
-    policy.unbound_seeds = _unbound_seeds(parser, verify_seeds)
     try:
         return Config(
             path=used,
