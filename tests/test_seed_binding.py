@@ -171,10 +171,11 @@ def test_gkeys_sign_seed_category_makes_a_bound_signature(env: GkeysEnv) -> None
     seeds.write_bytes(env.seed_bytes("alice", "bob"))
     env.server.publish("seeds/gentoo-devs.seeds", seeds.read_bytes())
     unbound = env.run("sign", "-F", str(seeds), "-o", str(env.root / "plain.asc"))
-    assert unbound.code == 0, unbound.text
-    env.server.publish("seeds/gentoo-devs.seeds.sig", (env.root / "plain.asc").read_bytes())
-    assert env.run("fetch-seed", "-C", "gentoo-devs").code == 1
-    time.sleep(1.1)
+    assert unbound.code == 2 and "is a seed file: sign it for its category with --seed-category" in unbound.text
+    assert not (env.root / "plain.asc").exists()
+    other = env.root / "notes.txt"
+    other.write_bytes(b"not a seed file\n")
+    assert env.run("sign", "-F", str(other)).code == 0  # other files are signed as before
     signed = env.run("sign", "-F", str(seeds), "--seed-category", "gentoo-devs")
     assert signed.code == 0 and "bound to seed category gentoo-devs" in signed.text, signed.text
     env.server.publish("seeds/gentoo-devs.seeds.sig", (env.root / "gentoo-devs.seeds.asc").read_bytes())
