@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from gkeys_portage.cli.main import main as gkeys_main
+from gkeys_portage.core.seedbinding import category_notation
 from gkeys_portage.core.seeds import Seed, dump_seeds
-from gkeys_portage.core.types import Nick
+from gkeys_portage.core.types import Category, Nick
 from gkeys_portage.demo.world import KeyFactory, LoopbackServer, past
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -130,7 +131,9 @@ class GkeysEnv:
 
     def publish_seeds(self, category: str, nicks: tuple[str, ...], signer: str = "gkeys",
                       data: bytes | None = None, **sign_kwargs: object) -> bytes:
-        """Serve a seed file signed by ``signer`` at /seeds/<category>.seeds (+ .sig)."""
+        """Serve a seed file signed by ``signer`` at /seeds/<category>.seeds (+ .sig), bound to
+        ``category`` (a ``seed-category@gentoo.org`` notation) unless ``notations`` says otherwise."""
+        sign_kwargs.setdefault("notations", category_notation(Category(category)))
         data = data if data is not None else self.seed_bytes(*nicks)
         self.server.publish(f"seeds/{category}.seeds", data)
         self.server.publish(f"seeds/{category}.seeds.sig",

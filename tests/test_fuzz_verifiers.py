@@ -76,6 +76,8 @@ xml_pieces = st.sampled_from([
     "<source type='git'>https://example.org/r.git</source>", "<source type='git'>ext::sh -c id</source>",
     "<source type='git'>--upload-pack=touch /tmp/x</source>", "<source type='rsync'>file:///etc</source>",
     "&b;", "&x;", "<feed>https://example.org/f</feed>", "\xff", "\x00", "]]>", "<![CDATA[x]]>",
+    "<x:source xmlns:x='urn:x' type='git'>ext::sh</x:source>", "<source xmlns='urn:a' type='git'>",
+    "<![CDATA[ext::sh]]>", "&#10;", "&#x2d;&#45;", "\x00<\x00", "<?xml version='1.0' encoding='UTF-7'?>",
 ])
 
 

@@ -46,6 +46,15 @@ ATTLIST_DEFAULT = b"""<?xml version="1.0"?>
 <repositories version="1.0"/>
 """
 
+def _good_with(*pairs: bytes) -> bytes:
+    """GOOD with the first occurrence of each (old, new) pair replaced (each must occur)."""
+    data = GOOD
+    for old, new in zip(pairs[::2], pairs[1::2], strict=True):
+        assert old in data, old
+        data = data.replace(old, new, 1)
+    return data
+
+
 PARSE_CASES = [
     ("empty file", b"", "empty file"),
     ("whitespace only", b"  \n\t\n", "empty file"),
@@ -57,6 +66,37 @@ PARSE_CASES = [
     ("not UTF-8", HEADER.encode() + b"  <repo><name>caf\xe9</name></repo>\n</repositories>\n",
      "line 3: not valid UTF-8 (byte 0xe9 at column 18)"),
     ("UTF-16", '<?xml version="1.0"?><repositories/>'.encode("utf-16"), "not valid UTF-8"),
+    # Without a byte-order mark, UTF-16/UTF-32 of ASCII is valid UTF-8 byte by byte; expat decoded it as UTF-16.
+    ("UTF-16LE without BOM", '<?xml version="1.0"?>\n<repositories version="1.0"/>'.encode("utf-16-le"),
+     "line 1: a NUL byte at column 2 (UTF-16 or UTF-32 text?)"),
+    ("UTF-16BE without BOM", '<repositories version="1.0"/>'.encode("utf-16-be"), "line 1: a NUL byte at column 1"),
+    ("UTF-32LE without BOM", '<repositories version="1.0"/>'.encode("utf-32-le"), "line 1: a NUL byte"),
+    ("NUL byte in a source", _good_with(b".git<", b".git\x00<"), "line 10: a NUL byte at column 67"),
+    ("NUL character reference", _good_with(b".git<", b".git&#0;<"), "line 10: not well-formed XML"),
+    ("declared UTF-16", b'<?xml version="1.0" encoding="UTF-16"?>\n<repositories version="1.0"/>',
+     "declares encoding 'UTF-16'"),
+    ("declared UTF-7", b"<?xml version='1.0' encoding='utf-7'?>\n<repositories version=\"1.0\"/>",
+     "declares encoding 'utf-7'"),
+    ("UTF-7 text declared UTF-8", b'<?xml version="1.0" encoding="UTF-8"?>+ADw-repositories/+AD4-',
+     "not well-formed XML"),
+    # A namespace-unaware reader takes <source xmlns="urn:a"> (or <x:source>, by local name) for a <source>.
+    ("namespaced source (prefix)", _good_with(b'<source type="git">https://github.com/example/good-overlay.git</source>',
+                                              b'<x:source xmlns:x="urn:x" type="git">ext::sh</x:source>'),
+     "line 10: element <{urn:x}source> is in an XML namespace"),
+    ("namespaced source (default namespace)", _good_with(b'<source type="git">', b'<source xmlns="urn:a" type="git">'),
+     "line 10: element <{urn:a}source> is in an XML namespace"),
+    ("namespaced ext:: source beside a good one (accepted before)",
+     _good_with(b"good-overlay.git</source>",
+                b'good-overlay.git</source><source xmlns="urn:a" type="git">ext::sh</source>'),
+     "line 10: element <{urn:a}source> is in an XML namespace"),
+    ("namespaced root", _good_with(b'xmlns=""', b'xmlns="urn:evil"'), "line 2: element <{urn:evil}repositories>"),
+    ("namespaced repo", _good_with(b"<repo ", b'<r:repo xmlns:r="urn:r" ', b"</repo>", b"</r:repo>"),
+     "line 3: element <{urn:r}repo>"),
+    ("namespaced attribute", _good_with(b'<source type="git">', b'<source xmlns:a="urn:a" a:type="rsync" type="git">'),
+     "line 10: attribute '{urn:a}type' on <source> is in an XML namespace"),
+    ("xml:lang attribute", _good_with(b'lang="en"', b'xml:lang="en"'), "is in an XML namespace"),
+    ("unbound prefix", _good_with(b"<repo ", b"<r:repo ", b"</repo>", b"</r:repo>"),
+     "line 3: not well-formed XML (unbound prefix)"),
     ("declared Latin-1", b'<?xml version="1.0" encoding="ISO-8859-1"?>\n<repositories version="1.0"/>',
      "declares encoding 'ISO-8859-1'"),
     ("truncated", GOOD[:-40], "not well-formed XML"),
@@ -76,6 +116,45 @@ def test_unacceptable_documents_are_refused_with_the_line(data: bytes, message: 
     assert message in str(caught.value)
     assert str(caught.value).startswith("repositories.xml")
     assert caught.value.exit_code == 2
+
+
+# Character references and CDATA sections are decoded by the XML parser (as by lxml, whose ``.text`` merges
+# CDATA into the text): the source rules see the decoded text, so markup cannot hide a dangerous source.
+ESCAPED_SOURCE_CASES: list[tuple[str, str, str, str]] = [
+    ("&#10; then an option", "https://x.org/y.git&#10;--upload-pack=touch /tmp/pwned", "source:whitespace", "\\n"),
+    ("&#10; at the end", "https://x.org/y.git&#10;", "source:whitespace", "U+000A"),
+    ("&#13; at the end", "https://x.org/y.git&#13;", "source:whitespace", "U+000D"),
+    ("&#9; in front", "&#9;https://x.org/y.git", "source:whitespace", "U+0009"),
+    ("&#x2d;&#45; make an option", "&#x2d;&#45;upload-pack=touch /tmp/pwned", "source:option", "--upload-pack"),
+    ("&#101; makes ext::", "&#101;xt::sh -c touch% /tmp/pwned", "source:helper", "ext::sh"),
+    ("CDATA ext::", "<![CDATA[ext::sh -c touch% /tmp/pwned]]>", "source:helper", "ext::sh"),
+    ("CDATA split into an option", "<![CDATA[-]]>-upload-pack=x", "source:option", "--upload-pack=x"),
+]
+
+
+@pytest.mark.parametrize(("raw", "code", "shown"), [c[1:] for c in ESCAPED_SOURCE_CASES],
+                         ids=[c[0] for c in ESCAPED_SOURCE_CASES])
+def test_escaped_or_cdata_sources_are_checked_decoded(raw: str, code: str, shown: str) -> None:
+    result = check(_source(raw))
+    assert not result.ok
+    found = [f for f in result.errors if f.repo == "split"]
+    assert [f.code for f in found] == [code], [str(f) for f in result.findings]
+    assert found[0].line == 19 and shown in found[0].message
+
+
+def test_a_source_split_by_cdata_is_read_whole_as_lxml_reads_it() -> None:
+    """``https://github.com/<![CDATA[x/y.git]]>``: one text, ``https://github.com/x/y.git`` (lxml's .text)."""
+    root = parse_document(_source("https://github.com/<![CDATA[example/split.git]]>"), "repositories.xml")
+    source = [r for r in root.children if r.children[0].text == "split"][0].children[4]
+    assert source.tag == "source" and source.text == "https://github.com/example/split.git" and source.mixed is None
+    assert check(_source("https://github.com/<![CDATA[example/split.git]]>")).ok
+
+
+def test_character_references_in_a_name_or_type_are_checked_decoded() -> None:
+    name = check(overlay_list(repo("fine"), repo("ev&#10;il")))
+    assert [(f.code, f.repo) for f in name.errors] == [("name:pattern", "ev\nil")]
+    kind = check(overlay_list(repo("fine"), repo("t").replace('<source type="git">', '<source type="git&#10;">')))
+    assert [(f.code, f.repo) for f in kind.errors] == [("format:source-type", "t")]
 
 
 def test_external_dtd_reference_is_accepted_but_never_fetched(server: LoopbackServer) -> None:

@@ -158,7 +158,8 @@ def run_fetch_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:
         signer = result.signer
         state = "unchanged" if result.unchanged else "installed"
         report.good(f"{category}: seed file {state}, signed by {signer.pin.category}/{signer.pin.nick} "
-                    f"({signer.pin.fingerprint}) on {signer.created_at:%Y-%m-%d %H:%M:%S} UTC")
+                    f"({signer.pin.fingerprint}) on {signer.created_at:%Y-%m-%d %H:%M:%S} UTC, "
+                    f"{result.binding.describe()}")
         _change_lines(report, result.changes)
     return report
 
@@ -180,7 +181,8 @@ def run_update_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:
         removed = keyops.prune_unpinned(ctx, category)
         report.data["updated"].append({"seed": result.to_json(), "keys": [o.to_json() for o in outcomes],
                                        "removed_keys": removed})
-        report.good(f"{category}: seed file signed by {result.signer.pin.category}/{result.signer.pin.nick}; "
+        report.good(f"{category}: seed file signed by {result.signer.pin.category}/{result.signer.pin.nick} "
+                    f"({result.binding.describe()}); "
                     f"{sum(o.status.ok for o in outcomes)}/{len(outcomes)} keys installed")
         outcome_lines(report, outcomes, only_problems=True)
         for fpr in removed:

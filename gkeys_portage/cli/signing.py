@@ -12,6 +12,7 @@ from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import UsageError
 from gkeys_portage.core.fileverify import default_categories, locate, locate_message, verify_input
 from gkeys_portage.core.state import atomic_write
+from gkeys_portage.core.types import parse_category
 
 
 def run_verify(ctx: Gkeys, args: argparse.Namespace) -> Report:
@@ -36,10 +37,12 @@ def run_verify(ctx: Gkeys, args: argparse.Namespace) -> Report:
 
 def run_sign(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """Sign a file with the [sign] key."""
+    seed_category = parse_category(args.seed_category) if args.seed_category else None
     output = signing.sign_file(ctx, Path(args.file), clearsign=args.clearsign,
-                               output=Path(args.output) if args.output else None)
-    return Report(data={"file": args.file, "signature": str(output), "clearsign": args.clearsign}).good(
-        f"signed {args.file}: {output}")
+                               output=Path(args.output) if args.output else None, seed_category=seed_category)
+    bound = f" (bound to seed category {seed_category})" if seed_category else ""
+    return Report(data={"file": args.file, "signature": str(output), "clearsign": args.clearsign,
+                        "seed_category": seed_category}).good(f"signed {args.file}: {output}{bound}")
 
 
 def register(sub: SubParsers) -> None:
@@ -61,10 +64,15 @@ def register(sub: SubParsers) -> None:
 
     p = add_action(sub, "sign", run_sign, summary="sign a file with the [sign] key",
                    epilog="The key is the seed [sign] category/nick; its secret key must be in\n"
-                          "[sign] gnupghome (default: the GnuPG home of the [sign] category).")
+                          "[sign] gnupghome (default: the GnuPG home of the [sign] category).\n"
+                          "Seed files: sign with --seed-category CAT (fetch-seed -C CAT requires it), e.g.\n"
+                          "  gkeys sign -F gentoo-devs.seeds --seed-category gentoo-devs --detach "
+                          "-o gentoo-devs.seeds.asc")
     p.add_argument("-F", "--file", required=True, metavar="FILE", help="file to sign")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--detach", dest="clearsign", action="store_false", default=False,
                       help="armored detached signature FILE.asc (default)")
     mode.add_argument("--clearsign", dest="clearsign", action="store_true", help="clearsigned copy")
     p.add_argument("-o", "--output", metavar="OUT", help="output file (default FILE.asc)")
+    p.add_argument("--seed-category", metavar="CAT",
+                   help="FILE is CAT's seed file: bind the signature to CAT (seed-category@gentoo.org notation)")

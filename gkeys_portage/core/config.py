@@ -60,6 +60,7 @@ class PolicyConfig:
     require_currently_valid: bool = False
     max_seed_age: float = 0.0  # seconds; 0 = no limit
     gpg_timeout: float = 900.0  # seconds for one gpg call (a multi-GB ISO is hashed in one call)
+    unbound_seeds: frozenset[Category] = frozenset()  # categories whose seed signature may name no category
 
 
 @dataclass
@@ -119,6 +120,30 @@ def _verify_seeds(parser: configparser.ConfigParser) -> dict[Category, tuple[Cat
     return result
 
 
+def _unbound_seeds(parser: configparser.ConfigParser,
+                   verify_seeds: dict[Category, tuple[Category, Nick]]) -> frozenset[Category]:
+    """``[policy] unbound-seeds = CAT ...``: categories whose seed files may carry an old, unbound
+    signature.  Each must have a ``[verify-seeds]`` signer that signs no other category there:
+    a signer shared between categories cannot tell their seed files apart without the binding."""
+    result: set[Category] = set()
+    for word in parser.get("policy", "unbound-seeds", fallback="").split():
+        try:
+            category = parse_category(word)
+        except Exception as exc:
+            raise ConfigError(f"[policy] unbound-seeds: {exc}") from exc
+        signer = verify_seeds.get(category)
+        if signer is None:
+            raise ConfigError(f"[policy] unbound-seeds: {category!r} has no seed signer in [verify-seeds]")
+        shared = sorted(other for other, who in verify_seeds.items() if who == signer and other != category)
+        if shared:
+            raise ConfigError(
+                f"[policy] unbound-seeds: {category}'s seed signer {signer[0]}/{signer[1]} also signs "
+                f"{', '.join(shared)} seeds ([verify-seeds]), so an unbound signature cannot tell them apart; "
+                f"give {category} its own signer or drop it from unbound-seeds")
+        result.add(category)
+    return frozenset(result)
+
+
 def load_config(path: Path | None = None, root: Path | None = None) -> Config:
     """Load the configuration; ``root`` (from ``--root``) overrides ``gkeysdir``."""
     explicit = path is not None or "GKEYS_CONFIG" in os.environ
@@ -153,6 +178,7 @@ def load_config(path: Path | None = None, root: Path | None = None) -> Config:
         backoff=_float(parser, "sources", "backoff", 0.5),
         workers=max(1, int(_float(parser, "sources", "workers", 16))),
     )
+    verify_seeds = _verify_seeds(parser)
     policy = PolicyConfig(
         clock_skew=_float(parser, "policy", "clock-skew", 600.0),
         refresh_interval=_float(parser, "policy", "refresh-interval", 24.0) * 3600.0,
@@ -160,6 +186,7 @@ def load_config(path: Path | None = None, root: Path | None = None) -> Config:
         require_currently_valid=_bool(parser, "policy", "require-currently-valid", False),
         max_seed_age=_float(parser, "policy", "max-seed-age", 0.0) * 86400.0,
         gpg_timeout=max(1.0, _float(parser, "policy", "gpg-timeout", 900.0)),
+        unbound_seeds=_unbound_seeds(parser, verify_seeds),
     )
     sign_homedir = parser.get("sign", "gnupghome", fallback="")
     try:
@@ -167,7 +194,7 @@ def load_config(path: Path | None = None, root: Path | None = None) -> Config:
             path=used,
             gkeysdir=gkeysdir,
             seedurls={parse_category(k): v for k, v in seedurls.items()},
-            verify_seeds=_verify_seeds(parser),
+            verify_seeds=verify_seeds,
             sources=sources,
             policy=policy,
             sign_category=parse_category(parser.get("sign", "category", fallback="sign")),

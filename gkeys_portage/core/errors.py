@@ -102,5 +102,13 @@ class StaleError(NotVerifiedError):
     """A validly signed document is older than the configured maximum age (freeze attack)."""
 
 
+class SeedCategoryError(NotVerifiedError):
+    """A validly signed seed file was signed for another category than the one it is fetched for."""
+
+
+class UnboundSeedError(NotVerifiedError):
+    """A validly signed seed file's signature names no category, and config does not allow that."""
+
+
 class KeyMismatchError(NotVerifiedError):
     """A key source returned keys, none of which matched the pinned fingerprint."""

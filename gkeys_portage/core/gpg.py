@@ -21,7 +21,7 @@ import os
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -323,9 +323,16 @@ class GnuPG:
             return [report for reports in pool.map(one, chunks) for report in reports]
 
     def sign(self, data: Path, signer: Fingerprint, *, clearsign: bool = False, armor: bool = True,
-             passphrase: str | None = None) -> bytes:
-        """Sign the file ``data`` with the key ``signer``: detached by default, or clearsigned."""
+             passphrase: str | None = None, notations: Mapping[str, str] | None = None) -> bytes:
+        """Sign the file ``data`` with the key ``signer``: detached by default, or clearsigned.
+
+        ``notations`` (``name@domain`` -> value) go into the signature's hashed area, non-critical.
+        """
         args = ["--local-user", signer, "--digest-algo", "SHA512", "--output", "-"]
+        for name, value in (notations or {}).items():
+            if "=" in name or "%" in value or not name.isprintable() or not value.isprintable():
+                raise GpgError(f"refusing notation {name!r}: gpg would not store it as given")
+            args += ["--sig-notation", f"{name}={value}"]
         if passphrase is not None:
             args = ["--pinentry-mode", "loopback", *args]
         if clearsign:

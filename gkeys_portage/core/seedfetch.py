@@ -2,8 +2,10 @@
 
 The signature is looked for at ``<url>.sig`` then ``<url>.asc``.  It must be a good signature by
 the key named in ``[verify-seeds]`` for that category (``<category> <nick>``), checked against
-that category's keyring.  A seed whose signature is older than the installed one's is refused
-(rollback to an old list of trusted keys).
+that category's keyring, and it must be made for that category (:mod:`gkeys_portage.core.seedbinding`:
+a ``seed-category@gentoo.org`` notation; unbound old signatures only where ``[policy] unbound-seeds``
+allows them).  A seed whose signature is older than the installed one's is refused (rollback to an
+old list of trusted keys).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import NoSignatureError, RollbackError, StaleError, UsageError
 from gkeys_portage.core.http import NotFoundError
+from gkeys_portage.core.seedbinding import Binding, check_binding
 from gkeys_portage.core.seeds import MAX_SEED_FILE, Seed, parse_seeds
 from gkeys_portage.core.state import atomic_write_json, read_json
 from gkeys_portage.core.types import Category, Nick, parse_category
@@ -57,11 +60,13 @@ class SeedFetchResult:
     signer: GoodSignature
     changes: SeedChanges
     unchanged: bool
+    binding: Binding
 
     def to_json(self) -> dict[str, object]:
         """Machine-readable form for ``--json``."""
         return {"category": self.category, "url": self.url, "signature_url": self.signature_url,
-                "signer": self.signer.to_json(), "changes": self.changes.to_json(), "unchanged": self.unchanged}
+                "signer": self.signer.to_json(), "changes": self.changes.to_json(), "unchanged": self.unchanged,
+                "bound": self.binding.bound}
 
 
 def _download_signature(ctx: Gkeys, url: str) -> tuple[bytes, str]:
@@ -87,6 +92,7 @@ def fetch_seed(ctx: Gkeys, category: str) -> SeedFetchResult:
     signature, signature_url = _download_signature(ctx, url)
     verifier = ctx.verifier(signer_category, [signer_nick])
     result = verifier.detached(signature, data)
+    binding = check_binding(result.good, cat, url, allow_unbound=cat in ctx.config.policy.unbound_seeds)
     new_seeds = parse_seeds(data, url)  # only parsed once its signature is good
 
     record = read_json(ctx.layout.record(SEED_RECORD), {})
@@ -110,4 +116,5 @@ def fetch_seed(ctx: Gkeys, category: str) -> SeedFetchResult:
         ctx.seeds.install_raw(cat, data, signature)
         record[cat] = {"signed": signed, "sha256": digest, "url": url, "signer": result.signer.pin.fingerprint}
         atomic_write_json(ctx.layout.record(SEED_RECORD), record)
-    return SeedFetchResult(cat, url, signature_url, result.signer, diff_seeds(old_seeds, new_seeds), unchanged)
+    return SeedFetchResult(cat, url, signature_url, result.signer, diff_seeds(old_seeds, new_seeds), unchanged,
+                           binding)

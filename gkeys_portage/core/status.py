@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from urllib.parse import unquote_to_bytes
 
 from gkeys_portage.core.types import Fingerprint, is_fingerprint
 
@@ -43,6 +44,26 @@ _OUTCOME_BY_KEYWORD = {
 }
 
 
+@dataclass(frozen=True)
+class Notation:
+    """One notation of a signature's *hashed* area (``NOTATION_NAME`` / ``_FLAGS`` / ``_DATA``).
+
+    GnuPG reports only notations covered by the signature (never the unhashed area, which anyone
+    can edit), and fails a signature with a critical notation it does not know.  ``data`` is the
+    raw value: GnuPG percent-escapes it and may split it over several ``NOTATION_DATA`` lines.
+    """
+
+    name: str
+    data: bytes = b""
+    critical: bool = False
+    human_readable: bool = False
+
+    @property
+    def value(self) -> str:
+        """The value as text (undecodable bytes replaced, so they never match an expected value)."""
+        return self.data.decode("utf-8", errors="replace")
+
+
 @dataclass
 class SignatureStatus:
     """Everything the status lines say about one signature."""
@@ -56,6 +77,7 @@ class SignatureStatus:
     expires: int | None = None  # signature expiry, None if it never expires
     errsig_rc: str = ""
     valid: bool = False  # a VALIDSIG line was seen for this signature
+    notations: list[Notation] = field(default_factory=list)
 
     @property
     def created_at(self) -> datetime | None:
@@ -105,6 +127,27 @@ def _split_pairs(items: Iterable[str | tuple[str, str]]) -> Iterable[tuple[str, 
         yield keyword, value
 
 
+def _add_notation(sig: SignatureStatus | None, keyword: str, value: str) -> None:
+    """Attach a NOTATION_* line to the signature it follows (GnuPG prints them after GOODSIG).
+
+    A notation line with no signature, or a FLAGS/DATA line with no NAME before it, is dropped:
+    a notation that cannot be tied to one signature binds nothing.
+    """
+    if sig is None:
+        return
+    if keyword == "NOTATION_NAME":
+        sig.notations.append(Notation(name=value))
+    elif not sig.notations:
+        return
+    elif keyword == "NOTATION_FLAGS":
+        flags = value.split(" ")
+        sig.notations[-1] = replace(sig.notations[-1], critical=flags[0] == "1",
+                                    human_readable=len(flags) > 1 and flags[1] == "1")
+    elif keyword == "NOTATION_DATA":
+        last = sig.notations[-1]
+        sig.notations[-1] = replace(last, data=last.data + unquote_to_bytes(value))
+
+
 def parse_status(items: Iterable[str | tuple[str, str]]) -> StatusReport:
     """Build a :class:`StatusReport` from status lines or ``(keyword, value)`` pairs.
 
@@ -149,6 +192,8 @@ def parse_status(items: Iterable[str | tuple[str, str]]) -> StatusReport:
                 sig.expires = _parse_time(fields[3])
             if len(fields) >= 10:
                 sig.primary_fingerprint = _fingerprint_or_none(fields[9])
+        elif keyword.startswith("NOTATION_"):
+            _add_notation(current, keyword, value)
         elif keyword == "PLAINTEXT":
             report.plaintexts += 1
         elif keyword in ("BEGIN_DECRYPTION", "DECRYPTION_INFO", "ENC_TO", "DECRYPTION_FAILED"):

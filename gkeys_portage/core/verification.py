@@ -25,7 +25,7 @@ from gkeys_portage.core.errors import (
     SignerNotPinnedError,
     UnknownSignerError,
 )
-from gkeys_portage.core.status import SignatureStatus, SigOutcome, StatusReport
+from gkeys_portage.core.status import Notation, SignatureStatus, SigOutcome, StatusReport
 from gkeys_portage.core.types import Category, Fingerprint, Nick
 
 DEFAULT_CLOCK_SKEW = 600.0
@@ -84,6 +84,7 @@ class GoodSignature:
     pin: Pin
     signing_fingerprint: Fingerprint
     created: int
+    notations: tuple[Notation, ...] = ()  # the signature's hashed notations (e.g. a seed file's category)
 
     @property
     def created_at(self) -> datetime:
@@ -213,7 +214,8 @@ def decide(report: StatusReport, pins: PinSet, keys: Mapping[Fingerprint, Public
             raise RevokedKeyError(f"signature by {pin.category}/{pin.nick} ({pin.fingerprint}): key is revoked")
         created = _check_times(sig, key, sub, policy)
         assert sig.signing_fingerprint is not None  # set whenever VALIDSIG was seen
-        good.append(GoodSignature(pin=pin, signing_fingerprint=sig.signing_fingerprint, created=created))
+        good.append(GoodSignature(pin=pin, signing_fingerprint=sig.signing_fingerprint, created=created,
+                                  notations=tuple(sig.notations)))
 
     if report.no_data:
         # gpg found data it could not parse next to the signature(s): nothing of that input counts.

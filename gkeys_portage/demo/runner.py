@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from gkeys_portage.cli.output import Report
+from gkeys_portage.core.seedbinding import category_notation
 from gkeys_portage.core.seeds import Seed, dump_seeds
-from gkeys_portage.core.types import Nick
+from gkeys_portage.core.types import Category, Nick
 from gkeys_portage.demo.world import KeyFactory, LoopbackServer
 
 
@@ -60,8 +61,9 @@ class DemoWorld:
         """Serve a signed seed file for ``category`` at /seeds/<category>.seeds (+ .sig)."""
         data = dump_seeds({Nick(n): self.seed(n) for n in nicks})
         self.server.publish(f"seeds/{category}.seeds", data)
-        self.server.publish(f"seeds/{category}.seeds.sig",
-                            self.keys.sign_bytes(signer, data, self.workdir, armor=False))
+        self.server.publish(f"seeds/{category}.seeds.sig",  # bound to its category, as `gkeys sign --seed-category`
+                            self.keys.sign_bytes(signer, data, self.workdir, armor=False,
+                                                 notations=category_notation(Category(category))))
 
 
 StepBuilder = Callable[[DemoWorld], list[Step]]
@@ -95,6 +97,12 @@ def build_world(workdir: Path) -> DemoWorld:
         "backoff = 0.1\n"
     )
     return DemoWorld(workdir, keys, server, config, state)
+
+
+def serve_as(server: LoopbackServer, source: str, target: str, suffixes: Sequence[str] = ()) -> None:
+    """Make the server answer ``target`` (and ``target + suffix``) with what it serves at ``source``."""
+    for suffix in ("", *suffixes):
+        server.publish(target + suffix, server.files["/" + source + suffix])
 
 
 def core_steps(world: DemoWorld) -> list[Step]:
@@ -137,6 +145,9 @@ def core_steps(world: DemoWorld) -> list[Step]:
              world.gkeys("install-key", "-C", "gentoo")),
         Step("update the developer seeds and keys; mallory's key offered by the keyserver is dropped",
              world.gkeys("update-seed", "-C", "gentoo-devs")),
+        Step("REFUSED: the developers' seed file served at the release seed URL (signed for gentoo-devs)",
+             world.gkeys("update-seed", "-C", "gentoo"), expect=1, prepare=functools.partial(
+                 serve_as, server, "seeds/gentoo-devs.seeds", "seeds/gentoo.seeds", (".sig",))),
         Step("list the developer keys", world.gkeys("list-key", "-C", "gentoo-devs")),
         Step("verify a file alice signed", world.gkeys("verify", "-F", str(good), "-C", "gentoo-devs")),
         Step("verify a clearsigned release note", world.gkeys("verify", "-F", str(files / "release-note.txt.asc"),

@@ -16,7 +16,7 @@ import struct
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -73,9 +73,11 @@ class KeyFactory:
         return self.gpg.revocation_certificate(self.keys[nick].fingerprint)
 
     def sign(self, nick: str, path: Path, *, clearsign: bool = False, armor: bool = True,
-             when: datetime | None = None) -> bytes:
-        """Sign the file ``path`` as ``nick`` (detached by default), optionally "at" ``when``."""
-        return self._at(when).sign(path, self.keys[nick].fingerprint, clearsign=clearsign, armor=armor)
+             when: datetime | None = None, notations: Mapping[str, str] | None = None) -> bytes:
+        """Sign the file ``path`` as ``nick`` (detached by default), optionally "at" ``when``, with
+        ``notations`` in the signature's hashed area."""
+        return self._at(when).sign(path, self.keys[nick].fingerprint, clearsign=clearsign, armor=armor,
+                                   notations=notations)
 
     def sign_bytes(self, nick: str, data: bytes, workdir: Path, **kwargs: object) -> bytes:
         """Sign bytes (written to a scratch file in ``workdir``)."""

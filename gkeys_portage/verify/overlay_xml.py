@@ -6,7 +6,12 @@ The document has already had its signature checked, but it is still parsed as if
 * a ``<!DOCTYPE>`` is allowed only as the plain external reference the real list carries
   (``<!DOCTYPE repositories SYSTEM "...">``); it is never fetched, and an internal subset
   (entity, element or attribute declarations, default attribute values) is refused outright;
-* the bytes must be UTF-8 (any encoding declaration must say so);
+* the bytes must be UTF-8 (any encoding declaration must say so) without NUL bytes: XML never
+  allows U+0000, and UTF-16/UTF-32 text without a byte-order mark is valid UTF-8 byte by byte
+  (ASCII interleaved with NULs) that expat and libxml2 would nevertheless decode as UTF-16;
+* no XML namespaces (``<x:source xmlns:x=...>``, ``<source xmlns="urn:a">``, ``xml:lang``): the format
+  has none, and a namespace-unaware reader takes ``<source xmlns="urn:a">`` for a ``<source>``
+  that a namespace-aware one (ElementTree, lxml) skips as another element;
 * size, nesting depth, element count, attributes per element and text per element are bounded,
   and the limits are enforced while parsing, so a hostile document is rejected early;
 * comments and processing instructions are not kept, but one inside an element is recorded
@@ -95,6 +100,13 @@ class _TreeBuilder:
 
     def start(self, tag: str, attrib: dict[str, str]) -> None:
         """An element opens."""
+        if tag.startswith("{"):
+            raise _LimitExceeded(f"element <{tag}> is in an XML namespace; the overlay list format has none "
+                                 "(readers that ignore namespaces would take it for a plain element)")
+        for name in attrib:
+            if name.startswith("{"):
+                raise _LimitExceeded(f"attribute {name!r} on <{tag}> is in an XML namespace; "
+                                     "the overlay list format has none")
         self.count += 1
         if self.count > self.limits.max_elements:
             raise _LimitExceeded(f"more than {self.limits.max_elements} elements")
@@ -163,6 +175,12 @@ def _check_encoding(data: bytes, name: str) -> None:
         column = position - (data.rfind(b"\n", 0, position) + 1) + 1
         raise OverlayXmlError(
             f"{name} line {line}: not valid UTF-8 (byte 0x{data[position]:02x} at column {column})") from exc
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        line = data.count(b"\n", 0, nul) + 1
+        column = nul - (data.rfind(b"\n", 0, nul) + 1) + 1
+        raise OverlayXmlError(f"{name} line {line}: a NUL byte at column {column} (UTF-16 or UTF-32 text?); "
+                              "an overlay list must be UTF-8")
     declared = _XML_DECLARATION.match(data)
     if declared and declared.group(1).lower().replace(b"_", b"-") not in (b"utf-8", b"utf8"):
         raise OverlayXmlError(f"{name} line 1: declares encoding {declared.group(1).decode()!r}; "
