@@ -1,43 +1,144 @@
-"""Reading git commits with machine formats only (design.md §6).
+"""Reading git commits with machine formats only (design.md §6), through one hardened git environment.
 
 Every git call runs with an explicit environment that ignores the system and global git config
 (``GIT_CONFIG_NOSYSTEM``, ``GIT_CONFIG_GLOBAL=/dev/null``), ``LC_ALL=C``, and explicit ``-c`` settings,
 so a user's ``log.showSignature = true`` or an alias can never change what is parsed.  Commits are read
 raw with ``git cat-file --batch`` and split here into the signed payload and the ``gpgsig`` header,
 exactly as git itself does before it hands both to gpg.
+
+Hardening (SECURITY.md, issue 11 items 7-8, issue 12 item 9):
+
+* **Ownership is the boundary.**  A repository's own ``.git/config`` can make git run commands
+  (``core.fsmonitor``, ``remote.*.uploadpack`` on a lazy fetch, ``core.sshCommand``,
+  ``core.alternateRefsCommand``, ``credential.helper``, ...), so git runs only in a repository whose
+  directory and git directory belong to the effective user or to a uid the caller names (Portage's sync
+  user); ``safe.directory`` is set for that path only then, never for a foreign one.  Settings that
+  would lift this (``GIT_CONFIG_PARAMETERS``, ``GIT_DIR``, ...) are refused in an extra environment.
+* **Defence in depth** for repositories we do own: no replace objects (``--no-replace-objects`` and
+  ``GIT_NO_REPLACE_OBJECTS``: a ``refs/replace`` ref must not swap the commit that is verified), no lazy
+  fetch from a promisor remote (``GIT_NO_LAZY_FETCH``, git >= 2.44), hooks and fsmonitor off, no
+  submodule recursion (a hostile ``.gitmodules`` must not stop every later fetch), and only the
+  transports a sync needs (https, http, git, ssh; local paths/``file://`` only when named by the user,
+  never from a submodule; never ``ext::`` or other remote helpers).
 """
 
 from __future__ import annotations
 
 import os
+import pwd
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gkeys_portage.core.errors import BadInputError
+from gkeys_portage.core.errors import BadInputError, UntrustedRepositoryError
 
 #: Environment variables passed through to git (network access for fetch/clone; nothing else).
 PASSTHROUGH = ("PATH", "http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "no_proxy", "NO_PROXY",
                "all_proxy", "ALL_PROXY", "GIT_SSH_COMMAND", "GIT_SSH", "SSH_AUTH_SOCK", "GIT_SSL_CAINFO",
                "SSL_CERT_FILE", "SSL_CERT_DIR")
 
-#: ``-c`` settings given to every git call (after ``safe.directory``).
+#: Settings of the hardened environment; they win over any extra environment.
+HARDENED_ENV = {"LC_ALL": "C", "LANG": "C", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
+                "GIT_TERMINAL_PROMPT": "0", "GIT_NO_REPLACE_OBJECTS": "1", "GIT_NO_LAZY_FETCH": "1"}
+
+#: Variables an extra environment (``sync-git-env``) may not set: they change which repository, objects or
+#: configuration git reads (``GIT_CONFIG_PARAMETERS`` could set ``safe.directory``).
+REFUSED_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY", "GIT_INDEX_FILE",
+               "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_REPLACE_REF_BASE", "GIT_GRAFT_FILE",
+               "GIT_SHALLOW_FILE", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_EXEC_PATH",
+               "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM", "GIT_PROTOCOL_FROM_USER",
+               "GIT_ALLOW_PROTOCOL")
+REFUSED_ENV_PREFIXES = ("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")
+
+#: ``-c`` settings given to every git call (after ``safe.directory``, when that is set).
 GIT_SETTINGS = ("log.showSignature=false", "core.quotePath=false", "color.ui=false", "advice.detachedHead=false",
-                "gc.auto=0", "core.pager=cat", "core.hooksPath=/dev/null", "commit.gpgSign=false")
+                "gc.auto=0", "core.pager=cat", "core.hooksPath=/dev/null", "commit.gpgSign=false",
+                "core.fsmonitor=false", "fetch.recurseSubmodules=false", "submodule.recurse=false",
+                "protocol.allow=never", "protocol.https.allow=always", "protocol.http.allow=always",
+                "protocol.git.allow=always", "protocol.ssh.allow=always", "protocol.file.allow=user")
+
+#: Options of ``git clone`` and ``git fetch`` that keep them from touching submodules (issue 12 item 9).
+NO_SUBMODULES = ("--no-recurse-submodules",)
 
 SIGNATURE_HEADERS = (b"gpgsig", b"gpgsig-sha256")
 
 
 def git_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The explicit environment for git: no system/global config, C locale, no prompts."""
+    """The explicit environment for git: no system/global config, C locale, no prompts, no replace objects.
+
+    ``extra`` (e.g. Portage's ``sync-git-env``) is added, but may not set a variable of
+    :data:`REFUSED_ENV`, and cannot change the hardened settings.
+    """
     env = {key: os.environ[key] for key in PASSTHROUGH if key in os.environ}
     env.setdefault("PATH", os.defpath)
-    env.update({"LC_ALL": "C", "LANG": "C", "TZ": "UTC", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
-                "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true", "HOME": "/nonexistent"})
+    env.update({"TZ": "UTC", "GIT_ASKPASS": "true", "HOME": "/nonexistent"})
+    for key in extra or {}:
+        if key in REFUSED_ENV or key.startswith(REFUSED_ENV_PREFIXES):
+            raise BadInputError(f"the git environment may not set {key} (it changes which repository or "
+                                "configuration git reads); remove it from sync-git-env")
     if extra:
         env.update(extra)
+    env.update(HARDENED_ENV)
     return env
+
+
+def account_uids(*names: str) -> frozenset[int]:
+    """The uids of those of the named local accounts that exist (e.g. Portage's ``portage`` user)."""
+    uids = set()
+    for name in names:
+        try:
+            uids.add(pwd.getpwnam(name).pw_uid)
+        except KeyError:
+            continue
+    return frozenset(uids)
+
+
+def _owner_name(uid: int) -> str:
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _git_dir_of(path: Path) -> Path | None:
+    """The git directory of the work tree (or bare repository) at ``path``; None if it has none yet."""
+    dot_git = path / ".git"
+    if dot_git.is_file():  # a "gitdir: DIR" file (worktrees, submodules)
+        text = dot_git.read_text(encoding="utf-8", errors="replace").strip()
+        if not text.startswith("gitdir:"):
+            return dot_git
+        return (path / text[len("gitdir:"):].strip()).resolve()
+    if os.path.lexists(dot_git):
+        return dot_git.resolve()  # a symlinked .git: git reads (and checks) the target
+    return path if (path / "objects").is_dir() and (path / "HEAD").exists() else None
+
+
+def ownership_problem(path: Path, owners: Collection[int] = ()) -> str | None:
+    """Why git must not run in ``path`` (None if it may): the work tree, its ``.git`` and the git directory
+    must all belong to the effective user or to one of ``owners``.  A path that does not exist yet is fine
+    (a clone creates it)."""
+    allowed = {os.geteuid(), *owners}
+    places = [path, path / ".git"]
+    try:
+        git_dir = _git_dir_of(path) if path.is_dir() else None
+    except OSError as exc:
+        return f"cannot read {path / '.git'}: {exc.strerror}"
+    if git_dir is not None:
+        places.append(git_dir)
+    for place in places:
+        try:
+            uid = os.lstat(place).st_uid
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            return f"cannot inspect {place}: {exc.strerror}"
+        if uid not in allowed:
+            me = _owner_name(os.geteuid())
+            return (f"{place} is owned by {_owner_name(uid)}, not by {me}: gkeys does not run git in a "
+                    "repository another user owns (git would obey that user's repository configuration); "
+                    f"run the command as that user, or `chown -R {os.geteuid()} {path}` if you trust it")
+    return None
 
 
 @dataclass
@@ -105,21 +206,37 @@ def parse_commit(commit_hash: str, raw: bytes) -> Commit:
 
 
 class GitRepo:
-    """Read-only access to one repository through plumbing commands."""
+    """Read-only access to one repository through plumbing commands, in the hardened environment.
 
-    def __init__(self, path: Path, *, extra_env: Mapping[str, str] | None = None) -> None:
+    ``owners`` are uids besides the effective one whose repositories git may run in (Portage's sync
+    user); every call first checks the ownership (:func:`ownership_problem`).
+    """
+
+    def __init__(self, path: Path, *, extra_env: Mapping[str, str] | None = None,
+                 owners: Collection[int] = ()) -> None:
         self.path = Path(path).resolve()
         self.env = git_environment(extra_env)
+        self.owners = frozenset(owners)
 
     def command(self, *args: str) -> list[str]:
-        """The full argv of a git call with the explicit settings."""
-        settings: list[str] = ["-c", f"safe.directory={self.path}"]
+        """The full argv of a git call with the explicit settings.
+
+        ``safe.directory`` is set (for this path only) when the repository belongs to one of ``owners``
+        and not to the effective user; otherwise git's own ownership check stays on as a second guard.
+        """
+        settings: list[str] = []
+        if self.owners - {os.geteuid()}:
+            settings += ["-c", f"safe.directory={self.path}"]
         for setting in GIT_SETTINGS:
             settings += ["-c", setting]
-        return ["git", "-C", str(self.path), *settings, *args]
+        return ["git", "--no-replace-objects", "-C", str(self.path), *settings, *args]
 
     def run(self, *args: str, stdin: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess[bytes]:
-        """Run git; raise :class:`BadInputError` with git's last error line when ``check`` fails."""
+        """Run git; raise :class:`BadInputError` with git's last error line when ``check`` fails, and
+        :class:`UntrustedRepositoryError` (before git starts) for a repository another user owns."""
+        problem = ownership_problem(self.path, self.owners)
+        if problem:
+            raise UntrustedRepositoryError(problem)
         try:
             result = subprocess.run(self.command(*args), input=stdin, capture_output=True, env=self.env,
                                     check=False, timeout=3600)
