@@ -22,7 +22,7 @@ from gkeys_portage.core.errors import BadInputError, UntrustedRepositoryError
 from gkeys_portage.demo.tree_repo import RepoBuilder
 from gkeys_portage.portage.hooks import postsync_main, repo_postsync_main
 from gkeys_portage.portage.treesync import SyncRequest, clone_verified, update_verified
-from gkeys_portage.verify import tree
+from gkeys_portage.verify import gitobjects, tree
 from gkeys_portage.verify.gitobjects import GitRepo, git_environment
 
 NOBODY = 65534
@@ -101,6 +101,22 @@ def test_repository_of_a_named_owner_is_read(env: Any, tmp_path: Path) -> None:
     assert GitRepo(repo.path, owners={NOBODY}).resolve("HEAD") == tip
     with pytest.raises(UntrustedRepositoryError):
         GitRepo(repo.path, owners={NOBODY + 1}).resolve("HEAD")
+
+
+def test_repository_of_the_portage_account_is_verified(env: Any, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A FEATURES=usersync tree belongs to ``portage``: root verifies it (git gets ``safe.directory`` for that
+    path only); the test stands in ``nobody`` for the account, which the container may not have."""
+    install_devs(env, ("alice",))
+    repo = build(tmp_path / "repo", env.keys, ["alice", "alice"])
+    chown_tree(repo.path, NOBODY)
+    monkeypatch.setattr(gitobjects, "PORTAGE_ACCOUNTS", ("nobody",))
+    result = env.run("verify-tree", str(repo.path), "--policy", "all")
+    assert result.code == 0, result.text
+    monkeypatch.setenv("GKEYS_CONFIG", str(env.config))
+    assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 0
+    assert GitRepo(repo.path).command("status")[4:6] == ["-c", "log.showSignature=false"]  # no safe.directory
+    assert GitRepo(repo.path).command("status", safe_directory=True)[4:6] == ["-c", f"safe.directory={repo.path}"]
 
 
 def test_own_repository_config_cannot_run_hooks_fsmonitor_or_a_lazy_fetch(env: Any, tmp_path: Path,

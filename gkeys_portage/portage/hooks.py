@@ -26,14 +26,10 @@ from gkeys_portage.core.config import load_config
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import GkeysError
 from gkeys_portage.core.state import Layout, atomic_write_json, read_json
-from gkeys_portage.verify.gitobjects import GitRepo, account_uids
+from gkeys_portage.verify.gitobjects import GitRepo
 from gkeys_portage.verify.tree import TreeOptions, TreeVerifier, last_verified, open_repo, record_verified
 
 MARKERS = "tree-failed"
-#: Besides root, the hook runs git only in repositories owned by Portage's own ``portage`` account (the
-#: default owner of a ``FEATURES=usersync`` tree; root already trusts it with what it builds), never in
-#: one another user owns (git would obey that user's ``.git/config``: SECURITY.md, git ownership).
-SYNC_OWNERS = account_uids("portage")
 
 
 def _output() -> Any:
@@ -85,7 +81,7 @@ def verify_synced_repo(ctx: Gkeys, repo_name: str, location: Path) -> tuple[bool
     _write_marker(marker, repo_name, location, "verification did not complete (interrupted or crashed)", "")
     repo: GitRepo | None = None
     try:
-        repo = open_repo(location, owners=SYNC_OWNERS)
+        repo = open_repo(location)
         verifier = TreeVerifier(ctx, TreeOptions.from_config(ctx))
         tip = repo.resolve("HEAD")
         base, hashes = verifier.plan(repo, tip, recorded)
@@ -103,12 +99,12 @@ def verify_synced_repo(ctx: Gkeys, repo_name: str, location: Path) -> tuple[bool
         reason = f"verification failed: {type(exc).__name__}: {exc}"
     except BaseException:  # interrupted (Ctrl-C, SystemExit): roll back too, keep the pending marker
         with contextlib.suppress(Exception):
-            _roll_back(repo or GitRepo(location, owners=SYNC_OWNERS), recorded)
+            _roll_back(repo or GitRepo(location), recorded)
         raise
     rolled: str | None = None
     where = "NO verified revision to roll back to"
     try:
-        rolled = _roll_back(repo or GitRepo(location, owners=SYNC_OWNERS), recorded)
+        rolled = _roll_back(repo or GitRepo(location), recorded)
     except Exception as exc:
         where = f"rolling back to {(recorded or '')[:12]} FAILED: {getattr(exc, 'message', None) or exc}"
     _write_marker(marker, repo_name, location, reason, rolled or "")

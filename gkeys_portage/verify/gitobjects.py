@@ -11,9 +11,10 @@ Hardening (SECURITY.md, issue 11 items 7-8, issue 12 item 9):
 * **Ownership is the boundary.**  A repository's own ``.git/config`` can make git run commands
   (``core.fsmonitor``, ``remote.*.uploadpack`` on a lazy fetch, ``core.sshCommand``,
   ``core.alternateRefsCommand``, ``credential.helper``, ...), so git runs only in a repository whose
-  directory and git directory belong to the effective user or to a uid the caller names (Portage's sync
-  user); ``safe.directory`` is set for that path only then, never for a foreign one.  Settings that
-  would lift this (``GIT_CONFIG_PARAMETERS``, ``GIT_DIR``, ...) are refused in an extra environment.
+  directory and git directory belong to the effective user, to the ``portage`` account or to a uid the
+  caller names (Portage's sync user); ``safe.directory`` is set for that path only, and only when the
+  owner found is not the effective user (else git's own check stays on).  Settings that would lift this
+  (``GIT_CONFIG_PARAMETERS``, ``GIT_DIR``, ...) are refused in an extra environment.
 * **Defence in depth** for repositories we do own: no replace objects (``--no-replace-objects`` and
   ``GIT_NO_REPLACE_OBJECTS``: a ``refs/replace`` ref must not swap the commit that is verified), no lazy
   fetch from a promisor remote (``GIT_NO_LAZY_FETCH``, git >= 2.44), hooks and fsmonitor off, no
@@ -83,8 +84,14 @@ def git_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+#: Accounts whose repositories git may run in besides the effective user's: Portage's ``portage`` user, the
+#: owner of a ``FEATURES=usersync`` tree.  Whoever can write a Portage tree already runs code as root (ebuild
+#: phases, eclasses), so obeying that account's repository configuration gives it nothing new.
+PORTAGE_ACCOUNTS = ("portage",)
+
+
 def account_uids(*names: str) -> frozenset[int]:
-    """The uids of those of the named local accounts that exist (e.g. Portage's ``portage`` user)."""
+    """The uids of those of the named local accounts that exist."""
     uids = set()
     for name in names:
         try:
@@ -114,31 +121,33 @@ def _git_dir_of(path: Path) -> Path | None:
     return path if (path / "objects").is_dir() and (path / "HEAD").exists() else None
 
 
-def ownership_problem(path: Path, owners: Collection[int] = ()) -> str | None:
-    """Why git must not run in ``path`` (None if it may): the work tree, its ``.git`` and the git directory
-    must all belong to the effective user or to one of ``owners``.  A path that does not exist yet is fine
-    (a clone creates it)."""
+def repository_owners(path: Path, owners: Collection[int]) -> frozenset[int]:
+    """The owners of the work tree at ``path``, its ``.git`` and its git directory, checked against the
+    effective user and ``owners``; raise :class:`UntrustedRepositoryError` (one line with the next step)
+    if any of them belongs to someone else.  A path that does not exist yet is fine (a clone creates it)."""
     allowed = {os.geteuid(), *owners}
     places = [path, path / ".git"]
     try:
         git_dir = _git_dir_of(path) if path.is_dir() else None
     except OSError as exc:
-        return f"cannot read {path / '.git'}: {exc.strerror}"
+        raise UntrustedRepositoryError(f"cannot read {path / '.git'}: {exc.strerror}") from exc
     if git_dir is not None:
         places.append(git_dir)
+    seen: set[int] = set()
     for place in places:
         try:
             uid = os.lstat(place).st_uid
         except FileNotFoundError:
             continue
         except OSError as exc:
-            return f"cannot inspect {place}: {exc.strerror}"
+            raise UntrustedRepositoryError(f"cannot inspect {place}: {exc.strerror}") from exc
         if uid not in allowed:
-            me = _owner_name(os.geteuid())
-            return (f"{place} is owned by {_owner_name(uid)}, not by {me}: gkeys does not run git in a "
-                    "repository another user owns (git would obey that user's repository configuration); "
-                    f"run the command as that user, or `chown -R {os.geteuid()} {path}` if you trust it")
-    return None
+            raise UntrustedRepositoryError(
+                f"{place} is owned by {_owner_name(uid)}, not by {_owner_name(os.geteuid())}: gkeys does not run "
+                "git in a repository another user owns (git would obey that user's repository configuration); "
+                f"run the command as that user, or `chown -R {os.geteuid()} {path}` if you trust it")
+        seen.add(uid)
+    return frozenset(seen)
 
 
 @dataclass
@@ -208,25 +217,25 @@ def parse_commit(commit_hash: str, raw: bytes) -> Commit:
 class GitRepo:
     """Read-only access to one repository through plumbing commands, in the hardened environment.
 
-    ``owners`` are uids besides the effective one whose repositories git may run in (Portage's sync
-    user); every call first checks the ownership (:func:`ownership_problem`).
+    Git runs only in a repository owned by the effective user, the ``portage`` account
+    (:data:`PORTAGE_ACCOUNTS`) or one of ``owners`` (e.g. the sync user Portage names); every call checks
+    the ownership first (:func:`repository_owners`).
     """
 
     def __init__(self, path: Path, *, extra_env: Mapping[str, str] | None = None,
                  owners: Collection[int] = ()) -> None:
         self.path = Path(path).resolve()
         self.env = git_environment(extra_env)
-        self.owners = frozenset(owners)
+        self.owners = frozenset(owners) | account_uids(*PORTAGE_ACCOUNTS)
 
-    def command(self, *args: str) -> list[str]:
+    def command(self, *args: str, safe_directory: bool = False) -> list[str]:
         """The full argv of a git call with the explicit settings.
 
-        ``safe.directory`` is set (for this path only) when the repository belongs to one of ``owners``
-        and not to the effective user; otherwise git's own ownership check stays on as a second guard.
+        ``safe_directory`` sets git's ``safe.directory`` for this path only: for a repository whose owner
+        was checked and is not the effective user.  Otherwise git's own ownership check stays on as a
+        second guard.
         """
-        settings: list[str] = []
-        if self.owners - {os.geteuid()}:
-            settings += ["-c", f"safe.directory={self.path}"]
+        settings: list[str] = ["-c", f"safe.directory={self.path}"] if safe_directory else []
         for setting in GIT_SETTINGS:
             settings += ["-c", setting]
         return ["git", "--no-replace-objects", "-C", str(self.path), *settings, *args]
@@ -234,12 +243,10 @@ class GitRepo:
     def run(self, *args: str, stdin: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess[bytes]:
         """Run git; raise :class:`BadInputError` with git's last error line when ``check`` fails, and
         :class:`UntrustedRepositoryError` (before git starts) for a repository another user owns."""
-        problem = ownership_problem(self.path, self.owners)
-        if problem:
-            raise UntrustedRepositoryError(problem)
+        foreign = repository_owners(self.path, self.owners) - {os.geteuid()}
         try:
-            result = subprocess.run(self.command(*args), input=stdin, capture_output=True, env=self.env,
-                                    check=False, timeout=3600)
+            result = subprocess.run(self.command(*args, safe_directory=bool(foreign)), input=stdin,
+                                    capture_output=True, env=self.env, check=False, timeout=3600)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise BadInputError(f"cannot run git: {exc}") from exc
         if check and result.returncode != 0:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -366,10 +366,9 @@ def scratch_parent() -> str | None:
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
 
 
-def open_repo(path: Path, extra_env: Mapping[str, str] | None = None, owners: Collection[int] = ()) -> GitRepo:
-    """A :class:`GitRepo` for ``path``, or a clear error if it is not a git repository (or belongs to a
-    user other than the effective one and ``owners``)."""
-    repo = GitRepo(path, extra_env=extra_env, owners=owners)
+def open_repo(path: Path, extra_env: Mapping[str, str] | None = None) -> GitRepo:
+    """A :class:`GitRepo` for ``path``, or a clear error if it is not a git repository."""
+    repo = GitRepo(path, extra_env=extra_env)
     if not repo.is_repository():
         raise BadInputError(f"{path} is not a git repository")
     return repo
