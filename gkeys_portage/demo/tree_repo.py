@@ -21,7 +21,7 @@ from pathlib import Path
 
 import gkeys_portage
 from gkeys_portage.demo.world import KeyFactory, LoopbackServer
-from gkeys_portage.verify.gitobjects import git_environment
+from gkeys_portage.verify.gitobjects import GitRepo, git_environment
 
 #: The directory holding this copy of ``gkeys_portage`` (PYTHONPATH for emerge and the hooks).
 PACKAGE_PARENT = Path(gkeys_portage.__file__).resolve().parent.parent
@@ -44,8 +44,7 @@ class RepoBuilder:
 
     def git(self, *args: str, stdin: bytes | None = None) -> str:
         """Run git in the repository with the explicit environment; return stdout."""
-        result = subprocess.run(["git", "-C", str(self.path), "-c", f"safe.directory={self.path}", *args],
-                                input=stdin, capture_output=True, env=self.env, check=False)
+        result = GitRepo(self.path).run(*args, stdin=stdin, check=False)  # the one hardened git door
         if result.returncode != 0:
             raise RuntimeError(f"git {args[0]} failed: {result.stderr.decode(errors='replace')}")
         return result.stdout.decode()
@@ -175,8 +174,7 @@ def serve_repo(server: LoopbackServer, repo: Path, name: str) -> str:
     Call again after every change upstream.
     """
     git_dir = repo / ".git"
-    subprocess.run(["git", "-C", str(repo), "-c", f"safe.directory={repo}", "update-server-info"],
-                   env=git_environment(), check=True, capture_output=True)
+    GitRepo(repo).run("update-server-info")
     for path in git_dir.rglob("*"):
         if path.is_file():
             server.publish(f"{name}/{path.relative_to(git_dir).as_posix()}", path.read_bytes())
