@@ -229,3 +229,32 @@ def test_ext_transport_is_never_run(env: Any, tmp_path: Path) -> None:
     lines: list[tuple[str, str]] = []
     outcome = clone_verified(Gkeys(load_config(env.config)), request, lambda *line: lines.append(line))
     assert not outcome.ok and not marker.exists()
+
+
+# -- held: SHA-256 repositories, the signature header git itself uses ------------------------------
+
+def git_verify_commit(repo: RepoBuilder, home: Path, commit: str) -> int:
+    """``git verify-commit`` with the demo keys' GnuPG home: git's own verdict, for comparison."""
+    result = subprocess.run(["git", "-C", str(repo.path), "verify-commit", commit],
+                            env={**git_environment(), "GNUPGHOME": str(home)}, capture_output=True, check=False)
+    return result.returncode
+
+
+@pytest.mark.parametrize("object_format", ["sha1", "sha256"])
+def test_signature_header_of_each_object_format_agrees_with_git(env: Any, tmp_path: Path,
+                                                                object_format: str) -> None:
+    """A SHA-256 repository signs in ``gpgsig-sha256``, a SHA-1 one in ``gpgsig``; a signature under the
+    other format's header is no signature, for gkeys and for ``git verify-commit`` alike."""
+    install_devs(env, ("alice", "bob"))
+    repo = RepoBuilder(tmp_path / "repo", env.keys, object_format=object_format)
+    repo.commit("alice")
+    good = repo.commit("bob")
+    assert len(good) == (64 if object_format == "sha256" else 40)
+    result = env.run("verify-tree", str(repo.path), "--policy", "all")
+    assert result.code == 0, result.text
+    assert git_verify_commit(repo, env.keys.home, good) == 0
+    other = "gpgsig" if object_format == "sha256" else "gpgsig-sha256"
+    wrong = repo.commit("alice", header=other)
+    result = env.run("--json", "verify-tree", str(repo.path))
+    assert result.code == 1 and wrong[:12] in result.out and "no-signature" in result.out, result.out
+    assert git_verify_commit(repo, env.keys.home, wrong) != 0

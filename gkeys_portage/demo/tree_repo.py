@@ -33,12 +33,14 @@ GARBAGE_SIGNATURE = b"-----BEGIN PGP SIGNATURE-----\n\niQEzBAABCAAdFiEEgarbagega
 class RepoBuilder:
     """A non-bare repository on branch ``master`` whose commits are signed by demo keys."""
 
-    def __init__(self, path: Path, keys: KeyFactory, *, name: str = "test") -> None:
+    def __init__(self, path: Path, keys: KeyFactory, *, name: str = "test", object_format: str = "sha1") -> None:
         self.path = path
         self.keys = keys
         self.env = git_environment()
         path.mkdir(parents=True, exist_ok=True)
-        self.git("init", "-q", "-b", "master")
+        self.git("init", "-q", "-b", "master", f"--object-format={object_format}")
+        #: the header git signs commits with in this object format
+        self.signature_header = "gpgsig-sha256" if object_format == "sha256" else "gpgsig"
         self.files: dict[str, str] = {"profiles/repo_name": name + "\n", "metadata/layout.conf": "masters =\n"}
         self.counter = 0
 
@@ -58,11 +60,13 @@ class RepoBuilder:
 
     def commit(self, signer: str | None, *, message: str | None = None, files: Mapping[str, str] | None = None,
                parents: Sequence[str] | None = None, when: datetime | None = None,
-               sign_when: datetime | None = None, signature: bytes | None = None, move: bool = True) -> str:
+               sign_when: datetime | None = None, signature: bytes | None = None, move: bool = True,
+               header: str | None = None) -> str:
         """Make a commit signed by ``signer`` (None: unsigned) and move master to it.
 
         ``when`` sets the author/committer time, ``sign_when`` the signature time (default ``when``);
-        ``signature`` replaces the real signature (forgery tests); ``parents`` defaults to master.
+        ``signature`` replaces the real signature (forgery tests); ``parents`` defaults to master;
+        ``header`` replaces the signature header's name (default: the object format's).
         """
         self.counter += 1
         changes = dict(files or {f"dev-test/pkg/file{self.counter}": f"change {self.counter}\n"})
@@ -87,8 +91,8 @@ class RepoBuilder:
                                              when=sign_when or when)
         if signature is not None:
             sig_lines = signature.decode().rstrip("\n").split("\n")
-            header = "gpgsig " + "\n ".join(sig_lines)
-            raw = ("\n".join([*lines, header]) + "\n\n" + body).encode()
+            signed = f"{header or self.signature_header} " + "\n ".join(sig_lines)
+            raw = ("\n".join([*lines, signed]) + "\n\n" + body).encode()
         commit = self.git("hash-object", "-t", "commit", "-w", "--stdin", stdin=raw).strip()
         if move:
             self.git("update-ref", "refs/heads/master", commit)
