@@ -16,11 +16,12 @@ Hardening (SECURITY.md, issue 11 items 7-8, issue 12 item 9):
   owner found is not the effective user (else git's own check stays on).  Settings that would lift this
   (``GIT_CONFIG_PARAMETERS``, ``GIT_DIR``, ...) are refused in an extra environment.
 * **Defence in depth** for repositories we do own: no replace objects (``--no-replace-objects`` and
-  ``GIT_NO_REPLACE_OBJECTS``: a ``refs/replace`` ref must not swap the commit that is verified), no lazy
-  fetch from a promisor remote (``GIT_NO_LAZY_FETCH``, git >= 2.44), hooks and fsmonitor off, no
-  submodule recursion (a hostile ``.gitmodules`` must not stop every later fetch), and only the
-  transports a sync needs (https, http, git, ssh; local paths/``file://`` only when named by the user,
-  never from a submodule; never ``ext::`` or other remote helpers).
+  ``GIT_NO_REPLACE_OBJECTS``: a ``refs/replace`` ref must not swap the commit that is verified), no
+  lazy fetch from a promisor remote (``GIT_NO_LAZY_FETCH``, honoured since the May 2024 security
+  releases, e.g. 2.39.4), hooks and fsmonitor off, no submodule recursion (a hostile ``.gitmodules``
+  must not stop every later fetch), and only the transports a sync needs (https, http, git, ssh;
+  local paths/``file://`` only when named by the user, never from a submodule; never ``ext::`` or
+  other remote helpers).
 """
 
 from __future__ import annotations
