@@ -91,6 +91,23 @@ def test_foreign_owned_git_directory_alone_is_refused(env: Any, tmp_path: Path) 
     assert result.code == 1 and "/.git is owned by nobody" in result.text, result.text
 
 
+def test_git_directory_named_by_a_gitfile_is_checked_too(env: Any, tmp_path: Path) -> None:
+    """A ``.git`` file (``gitdir: …``, as in worktrees and submodules) or symlink leads git to another
+    directory, whose owner counts as well."""
+    install_devs(env, ("alice",))
+    repo = build(tmp_path / "repo", env.keys, ["alice"])
+    elsewhere = tmp_path / "elsewhere.git"
+    (repo.path / ".git").rename(elsewhere)
+    chown_tree(elsewhere, NOBODY)
+    (repo.path / ".git").write_text(f"gitdir: {elsewhere}\n")
+    result = env.run("verify-tree", str(repo.path))
+    assert result.code == 1 and f"{elsewhere} is owned by nobody" in result.text, result.text
+    (repo.path / ".git").unlink()
+    (repo.path / ".git").symlink_to(elsewhere)
+    result = env.run("verify-tree", str(repo.path))
+    assert result.code == 1 and f"{elsewhere} is owned by nobody" in result.text, result.text
+
+
 def test_repository_of_a_named_owner_is_read(env: Any, tmp_path: Path) -> None:
     """The sync user Portage names (``owners``) may own the repository: git then runs with
     ``safe.directory`` for that path only."""
