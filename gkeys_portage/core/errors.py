@@ -94,6 +94,10 @@ class FutureSignatureError(NotVerifiedError):
     """The signature claims a creation time in the future beyond the allowed clock skew."""
 
 
+class UntrustedRepositoryError(NotVerifiedError):
+    """A git repository is owned by a user git must not act for (its configuration runs commands)."""
+
+
 class RollbackError(NotVerifiedError):
     """A validly signed document is older than the one already installed."""
 

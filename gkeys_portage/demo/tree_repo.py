@@ -21,7 +21,7 @@ from pathlib import Path
 
 import gkeys_portage
 from gkeys_portage.demo.world import KeyFactory, LoopbackServer
-from gkeys_portage.verify.gitobjects import git_environment
+from gkeys_portage.verify.gitobjects import GitRepo, git_environment
 
 #: The directory holding this copy of ``gkeys_portage`` (PYTHONPATH for emerge and the hooks).
 PACKAGE_PARENT = Path(gkeys_portage.__file__).resolve().parent.parent
@@ -33,19 +33,20 @@ GARBAGE_SIGNATURE = b"-----BEGIN PGP SIGNATURE-----\n\niQEzBAABCAAdFiEEgarbagega
 class RepoBuilder:
     """A non-bare repository on branch ``master`` whose commits are signed by demo keys."""
 
-    def __init__(self, path: Path, keys: KeyFactory, *, name: str = "test") -> None:
+    def __init__(self, path: Path, keys: KeyFactory, *, name: str = "test", object_format: str = "sha1") -> None:
         self.path = path
         self.keys = keys
         self.env = git_environment()
         path.mkdir(parents=True, exist_ok=True)
-        self.git("init", "-q", "-b", "master")
+        self.git("init", "-q", "-b", "master", f"--object-format={object_format}")
+        #: the header git signs commits with in this object format
+        self.signature_header = "gpgsig-sha256" if object_format == "sha256" else "gpgsig"
         self.files: dict[str, str] = {"profiles/repo_name": name + "\n", "metadata/layout.conf": "masters =\n"}
         self.counter = 0
 
     def git(self, *args: str, stdin: bytes | None = None) -> str:
         """Run git in the repository with the explicit environment; return stdout."""
-        result = subprocess.run(["git", "-C", str(self.path), "-c", f"safe.directory={self.path}", *args],
-                                input=stdin, capture_output=True, env=self.env, check=False)
+        result = GitRepo(self.path).run(*args, stdin=stdin, check=False)  # the one hardened git door
         if result.returncode != 0:
             raise RuntimeError(f"git {args[0]} failed: {result.stderr.decode(errors='replace')}")
         return result.stdout.decode()
@@ -59,11 +60,13 @@ class RepoBuilder:
 
     def commit(self, signer: str | None, *, message: str | None = None, files: Mapping[str, str] | None = None,
                parents: Sequence[str] | None = None, when: datetime | None = None,
-               sign_when: datetime | None = None, signature: bytes | None = None, move: bool = True) -> str:
+               sign_when: datetime | None = None, signature: bytes | None = None, move: bool = True,
+               header: str | None = None) -> str:
         """Make a commit signed by ``signer`` (None: unsigned) and move master to it.
 
         ``when`` sets the author/committer time, ``sign_when`` the signature time (default ``when``);
-        ``signature`` replaces the real signature (forgery tests); ``parents`` defaults to master.
+        ``signature`` replaces the real signature (forgery tests); ``parents`` defaults to master;
+        ``header`` replaces the signature header's name (default: the object format's).
         """
         self.counter += 1
         changes = dict(files or {f"dev-test/pkg/file{self.counter}": f"change {self.counter}\n"})
@@ -88,8 +91,8 @@ class RepoBuilder:
                                              when=sign_when or when)
         if signature is not None:
             sig_lines = signature.decode().rstrip("\n").split("\n")
-            header = "gpgsig " + "\n ".join(sig_lines)
-            raw = ("\n".join([*lines, header]) + "\n\n" + body).encode()
+            signed = f"{header or self.signature_header} " + "\n ".join(sig_lines)
+            raw = ("\n".join([*lines, signed]) + "\n\n" + body).encode()
         commit = self.git("hash-object", "-t", "commit", "-w", "--stdin", stdin=raw).strip()
         if move:
             self.git("update-ref", "refs/heads/master", commit)
@@ -175,8 +178,7 @@ def serve_repo(server: LoopbackServer, repo: Path, name: str) -> str:
     Call again after every change upstream.
     """
     git_dir = repo / ".git"
-    subprocess.run(["git", "-C", str(repo), "-c", f"safe.directory={repo}", "update-server-info"],
-                   env=git_environment(), check=True, capture_output=True)
+    GitRepo(repo).run("update-server-info")
     for path in git_dir.rglob("*"):
         if path.is_file():
             server.publish(f"{name}/{path.relative_to(git_dir).as_posix()}", path.read_bytes())

@@ -21,7 +21,7 @@ from pathlib import Path
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import BadInputError, GkeysError, NotVerifiedError
 from gkeys_portage.core.state import staging_directory
-from gkeys_portage.verify.gitobjects import GitRepo
+from gkeys_portage.verify.gitobjects import NO_SUBMODULES, GitRepo
 from gkeys_portage.verify.tree import TreeOptions, TreeReport, TreeVerifier, last_verified, record_verified
 
 Log = Callable[[str, str], None]  # (level, text): level is info, good, warn or error
@@ -75,7 +75,7 @@ def clone_verified(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
             depth = request.clone_depth
             if depth is None:
                 depth = 1 if request.options.policy == "top" else 0
-            args = ["clone", "--no-tags"] + (["--depth", str(depth)] if depth else [])
+            args = ["clone", "--no-tags", *NO_SUBMODULES] + (["--depth", str(depth)] if depth else [])
             args += (["--quiet"] if request.quiet else []) + list(request.clone_opts) + ["--", request.uri, "."]
             log("info", f"gkeys: cloning {request.uri} into a staging directory")
             repo.run(*args)
@@ -120,7 +120,8 @@ def update_verified(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
         url = repo.run("remote", "get-url", remote, check=False).stdout.decode("utf-8", "replace").strip()
         if request.uri and url != request.uri:
             repo.run("remote", "set-url", remote, request.uri)
-        repo.run("fetch", "--no-tags", *(["--quiet"] if request.quiet else []), *request.fetch_opts, remote)
+        repo.run("fetch", "--no-tags", *NO_SUBMODULES, *(["--quiet"] if request.quiet else []),
+                 *request.fetch_opts, remote)
         tip = repo.resolve(tracking)
         verifier = TreeVerifier(ctx, request.options)
         base, hashes = verifier.plan(repo, tip, recorded)

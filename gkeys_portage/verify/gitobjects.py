@@ -1,43 +1,154 @@
-"""Reading git commits with machine formats only (design.md §6).
+"""Reading git commits with machine formats only (design.md §6), through one hardened git environment.
 
 Every git call runs with an explicit environment that ignores the system and global git config
 (``GIT_CONFIG_NOSYSTEM``, ``GIT_CONFIG_GLOBAL=/dev/null``), ``LC_ALL=C``, and explicit ``-c`` settings,
 so a user's ``log.showSignature = true`` or an alias can never change what is parsed.  Commits are read
 raw with ``git cat-file --batch`` and split here into the signed payload and the ``gpgsig`` header,
 exactly as git itself does before it hands both to gpg.
+
+Hardening (SECURITY.md, issue 11 items 7-8, issue 12 item 9):
+
+* **Ownership is the boundary.**  A repository's own ``.git/config`` can make git run commands
+  (``core.fsmonitor``, ``remote.*.uploadpack`` on a lazy fetch, ``core.sshCommand``,
+  ``core.alternateRefsCommand``, ``credential.helper``, ...), so git runs only in a repository whose
+  directory and git directory belong to the effective user, to the ``portage`` account or to a uid the
+  caller names (Portage's sync user); ``safe.directory`` is set for that path only, and only when the
+  owner found is not the effective user (else git's own check stays on).  Settings that would lift this
+  (``GIT_CONFIG_PARAMETERS``, ``GIT_DIR``, ...) are refused in an extra environment.
+* **Defence in depth** for repositories we do own: no replace objects (``--no-replace-objects`` and
+  ``GIT_NO_REPLACE_OBJECTS``: a ``refs/replace`` ref must not swap the commit that is verified), no
+  lazy fetch from a promisor remote (``GIT_NO_LAZY_FETCH``, honoured since the May 2024 security
+  releases, e.g. 2.39.4), hooks and fsmonitor off, no submodule recursion (a hostile ``.gitmodules``
+  must not stop every later fetch), and only the transports a sync needs (https, http, git, ssh;
+  local paths/``file://`` only when named by the user, never from a submodule; never ``ext::`` or
+  other remote helpers).
 """
 
 from __future__ import annotations
 
 import os
+import pwd
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gkeys_portage.core.errors import BadInputError
+from gkeys_portage.core.errors import BadInputError, UntrustedRepositoryError
 
 #: Environment variables passed through to git (network access for fetch/clone; nothing else).
 PASSTHROUGH = ("PATH", "http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "no_proxy", "NO_PROXY",
                "all_proxy", "ALL_PROXY", "GIT_SSH_COMMAND", "GIT_SSH", "SSH_AUTH_SOCK", "GIT_SSL_CAINFO",
                "SSL_CERT_FILE", "SSL_CERT_DIR")
 
-#: ``-c`` settings given to every git call (after ``safe.directory``).
+#: Settings of the hardened environment; they win over any extra environment.
+HARDENED_ENV = {"LC_ALL": "C", "LANG": "C", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
+                "GIT_TERMINAL_PROMPT": "0", "GIT_NO_REPLACE_OBJECTS": "1", "GIT_NO_LAZY_FETCH": "1"}
+
+#: Variables an extra environment (``sync-git-env``) may not set: they change which repository, objects or
+#: configuration git reads (``GIT_CONFIG_PARAMETERS`` could set ``safe.directory``).
+REFUSED_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY", "GIT_INDEX_FILE",
+               "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_REPLACE_REF_BASE", "GIT_GRAFT_FILE",
+               "GIT_SHALLOW_FILE", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_EXEC_PATH",
+               "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM", "GIT_PROTOCOL_FROM_USER",
+               "GIT_ALLOW_PROTOCOL")
+REFUSED_ENV_PREFIXES = ("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")
+
+#: ``-c`` settings given to every git call (after ``safe.directory``, when that is set).
 GIT_SETTINGS = ("log.showSignature=false", "core.quotePath=false", "color.ui=false", "advice.detachedHead=false",
-                "gc.auto=0", "core.pager=cat", "core.hooksPath=/dev/null", "commit.gpgSign=false")
+                "gc.auto=0", "core.pager=cat", "core.hooksPath=/dev/null", "commit.gpgSign=false",
+                "core.fsmonitor=false", "fetch.recurseSubmodules=false", "submodule.recurse=false",
+                "protocol.allow=never", "protocol.https.allow=always", "protocol.http.allow=always",
+                "protocol.git.allow=always", "protocol.ssh.allow=always", "protocol.file.allow=user")
+
+#: Options of ``git clone`` and ``git fetch`` that keep them from touching submodules (issue 12 item 9).
+NO_SUBMODULES = ("--no-recurse-submodules",)
 
 SIGNATURE_HEADERS = (b"gpgsig", b"gpgsig-sha256")
 
 
 def git_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The explicit environment for git: no system/global config, C locale, no prompts."""
+    """The explicit environment for git: no system/global config, C locale, no prompts, no replace objects.
+
+    ``extra`` (e.g. Portage's ``sync-git-env``) is added, but may not set a variable of
+    :data:`REFUSED_ENV`, and cannot change the hardened settings.
+    """
     env = {key: os.environ[key] for key in PASSTHROUGH if key in os.environ}
     env.setdefault("PATH", os.defpath)
-    env.update({"LC_ALL": "C", "LANG": "C", "TZ": "UTC", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
-                "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true", "HOME": "/nonexistent"})
+    env.update({"TZ": "UTC", "GIT_ASKPASS": "true", "HOME": "/nonexistent"})
+    for key in extra or {}:
+        if key in REFUSED_ENV or key.startswith(REFUSED_ENV_PREFIXES):
+            raise BadInputError(f"the git environment may not set {key} (it changes which repository or "
+                                "configuration git reads); remove it from sync-git-env")
     if extra:
         env.update(extra)
+    env.update(HARDENED_ENV)
     return env
+
+
+#: Accounts whose repositories git may run in besides the effective user's: Portage's ``portage`` user, the
+#: owner of a ``FEATURES=usersync`` tree.  Whoever can write a Portage tree already runs code as root (ebuild
+#: phases, eclasses), so obeying that account's repository configuration gives it nothing new.
+PORTAGE_ACCOUNTS = ("portage",)
+
+
+def account_uids(*names: str) -> frozenset[int]:
+    """The uids of those of the named local accounts that exist."""
+    uids = set()
+    for name in names:
+        try:
+            uids.add(pwd.getpwnam(name).pw_uid)
+        except KeyError:
+            continue
+    return frozenset(uids)
+
+
+def _owner_name(uid: int) -> str:
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _git_dir_of(path: Path) -> Path | None:
+    """The git directory of the work tree (or bare repository) at ``path``; None if it has none yet."""
+    dot_git = path / ".git"
+    if dot_git.is_file():  # a "gitdir: DIR" file (worktrees, submodules)
+        text = dot_git.read_text(encoding="utf-8", errors="replace").strip()
+        if not text.startswith("gitdir:"):
+            return dot_git
+        return (path / text[len("gitdir:"):].strip()).resolve()
+    if os.path.lexists(dot_git):
+        return dot_git.resolve()  # a symlinked .git: git reads (and checks) the target
+    return path if (path / "objects").is_dir() and (path / "HEAD").exists() else None
+
+
+def repository_owners(path: Path, owners: Collection[int]) -> frozenset[int]:
+    """The owners of the work tree at ``path``, its ``.git`` and its git directory, checked against the
+    effective user and ``owners``; raise :class:`UntrustedRepositoryError` (one line with the next step)
+    if any of them belongs to someone else.  A path that does not exist yet is fine (a clone creates it)."""
+    allowed = {os.geteuid(), *owners}
+    places = [path, path / ".git"]
+    try:
+        git_dir = _git_dir_of(path) if path.is_dir() else None
+    except OSError as exc:
+        raise UntrustedRepositoryError(f"cannot read {path / '.git'}: {exc.strerror}") from exc
+    if git_dir is not None:
+        places.append(git_dir)
+    seen: set[int] = set()
+    for place in places:
+        try:
+            uid = os.lstat(place).st_uid
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise UntrustedRepositoryError(f"cannot inspect {place}: {exc.strerror}") from exc
+        if uid not in allowed:
+            raise UntrustedRepositoryError(
+                f"{place} is owned by {_owner_name(uid)}, not by {_owner_name(os.geteuid())}: gkeys does not run "
+                "git in a repository another user owns (git would obey that user's repository configuration); "
+                f"run the command as that user, or `chown -R {os.geteuid()} {path}` if you trust it")
+        seen.add(uid)
+    return frozenset(seen)
 
 
 @dataclass
@@ -105,24 +216,38 @@ def parse_commit(commit_hash: str, raw: bytes) -> Commit:
 
 
 class GitRepo:
-    """Read-only access to one repository through plumbing commands."""
+    """Read-only access to one repository through plumbing commands, in the hardened environment.
 
-    def __init__(self, path: Path, *, extra_env: Mapping[str, str] | None = None) -> None:
+    Git runs only in a repository owned by the effective user, the ``portage`` account
+    (:data:`PORTAGE_ACCOUNTS`) or one of ``owners`` (e.g. the sync user Portage names); every call checks
+    the ownership first (:func:`repository_owners`).
+    """
+
+    def __init__(self, path: Path, *, extra_env: Mapping[str, str] | None = None,
+                 owners: Collection[int] = ()) -> None:
         self.path = Path(path).resolve()
         self.env = git_environment(extra_env)
+        self.owners = frozenset(owners) | account_uids(*PORTAGE_ACCOUNTS)
 
-    def command(self, *args: str) -> list[str]:
-        """The full argv of a git call with the explicit settings."""
-        settings: list[str] = ["-c", f"safe.directory={self.path}"]
+    def command(self, *args: str, safe_directory: bool = False) -> list[str]:
+        """The full argv of a git call with the explicit settings.
+
+        ``safe_directory`` sets git's ``safe.directory`` for this path only: for a repository whose owner
+        was checked and is not the effective user.  Otherwise git's own ownership check stays on as a
+        second guard.
+        """
+        settings: list[str] = ["-c", f"safe.directory={self.path}"] if safe_directory else []
         for setting in GIT_SETTINGS:
             settings += ["-c", setting]
-        return ["git", "-C", str(self.path), *settings, *args]
+        return ["git", "--no-replace-objects", "-C", str(self.path), *settings, *args]
 
     def run(self, *args: str, stdin: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess[bytes]:
-        """Run git; raise :class:`BadInputError` with git's last error line when ``check`` fails."""
+        """Run git; raise :class:`BadInputError` with git's last error line when ``check`` fails, and
+        :class:`UntrustedRepositoryError` (before git starts) for a repository another user owns."""
+        foreign = repository_owners(self.path, self.owners) - {os.geteuid()}
         try:
-            result = subprocess.run(self.command(*args), input=stdin, capture_output=True, env=self.env,
-                                    check=False, timeout=3600)
+            result = subprocess.run(self.command(*args, safe_directory=bool(foreign)), input=stdin,
+                                    capture_output=True, env=self.env, check=False, timeout=3600)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise BadInputError(f"cannot run git: {exc}") from exc
         if check and result.returncode != 0:
