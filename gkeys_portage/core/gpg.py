@@ -241,7 +241,8 @@ class GnuPG:
             raise GpgError(f"listing keys failed: {_last_error_line(result.stderr)}", detail=result.stderr)
         keys = parse_colons(result.stdout.decode("latin-1"))
         # gpg's selectors match subkeys too: a key carrying a named fingerprint as a subkey is not the key.
-        return [key for key in keys if key.fingerprint in names] if names else keys
+        wanted = {name.upper() for name in names}
+        return [key for key in keys if key.fingerprint in wanted] if names else keys
 
     def import_report(self, data: bytes, *, options: Sequence[str] = SAFE_IMPORT_OPTIONS) -> ImportReport:
         """Import OpenPGP key data and report what GnuPG did (never raises for what the data holds).

@@ -1,14 +1,20 @@
 """Install and refresh keys for seeds: fetch concurrently, keep only pinned fingerprints.
 
-Whatever a source returns is imported into a throwaway *quarantine* GnuPG home first.  Only
-keys whose primary fingerprint is pinned by the seed are exported from there (``export-clean``:
-their own user ids, subkeys and usable signatures) and imported into the category keyring's
-staging copy, which is committed atomically.  Everything else a source returned — other keys,
-keys with a colliding short or long key id — is dropped and reported.
+Whatever a source returns is imported into a throwaway *quarantine* GnuPG home first, with
+self-signatures only (third-party certifications play no role when trust comes from pins).  Only
+keyblocks whose *primary* fingerprint is pinned by the seed leave it: the export is filtered per
+keyblock (GnuPG's selectors also match subkeys, and anyone can bind a copy of a pinned primary key
+as a subkey of their own key), checked against what gpg itself sees, capped in size, and imported
+into the category keyring's staging home, which is committed atomically.  Everything else a source
+returned — other keys, keys with a colliding key id, keys carrying a pinned key as a subkey — is
+dropped and reported.  An answer GnuPG did not import completely makes its key "refused".
 
-Batching keeps GnuPG work constant: one import into quarantine per round (plus a per-blob
-retry only if the batch lost keys), one listing, one export and one import into the keyring,
-however many seeds there are.
+install-key asks the sources in order until one answers with the key; refresh asks every source
+(one bounded pool) and merges the answers, so a revocation published on any of them applies.
+
+Batching keeps GnuPG work constant: one import into quarantine per round (plus a per-answer
+retry only if the batch lost keys or gpg reported a problem), one listing, one export and one
+import into the keyring, however many seeds there are.
 """
 
 from __future__ import annotations
