@@ -288,3 +288,33 @@ def test_refresh_succeeds_when_one_source_is_down(seeded: GkeysEnv) -> None:
     result = env.run("refresh-key", "-C", CATEGORY, "--force")
     assert result.code == 0 and "2 keys refreshed" in result.text, result.text
     assert "refresh failed" not in result.text
+
+
+# -- the keyblock filter on its own ---------------------------------------------------------------
+
+def test_keyblock_filter_keeps_primaries_drops_aliasing_and_caps(
+        keys: KeyFactory, aliasing: tuple[Fingerprint, bytes], tmp_path: Path) -> None:
+    from gkeys_portage.core.keyblocks import MAX_KEYBLOCK_SIGNATURES, armor_public_keys, select_keyblocks
+
+    attacker, attack_key = aliasing
+    alice, bob = keys.keys["alice"].fingerprint, keys.keys["bob"].fingerprint
+    data = keys.public("alice", armor=False) + attack_key + keys.public("bob", armor=False)
+    chosen = select_keyblocks(data, [alice])
+    assert chosen.primaries == {alice} and chosen.aliasing == {attacker: [alice]}
+    everything = select_keyblocks(data)
+    assert everything.primaries == {alice, bob} and attacker in everything.aliasing
+    # gpg reads the armored result as the same keys (the bytes written to <category>.asc).
+    assert set(GnuPG(tmp_path / "home").import_keys(armor_public_keys(everything.data))) == {alice, bob}
+    big = flooded(keys.public("bob", armor=False), MAX_KEYBLOCK_SIGNATURES + 1, 1_600_000_000)
+    assert bob in select_keyblocks(big, [bob]).oversized
+
+
+def test_real_gentoo_keys_pass_the_filter_unchanged(tmp_path: Path) -> None:
+    from conftest import shared_path
+
+    for path in sorted(shared_path("fixtures", "real", "keys").glob("*.asc")):
+        gpg = GnuPG(tmp_path / path.stem[:12])
+        imported = gpg.import_report(path.read_bytes()).imported
+        assert imported, path
+        # export_exact raises if gpg and the filter disagree on the primaries of the bytes.
+        assert gpg.export_exact(imported).primaries == set(imported), path
