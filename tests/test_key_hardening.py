@@ -114,6 +114,9 @@ def test_key_carrying_a_pinned_primary_as_subkey_never_leaves_quarantine(
     assert env.run("remove-key", "-C", CATEGORY, "-n", "bob").code == 0
     assert _keybox_primaries(env) == {alice}
     assert _primaries((env.state / "keyrings" / f"{CATEGORY}.asc").read_bytes()) == {alice}
+    assert env.run("remove-key", "-C", CATEGORY, "-n", "alice").code == 0
+    assert _keybox_primaries(env) == set()
+    assert not (env.state / "keyrings" / f"{CATEGORY}.asc").read_bytes().strip()
 
 
 def test_aliasing_key_stored_by_an_older_version_is_removed(

@@ -172,7 +172,7 @@ class Keyring:
             if data:
                 gpg.import_keys(data)
             else:
-                gpg.run(["--list-keys"])  # create an empty keybox
+                gpg.list_keys()  # creates an empty keybox; raises if gpg cannot
             self._commit(gpg, staging)
         return removed
 
