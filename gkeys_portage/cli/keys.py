@@ -20,6 +20,7 @@ _LABELS = {
     KeyStatus.MISSING: "Not found",
     KeyStatus.MISMATCH: "Fingerprint mismatch",
     KeyStatus.UNREACHABLE: "Unreachable",
+    KeyStatus.REFUSED: "Refused",
 }
 
 

@@ -18,6 +18,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import re
 import subprocess
 import tempfile
 import threading
@@ -33,6 +34,7 @@ import gnupg
 
 from gkeys_portage.core.colons import PublicKey, parse_colons
 from gkeys_portage.core.errors import GpgError, NoSignatureError
+from gkeys_portage.core.keyblocks import Selection, armor_public_keys, select_keyblocks
 from gkeys_portage.core.packets import detached_signature_packets
 from gkeys_portage.core.status import StatusReport, parse_status
 from gkeys_portage.core.types import Fingerprint, parse_fingerprint
@@ -59,6 +61,14 @@ BASE_OPTIONS = [
 
 DataSource = bytes | Path | IO[bytes]
 
+#: ``--import-options`` for key data from sources and for rebuilding keyrings (see :meth:`GnuPG.import_report`).
+SAFE_IMPORT_OPTIONS = ("import-clean", "self-sigs-only")
+#: Field of ``IMPORT_RES`` counting keys GnuPG did not import (doc/DETAILS).
+IMPORT_RES_NOT_IMPORTED = 13
+_IMPORT_ERROR_WORDS = re.compile(r"error|fail|invalid|too large|not imported|unknown|bad|can't|cannot|fatal",
+                                 re.IGNORECASE)
+_AGENT_TROUBLE = re.compile(r"agent", re.IGNORECASE)
+
 
 @dataclass
 class GpgResult:
@@ -69,6 +79,15 @@ class GpgResult:
     stdout: bytes
     stderr: str
     timed_out: bool = False
+
+
+@dataclass
+class ImportReport:
+    """What one ``gpg --import`` did: primaries imported (IMPORT_OK) and why anything was not."""
+
+    imported: list[Fingerprint]
+    problem: str  # "" when every key was imported and gpg exited 0
+    stderr: str = ""
 
 
 class _Recorder:
@@ -209,7 +228,7 @@ class GnuPG:
 
     def list_keys(self, fingerprints: Iterable[str] = (), *, sigs: bool = False,
                   secret: bool = False) -> list[PublicKey]:
-        """Keys in this home (all, or those named) as parsed colon records."""
+        """Keys in this home (all, or those whose *primary* fingerprint is named) as parsed colon records."""
         command = "--list-secret-keys" if secret else ("--list-sigs" if sigs else "--list-keys")
         names = list(fingerprints)
         args = ["--with-colons", "--fixed-list-mode", "--with-fingerprint", "--with-fingerprint", command, *names]
@@ -220,29 +239,70 @@ class GnuPG:
         # everything must succeed, or the keybox is unreadable.
         if not names and result.returncode != 0:
             raise GpgError(f"listing keys failed: {_last_error_line(result.stderr)}", detail=result.stderr)
-        return parse_colons(result.stdout.decode("latin-1"))
+        keys = parse_colons(result.stdout.decode("latin-1"))
+        # gpg's selectors match subkeys too: a key carrying a named fingerprint as a subkey is not the key.
+        wanted = {name.upper() for name in names}
+        return [key for key in keys if key.fingerprint in wanted] if names else keys
 
-    def import_keys(self, data: bytes) -> list[Fingerprint]:
-        """Import OpenPGP key data; return the primary fingerprints GnuPG reported (IMPORT_OK)."""
-        result = self.run(["--import"], data)
+    def import_report(self, data: bytes, *, options: Sequence[str] = SAFE_IMPORT_OPTIONS) -> ImportReport:
+        """Import OpenPGP key data and report what GnuPG did (never raises for what the data holds).
+
+        ``options`` are gpg's ``--import-options``: by default third-party certifications are not
+        stored (``self-sigs-only``) and unusable parts are removed (``import-clean``) — trust comes from
+        pins, and a flood of certifications must neither grow a keyblock to GnuPG's 5 MiB keybox limit
+        (after which a revocation can no longer be merged) nor cost minutes of CPU per refresh.
+        """
+        # An import needs no agent; under "--trust-model always" gpg 2.2 dies ("Fatal: can't open
+        # trustdb.gpg") after merging a revocation into a home without a trustdb: "direct" has no trustdb.
+        args = ["--no-autostart", "--trust-model", "direct"]
+        if options:
+            args += ["--import-options", ",".join(options)]
+        args.append("--import")
+        result = self.run(args, data)
         if result.timed_out:
             raise GpgError("importing keys: gpg timed out")
-        found: list[Fingerprint] = []
-        for line in result.status.lines:
-            keyword, _, value = line.partition(" ")
-            if keyword == "IMPORT_OK":
-                parts = value.split(" ")
-                if len(parts) >= 2:
-                    fpr = parse_fingerprint(parts[1])
-                    if fpr not in found:
-                        found.append(fpr)
-        return found
+        return _import_report(result)
+
+    def import_keys(self, data: bytes, *, options: Sequence[str] = SAFE_IMPORT_OPTIONS) -> list[Fingerprint]:
+        """Import key data that must import completely; return the primary fingerprints (IMPORT_OK).
+
+        Any key GnuPG did not import, any ``IMPORT_PROBLEM`` and a non-zero exit are a :class:`GpgError`:
+        a refresh whose revocation was not merged is a failed refresh, never "refreshed".
+        """
+        report = self.import_report(data, options=options)
+        if report.problem:
+            raise GpgError(f"importing keys failed: {report.problem}", detail=report.stderr)
+        return report.imported
+
+    def export_exact(self, fingerprints: Sequence[str] = ()) -> Selection:
+        """Export exactly the keyblocks whose *primary* fingerprint is named (all when empty), binary.
+
+        gpg is asked by full fingerprint with ``export-clean``.  Its selectors also match subkeys (and
+        the exact form ``FPR!`` exports a primary *without* its subkeys, so it cannot be used), so the
+        output is filtered per keyblock by primary fingerprint, keyblocks carrying a named primary as a
+        subkey are dropped (:mod:`gkeys_portage.core.keyblocks`), and gpg must then see the same set of
+        primaries in the bytes returned, or nothing is returned.
+        """
+        wanted = [parse_fingerprint(f) for f in fingerprints]
+        args = ["--export-options", "export-clean", "--export", *wanted]
+        raw = self._checked(args, what="exporting keys").stdout
+        selection = select_keyblocks(raw, wanted)
+        seen = self.show_primaries(selection.data) if selection.kept else set()
+        if seen != selection.primaries:
+            raise GpgError(f"exported keys: gpg sees {len(seen)} primary key(s) where "
+                           f"{len(selection.primaries)} were selected; nothing exported")
+        return selection
+
+    def show_primaries(self, data: bytes) -> set[Fingerprint]:
+        """The primary fingerprints GnuPG sees in key data, without importing it (``--show-keys``)."""
+        result = self._checked(["--with-colons", "--fixed-list-mode", "--with-fingerprint", "--show-keys"],
+                               data, what="reading exported keys")
+        return {key.fingerprint for key in parse_colons(result.stdout.decode("latin-1"))}
 
     def export_keys(self, fingerprints: Sequence[str] = (), *, armor: bool = True) -> bytes:
-        """Export public keys (all when ``fingerprints`` is empty)."""
-        args = ["--armor", "--export"] if armor else ["--export"]
-        result = self._checked([*args, *fingerprints], what="exporting keys")
-        return result.stdout
+        """Export public keys by exact primary fingerprint (all when empty); see :meth:`export_exact`."""
+        data = self.export_exact(fingerprints).data
+        return armor_public_keys(data) if armor and data else data
 
     # -- signatures ------------------------------------------------------------------------------
 
@@ -430,6 +490,38 @@ def _key_options(preferences: Sequence[str], cert_digest: str | None) -> list[st
     if cert_digest:
         options += ["--cert-digest-algo", cert_digest]
     return options
+
+
+def _import_report(result: GpgResult) -> ImportReport:
+    imported: list[Fingerprint] = []
+    problems: list[str] = []
+    not_imported = 0
+    for line in result.status.lines:
+        keyword, _, value = line.partition(" ")
+        parts = value.split(" ")
+        if keyword == "IMPORT_OK" and len(parts) >= 2:
+            fpr = parse_fingerprint(parts[1])
+            if fpr not in imported:
+                imported.append(fpr)
+        elif keyword == "NODATA":
+            problems.append("no OpenPGP data")
+        elif keyword == "IMPORT_PROBLEM":
+            problems.append(f"IMPORT_PROBLEM {value}".strip())
+        elif keyword == "IMPORT_RES" and len(parts) > IMPORT_RES_NOT_IMPORTED:
+            not_imported += int(parts[IMPORT_RES_NOT_IMPORTED]) if parts[IMPORT_RES_NOT_IMPORTED].isdigit() else 0
+    if not_imported:
+        problems.insert(0, f"{not_imported} key(s) not imported")
+    if not any(line.startswith("IMPORT_RES ") for line in result.status.lines):
+        problems.append("gpg reported no import result")
+    if result.returncode != 0:
+        # gpg also exits 2 when it merely cannot reach an agent (imports never need one): the exit
+        # status counts with gpg's error lines other than that one.
+        errors = [line.strip() for line in result.stderr.splitlines()
+                  if not line.startswith("[GNUPG:]") and _IMPORT_ERROR_WORDS.search(line)
+                  and not _AGENT_TROUBLE.search(line)]
+        if errors or not result.stderr.strip():
+            problems.append(errors[-1] if errors else f"gpg exited with status {result.returncode}")
+    return ImportReport(imported, "; ".join(problems), result.stderr)
 
 
 def _created_fingerprint(result: GpgResult, what: str) -> Fingerprint:

@@ -1,14 +1,20 @@
 """Install and refresh keys for seeds: fetch concurrently, keep only pinned fingerprints.
 
-Whatever a source returns is imported into a throwaway *quarantine* GnuPG home first.  Only
-keys whose primary fingerprint is pinned by the seed are exported from there (``export-clean``:
-their own user ids, subkeys and usable signatures) and imported into the category keyring's
-staging copy, which is committed atomically.  Everything else a source returned — other keys,
-keys with a colliding short or long key id — is dropped and reported.
+Whatever a source returns is imported into a throwaway *quarantine* GnuPG home first, with
+self-signatures only (third-party certifications play no role when trust comes from pins).  Only
+keyblocks whose *primary* fingerprint is pinned by the seed leave it: the export is filtered per
+keyblock (GnuPG's selectors also match subkeys, and anyone can bind a copy of a pinned primary key
+as a subkey of their own key), checked against what gpg itself sees, capped in size, and imported
+into the category keyring's staging home, which is committed atomically.  Everything else a source
+returned — other keys, keys with a colliding key id, keys carrying a pinned key as a subkey — is
+dropped and reported.  An answer GnuPG did not import completely makes its key "refused".
 
-Batching keeps GnuPG work constant: one import into quarantine per round (plus a per-blob
-retry only if the batch lost keys), one listing, one export and one import into the keyring,
-however many seeds there are.
+install-key asks the sources in order until one answers with the key; refresh asks every source
+(one bounded pool) and merges the answers, so a revocation published on any of them applies.
+
+Batching keeps GnuPG work constant: one import into quarantine per round (plus a per-answer
+retry only if the batch lost keys or gpg reported a problem), one listing, one export and one
+import into the keyring, however many seeds there are.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ class KeyStatus(enum.Enum):
     MISSING = "missing"  # no source had it (404 everywhere)
     MISMATCH = "mismatch"  # sources answered, but not with the pinned key
     UNREACHABLE = "unreachable"  # network failures on every source
+    REFUSED = "refused"  # GnuPG did not import all of it, or its keyblock exceeds the caps
 
     @property
     def ok(self) -> bool:
@@ -72,12 +79,14 @@ class _Wanted:
     fingerprint: Fingerprint
     locations: list[KeyLocation]
     next_index: int = 0
-    blob: bytes = b""
+    answers: list[tuple[str, bytes]] = field(default_factory=list)  # (source, data) not yet imported
     source: str = ""
     errors: list[str] = field(default_factory=list)
     network_failed: bool = False  # a source failed at the network level
     returned: list[Fingerprint] = field(default_factory=list)  # other keys sources returned
     unusable: bool = False  # a source answered with something that held no OpenPGP key
+    refused: bool = False  # an answer did not import completely, or the keyblock exceeds the caps
+    aliasing: list[Fingerprint] = field(default_factory=list)  # keys carrying this one as a subkey
 
 
 def _key_signature(key: PublicKey) -> tuple[object, ...]:
@@ -105,31 +114,39 @@ class KeyInstaller:
 
     # -- public ----------------------------------------------------------------------------------
 
-    def install(self, seeds: Sequence[Seed]) -> list[KeyOutcome]:
-        """Fetch every primary key the seeds pin and install the matching ones (caller holds the lock)."""
+    def install(self, seeds: Sequence[Seed], *, every_source: bool = False) -> list[KeyOutcome]:
+        """Fetch every primary key the seeds pin and install the matching ones (caller holds the lock).
+
+        By default sources are tried in order until one answers with the pinned key (install-key).
+        With ``every_source`` (refresh) every configured source is asked, concurrently and bounded by
+        ``[sources] workers``, and all answers are merged: a revocation published on any source
+        applies, and a stale or hostile first source cannot hide it.
+        """
         wanted = [
             _Wanted(seed, fpr, candidate_locations(fpr, seed.emails(), self.sources))
             for seed in seeds for fpr in seed.keys
         ]
-        return self._run(wanted)
+        return self._run(wanted, every_source=every_source)
 
     def import_data(self, seed: Seed, data: bytes, source: str) -> list[KeyOutcome]:
         """Install keys of ``seed`` from data the user supplied (a file or URL), fingerprint-checked."""
-        wanted = [_Wanted(seed, fpr, [], blob=data, source=source) for fpr in seed.keys]
+        wanted = [_Wanted(seed, fpr, [], answers=[(source, data)], source=source) for fpr in seed.keys]
         return self._run(wanted, fetch=False)
 
     # -- internals -------------------------------------------------------------------------------
 
-    def _run(self, wanted: list[_Wanted], fetch: bool = True) -> list[KeyOutcome]:
+    def _run(self, wanted: list[_Wanted], fetch: bool = True, every_source: bool = False) -> list[KeyOutcome]:
         pinned = {w.fingerprint for w in wanted}
         with staging_directory(self.keyring.layout.keyrings_dir, ".quarantine-") as quarantine_dir:
             quarantine = GnuPG(quarantine_dir, timeout=self.keyring.timeout)
             present: dict[Fingerprint, PublicKey] = {}
             pending = list(wanted)
             while pending:
-                if fetch:
+                if fetch and every_source:
+                    pending = self._fetch_everywhere(pending)
+                elif fetch:
                     pending = self._fetch_round(pending, len(wanted) - len(pending), len(wanted))
-                present = self._quarantine(quarantine, [w for w in pending if w.blob])
+                present = self._quarantine(quarantine, [w for w in pending if w.answers])
                 pending = [w for w in pending if w.fingerprint not in present
                            and fetch and w.next_index < len(w.locations)]
             # Only pinned fingerprints may leave quarantine, whatever else the sources sent.
@@ -147,19 +164,8 @@ class KeyInstaller:
             while item.next_index < len(item.locations):
                 location = item.locations[item.next_index]
                 item.next_index += 1
-                try:
-                    item.blob = self.client.get(location.url, max_bytes=MAX_KEY_BYTES)
-                except NotFoundError:
-                    item.errors.append(f"{location.kind}: not found")
-                    continue
-                except NetworkError as exc:
-                    item.errors.append(f"{location.kind}: {exc}")
-                    item.network_failed = True
-                    continue
-                if item.blob.strip():
-                    item.source = location.describe()
+                if self._ask(item, location):
                     break
-                item.errors.append(f"{location.kind}: empty answer")
             counter[0] += 1
             if self.progress:
                 self.progress(min(counter[0], total), total)
@@ -168,32 +174,77 @@ class KeyInstaller:
         with ThreadPoolExecutor(max_workers=min(self.sources.workers, max(1, len(pending)))) as pool:
             return list(pool.map(fetch, pending))
 
+    def _ask(self, item: _Wanted, location: KeyLocation) -> bool:
+        """Fetch one location for ``item``; True if it answered with some data (kept in ``answers``)."""
+        try:
+            data = self.client.get(location.url, max_bytes=MAX_KEY_BYTES)
+        except NotFoundError:
+            item.errors.append(f"{location.kind}: not found")
+            return False
+        except NetworkError as exc:
+            item.errors.append(f"{location.kind}: {exc}")
+            item.network_failed = True
+            return False
+        if not data.strip():
+            item.errors.append(f"{location.kind}: empty answer")
+            return False
+        item.answers.append((location.describe(), data))
+        item.source = location.describe()
+        return True
+
+    def _fetch_everywhere(self, pending: list[_Wanted]) -> list[_Wanted]:
+        """Ask every location of every pending item (one bounded pool for all requests)."""
+        jobs = [(item, location) for item in pending for location in item.locations[item.next_index:]]
+        for item in pending:
+            item.next_index = len(item.locations)
+        if jobs:
+            with ThreadPoolExecutor(max_workers=min(self.sources.workers, len(jobs))) as pool:
+                list(pool.map(lambda job: self._ask(*job), jobs))
+        for item in pending:
+            # Answers in the order of the locations, so reports name the first source that answered.
+            order = {location.describe(): index for index, location in enumerate(item.locations)}
+            item.answers.sort(key=lambda answer: order.get(answer[0], len(order)))
+            item.source = item.answers[0][0] if item.answers else ""
+        if self.progress:
+            self.progress(len(pending), len(pending))
+        return pending
+
     @staticmethod
     def _quarantine(quarantine: GnuPG, items: list[_Wanted]) -> dict[Fingerprint, PublicKey]:
-        """Import all blobs into quarantine; return the keys now present there (by primary fingerprint).
+        """Import all answers into quarantine; return the keys now present there (by primary fingerprint).
 
-        Items whose key did not turn up are imported once more on their own, which tells
-        what their source really returned (other keys, or nothing usable at all).
+        Imports use the clean path (self-signatures only).  Items whose key did not turn up, and every
+        item when GnuPG reported a problem with the batch, are imported once more answer by answer,
+        which tells what each source really returned (other keys, nothing usable, or data GnuPG would
+        not import: then the item is refused, never silently "unchanged").
         """
-        armored = b"\n".join(i.blob for i in items if i.blob.lstrip().startswith(b"-----BEGIN"))
-        binary = b"".join(i.blob for i in items if not i.blob.lstrip().startswith(b"-----BEGIN"))
+        answers = [data for item in items for _source, data in item.answers]
+        armored = b"\n".join(a for a in answers if a.lstrip().startswith(b"-----BEGIN"))
+        binary = b"".join(a for a in answers if not a.lstrip().startswith(b"-----BEGIN"))
+        troubled = False
         for batch in (armored, binary):
             if batch:
-                quarantine.import_keys(batch)
+                troubled = bool(quarantine.import_report(batch).problem) or troubled
         present = {k.fingerprint: k for k in quarantine.list_keys()}
         retried = False
         for item in items:
-            if item.fingerprint not in present:
-                returned = quarantine.import_keys(item.blob)
+            if troubled or item.fingerprint not in present:
                 retried = True
-                if item.fingerprint in returned:
-                    continue
-                item.returned += [f for f in returned if f not in item.returned]
-                item.unusable = item.unusable or not returned
-                item.errors.append(
-                    f"{item.source}: returned {len(returned)} other key(s), not {item.fingerprint}"
-                    if returned else f"{item.source}: no OpenPGP key in the answer")
-            item.blob = b""
+                returned: list[Fingerprint] = []
+                for source, data in item.answers:
+                    report = quarantine.import_report(data)
+                    returned += [f for f in report.imported if f not in returned]
+                    if report.problem and item.fingerprint in report.imported:
+                        # gpg processed the pinned key and complained: what it merged is unknown.
+                        item.refused = True
+                        item.errors.append(f"{source}: gpg did not import all of it ({report.problem})")
+                if item.fingerprint not in returned:
+                    item.returned += [f for f in returned if f not in item.returned]
+                    item.unusable = item.unusable or not returned
+                    item.errors.append(
+                        f"{item.source}: returned {len(returned)} other key(s), not {item.fingerprint}"
+                        if returned else f"{item.source}: no OpenPGP key in the answer")
+            item.answers = []
         return {k.fingerprint: k for k in quarantine.list_keys()} if retried else present
 
     def _commit(self, quarantine: GnuPG, in_quarantine: dict[Fingerprint, PublicKey], wanted: list[_Wanted],
@@ -202,27 +253,55 @@ class KeyInstaller:
         outcomes: list[KeyOutcome] = []
         after = before
         if found:
-            if not before and set(in_quarantine) == found:
+            # Exactly the pinned primaries leave quarantine (design.md §3 rule 2): gpg's selectors also
+            # match subkeys, so export_exact filters by primary and drops keyblocks aliasing a pinned key.
+            selection = quarantine.export_exact(sorted(found))
+            self._note_refusals(wanted, selection.aliasing, selection.oversized)
+            oversized = set(selection.oversized)
+            keep = selection.primaries - oversized
+            for item in wanted:
+                if item.fingerprint in found - keep - oversized:
+                    item.refused = True
+                    item.errors.append("its keyblock carries another pinned key as a subkey; not installed")
+            if not before and set(in_quarantine) == keep and not selection.aliasing and not oversized:
                 # A fresh keyring that would be an exact copy of quarantine: take its keybox as it is.
                 self.keyring.adopt(quarantine)
                 after = in_quarantine
-            else:
-                data = quarantine.export_keys(sorted(found), armor=False)
+            elif keep:
+                # What did import is installed even when another answer for the key did not (a
+                # revocation from one source applies); such keys are still reported as refused.
+                data = selection.data_without(oversized)
                 with self.keyring.update() as staging:
                     staging.import_keys(data)
                     after = {k.fingerprint: k for k in staging.list_keys()}
+        refused = {w.fingerprint for w in wanted if w.refused}
         for item in wanted:
-            if item.fingerprint in found and item.fingerprint in after:
+            if item.fingerprint in found and item.fingerprint in after and item.fingerprint not in refused:
                 status = _classify(before.get(item.fingerprint), after[item.fingerprint])
                 errors: list[str] = []
             else:
-                status = (KeyStatus.MISMATCH if item.returned
+                status = (KeyStatus.REFUSED if item.fingerprint in refused
+                          else KeyStatus.MISMATCH if item.returned
                           else KeyStatus.UNREACHABLE if item.unusable or item.network_failed
                           else KeyStatus.MISSING)
                 errors = list(item.errors)
+            dropped = set(item.returned) | set(item.aliasing)
             outcomes.append(KeyOutcome(item.seed.nick, item.fingerprint, status, item.source,
-                                       dropped=sorted(set(item.returned)), errors=errors))
+                                       dropped=sorted(dropped), errors=errors))
         return outcomes
+
+    @staticmethod
+    def _note_refusals(wanted: list[_Wanted], aliasing: dict[Fingerprint, list[Fingerprint]],
+                       oversized: dict[Fingerprint, str]) -> None:
+        """Record keys that carried a pinned primary as a subkey, and keyblocks over the caps."""
+        for item in wanted:
+            for other, carried in aliasing.items():
+                if item.fingerprint in carried and other not in item.aliasing:
+                    item.aliasing.append(other)
+                    item.errors.append(f"dropped {other}: it carries {item.fingerprint} as a subkey")
+            if item.fingerprint in oversized:
+                item.refused = True
+                item.errors.append(f"keyblock refused: {oversized[item.fingerprint]}")
 
 
 def summarize_failure(outcomes: Sequence[KeyOutcome]) -> GkeysError | None:

@@ -103,7 +103,9 @@ def refresh_keys(ctx: Gkeys, category: str, nick: str | None = None, *, force: b
         return RefreshResult(cat, skipped=True, last_success=last)
     installed = ctx.keyring(cat).installed()
     seeds = [s for s in select_seeds(ctx, cat, nick) if s.accepted() & set(installed)]
-    outcomes = KeyInstaller(ctx.keyring(cat), ctx.http, ctx.config.sources, progress).install(seeds)
+    # Every source is asked and the answers merged: a revocation published on any of them applies.
+    outcomes = KeyInstaller(ctx.keyring(cat), ctx.http, ctx.config.sources, progress).install(
+        seeds, every_source=True)
     failure = summarize_failure(outcomes)
     if failure is None:
         record_refresh(ctx, cat)

@@ -113,17 +113,22 @@ class Keyring:
 
     @contextlib.contextmanager
     def update(self) -> Iterator[GnuPG]:
-        """Yield GnuPG on a staging copy; commit it atomically if the block succeeds.
+        """Yield GnuPG on a staging home; commit it atomically if the block succeeds.
 
-        The caller must hold the state lock.
+        The staging home is rebuilt from the live keyring's exact export through the clean import path
+        (:data:`~gkeys_portage.core.gpg.SAFE_IMPORT_OPTIONS`), not copied: third-party certifications an
+        older version stored, and keyblocks that carry another key's primary as a subkey, do not survive
+        the next update.  The caller must hold the state lock.
         """
         check_safe_directory(self.home)
         with staging_directory(self.layout.keyrings_dir, f".staging-{self.category}-") as staging:
-            live = self.home / KEYBOX
-            if live.is_file():
-                shutil.copy2(live, staging / KEYBOX)
             gpg = GnuPG(staging, timeout=self.timeout)
-            before = set(self.installed())
+            before: set[Fingerprint] = set()
+            if (self.home / KEYBOX).is_file() and self.installed():
+                live = self.gpg().export_exact()
+                before = live.primaries
+                if live.kept:
+                    gpg.import_keys(live.data)
             yield gpg
             if (staging / KEYBOX).exists():
                 lost = before - {key.fingerprint for key in gpg.list_keys()}
@@ -167,7 +172,7 @@ class Keyring:
             if data:
                 gpg.import_keys(data)
             else:
-                gpg.run(["--list-keys"])  # create an empty keybox
+                gpg.list_keys()  # creates an empty keybox; raises if gpg cannot
             self._commit(gpg, staging)
         return removed
 

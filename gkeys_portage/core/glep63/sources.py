@@ -118,7 +118,7 @@ def file_subjects(path: Path, *, at: datetime | None = None, timeout: float = 30
         home = Path(scratch) / "gnupg"
         importer = GnuPG(home, timeout=timeout)
         try:
-            imported = importer.import_keys(data)
+            imported = importer.import_report(data, options=()).imported  # as given, certifications too
             keys = GnuPG(home, faked_time=at, timeout=timeout).list_keys(sigs=True) if imported else []
         finally:
             importer.close()  # a file with secret keys makes gpg start an agent for this home
