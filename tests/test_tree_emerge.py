@@ -134,3 +134,28 @@ def test_git_sync_with_hooks_rolls_back_and_fails_emerge(env: Any, tmp_path: Pat
     result = portage_root.sync("test")
     assert result.returncode == 0, result.stdout
     assert head(location) == good and not list((env.state / "state" / "tree-failed").glob("*.json"))
+
+
+def test_git_sync_hooks_check_the_work_tree_not_only_head(env: Any, tmp_path: Path,
+                                                           portage_root: PortageSandbox) -> None:
+    """Issue 12 item 5: a merge that fails part-way leaves HEAD verified and the attacker's files on disk."""
+    install_devs(env, ("alice",))
+    up = RepoBuilder(tmp_path / "upstream", env.keys)
+    up.commit("alice", files={"eclass/test.eclass": "# verified\n"})
+    portage_root.install_hooks(PROJECT / "hooks")
+    location = portage_root.add_repo("test", f"file://{up.path}", "git", clone_depth="0", sync_depth="0")
+    assert portage_root.sync("test").returncode == 0
+    verified = head(location)
+
+    up.commit(None, files={"eclass/test.eclass": "# attacker\n", "dev-test/evil/evil-1.ebuild": "EAPI=8\n"},
+              index_only={"dev-test/" + "z" * 300: b"too long a name\n"})
+    result = portage_root.sync("test")
+    assert result.returncode != 0, result.stdout
+    assert "NOT verified" in result.stdout and "not the verified revision" in result.stdout, result.stdout
+    assert head(location) == verified
+    assert (location / "eclass" / "test.eclass").read_text() == "# verified\n"
+    assert not (location / "dev-test" / "evil").exists()
+    assert [json.loads(m.read_text())["repo"] for m in (env.state / "state" / "tree-failed").glob("*.json")] == ["test"]
+
+    result = portage_root.sync("test")  # each later sync writes the files again: refused again
+    assert result.returncode != 0 and not (location / "dev-test" / "evil").exists(), result.stdout

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tree_helpers import build, install_devs
 
+from gkeys_portage.demo.tree_repo import git_environment
 from gkeys_portage.portage.hooks import postsync_main, repo_postsync_main
+from gkeys_portage.verify.gitobjects import GitRepo
 
 
 @pytest.fixture
@@ -43,3 +47,50 @@ def test_bad_first_sync_marks_then_a_good_sync_clears(hook_env: Any, tmp_path: P
     assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 1
     assert repo.head() == good  # rolled back to the last verified revision
     assert repo_postsync_main(["too", "few"]) == 2
+
+
+LONG_NAME = "dev-test/" + "z" * 300  # one path component over 255 bytes: no file system accepts it
+
+
+def _git(path: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(["git", "-C", str(path), "-c", f"safe.directory={path}", *args], env=git_environment(),
+                          capture_output=True, check=False)
+
+
+def test_files_on_disk_that_head_lacks_fail_and_are_removed(hook_env: Any, tmp_path: Path) -> None:
+    """Issue 12 item 5: HEAD verified but the work tree holds other files -> refused, reset and cleaned."""
+    repo = build(tmp_path / "repo", hook_env.keys, ["alice", "alice"])
+    assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 0
+    verified = repo.head()
+    tracked = repo.path / "dev-test" / "pkg" / "file1"
+    tracked.write_text("rewritten by a merge that failed part-way\n")
+    ebuild = repo.path / "dev-test" / "evil" / "evil-1.ebuild"
+    ebuild.parent.mkdir(parents=True)
+    ebuild.write_text("EAPI=8\n")
+    (repo.path / ".gitignore").write_text("ignored-*\n")
+    (repo.path / "ignored-file").write_text("x\n")
+    assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 1
+    assert markers(hook_env) == ["test.json"] and postsync_main() == 1
+    assert repo.head() == verified and tracked.read_text() == "change 1\n"
+    assert not ebuild.exists() and not (repo.path / ".gitignore").exists() and not (repo.path / "ignored-file").exists()
+    assert _git(repo.path, "status", "--porcelain", "--ignored", "--untracked-files=all").stdout == b""
+    assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 0  # clean again: the marker goes
+    assert markers(hook_env) == []
+
+
+def test_fetched_tip_that_never_became_head_fails(hook_env: Any, tmp_path: Path) -> None:
+    """Issue 12 item 5: a fetch whose merge failed (HEAD unchanged, tree clean) is not a verified sync."""
+    upstream = build(tmp_path / "upstream", hook_env.keys, ["alice"])
+    local = tmp_path / "local"
+    assert _git(tmp_path, "clone", "-q", f"file://{upstream.path}", str(local)).returncode == 0
+    assert repo_postsync_main(["test", "file:///up", str(local)]) == 0
+    verified = upstream.head()
+    fetched = upstream.commit(None, index_only={LONG_NAME: b"payload\n"})
+    assert _git(local, "fetch", "-q", "origin").returncode == 0
+    assert _git(local, "merge", "-q", "refs/remotes/origin/master").returncode != 0  # the long name fails
+    assert repo_postsync_main(["test", "file:///up", str(local)]) == 1
+    assert markers(hook_env) == ["test.json"]
+    assert GitRepo(local).resolve("HEAD") == verified
+    assert _git(local, "status", "--porcelain", "--ignored", "--untracked-files=all").stdout == b""
+    reason = json.loads((hook_env.state / "state" / "tree-failed" / "test.json").read_text())["reason"]
+    assert fetched[:12] in reason and "never became HEAD" in reason, reason

@@ -10,12 +10,14 @@ exactly as git itself does before it hands both to gpg.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gkeys_portage.core.errors import BadInputError
+from gkeys_portage.verify.gitspawn import SpawnSettings, file_size_limit
 
 #: Environment variables passed through to git (network access for fetch/clone; nothing else).
 PASSTHROUGH = ("PATH", "http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "no_proxy", "NO_PROXY",
@@ -107,9 +109,11 @@ def parse_commit(commit_hash: str, raw: bytes) -> Commit:
 class GitRepo:
     """Read-only access to one repository through plumbing commands."""
 
-    def __init__(self, path: Path, *, extra_env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, path: Path, *, extra_env: Mapping[str, str] | None = None,
+                 spawn: SpawnSettings | None = None) -> None:
         self.path = Path(path).resolve()
         self.env = git_environment(extra_env)
+        self.spawn = spawn or SpawnSettings()  # uid/gid/umask git runs with (Portage's sync-user)
 
     def command(self, *args: str) -> list[str]:
         """The full argv of a git call with the explicit settings."""
@@ -118,13 +122,21 @@ class GitRepo:
             settings += ["-c", setting]
         return ["git", "-C", str(self.path), *settings, *args]
 
-    def run(self, *args: str, stdin: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess[bytes]:
-        """Run git; raise :class:`BadInputError` with git's last error line when ``check`` fails."""
+    def run(self, *args: str, stdin: bytes | None = None, check: bool = True,
+            max_file_size: int | None = None) -> subprocess.CompletedProcess[bytes]:
+        """Run git; raise :class:`BadInputError` with git's last error line when ``check`` fails.
+
+        ``max_file_size`` caps every file git writes (a fetched pack); exceeding it is always an error.
+        """
         try:
             result = subprocess.run(self.command(*args), input=stdin, capture_output=True, env=self.env,
-                                    check=False, timeout=3600)
-        except (OSError, subprocess.TimeoutExpired) as exc:
+                                    check=False, timeout=3600, preexec_fn=file_size_limit(max_file_size),
+                                    **self.spawn.run_kwargs())
+        except (OSError, subprocess.SubprocessError) as exc:
             raise BadInputError(f"cannot run git: {exc}") from exc
+        if max_file_size and result.returncode == -signal.SIGXFSZ:
+            raise BadInputError(f"git {args[0]} in {self.path} stopped: it wrote a file larger than "
+                                f"{max_file_size} bytes")
         if check and result.returncode != 0:
             lines = [ln for ln in result.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
             reason = lines[-1].strip() if lines else f"exit status {result.returncode}"
