@@ -10,7 +10,6 @@ exactly as git itself does before it hands both to gpg.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -134,12 +133,11 @@ class GitRepo:
                                     **self.spawn.run_kwargs())
         except (OSError, subprocess.SubprocessError) as exc:
             raise BadInputError(f"cannot run git: {exc}") from exc
-        if max_file_size and result.returncode == -signal.SIGXFSZ:
-            raise BadInputError(f"git {args[0]} in {self.path} stopped: it wrote a file larger than "
-                                f"{max_file_size} bytes")
         if check and result.returncode != 0:
             lines = [ln for ln in result.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
             reason = lines[-1].strip() if lines else f"exit status {result.returncode}"
+            if max_file_size:  # git's helper (index-pack) dies of SIGXFSZ; git itself reports another error
+                reason += f" (every file git may write here is capped at {max_file_size // 1048576} MiB)"
             raise BadInputError(f"git {args[0]} failed in {self.path}: {reason}")
         return result
 
