@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import grp
 import json
+import os
+import pwd
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -94,3 +99,27 @@ def test_fetched_tip_that_never_became_head_fails(hook_env: Any, tmp_path: Path)
     assert _git(local, "status", "--porcelain", "--ignored", "--untracked-files=all").stdout == b""
     reason = json.loads((hook_env.state / "state" / "tree-failed" / "test.json").read_text())["reason"]
     assert fetched[:12] in reason and "never became HEAD" in reason, reason
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the tree belongs to another user")
+def test_rollback_of_a_usersync_tree_runs_git_as_its_owner(hook_env: Any) -> None:
+    """Issue 12 item 10 for the hooks: run as root, a rollback must not leave root-owned files in nobody's tree."""
+    nobody, nogroup = pwd.getpwnam("nobody").pw_uid, grp.getgrnam("nogroup").gr_gid
+    base = Path(tempfile.mkdtemp(prefix="gkeys-hook-usersync-"))
+    try:
+        base.chmod(0o755)
+        repo = build(base / "repo", hook_env.keys, ["alice", "alice"])
+        for path in [repo.path, *repo.path.rglob("*")]:
+            os.lchown(path, nobody, nogroup)
+        assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 0
+        shutil.rmtree(repo.path / "dev-test")  # a half-applied merge removed a tracked directory ...
+        (repo.path / "eclass").mkdir()  # ... and added an untracked one
+        (repo.path / "eclass" / "evil.eclass").write_text("die\n")
+        for path in (repo.path / "eclass", repo.path / "eclass" / "evil.eclass"):  # git wrote them as nobody
+            os.lchown(path, nobody, nogroup)
+        assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 1
+        assert (repo.path / "dev-test" / "pkg" / "file2").is_file() and not (repo.path / "eclass").exists()
+        owners = {(p.lstat().st_uid, p.lstat().st_gid) for p in [repo.path, *repo.path.rglob("*")]}
+        assert owners == {(nobody, nogroup)}
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -4,7 +4,8 @@
   merged and checks that the work tree is that revision (nothing else on disk, no fetched tip left
   unmerged).  On failure it rolls the work tree back to the last verified revision (``git reset
   --hard`` plus ``git clean -ffdx``) and writes a failure marker.  Portage ignores the exit status
-  of these hooks, hence the marker.
+  of these hooks, hence the marker.  Run as root on a tree another user owns (``sync-user``,
+  ``FEATURES=usersync``), git runs as that owner, so a rollback leaves no root-owned files.
 * ``postsync.d/gkeys-verify`` runs once at the end of ``emerge --sync``; it exits non-zero (which
   does fail emerge) while any marker exists, naming the repositories.
 
@@ -26,10 +27,11 @@ from typing import Any
 
 from gkeys_portage.core.config import load_config
 from gkeys_portage.core.context import Gkeys
-from gkeys_portage.core.errors import GkeysError
+from gkeys_portage.core.errors import BadInputError, GkeysError
 from gkeys_portage.core.state import Layout, atomic_write_json, read_json
 from gkeys_portage.verify.gitobjects import GitRepo
-from gkeys_portage.verify.tree import TreeOptions, TreeVerifier, last_verified, open_repo, record_verified
+from gkeys_portage.verify.gitspawn import SpawnSettings
+from gkeys_portage.verify.tree import TreeOptions, TreeVerifier, last_verified, record_verified
 from gkeys_portage.verify.worktree import describe_changes, restore_revision, unmerged_fetch, worktree_changes
 
 MARKERS = "tree-failed"
@@ -85,8 +87,11 @@ def verify_synced_repo(ctx: Gkeys, repo_name: str, location: Path) -> tuple[bool
     recorded = last_verified(ctx.layout, location)
     _write_marker(marker, repo_name, location, "verification did not complete (interrupted or crashed)", "")
     repo: GitRepo | None = None
+    spawn = SpawnSettings.owner_of(location)  # a usersync tree stays owned by its user after a rollback
     try:
-        repo = open_repo(location)
+        repo = GitRepo(location, spawn=spawn)
+        if not repo.is_repository():
+            raise BadInputError(f"{location} is not a git repository")
         verifier = TreeVerifier(ctx, TreeOptions.from_config(ctx))
         tip = repo.resolve("HEAD")
         base, hashes = verifier.plan(repo, tip, recorded)
@@ -108,12 +113,12 @@ def verify_synced_repo(ctx: Gkeys, repo_name: str, location: Path) -> tuple[bool
         reason = f"verification failed: {type(exc).__name__}: {exc}"
     except BaseException:  # interrupted (Ctrl-C, SystemExit): roll back too, keep the pending marker
         with contextlib.suppress(Exception):
-            _roll_back(repo or GitRepo(location), recorded)
+            _roll_back(repo or GitRepo(location, spawn=spawn), recorded)
         raise
     rolled: str | None = None
     where = "NO verified revision to roll back to"
     try:
-        rolled = _roll_back(repo or GitRepo(location), recorded)
+        rolled = _roll_back(repo or GitRepo(location, spawn=spawn), recorded)
     except Exception as exc:
         where = f"rolling back to {(recorded or '')[:12]} FAILED: {getattr(exc, 'message', None) or exc}"
     _write_marker(marker, repo_name, location, reason, rolled or "")

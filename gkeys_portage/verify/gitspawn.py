@@ -35,6 +35,21 @@ class SpawnSettings:
         return cls(uid=int(uid) if uid is not None else None, gid=int(gid) if gid is not None else None,
                    groups=groups, umask=int(umask) if umask is not None else None)
 
+    @classmethod
+    def owner_of(cls, path: Path) -> SpawnSettings:
+        """Run as the owner of ``path`` when this process is root and another user owns it.
+
+        What Portage's ``FEATURES=usersync`` does (umask 002, or 022 when the directory is not group
+        writable), so git run from a hook as root never leaves root-owned files in a user's tree.
+        """
+        try:
+            st = path.stat()
+        except OSError:
+            return cls()
+        if os.geteuid() != 0 or st.st_uid == 0:
+            return cls()
+        return cls(uid=st.st_uid, gid=st.st_gid, groups=(st.st_gid,), umask=0o002 if st.st_mode & 0o020 else 0o022)
+
     @property
     def switches_user(self) -> bool:
         """True when git runs under another uid or gid than this process."""

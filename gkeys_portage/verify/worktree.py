@@ -20,8 +20,8 @@ _STATUS_SETTINGS = ("-c", "core.fsmonitor=false", "-c", "core.untrackedCache=fal
 
 def worktree_changes(repo: GitRepo) -> list[str]:
     """Every path where the work tree or index differs from HEAD (modified, untracked or ignored)."""
-    result = repo.run(*_STATUS_SETTINGS, "status", "--porcelain", "-z", "--untracked-files=all", "--ignored",
-                      "--no-renames")
+    result = repo.run(*_STATUS_SETTINGS, "--no-optional-locks", "status", "--porcelain", "-z",
+                      "--untracked-files=all", "--ignored", "--no-renames")
     entries = [item for item in result.stdout.split(b"\0") if item]
     return [entry[3:].decode("utf-8", "replace") for entry in entries]
 
