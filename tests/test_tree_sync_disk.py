@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -138,3 +139,23 @@ def test_failed_checkout_restores_the_verified_revision(env: Any, tmp_path: Path
     assert _sync(env, location, upstream.path).ok
     assert head(location) == fixed and (location / "eclass" / "test.eclass").read_text() == "# fixed\n"
     assert _status(location) == b""
+
+
+def test_first_checkout_must_fit_and_must_complete(env: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Item 7/8 on a first clone: a verified tip that does not fit, or whose checkout fails, installs nothing."""
+    install_devs(env, ("alice",))
+    upstream = RepoBuilder(tmp_path / "upstream", env.keys)
+    upstream.commit("alice", files={"dev-test/pkg/data": "x" * (1024 * 1024)})
+    location = tmp_path / "repos" / "gentoo"
+    real_usage = shutil.disk_usage
+    monkeypatch.setattr(shutil, "disk_usage",  # the file system as if only 512 KiB were free
+                        lambda path: real_usage(path)._replace(free=512 * 1024))
+    outcome = _sync(env, location, upstream.path)
+    assert not outcome.ok and "needs 1 MiB" in outcome.reason and "0 MiB free" in outcome.reason, outcome.reason
+    assert not location.exists() and _staging(location) == []
+    monkeypatch.undo()
+
+    upstream.commit("alice", index_only={LONG_NAME: b"no file system takes this name\n"})  # signed, unwritable
+    outcome = _sync(env, location, upstream.path)
+    assert not outcome.ok and "File name too long" in outcome.reason, outcome.reason
+    assert not location.exists() and _staging(location) == [] and records(env) == {}

@@ -152,9 +152,9 @@ def clone_verified(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
                             "left by an interrupted sync")
             return _clone(ctx, request, log)
     except GkeysError as exc:
-        return _failure(log, f"gkeys: {exc.message}")
+        return _failure(log, f"gkeys: first clone into {location} failed, nothing installed: {exc.message}")
     except OSError as exc:
-        return _failure(log, f"gkeys: first clone into {location} failed: {exc}")
+        return _failure(log, f"gkeys: first clone into {location} failed, nothing installed: {exc}")
     finally:
         with contextlib.suppress(OSError):
             if location.is_dir() and not (location / ".git").exists() and not any(location.iterdir()):

@@ -135,8 +135,10 @@ class GitRepo:
             raise BadInputError(f"cannot run git: {exc}") from exc
         if check and result.returncode != 0:
             lines = [ln for ln in result.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
-            fatal = [ln for ln in lines if ln.startswith("fatal: ")]  # the cause, not a closing hint
-            reason = (fatal or lines)[0 if fatal else -1].strip() if lines else f"exit status {result.returncode}"
+            causes = [ln for ln in lines if ln.startswith(("error: ", "fatal: "))]  # the cause, not a closing hint
+            reason = (causes[0] if causes else lines[-1]).strip() if lines else f"exit status {result.returncode}"
+            if len(reason) > 300:  # e.g. a hostile path name: keep both ends (the end says what failed)
+                reason = reason[:150] + "..." + reason[-150:]
             if max_file_size:  # git's helper (index-pack) dies of SIGXFSZ; git itself reports another error
                 reason += f" (every file git may write here is capped at {max_file_size // 1048576} MiB)"
             raise BadInputError(f"git {args[0]} failed in {self.path}: {reason}")
