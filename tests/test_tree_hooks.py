@@ -123,3 +123,15 @@ def test_rollback_of_a_usersync_tree_runs_git_as_its_owner(hook_env: Any) -> Non
         assert owners == {(nobody, nogroup)}
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_hostile_file_names_reach_the_terminal_escaped(hook_env: Any, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A name the attacker chose (an escape sequence) is shown as \\x1b, never sent to the terminal raw."""
+    repo = build(tmp_path / "repo", hook_env.keys, ["alice"])
+    assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 0
+    capsys.readouterr()
+    (repo.path / "evil\x1b[2J.ebuild").write_text("EAPI=8\n")
+    assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 1
+    err = capsys.readouterr().err
+    assert "evil\\x1b[2J.ebuild" in err and "\x1b[2J" not in err, err

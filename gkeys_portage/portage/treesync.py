@@ -213,6 +213,8 @@ def update_verified(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
             return _update(ctx, request, log)
     except GkeysError as exc:
         return _failure(log, f"gkeys: {request.location} NOT updated: {exc.message}")
+    except OSError as exc:  # e.g. a stale staging directory that cannot be removed
+        return _failure(log, f"gkeys: {request.location} NOT updated: {exc}")
 
 
 def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:

@@ -41,6 +41,15 @@ def git_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def printable(text: str, limit: int = 300) -> str:
+    """``text`` safe for a terminal line: control characters as ``\\xNN``, shortened in the middle.
+
+    Paths and git messages can carry names an attacker chose (escape sequences, 300-byte components).
+    """
+    text = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
+    return text if len(text) <= limit else text[: limit // 2] + "..." + text[-(limit // 2):]
+
+
 @dataclass
 class Commit:
     """A raw commit object split the way git splits it for signature verification."""
@@ -123,7 +132,7 @@ class GitRepo:
 
     def run(self, *args: str, stdin: bytes | None = None, check: bool = True,
             max_file_size: int | None = None) -> subprocess.CompletedProcess[bytes]:
-        """Run git; raise :class:`BadInputError` with git's last error line when ``check`` fails.
+        """Run git; raise :class:`BadInputError` with git's first error line when ``check`` fails.
 
         ``max_file_size`` caps every file git writes (a fetched pack); exceeding it is always an error.
         """
@@ -136,9 +145,8 @@ class GitRepo:
         if check and result.returncode != 0:
             lines = [ln for ln in result.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
             causes = [ln for ln in lines if ln.startswith(("error: ", "fatal: "))]  # the cause, not a closing hint
-            reason = (causes[0] if causes else lines[-1]).strip() if lines else f"exit status {result.returncode}"
-            if len(reason) > 300:  # e.g. a hostile path name: keep both ends (the end says what failed)
-                reason = reason[:150] + "..." + reason[-150:]
+            reason = printable((causes[0] if causes else lines[-1]).strip()) if lines else \
+                f"exit status {result.returncode}"
             if max_file_size:  # git's helper (index-pack) dies of SIGXFSZ; git itself reports another error
                 reason += f" (every file git may write here is capped at {max_file_size // 1048576} MiB)"
             raise BadInputError(f"git {args[0]} failed in {self.path}: {reason}")

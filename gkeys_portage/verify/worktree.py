@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 
 from gkeys_portage.core.errors import BadInputError
-from gkeys_portage.verify.gitobjects import GitRepo
+from gkeys_portage.verify.gitobjects import GitRepo, printable
 
 #: ``-c`` settings for the status check: nothing cached or delegated may hide a change.
 _STATUS_SETTINGS = ("-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false", "-c", "status.relativePaths=false")
@@ -28,7 +28,7 @@ def worktree_changes(repo: GitRepo) -> list[str]:
 
 def describe_changes(changes: list[str], limit: int = 3) -> str:
     """``"2 paths differ from HEAD (a, b)"`` for a message."""
-    shown = ", ".join(changes[:limit]) + (", ..." if len(changes) > limit else "")
+    shown = ", ".join(printable(c, 80) for c in changes[:limit]) + (", ..." if len(changes) > limit else "")
     return f"{len(changes)} path{'s' if len(changes) != 1 else ''} differ from HEAD ({shown})"
 
 
