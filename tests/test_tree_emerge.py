@@ -222,3 +222,24 @@ def test_gkeys_sync_honours_sync_user_and_umask(env: Any, public_portage_root: t
     result = portage_root.sync("test")
     assert result.returncode != 0 and "NOT updated" in result.stdout, result.stdout
     assert head(location) == verified and _owners(location) == {(nobody, nogroup)}
+
+
+def test_gkeys_sync_honours_feature_usersync(env: Any, public_portage_root: tuple[PortageSandbox, Path]) -> None:
+    """Issue 12 item 10: FEATURES=usersync (no sync-user) runs git as the owner of the existing location."""
+    portage_root, base = public_portage_root
+    (portage_root.eprefix / "tmp").mkdir(parents=True)
+    nobody, nogroup = pwd.getpwnam("nobody").pw_uid, grp.getgrnam("nogroup").gr_gid
+    install_devs(env, ("alice",))
+    up = RepoBuilder(base / "upstream", env.keys)
+    up.commit("alice")
+    uri = serve_repo(env.server, up.path, "usersync.git")
+    location = portage_root.add_repo("test", uri, "gkeys", sync_gkeys_policy="all")
+    location.mkdir(mode=0o775)
+    location.chmod(0o775)
+    os.chown(location, nobody, nogroup)
+    portage_root.env["FEATURES"] = "-news usersync"
+    result = portage_root.sync("test")
+    assert result.returncode == 0, result.stdout
+    assert _owners(location) == {(nobody, nogroup)}
+    assert stat.S_IMODE(location.stat().st_mode) == 0o775  # the mode the location had
+    assert stat.S_IMODE((location / "dev-test" / "pkg" / "file1").stat().st_mode) == 0o664  # umask 002 (g+w)
