@@ -58,6 +58,7 @@ def test_sigkill_during_first_clone_and_update(env: GkeysEnv, tmp_path: Path, de
     assert _history_is_verified(location, {first_tip})
     assert _sync(env, location, upstream.path).wait(timeout=120) == 0
     assert head(location) == first_tip
+    assert not list(location.parent.glob(".gentoo.gkeys-*"))  # a killed clone's staging does not stay
 
     for _ in range(60):
         upstream.commit("alice")

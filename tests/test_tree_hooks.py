@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import grp
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tree_helpers import build, install_devs
 
+from gkeys_portage.demo.tree_repo import git_environment
 from gkeys_portage.portage.hooks import postsync_main, repo_postsync_main
+from gkeys_portage.verify.gitobjects import GitRepo
 
 
 @pytest.fixture
@@ -43,3 +52,86 @@ def test_bad_first_sync_marks_then_a_good_sync_clears(hook_env: Any, tmp_path: P
     assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 1
     assert repo.head() == good  # rolled back to the last verified revision
     assert repo_postsync_main(["too", "few"]) == 2
+
+
+LONG_NAME = "dev-test/" + "z" * 300  # one path component over 255 bytes: no file system accepts it
+
+
+def _git(path: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(["git", "-C", str(path), "-c", f"safe.directory={path}", *args], env=git_environment(),
+                          capture_output=True, check=False)
+
+
+def test_files_on_disk_that_head_lacks_fail_and_are_removed(hook_env: Any, tmp_path: Path) -> None:
+    """Issue 12 item 5: HEAD verified but the work tree holds other files -> refused, reset and cleaned."""
+    repo = build(tmp_path / "repo", hook_env.keys, ["alice", "alice"])
+    assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 0
+    verified = repo.head()
+    tracked = repo.path / "dev-test" / "pkg" / "file1"
+    tracked.write_text("rewritten by a merge that failed part-way\n")
+    ebuild = repo.path / "dev-test" / "evil" / "evil-1.ebuild"
+    ebuild.parent.mkdir(parents=True)
+    ebuild.write_text("EAPI=8\n")
+    (repo.path / ".gitignore").write_text("ignored-*\n")
+    (repo.path / "ignored-file").write_text("x\n")
+    assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 1
+    assert markers(hook_env) == ["test.json"] and postsync_main() == 1
+    assert repo.head() == verified and tracked.read_text() == "change 1\n"
+    assert not ebuild.exists() and not (repo.path / ".gitignore").exists() and not (repo.path / "ignored-file").exists()
+    assert _git(repo.path, "status", "--porcelain", "--ignored", "--untracked-files=all").stdout == b""
+    assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 0  # clean again: the marker goes
+    assert markers(hook_env) == []
+
+
+def test_fetched_tip_that_never_became_head_fails(hook_env: Any, tmp_path: Path) -> None:
+    """Issue 12 item 5: a fetch whose merge failed (HEAD unchanged, tree clean) is not a verified sync."""
+    upstream = build(tmp_path / "upstream", hook_env.keys, ["alice"])
+    local = tmp_path / "local"
+    assert _git(tmp_path, "clone", "-q", f"file://{upstream.path}", str(local)).returncode == 0
+    assert repo_postsync_main(["test", "file:///up", str(local)]) == 0
+    verified = upstream.head()
+    fetched = upstream.commit(None, index_only={LONG_NAME: b"payload\n"})
+    assert _git(local, "fetch", "-q", "origin").returncode == 0
+    assert _git(local, "merge", "-q", "refs/remotes/origin/master").returncode != 0  # the long name fails
+    assert repo_postsync_main(["test", "file:///up", str(local)]) == 1
+    assert markers(hook_env) == ["test.json"]
+    assert GitRepo(local).resolve("HEAD") == verified
+    assert _git(local, "status", "--porcelain", "--ignored", "--untracked-files=all").stdout == b""
+    reason = json.loads((hook_env.state / "state" / "tree-failed" / "test.json").read_text())["reason"]
+    assert fetched[:12] in reason and "never became HEAD" in reason, reason
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the tree belongs to another user")
+def test_rollback_of_a_usersync_tree_runs_git_as_its_owner(hook_env: Any) -> None:
+    """Issue 12 item 10 for the hooks: run as root, a rollback must not leave root-owned files in nobody's tree."""
+    nobody, nogroup = pwd.getpwnam("nobody").pw_uid, grp.getgrnam("nogroup").gr_gid
+    base = Path(tempfile.mkdtemp(prefix="gkeys-hook-usersync-"))
+    try:
+        base.chmod(0o755)
+        repo = build(base / "repo", hook_env.keys, ["alice", "alice"])
+        for path in [repo.path, *repo.path.rglob("*")]:
+            os.lchown(path, nobody, nogroup)
+        assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 0
+        shutil.rmtree(repo.path / "dev-test")  # a half-applied merge removed a tracked directory ...
+        (repo.path / "eclass").mkdir()  # ... and added an untracked one
+        (repo.path / "eclass" / "evil.eclass").write_text("die\n")
+        for path in (repo.path / "eclass", repo.path / "eclass" / "evil.eclass"):  # git wrote them as nobody
+            os.lchown(path, nobody, nogroup)
+        assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 1
+        assert (repo.path / "dev-test" / "pkg" / "file2").is_file() and not (repo.path / "eclass").exists()
+        owners = {(p.lstat().st_uid, p.lstat().st_gid) for p in [repo.path, *repo.path.rglob("*")]}
+        assert owners == {(nobody, nogroup)}
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_hostile_file_names_reach_the_terminal_escaped(hook_env: Any, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A name the attacker chose (an escape sequence) is shown as \\x1b, never sent to the terminal raw."""
+    repo = build(tmp_path / "repo", hook_env.keys, ["alice"])
+    assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 0
+    capsys.readouterr()
+    (repo.path / "evil\x1b[2J.ebuild").write_text("EAPI=8\n")
+    assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 1
+    err = capsys.readouterr().err
+    assert "evil\\x1b[2J.ebuild" in err and "\x1b[2J" not in err, err

@@ -77,5 +77,5 @@ PROJECT = Path(__file__).resolve().parent.parent
 
 
 def head(path: Path) -> str:
-    """The commit a work tree is at (git with the explicit environment)."""
-    return GitRepo(path).resolve("HEAD")
+    """The commit a work tree is at (git with the explicit environment; the tree may belong to a sync user)."""
+    return GitRepo(path, owners={path.stat().st_uid}).resolve("HEAD")

@@ -128,10 +128,11 @@ class Layout:
 
 
 class StateLock:
-    """An exclusive lock on the state directory (``state/lock``), waited for up to ``timeout``."""
+    """An exclusive lock on the state directory (``state/lock``, or another lock file ``path`` in the
+    state directory), waited for up to ``timeout``."""
 
-    def __init__(self, layout: Layout, timeout: float = LOCK_TIMEOUT) -> None:
-        self.path = layout.state_dir / "lock"
+    def __init__(self, layout: Layout, timeout: float = LOCK_TIMEOUT, path: Path | None = None) -> None:
+        self.path = path or layout.state_dir / "lock"
         self.timeout = timeout
         self._fd: int | None = None
         self._depth = 0

@@ -61,12 +61,14 @@ class RepoBuilder:
     def commit(self, signer: str | None, *, message: str | None = None, files: Mapping[str, str] | None = None,
                parents: Sequence[str] | None = None, when: datetime | None = None,
                sign_when: datetime | None = None, signature: bytes | None = None, move: bool = True,
-               header: str | None = None) -> str:
+               header: str | None = None, index_only: Mapping[str, bytes] | None = None) -> str:
         """Make a commit signed by ``signer`` (None: unsigned) and move master to it.
 
         ``when`` sets the author/committer time, ``sign_when`` the signature time (default ``when``);
         ``signature`` replaces the real signature (forgery tests); ``parents`` defaults to master;
         ``header`` replaces the signature header's name (default: the object format's).
+        ``index_only`` adds files that are never written here (e.g. a name no file system accepts); the
+        work tree then stays at the previous commit.
         """
         self.counter += 1
         changes = dict(files or {f"dev-test/pkg/file{self.counter}": f"change {self.counter}\n"})
@@ -76,6 +78,9 @@ class RepoBuilder:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text)
         self.git("add", "-A")
+        for rel, data in (index_only or {}).items():
+            blob = self.git("hash-object", "-w", "--stdin", stdin=data).strip()
+            self.git("update-index", "--add", "--cacheinfo", f"100644,{blob},{rel}")
         tree = self.git("write-tree").strip()
         if parents is None:
             head = self.head()
@@ -96,7 +101,8 @@ class RepoBuilder:
         commit = self.git("hash-object", "-t", "commit", "-w", "--stdin", stdin=raw).strip()
         if move:
             self.git("update-ref", "refs/heads/master", commit)
-            self.git("reset", "-q", "--hard", commit)
+            if not index_only:
+                self.git("reset", "-q", "--hard", commit)
         return commit
 
     def force(self, commit: str) -> None:

@@ -1,8 +1,11 @@
 """Entry points of the Portage hooks for repositories that keep ``sync-type = git`` (or rsync).
 
 * ``repo.postsync.d/gkeys-verify REPO_NAME SYNC_URI LOCATION`` verifies the commits a git sync just
-  merged.  On failure it rolls the work tree back to the last verified revision (``git reset --hard``)
-  and writes a failure marker.  Portage ignores the exit status of these hooks, hence the marker.
+  merged and checks that the work tree is that revision (nothing else on disk, no fetched tip left
+  unmerged).  On failure it rolls the work tree back to the last verified revision (``git reset
+  --hard`` plus ``git clean -ffdx``) and writes a failure marker.  Portage ignores the exit status
+  of these hooks, hence the marker.  Run as root on a tree another user owns (``sync-user``,
+  ``FEATURES=usersync``), git runs as that owner, so a rollback leaves no root-owned files.
 * ``postsync.d/gkeys-verify`` runs once at the end of ``emerge --sync``; it exits non-zero (which
   does fail emerge) while any marker exists, naming the repositories.
 
@@ -24,10 +27,12 @@ from typing import Any
 
 from gkeys_portage.core.config import load_config
 from gkeys_portage.core.context import Gkeys
-from gkeys_portage.core.errors import GkeysError
+from gkeys_portage.core.errors import BadInputError, GkeysError
 from gkeys_portage.core.state import Layout, atomic_write_json, read_json
 from gkeys_portage.verify.gitobjects import GitRepo
-from gkeys_portage.verify.tree import TreeOptions, TreeVerifier, last_verified, open_repo, record_verified
+from gkeys_portage.verify.gitspawn import SpawnSettings
+from gkeys_portage.verify.tree import TreeOptions, TreeVerifier, last_verified, record_verified
+from gkeys_portage.verify.worktree import describe_changes, restore_revision, unmerged_fetch, worktree_changes
 
 MARKERS = "tree-failed"
 
@@ -70,8 +75,10 @@ def verify_synced_repo(ctx: Gkeys, repo_name: str, location: Path) -> tuple[bool
     """Verify a repository right after a plain git sync; roll back and mark on failure.
 
     Fail-closed: the marker is written before verifying and removed only after success; whatever
-    goes wrong (any exception) rolls the work tree back to the last verified revision.
-    Returns ``(verified, one-line message)``.
+    goes wrong (any exception) rolls the work tree back to the last verified revision.  Verified
+    means what is on disk, not only HEAD: every commit up to HEAD verified, the work tree equal to
+    HEAD (nothing modified, untracked or ignored: a merge that failed part-way leaves HEAD alone
+    but writes files), and no fetched tip left outside HEAD.  Returns ``(verified, one-line message)``.
     """
     marker = marker_path(ctx.layout, repo_name)
     if not (location / ".git").exists():
@@ -80,8 +87,11 @@ def verify_synced_repo(ctx: Gkeys, repo_name: str, location: Path) -> tuple[bool
     recorded = last_verified(ctx.layout, location)
     _write_marker(marker, repo_name, location, "verification did not complete (interrupted or crashed)", "")
     repo: GitRepo | None = None
+    spawn = SpawnSettings.owner_of(location)  # a usersync tree stays owned by its user after a rollback
     try:
-        repo = open_repo(location)
+        repo = GitRepo(location, spawn=spawn)
+        if not repo.is_repository():
+            raise BadInputError(f"{location} is not a git repository")
         verifier = TreeVerifier(ctx, TreeOptions.from_config(ctx))
         tip = repo.resolve("HEAD")
         base, hashes = verifier.plan(repo, tip, recorded)
@@ -89,22 +99,26 @@ def verify_synced_repo(ctx: Gkeys, repo_name: str, location: Path) -> tuple[bool
         for level, text in report.describe():
             say(level, text)
         if report.ok:
-            record_verified(ctx, location, tip)
-            marker.unlink(missing_ok=True)
-            return True, report.summary()
-        reason = report.summary()
+            record_verified(ctx, location, tip)  # HEAD's history verified: a revision to roll back to
+            recorded = tip
+            reason = _disk_problem(repo, tip)
+            if reason is None:
+                marker.unlink(missing_ok=True)
+                return True, report.summary()
+        else:
+            reason = report.summary()
     except GkeysError as exc:
         reason = exc.message or type(exc).__name__
     except Exception as exc:  # fail closed on anything: an unverified HEAD must not stay live
         reason = f"verification failed: {type(exc).__name__}: {exc}"
     except BaseException:  # interrupted (Ctrl-C, SystemExit): roll back too, keep the pending marker
         with contextlib.suppress(Exception):
-            _roll_back(repo or GitRepo(location), recorded)
+            _roll_back(repo or GitRepo(location, spawn=spawn), recorded)
         raise
     rolled: str | None = None
     where = "NO verified revision to roll back to"
     try:
-        rolled = _roll_back(repo or GitRepo(location), recorded)
+        rolled = _roll_back(repo or GitRepo(location, spawn=spawn), recorded)
     except Exception as exc:
         where = f"rolling back to {(recorded or '')[:12]} FAILED: {getattr(exc, 'message', None) or exc}"
     _write_marker(marker, repo_name, location, reason, rolled or "")
@@ -113,15 +127,28 @@ def verify_synced_repo(ctx: Gkeys, repo_name: str, location: Path) -> tuple[bool
     return False, f"{repo_name}: NOT verified ({where}): {reason}"
 
 
+def _disk_problem(repo: GitRepo, head: str) -> str | None:
+    """Why the work tree is not the verified HEAD (files git wrote but HEAD lacks, an unmerged fetch)."""
+    changes = worktree_changes(repo)
+    if changes:
+        return f"the work tree holds files that are not the verified revision: {describe_changes(changes)}"
+    fetched = unmerged_fetch(repo, head)
+    if fetched is not None:
+        return (f"the fetched revision {fetched[:12]} never became HEAD (the merge failed), so it was not "
+                "verified")
+    return None
+
+
 def _write_marker(marker: Path, repo_name: str, location: Path, reason: str, rolled: str) -> None:
     atomic_write_json(marker, {"repo": repo_name, "location": str(location), "reason": reason,
                                "rolled_back_to": rolled})
 
 
 def _roll_back(repo: GitRepo | None, recorded: str | None) -> str | None:
+    """Reset index and work tree to ``recorded`` and remove every other file (checked afterwards)."""
     if repo is None or not recorded or not repo.has_commit(recorded):
         return None
-    repo.run("reset", "--hard", "--quiet", recorded)
+    restore_revision(repo, recorded)
     return recorded
 
 

@@ -33,6 +33,7 @@ from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import GkeysError
 from gkeys_portage.portage.treesync import SyncOutcome, SyncRequest, clone_verified, update_verified
 from gkeys_portage.verify.gitobjects import GitRepo
+from gkeys_portage.verify.gitspawn import SpawnSettings
 from gkeys_portage.verify.tree import POLICIES, TreeOptions
 
 DOC = """gkeys plug-in module for portage.
@@ -99,11 +100,15 @@ class GkeysSync(NewBase):
         if kwargs:
             self._kwargs(kwargs)
         try:
-            return os.EX_OK, GitRepo(Path(self.repo.location)).resolve("HEAD") + "\n"
+            return os.EX_OK, GitRepo(Path(self.repo.location), spawn=self._spawn()).resolve("HEAD") + "\n"
         except GkeysError:
             return 1, False
 
     # -- internals ---------------------------------------------------------------------------------
+
+    def _spawn(self) -> SpawnSettings:
+        """Portage's uid/gid/umask for this repository (``sync-user``, ``FEATURES=usersync``, ``sync-umask``)."""
+        return SpawnSettings.from_portage(getattr(self, "spawn_kwargs", None))
 
     def _request(self, ctx: Gkeys) -> SyncRequest:
         opts: dict[str, str] = self.repo.module_specific_options
@@ -122,6 +127,7 @@ class GkeysSync(NewBase):
             clone_opts=shlex.split(opts.get("sync-git-clone-extra-opts", "")),
             fetch_opts=shlex.split(opts.get("sync-git-pull-extra-opts", "")),
             quiet=self.settings.get("PORTAGE_QUIET") == "1",
+            spawn=self._spawn(),
         )
 
     def _sync(self, *, first: bool) -> tuple[int, bool]:

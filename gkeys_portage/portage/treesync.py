@@ -1,30 +1,45 @@
-"""Verified git syncing: fetch, verify every new commit, and only then move the tree.
+"""Verified git syncing: fetch, verify every new commit, and only then write the tree.
 
 Used by the ``sync-type = gkeys`` Portage module (:mod:`gkeys_portage.portage.sync_module`) and kept
 free of Portage imports so it can be tested and reused on its own.
 
-* A first clone goes into a private directory beside the repository location and is renamed into
-  place only after its commits verified; on failure nothing is left at the location.
+* A first clone goes into a private directory beside the repository location with ``--no-checkout``
+  (only git's object store is written), its commits are verified, only then is the verified tip
+  checked out, and the directory is renamed into place; on failure nothing is left at the location.
+  Staging directories left by an interrupted sync (``.<name>.gkeys-*``) are removed first, under a
+  lock per location.
 * An update fetches into the remote-tracking branch, verifies the commits between the last verified
-  revision and the fetched top, and resets the work tree to the new top only if all passed.  On
-  failure the work tree stays at (or is put back to) the last verified revision.
+  revision and the fetched top, and only then moves the work tree (``reset --hard`` + ``clean -ffdx``,
+  checked clean afterwards).  On any failure the work tree is put back at the last verified revision
+  unconditionally (a ``reset --hard`` that failed part-way leaves HEAD where it was but files moved).
+* Git runs with Portage's spawn settings (``sync-user``, ``FEATURES=usersync``, ``sync-umask``), and a
+  new tree gets the owner and mode Portage gave the location.  Every file a fetch writes is capped at
+  ``[tree] max-fetch-mib`` (default 8192 MiB, 0 = no cap); a first checkout must fit in the free space.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
-from collections.abc import Callable, Mapping, Sequence
+import shutil
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gkeys_portage.core.context import Gkeys
-from gkeys_portage.core.errors import BadInputError, GkeysError, NotVerifiedError
-from gkeys_portage.core.state import staging_directory
+from gkeys_portage.core.errors import BadInputError, GkeysError
+from gkeys_portage.core.state import StateLock, staging_directory
 from gkeys_portage.verify.gitobjects import NO_SUBMODULES, GitRepo
+from gkeys_portage.verify.gitspawn import SpawnSettings
 from gkeys_portage.verify.tree import TreeOptions, TreeReport, TreeVerifier, last_verified, record_verified
+from gkeys_portage.verify.worktree import restore_revision
 
 Log = Callable[[str, str], None]  # (level, text): level is info, good, warn or error
+
+#: Default cap on every file one fetch or clone may write (``[tree] max-fetch-mib``).
+DEFAULT_MAX_FETCH_MIB = 8192.0
+_MIB = 1024 * 1024
 
 
 @dataclass
@@ -39,6 +54,7 @@ class SyncRequest:
     clone_opts: Sequence[str] = ()
     fetch_opts: Sequence[str] = ()
     quiet: bool = False
+    spawn: SpawnSettings = field(default_factory=SpawnSettings)  # Portage's uid/gid/umask for git
 
 
 @dataclass
@@ -63,42 +79,118 @@ def _failure(log: Log, reason: str, report: TreeReport | None = None) -> SyncOut
     return SyncOutcome(False, False, reason, report)
 
 
+def staging_prefix(location: Path) -> str:
+    """The name prefix of the staging directories of ``location`` (``.<name>.gkeys-``)."""
+    return f".{location.name}.gkeys-"
+
+
+@contextlib.contextmanager
+def location_lock(ctx: Gkeys, location: Path) -> Iterator[None]:
+    """Serialize syncs of one location (a lock file per location in the gkeys state directory)."""
+    ctx.ensure_layout()
+    digest = hashlib.sha256(str(Path(location).resolve()).encode()).hexdigest()[:24]
+    path = ctx.layout.state_dir / "sync-locks" / f"{digest}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with StateLock(ctx.layout, path=path):
+        yield
+
+
+def remove_stale_staging(location: Path) -> int:
+    """Remove the staging directories an interrupted sync of ``location`` left; return how many.
+
+    Call only under :func:`location_lock` (a running sync's staging directory is not stale).
+    """
+    removed = 0
+    if not location.parent.is_dir():
+        return 0
+    for path in location.parent.iterdir():
+        if not path.name.startswith(staging_prefix(location)):
+            continue
+        if path.is_symlink() or not path.is_dir():
+            path.unlink()
+        else:
+            shutil.rmtree(path)
+        removed += 1
+    return removed
+
+
+def fetch_cap(ctx: Gkeys) -> int | None:
+    """The cap in bytes on each file a fetch writes (``[tree] max-fetch-mib``; None when 0)."""
+    mib = ctx.config.number("tree", "max-fetch-mib", DEFAULT_MAX_FETCH_MIB)
+    return int(mib * _MIB) or None
+
+
+def _checkout_size(repo: GitRepo, revision: str) -> int:
+    """Bytes a checkout of ``revision`` writes (file sizes rounded up to 4 KiB blocks)."""
+    out = repo.run("ls-tree", "-r", "-l", "-z", "--full-tree", revision).stdout
+    total = 0
+    for entry in out.split(b"\0"):
+        fields = entry.split(b"\t", 1)[0].split()
+        if len(fields) == 4 and fields[3].isdigit():
+            total += (int(fields[3]) + 4095) // 4096 * 4096
+    return total
+
+
+def _require_space(repo: GitRepo, revision: str) -> None:
+    """Refuse a checkout that cannot fit in the free space of the repository's file system."""
+    needed = _checkout_size(repo, revision)
+    free = shutil.disk_usage(repo.path).free
+    if needed > free:
+        raise BadInputError(f"checking out {revision[:12]} needs {needed // _MIB} MiB but {repo.path.parent} "
+                            f"has {free // _MIB} MiB free; free some space and sync again")
+
+
 def clone_verified(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
-    """First clone into a staging directory; move it into place only once verified."""
+    """First clone into a staging directory without a checkout; check out and move into place once verified."""
     location = request.location
     location.parent.mkdir(parents=True, exist_ok=True)
-    if location.exists() and (not location.is_dir() or any(location.iterdir())):
-        return _failure(log, f"gkeys: {location} exists and is not empty; refusing to clone over it")
     try:
-        with staging_directory(location.parent, f".{location.name}.gkeys-") as staging:
-            repo = GitRepo(staging, extra_env=request.git_env)
-            depth = request.clone_depth
-            if depth is None:
-                depth = 1 if request.options.policy == "top" else 0
-            args = ["clone", "--no-tags", *NO_SUBMODULES] + (["--depth", str(depth)] if depth else [])
-            args += (["--quiet"] if request.quiet else []) + list(request.clone_opts) + ["--", request.uri, "."]
-            log("info", f"gkeys: cloning {request.uri} into a staging directory")
-            repo.run(*args)
-            verifier = TreeVerifier(ctx, request.options)
-            tip = repo.resolve("HEAD")
-            base, hashes = verifier.plan(repo, tip, None)
-            report = verifier.verify(repo, hashes, tip=tip, base=base)
-            report.repo = location  # report the place the user knows, not the staging directory
-            if not report.ok:
-                return _failure(log, f"gkeys: first clone of {request.uri} NOT verified; nothing installed at "
-                                     f"{location}", report)
-            _emit(log, report)
-            with contextlib.suppress(FileNotFoundError):
-                location.rmdir()  # the empty directory Portage created
-            os.rename(staging, location)
-            record_verified(ctx, location, tip)  # replaces any older record of the location
-            return SyncOutcome(True, True, report=report)
+        with location_lock(ctx, location):
+            removed = remove_stale_staging(location)
+            if removed:
+                log("info", f"gkeys: removed {removed} staging director{'y' if removed == 1 else 'ies'} "
+                            "left by an interrupted sync")
+            return _clone(ctx, request, log)
     except GkeysError as exc:
-        return _failure(log, f"gkeys: {exc.message}")
+        return _failure(log, f"gkeys: first clone into {location} failed, nothing installed: {exc.message}")
+    except OSError as exc:
+        return _failure(log, f"gkeys: first clone into {location} failed, nothing installed: {exc}")
     finally:
         with contextlib.suppress(OSError):
             if location.is_dir() and not (location / ".git").exists() and not any(location.iterdir()):
                 location.rmdir()
+
+
+def _clone(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
+    location = request.location
+    if location.exists() and (not location.is_dir() or any(location.iterdir())):
+        return _failure(log, f"gkeys: {location} exists and is not empty; refusing to clone over it")
+    with staging_directory(location.parent, staging_prefix(location)) as staging:
+        request.spawn.prepare_directory(staging, like=location if location.is_dir() else None)
+        repo = GitRepo(staging, extra_env=request.git_env, spawn=request.spawn)
+        depth = request.clone_depth
+        if depth is None:
+            depth = 1 if request.options.policy == "top" else 0
+        args = ["clone", "--no-checkout", "--no-tags", *NO_SUBMODULES] + (["--depth", str(depth)] if depth else [])
+        args += (["--quiet"] if request.quiet else []) + list(request.clone_opts) + ["--", request.uri, "."]
+        log("info", f"gkeys: cloning {request.uri} into a staging directory")
+        repo.run(*args, max_file_size=fetch_cap(ctx))
+        verifier = TreeVerifier(ctx, request.options)
+        tip = repo.resolve("HEAD")
+        base, hashes = verifier.plan(repo, tip, None)
+        report = verifier.verify(repo, hashes, tip=tip, base=base)
+        report.repo = location  # report the place the user knows, not the staging directory
+        if not report.ok:
+            return _failure(log, f"gkeys: first clone of {request.uri} NOT verified; nothing installed at "
+                                 f"{location}", report)
+        _require_space(repo, tip)
+        restore_revision(repo, tip)  # the first file of the tree is written only now
+        _emit(log, report)
+        with contextlib.suppress(FileNotFoundError):
+            location.rmdir()  # the empty directory Portage created
+        os.rename(staging, location)
+        record_verified(ctx, location, tip)  # replaces any older record of the location
+        return SyncOutcome(True, True, report=report)
 
 
 def _upstream(repo: GitRepo) -> tuple[str, str]:
@@ -111,8 +203,22 @@ def _upstream(repo: GitRepo) -> tuple[str, str]:
 
 
 def update_verified(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
-    """Fetch, verify the new commits, and move the work tree only if all of them verified."""
-    repo = GitRepo(request.location, extra_env=request.git_env)
+    """Fetch, verify the new commits, and move the work tree only if all of them verified.
+
+    On any failure the work tree is put back at the last verified revision and checked clean.
+    """
+    try:
+        with location_lock(ctx, request.location):
+            remove_stale_staging(request.location)
+            return _update(ctx, request, log)
+    except GkeysError as exc:
+        return _failure(log, f"gkeys: {request.location} NOT updated: {exc.message}")
+    except OSError as exc:  # e.g. a stale staging directory that cannot be removed
+        return _failure(log, f"gkeys: {request.location} NOT updated: {exc}")
+
+
+def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
+    repo = GitRepo(request.location, extra_env=request.git_env, spawn=request.spawn)
     recorded = last_verified(ctx.layout, repo.path)
     try:
         previous = repo.resolve("HEAD")
@@ -121,28 +227,38 @@ def update_verified(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
         if request.uri and url != request.uri:
             repo.run("remote", "set-url", remote, request.uri)
         repo.run("fetch", "--no-tags", *NO_SUBMODULES, *(["--quiet"] if request.quiet else []),
-                 *request.fetch_opts, remote)
+                 *request.fetch_opts, remote, max_file_size=fetch_cap(ctx))
         tip = repo.resolve(tracking)
         verifier = TreeVerifier(ctx, request.options)
         base, hashes = verifier.plan(repo, tip, recorded)
         report = verifier.verify(repo, hashes, tip=tip, base=base)
         if not report.ok:
-            _restore(repo, recorded, previous, log)
-            return _failure(log, f"gkeys: {request.location} NOT updated: {report.reason()}", report)
+            note = _restore(repo, recorded, log)
+            return _failure(log, f"gkeys: {request.location} NOT updated: {report.reason()}{note}", report)
         _emit(log, report)
-        repo.run("reset", "--hard", "--quiet", tip)
+        restore_revision(repo, tip)  # reset --hard + clean -ffdx, checked clean afterwards
         record_verified(ctx, repo.path, tip)
         return SyncOutcome(True, tip != previous, report=report)
-    except NotVerifiedError as exc:
-        with contextlib.suppress(GkeysError):
-            _restore(repo, recorded, repo.resolve("HEAD"), log)
-        return _failure(log, f"gkeys: {request.location} NOT updated: {exc.message}")
     except GkeysError as exc:
-        return _failure(log, f"gkeys: {request.location} NOT updated: {exc.message}")
+        note = _restore(repo, recorded, log)
+        return _failure(log, f"gkeys: {request.location} NOT updated: {exc.message}{note}")
+    except BaseException:  # a bug, a full disk, Ctrl-C: the tree must still not stay half-moved
+        with contextlib.suppress(Exception):
+            _restore(repo, recorded, log)
+        raise
 
 
-def _restore(repo: GitRepo, recorded: str | None, current: str, log: Log) -> None:
-    """Put the work tree back at the last verified revision if it is anywhere else."""
-    if recorded and current != recorded and repo.has_commit(recorded):
-        repo.run("reset", "--hard", "--quiet", recorded)
-        log("warn", f"gkeys: work tree reset to the last verified revision {recorded[:12]}")
+def _restore(repo: GitRepo, recorded: str | None, log: Log) -> str:
+    """Put the work tree back at the last verified revision, unconditionally; a note for the message.
+
+    HEAD is no guide: a ``reset --hard`` that failed part-way moved files but not HEAD.
+    """
+    if not recorded or not repo.has_commit(recorded):
+        return ""
+    try:
+        restore_revision(repo, recorded)
+    except GkeysError as exc:
+        return (f"; restoring the last verified revision {recorded[:12]} FAILED ({exc.message}): the tree is "
+                f"not a verified revision, remove {repo.path} and sync again")
+    log("info", f"gkeys: work tree at the last verified revision {recorded[:12]}")
+    return ""

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gkeys_portage.core.errors import BadInputError, UntrustedRepositoryError
+from gkeys_portage.verify.gitspawn import SpawnSettings, file_size_limit
 
 #: Environment variables passed through to git (network access for fetch/clone; nothing else).
 PASSTHROUGH = ("PATH", "http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "no_proxy", "NO_PROXY",
@@ -151,6 +152,15 @@ def repository_owners(path: Path, owners: Collection[int]) -> frozenset[int]:
     return frozenset(seen)
 
 
+def printable(text: str, limit: int = 300) -> str:
+    """``text`` safe for a terminal line: control characters as ``\\xNN``, shortened in the middle.
+
+    Paths and git messages can carry names an attacker chose (escape sequences, 300-byte components).
+    """
+    text = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
+    return text if len(text) <= limit else text[: limit // 2] + "..." + text[-(limit // 2):]
+
+
 @dataclass
 class Commit:
     """A raw commit object split the way git splits it for signature verification."""
@@ -219,15 +229,17 @@ class GitRepo:
     """Read-only access to one repository through plumbing commands, in the hardened environment.
 
     Git runs only in a repository owned by the effective user, the ``portage`` account
-    (:data:`PORTAGE_ACCOUNTS`) or one of ``owners`` (e.g. the sync user Portage names); every call checks
-    the ownership first (:func:`repository_owners`).
+    (:data:`PORTAGE_ACCOUNTS`), the user git runs as (``spawn``: Portage's sync-user / usersync /
+    sync-umask) or one of ``owners``; every call checks the ownership first (:func:`repository_owners`).
     """
 
     def __init__(self, path: Path, *, extra_env: Mapping[str, str] | None = None,
-                 owners: Collection[int] = ()) -> None:
+                 owners: Collection[int] = (), spawn: SpawnSettings | None = None) -> None:
         self.path = Path(path).resolve()
         self.env = git_environment(extra_env)
-        self.owners = frozenset(owners) | account_uids(*PORTAGE_ACCOUNTS)
+        self.spawn = spawn or SpawnSettings()  # uid/gid/umask git runs with (Portage's sync-user)
+        spawn_uids = frozenset({self.spawn.uid}) if self.spawn.uid is not None else frozenset()
+        self.owners = frozenset(owners) | spawn_uids | account_uids(*PORTAGE_ACCOUNTS)
 
     def command(self, *args: str, safe_directory: bool = False) -> list[str]:
         """The full argv of a git call with the explicit settings.
@@ -241,18 +253,28 @@ class GitRepo:
             settings += ["-c", setting]
         return ["git", "--no-replace-objects", "-C", str(self.path), *settings, *args]
 
-    def run(self, *args: str, stdin: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess[bytes]:
-        """Run git; raise :class:`BadInputError` with git's last error line when ``check`` fails, and
-        :class:`UntrustedRepositoryError` (before git starts) for a repository another user owns."""
-        foreign = repository_owners(self.path, self.owners) - {os.geteuid()}
+    def run(self, *args: str, stdin: bytes | None = None, check: bool = True,
+            max_file_size: int | None = None) -> subprocess.CompletedProcess[bytes]:
+        """Run git; raise :class:`BadInputError` with git's first error line when ``check`` fails, and
+        :class:`UntrustedRepositoryError` (before git starts) for a repository another user owns.
+
+        ``max_file_size`` caps every file git writes (a fetched pack); exceeding it is always an error.
+        """
+        runs_as = self.spawn.uid if self.spawn.switches_user and self.spawn.uid is not None else os.geteuid()
+        foreign = repository_owners(self.path, self.owners) - {runs_as}
         try:
             result = subprocess.run(self.command(*args, safe_directory=bool(foreign)), input=stdin,
-                                    capture_output=True, env=self.env, check=False, timeout=3600)
-        except (OSError, subprocess.TimeoutExpired) as exc:
+                                    capture_output=True, env=self.env, check=False, timeout=3600,
+                                    preexec_fn=file_size_limit(max_file_size), **self.spawn.run_kwargs())
+        except (OSError, subprocess.SubprocessError) as exc:
             raise BadInputError(f"cannot run git: {exc}") from exc
         if check and result.returncode != 0:
             lines = [ln for ln in result.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
-            reason = lines[-1].strip() if lines else f"exit status {result.returncode}"
+            causes = [ln for ln in lines if ln.startswith(("error: ", "fatal: "))]  # the cause, not a closing hint
+            reason = printable((causes[0] if causes else lines[-1]).strip()) if lines else \
+                f"exit status {result.returncode}"
+            if max_file_size:  # git's helper (index-pack) dies of SIGXFSZ; git itself reports another error
+                reason += f" (every file git may write here is capped at {max_file_size // 1048576} MiB)"
             raise BadInputError(f"git {args[0]} failed in {self.path}: {reason}")
         return result
 
