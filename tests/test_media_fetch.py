@@ -233,3 +233,55 @@ def test_connection_stalling_mid_body_resumes_in_the_same_run(menv, keys: KeyFac
     assert result.code == 0, result.text
     assert calls == ["", f"bytes={half}-"]
     assert (dest / STAGE3).read_bytes() == media.data
+
+
+@pytest.fixture
+def other_filesystem(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A fresh directory on another filesystem than ``tmp_path`` (tmpfs /dev/shm), removed afterwards."""
+    import shutil
+    import tempfile
+
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("no second filesystem (/dev/shm) to install across")
+    folder = Path(tempfile.mkdtemp(prefix="gkeys-test-", dir=shm))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_install_across_filesystems_never_follows_a_planted_partial_symlink(
+        menv, keys: KeyFactory, tmp_path: Path, other_filesystem: Path) -> None:
+    """Issue 11 item 9: with -d DIR on another filesystem the files were copied to the predictable
+    DIR/.NAME.partial with shutil.copyfile, which follows a symlink a local user planted there (the
+    victim file was overwritten with the stage3).  Now the copy goes to a mkstemp file and is renamed."""
+    url = make_media(keys, tmp_path / "src").publish(menv.server)
+    dest = other_filesystem / "dest"
+    dest.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    names = [STAGE3 + s for s in ("", ".asc", ".DIGESTS", ".sha256", ".CONTENTS.gz")]
+    for name in names:
+        (dest / f".{name}.partial").symlink_to(victim)
+    (dest / (STAGE3 + ".asc")).symlink_to(victim)  # a planted final name is replaced, not written through
+    result = menv.run("fetch-media", url, "-d", str(dest))
+    assert result.code == 0, result.text
+    assert victim.read_bytes() == b"precious"
+    assert not (dest / (STAGE3 + ".asc")).is_symlink()
+    assert (dest / STAGE3).read_bytes() == (tmp_path / "src" / STAGE3).read_bytes()
+    left = {p.name for p in dest.iterdir()}
+    assert left == set(names) | {f".{name}.partial" for name in names}  # only the planted links remain
+
+
+def test_install_into_an_unusable_destination_is_one_line(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    """A directory planted under the file's name (or a DIR that is a file) is one line, exit 2, no traceback;
+    the verified file stays in quarantine."""
+    url = make_media(keys, tmp_path / "src").publish(menv.server)
+    dest = tmp_path / "dest"
+    (dest / STAGE3).mkdir(parents=True)
+    result = menv.run("fetch-media", url, "-d", str(dest))
+    assert result.code == 2, result.text
+    assert "cannot install" in result.err and "Traceback" not in result.text
+    assert len([ln for ln in result.err.splitlines() if ln.strip()]) == 1, result.err
+    assert (_quarantine(menv) / STAGE3).exists()

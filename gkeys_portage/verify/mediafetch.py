@@ -10,10 +10,13 @@ downloads afresh) and nothing reaches the destination.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import re
 import shutil
+import stat
+import tempfile
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -204,20 +207,49 @@ def _exclusive(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
+def _copy_beside(source: Path, final: Path) -> None:
+    """Copy ``source`` to ``final`` on another filesystem: into a fresh temp file that
+    :func:`tempfile.mkstemp` creates in ``final``'s directory (``O_EXCL``, so a planted file or symlink is
+    never opened), fsync, then rename over ``final`` (a symlink there is replaced, not followed)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent)
+    try:
+        with os.fdopen(fd, "wb") as out, open(source, "rb") as data:
+            shutil.copyfileobj(data, out, 1 << 20)
+            out.flush()
+            os.fchmod(out.fileno(), stat.S_IMODE(os.fstat(data.fileno()).st_mode))
+            os.fsync(out.fileno())
+        os.replace(tmp, final)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def install(files: list[Path], dest_dir: Path) -> list[Path]:
-    """Move verified files into ``dest_dir`` (the main file last); each appears atomically."""
-    dest_dir.mkdir(parents=True, exist_ok=True)
+    """Move verified files into ``dest_dir`` (the main file last); each appears atomically.
+
+    ``dest_dir`` may be shared with other users (``-d /tmp/x``): a file is renamed into place, or, across
+    filesystems, copied into a temp file only this run created (see :func:`_copy_beside`); a name in
+    ``dest_dir`` is never opened for writing.
+    """
     installed = []
-    for source in files:
-        final = dest_dir / source.name
-        partial = dest_dir / f".{source.name}.partial"
-        try:
-            os.replace(source, final)
-        except OSError:  # another filesystem: copy beside, then rename
-            shutil.copyfile(source, partial)
-            os.replace(partial, final)
-            source.unlink()
-        installed.append(final)
+    final = dest_dir
+    try:
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        for source in files:
+            final = dest_dir / source.name
+            try:
+                os.replace(source, final)
+            except OSError as exc:
+                if exc.errno != errno.EXDEV:
+                    raise
+                _copy_beside(source, final)
+                source.unlink()
+            installed.append(final)
+    except OSError as exc:
+        kept = files[0].parent if files else dest_dir
+        raise StateError(f"cannot install {final}: {exc.strerror or exc}; the verified files not yet "
+                         f"installed stay in {kept} (choose another -d DIR)") from exc
     fsync_directory(dest_dir)
     return installed
 
