@@ -285,3 +285,33 @@ def test_install_into_an_unusable_destination_is_one_line(menv, keys: KeyFactory
     assert "cannot install" in result.err and "Traceback" not in result.text
     assert len([ln for ln in result.err.splitlines() if ln.strip()]) == 1, result.err
     assert (_quarantine(menv) / STAGE3).exists()
+
+
+def test_latest_listing_another_product_is_refused(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    """Issue 11 item 5: asking for stage3-amd64-hardened-openrc installed the 2020 stage3-i686-musl that a
+    (genuinely signed) other product's latest file, served under the asked-for name, pointed at."""
+    old_stamp = "20200101T000000Z"
+    musl = make_media(keys, tmp_path / "musl", f"stage3-i686-musl-{old_stamp}.tar.xz")
+    musl.publish(menv.server, f"{AUTOBUILDS}/{old_stamp}")
+    flavour = "stage3-amd64-hardened-openrc"
+    publish_latest(keys, menv.server, tmp_path, flavour, f"{old_stamp}/{musl.name} {len(musl.data)}", ts=1867289202)
+    dest = tmp_path / "dest"
+    result = menv.run("fetch-media", "--latest", flavour, "--mirror", menv.server.url, "-d", str(dest))
+    _refused_fetch(menv, dest, result, 1, f"lists no {flavour}-<stamp> file (it lists {musl.name})")
+    assert f"/{AUTOBUILDS}/{old_stamp}/{musl.name}" not in menv.server.log  # nothing downloaded
+
+
+def test_newer_list_naming_an_older_build_is_a_rollback(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    """The ts rollback record cannot be sidestepped by a newer-ts list (e.g. a combined list) whose entry for
+    NAME is an older build than the one installed before."""
+    media = make_media(keys, tmp_path / "src")
+    media.publish(menv.server)
+    publish_latest(keys, menv.server, tmp_path, FLAVOUR, f"{STAMP}/{STAGE3} {len(media.data)}", ts=1767289202)
+    assert _fetch_latest(menv, tmp_path / "first").code == 0
+    old_stamp = "20251201T170000Z"
+    old = make_media(keys, tmp_path / "old", f"{FLAVOUR}-{old_stamp}.tar.xz")
+    old.publish(menv.server, f"{AUTOBUILDS}/{old_stamp}")
+    publish_latest(keys, menv.server, tmp_path, FLAVOUR, f"{old_stamp}/{old.name} {len(old.data)}",
+                   ts=1767289202 + 86400)
+    dest = tmp_path / "dest"
+    _refused_fetch(menv, dest, _fetch_latest(menv, dest), 1, f"built {old_stamp}, before the build {STAMP}")

@@ -126,8 +126,9 @@ the file); 2 bad input (unsafe or conflicting DIGESTS entries); 3 network failur
 FETCH_DESCRIPTION = """\
 Download a release file with its siblings, verify it exactly as verify-media does, and only then
 move it (and its siblings) into DIR.  With --latest NAME the mirror's clearsigned
-releases/ARCH/autobuilds/latest-NAME.txt is verified first and its newest entry is fetched; the
-size it announces is enforced (a server that sends more is refused).
+releases/ARCH/autobuilds/latest-NAME.txt is verified first and its newest NAME-<stamp>.<ext> entry
+is fetched (a list naming no file of NAME is refused, and so is a build older than one fetched
+before); the size it announces is enforced (a server that sends more is refused).
 
 Downloads go to a quarantine folder under the state directory (state/quarantine/media/).  A partial
 download is resumed with an HTTP Range request by the next run; a download that stalls for

@@ -35,7 +35,7 @@ from gkeys_portage.core.errors import (
 )
 from gkeys_portage.core.http import NotFoundError, safe_url
 from gkeys_portage.core.state import atomic_write, atomic_write_json, fsync_directory, read_json, staging_directory
-from gkeys_portage.verify.digests import LatestEntry, check_name, latest_timestamp, newest, parse_latest
+from gkeys_portage.verify.digests import LatestEntry, check_name, latest_timestamp, newest_of_product, parse_latest
 from gkeys_portage.verify.download import Downloader
 from gkeys_portage.verify.media import (
     ALL_SIBLINGS,
@@ -54,6 +54,8 @@ DEFAULT_MIRROR = "https://distfiles.gentoo.org"
 DEFAULT_CATEGORY = "gentoo"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.+-]*$")
 RECORD = "media-latest"
+#: ``{NAME: build stamp}`` of the newest file installed by ``--latest NAME``.
+BUILD_RECORD = "media-latest-builds"
 
 Progress = Callable[[int, int], None]
 
@@ -67,6 +69,7 @@ class LatestChoice:
     entry: LatestEntry
     signed: SignedBy
     timestamp: int | None = None
+    build: str = ""
 
 
 @dataclass
@@ -121,12 +124,12 @@ def resolve_latest(ctx: Gkeys, verifier: SignatureVerifier, mirror: str, name: s
             from exc
     good = checked(latest, verifier.clearsigned, data)
     text = signed_text(good.plaintext or b"", latest)
-    entry = newest(parse_latest(text, latest))
+    entry, build = newest_of_product(parse_latest(text, latest), name, latest)
     url = urllib.parse.urljoin(base, entry.path)
     if not url.startswith(base):
         raise BadInputError(f"{latest}: {entry.path!r} points outside the mirror")
     choice = LatestChoice(latest, url, entry, SignedBy(latest, "clearsigned latest file", good.signer),
-                          latest_timestamp(text))
+                          latest_timestamp(text), build)
     _check_rollback(ctx, name, choice)
     _check_age(ctx, choice)
     return choice
@@ -142,22 +145,30 @@ def _check_age(ctx: Gkeys, choice: LatestChoice) -> None:
 
 
 def _check_rollback(ctx: Gkeys, name: str, choice: LatestChoice) -> None:
-    """Refuse a validly signed latest file older than one fetched before (a replayed mirror)."""
+    """Refuse a validly signed latest file older than one fetched before (a replayed mirror), and a build of
+    ``name`` older than one installed before (whatever the list's ``ts`` says)."""
     seen = read_json(ctx.layout.record(RECORD), {}).get(name)
     if isinstance(seen, int) and (choice.timestamp is None or choice.timestamp < seen):
         raise RollbackError(f"{choice.latest}: ts={choice.timestamp} is older than ts={seen} fetched before "
                             f"(a stale or replayed mirror); refused")
+    built = read_json(ctx.layout.record(BUILD_RECORD), {}).get(name)
+    if isinstance(built, str) and choice.build < built:
+        raise RollbackError(f"{choice.latest}: its newest {name} was built {choice.build}, before the build "
+                            f"{built} fetched earlier (a stale or replayed mirror); refused")
 
 
 def _record_latest(ctx: Gkeys, name: str, choice: LatestChoice) -> None:
-    """Remember the newest latest-file time stamp fetched for ``name``."""
-    if choice.timestamp is None:
-        return
+    """Remember the newest latest-file time stamp and build stamp fetched for ``name``."""
     with ctx.lock:
-        path = ctx.layout.record(RECORD)
-        record = read_json(path, {})
-        record[name] = max(choice.timestamp, record.get(name, 0))
-        atomic_write_json(path, record)
+        if choice.timestamp is not None:
+            path = ctx.layout.record(RECORD)
+            record = read_json(path, {})
+            record[name] = max(choice.timestamp, record.get(name, 0))
+            atomic_write_json(path, record)
+        path = ctx.layout.record(BUILD_RECORD)
+        builds = read_json(path, {})
+        builds[name] = max(choice.build, str(builds.get(name, "")))
+        atomic_write_json(path, builds)
 
 
 def fetch_siblings(ctx: Gkeys, url: str, folder: Path, name: str) -> list[str]:
