@@ -256,3 +256,20 @@ def test_parse_request_styles() -> None:
     assert joined.command == words.command == ["wget", "-O", "/d/a b", "u"]
     assert FetchRequest("https://m/x/stage3-a.tar.xz", Path("/d/s" + DOWNLOAD_SUFFIX), []).names == \
         ["s", "stage3-a.tar.xz"]
+
+
+def test_asc_only_media_must_be_bound_to_its_name(wrapper: Wrapper) -> None:
+    """Issue 11 item 4 in the wrapper: an .asc made before the build stamp in the name is refused and the file
+    removed; ``[fetch] allow-unnamed = yes`` accepts it."""
+    name = "stage3-amd64-openrc-20271201T170321Z.tar.xz"
+    media = make_media(wrapper.env.keys, wrapper.env.root / "mirror", name=name, siblings=(".asc",))
+    url = wrapper.publish(media)
+    assert wrapper.run(url, name) == 1
+    assert "not bound to its name" in wrapper.output()
+    assert not (wrapper.distdir / name).exists()
+    wrapper.env.write_config(extra="[fetch]\nallow-unnamed = yes\n")
+    assert wrapper.run(url, name) == 0, wrapper.output()
+    assert (wrapper.distdir / name).read_bytes() == media.data
+    wrapper.env.write_config(extra="[fetch]\nallow-unnamed = maybe\n")
+    assert wrapper.run(url, name) == 2
+    assert "[fetch] allow-unnamed: expected yes or no" in wrapper.output()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -195,3 +196,53 @@ def test_contents_mismatch_and_wrong_nick(menv, keys: KeyFactory, tmp_path: Path
 def test_missing_file_is_bad_input(menv, tmp_path: Path) -> None:
     result = menv.run("verify-media", str(tmp_path / "nope.tar.xz"))
     assert result.code == 2 and "no such file" in result.err
+
+
+# -- binding the file to its name (issue 11 item 4) ----------------------------------------------------------
+
+NEWER = "stage3-amd64-openrc-20271201T170321Z.tar.xz"  # a build stamp later than any signature made today
+
+
+def _asc_only(keys: KeyFactory, folder: Path, name: str) -> Path:
+    """An old release with its genuine .asc, served under ``name``; DIGESTS and .sha256 absent (404)."""
+    return make_media(keys, folder, name, hashlib.sha512(b"old release").digest() * 64, siblings=(".asc",)).path
+
+
+def test_old_release_under_a_newer_name_is_refused(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    """The .asc is genuine but was made before the build stamp in the name: it signs an older build."""
+    path = _asc_only(keys, tmp_path / "m", NEWER)
+    err = _refused(menv, path, 1, f"{NEWER}: not bound to its name", "before the build stamp 20271201T170321Z",
+                   "--allow-unnamed")
+    assert "Traceback" not in err
+    result = menv.run("--json", "verify-media", "--allow-unnamed", str(path))
+    assert result.code == 0, result.text
+    doc = json.loads(result.out)
+    assert doc["name"]["rule"] == "allowed-unnamed" and "before the build stamp" in doc["name"]["detail"]
+
+
+@pytest.mark.parametrize("name", ["stage3-amd64-openrc-latest.tar.xz", "install-amd64-minimal.iso",
+                                  "stage3-amd64-openrc-20261399T999999Z.tar.xz"])  # not a real date: no stamp
+def test_asc_only_without_build_stamp_needs_allow_unnamed(menv, keys: KeyFactory, tmp_path: Path, name: str) -> None:
+    path = _asc_only(keys, tmp_path / "m", name)
+    _refused(menv, path, 1, f"{name}: not bound to its name", "carries no build stamp", f"fetch {name}.DIGESTS")
+    result = menv.run("verify-media", "--allow-unnamed", str(path))
+    assert result.code == 0, result.text
+    assert "name bound (allowed-unnamed)" in result.out and "accepted with --allow-unnamed" in result.err
+
+
+def test_asc_made_after_the_build_stamp_binds_the_name(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    path = _asc_only(keys, tmp_path / "m", STAGE3)  # stamp 2026-01-01, signature made today
+    result = menv.run("verify-media", str(path))
+    assert result.code == 0, result.text
+    assert f"{STAGE3}: name bound (signed-after-build): {STAGE3}.asc was made" in result.out
+    doc = json.loads(menv.run("--json", "verify-media", str(path)).out)
+    assert doc["name"]["rule"] == "signed-after-build"
+
+
+def test_signed_digests_listing_the_file_bind_the_name(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    media = make_media(keys, tmp_path / "m", NEWER)  # the stamp does not matter when a DIGESTS lists the file
+    result = menv.run("--json", "verify-media", str(media.path))
+    assert result.code == 0, result.text
+    doc = json.loads(result.out)
+    assert doc["name"]["rule"] == "listed"
+    assert doc["name"]["detail"] == f"{NEWER}.DIGESTS, {NEWER}.sha256 list(s) {NEWER} by name"

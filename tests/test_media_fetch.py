@@ -315,3 +315,19 @@ def test_newer_list_naming_an_older_build_is_a_rollback(menv, keys: KeyFactory, 
                    ts=1767289202 + 86400)
     dest = tmp_path / "dest"
     _refused_fetch(menv, dest, _fetch_latest(menv, dest), 1, f"built {old_stamp}, before the build {STAMP}")
+
+
+def test_old_release_served_under_a_newer_name_is_not_installed(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    """Issue 11 item 4 end to end: an old release with its genuine .asc under a newer name, DIGESTS and .sha256
+    answering 404, was "verified (1 signed sibling(s), 0 digest(s) matched)" and installed."""
+    newer_stamp = "20271201T170321Z"
+    name = f"{FLAVOUR}-{newer_stamp}.tar.xz"
+    old = make_media(keys, tmp_path / "src", name, siblings=(".asc",))
+    url = old.publish(menv.server, f"{AUTOBUILDS}/{newer_stamp}")
+    dest = tmp_path / "dest"
+    _refused_fetch(menv, dest, menv.run("fetch-media", url, "-d", str(dest)), 1, f"{name}: not bound to its name")
+    assert (_quarantine(menv) / (name + ".rejected")).exists()
+    result = menv.run("--json", "fetch-media", "--allow-unnamed", url, "-d", str(dest))
+    assert result.code == 0, result.text
+    assert json.loads(result.out)["name"]["rule"] == "allowed-unnamed"
+    assert (dest / name).read_bytes() == old.data

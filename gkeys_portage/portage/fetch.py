@@ -128,6 +128,11 @@ def patterns(config: Config) -> list[str]:
     return config.get("fetch", "patterns", " ".join(DEFAULT_PATTERNS)).split()
 
 
+def allow_unnamed(config: Config) -> bool:
+    """``[fetch] allow-unnamed`` (default no): accept media that nothing signed binds to their name."""
+    return config.flag("fetch", "allow-unnamed", False)
+
+
 def wants_verification(request: FetchRequest, globs: Sequence[str]) -> bool:
     """True if any name of the download matches one of ``globs``."""
     return any(fnmatch.fnmatchcase(name, glob) for name in request.names for glob in globs)
@@ -166,10 +171,11 @@ def link_media(request: FetchRequest, stage: Path) -> Path:
 
 def media_verifier(ctx: Gkeys) -> MediaVerifier:
     """The release-media verifier for ``[fetch] category``/``nick`` (default: ``[media] category``, else
-    gentoo; any seed of it)."""
+    gentoo; any seed of it); ``[fetch] allow-unnamed = yes`` accepts files nothing signed binds to their name."""
     category = ctx.config.get("fetch", "category", ctx.config.get("media", "category", DEFAULT_CATEGORY))
     nick = ctx.config.get("fetch", "nick", "").strip()
-    return MediaVerifier(ctx.verifier(category, [nick] if nick else []), category)
+    return MediaVerifier(ctx.verifier(category, [nick] if nick else []), category,
+                         allow_unnamed=allow_unnamed(ctx.config))
 
 
 @dataclass
@@ -243,6 +249,7 @@ def _main(argv: Sequence[str] | None) -> int:
         request = parse_request(sys.argv[1:] if argv is None else argv)
         ctx = Gkeys(load_config(request.config, request.root))
         globs = patterns(ctx.config)
+        allow_unnamed(ctx.config)  # a bad value is a configuration error before anything is downloaded
     except GkeysError as exc:
         console.fail(f"gkeys-fetch: {exc.message}", exc.exit_code)
         return exc.exit_code

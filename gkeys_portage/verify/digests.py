@@ -19,6 +19,7 @@ import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TextIO
 
 from gkeys_portage.core.errors import BadInputError, NotVerifiedError
@@ -242,9 +243,18 @@ def normal_stamp(stamp: str) -> str:
     return stamp if "T" in stamp else stamp + "T000000Z"
 
 
+def stamp_time(stamp: str) -> datetime | None:
+    """A build stamp (``20261201T170321Z`` or ``20200101``) as a UTC time; None if it is no real date."""
+    try:
+        return datetime.strptime(normal_stamp(stamp), "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
 def name_stamps(filename: str) -> list[str]:
-    """Every build stamp written in a release file name (``stage3-…-20261201T170321Z.tar.xz``), normalised."""
-    return [normal_stamp(m.group(1)) for m in _NAME_STAMP.finditer(filename)]
+    """Every build stamp written in a release file name (``stage3-…-20261201T170321Z.tar.xz``), normalised;
+    digits that are no real date and time are not a stamp."""
+    return [normal_stamp(m.group(1)) for m in _NAME_STAMP.finditer(filename) if stamp_time(m.group(1))]
 
 
 def product_build(entry: LatestEntry, product: str) -> str | None:

@@ -266,10 +266,11 @@ def install(files: list[Path], dest_dir: Path) -> list[Path]:
 
 
 def fetch_media(ctx: Gkeys, url: str, dest_dir: Path, *, category: str, nick: str | None = None,
-                expected_size: int | None = None, progress: Progress | None = None) -> Fetched:
+                expected_size: int | None = None, progress: Progress | None = None,
+                allow_unnamed: bool = False) -> Fetched:
     """Download ``url`` with its siblings, verify them all, then move the file and the verified siblings
     into ``dest_dir``; siblings the verifier ignored or did not check are deleted from quarantine."""
-    media = MediaVerifier(ctx.verifier(category, [nick] if nick else []), category)
+    media = MediaVerifier(ctx.verifier(category, [nick] if nick else []), category, allow_unnamed=allow_unnamed)
     folder = quarantine_dir(ctx)
     with _exclusive(folder / f".{file_name(url)}.lock"):
         target, fetched = download_and_verify(ctx, media, url, folder, expected_size=expected_size,
@@ -285,20 +286,20 @@ def fetch_media(ctx: Gkeys, url: str, dest_dir: Path, *, category: str, nick: st
 
 
 def fetch_latest(ctx: Gkeys, name: str, mirror: str, dest_dir: Path, *, category: str, nick: str | None = None,
-                 arch: str | None = None, progress: Progress | None = None) -> Fetched:
+                 arch: str | None = None, progress: Progress | None = None, allow_unnamed: bool = False) -> Fetched:
     """Resolve the newest ``name`` from the mirror's signed latest file, then :func:`fetch_media` it."""
     choice = resolve_latest(ctx, ctx.verifier(category, [nick] if nick else []), mirror, name, arch)
     fetched = fetch_media(ctx, choice.url, dest_dir, category=category, nick=nick,
-                          expected_size=choice.entry.size, progress=progress)
+                          expected_size=choice.entry.size, progress=progress, allow_unnamed=allow_unnamed)
     _record_latest(ctx, name, choice)
     fetched.latest = choice
     return fetched
 
 
 def verify_url(ctx: Gkeys, url: str, *, category: str, nick: str | None = None,
-               progress: Progress | None = None) -> Fetched:
+               progress: Progress | None = None, allow_unnamed: bool = False) -> Fetched:
     """Download ``url`` and its siblings into a private quarantine folder, verify, then delete them."""
-    media = MediaVerifier(ctx.verifier(category, [nick] if nick else []), category)
+    media = MediaVerifier(ctx.verifier(category, [nick] if nick else []), category, allow_unnamed=allow_unnamed)
     with staging_directory(quarantine_dir(ctx), "verify-") as folder:
         _target, fetched = download_and_verify(ctx, media, url, folder, progress=progress)
     fetched.verification.file = url
