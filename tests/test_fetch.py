@@ -273,3 +273,23 @@ def test_asc_only_media_must_be_bound_to_its_name(wrapper: Wrapper) -> None:
     wrapper.env.write_config(extra="[fetch]\nallow-unnamed = maybe\n")
     assert wrapper.run(url, name) == 2
     assert "[fetch] allow-unnamed: expected yes or no" in wrapper.output()
+
+
+def test_renamed_media_from_a_distfiles_mirror_is_marked_by_config(wrapper: Wrapper) -> None:
+    """Issue 12 item 6: SRC_URI="…/stage3-….tar.xz -> gentoo-stage3.tar.xz" fetched from a Gentoo distfiles
+    mirror: the URI there names only the local name, so no media pattern matched and the file passed
+    unverified.  ``[fetch] renamed`` marks such local names as media: the mirror's copy (no signed sibling
+    beside it) is refused and removed, so Portage goes on to the upstream URI, where it verifies."""
+    local = "gentoo-stage3.tar.xz"
+    media = make_media(wrapper.env.keys, wrapper.env.root / "mirror")
+    upstream = wrapper.publish(media)
+    on_mirror = wrapper.env.server.publish(f"distfiles/{local}", b"not what releng signed")
+    assert wrapper.run(on_mirror, local) == 0  # the limit without configuration: passed through untouched
+    (wrapper.distdir / local).unlink()
+    wrapper.env.write_config(extra="[fetch]\nrenamed = gentoo-stage3*.tar.*\n")
+    assert wrapper.run(on_mirror, local) == 1
+    assert f"{local}: NOT verified, removed: nothing signed {local}" in wrapper.output()
+    assert not (wrapper.distdir / local).exists()
+    assert wrapper.run(upstream, local) == 0, wrapper.output()  # verified under the upstream name
+    assert (wrapper.distdir / local).read_bytes() == media.data
+    assert wrapper.leftovers() == [local]

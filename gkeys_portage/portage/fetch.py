@@ -6,8 +6,9 @@ Portage (>= 3.0.82) runs ``FETCH_WRAPPER`` with its own words expanded (``${URI}
 
     gkeys-fetch --uri URI --file DISTDIR/FILE [-c CONFIG] -- COMMAND...
 
-The wrapper runs the real command unchanged.  If the file name matches a pattern of ``[fetch]
-patterns`` (release media by default) and the command left a file behind, the file is checked with the
+The wrapper runs the real command unchanged.  If the file name (the local one or the URI's) matches a
+pattern of ``[fetch] patterns`` (release media by default) or ``[fetch] renamed`` (local names of
+media renamed with ``->``) and the command left a file behind, the file is checked with the
 release-media verifier (``gkeys verify-media``), pinned to ``[fetch] category`` (default
 ``[media] category``, else gentoo) and optionally ``[fetch] nick``, against the siblings beside the
 URI (``.asc``, ``.DIGESTS``, ``.DIGESTS.asc``, ``.sha256``, ``.CONTENTS.gz``), which are fetched into a
@@ -124,8 +125,14 @@ def parse_request(argv: Sequence[str]) -> FetchRequest:
 
 
 def patterns(config: Config) -> list[str]:
-    """``[fetch] patterns`` (space-separated globs), or the release-media defaults."""
-    return config.get("fetch", "patterns", " ".join(DEFAULT_PATTERNS)).split()
+    """``[fetch] patterns`` (space-separated globs, default: the release-media names) plus ``[fetch] renamed``.
+
+    ``renamed`` lists the local names (globs) of release media that ebuilds rename with ``SRC_URI="URI ->
+    name"``: on a Gentoo distfiles mirror such a file is found under its local name only (the URI's name is
+    then that name too), so no upstream pattern can match it there.
+    """
+    default = " ".join(DEFAULT_PATTERNS)
+    return config.get("fetch", "patterns", default).split() + config.get("fetch", "renamed", "").split()
 
 
 def allow_unnamed(config: Config) -> bool:
