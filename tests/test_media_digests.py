@@ -203,3 +203,23 @@ def test_newest_of_product_never_chooses_another_product() -> None:
     assert (entry.size, build) == (1, "20261201T170321Z")
     with pytest.raises(WrongProductError, match="lists no stage3-amd64-hardened-openrc-<stamp> file"):
         newest_of_product(parse_latest("20200101T000000Z/stage3-i686-musl-20200101T000000Z.tar.xz 2\n"), PRODUCT)
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85", "\x0c", "\x0b", "\x1e", "\x00"])
+def test_lines_split_at_lf_only_and_odd_separators_make_a_name_unusable(separator: str) -> None:
+    """sha512sum/b2sum split at LF only; str.splitlines() also split at these, so "hash  NAME<sep># x" was
+    read as an entry for NAME plus a comment.  Now the whole name is kept, and refused."""
+    with pytest.raises(BadInputError, match="unusable file name"):
+        parse_digests(f"# SHA512 HASH\n{H512}  {NAME}{separator}# x\n")
+
+
+def test_crlf_lines_and_trailing_blanks_still_parse() -> None:
+    parsed = parse_digests(f"# SHA512 HASH \r\n{H512}  {NAME} \t\r\n\r\n")
+    assert parsed.for_file(NAME) == {"SHA512": H512}
+    assert parse_latest(f"# ts=1\r\n20240107T170309Z/{NAME} 10\r\n")[0].size == 10
+
+
+def test_a_huge_name_gives_a_short_error() -> None:
+    with pytest.raises(BadInputError) as caught:
+        parse_digests(f"# SHA512 HASH\n{H512}  ../{'x' * 3_000_000}\n")
+    assert len(caught.value.message) < 200

@@ -297,7 +297,7 @@ def test_latest_listing_another_product_is_refused(menv, keys: KeyFactory, tmp_p
     publish_latest(keys, menv.server, tmp_path, flavour, f"{old_stamp}/{musl.name} {len(musl.data)}", ts=1867289202)
     dest = tmp_path / "dest"
     result = menv.run("fetch-media", "--latest", flavour, "--mirror", menv.server.url, "-d", str(dest))
-    _refused_fetch(menv, dest, result, 1, f"lists no {flavour}-<stamp> file (it lists {musl.name})")
+    _refused_fetch(menv, dest, result, 1, f"lists no {flavour}-<stamp> file (it lists '{musl.name}')")
     assert f"/{AUTOBUILDS}/{old_stamp}/{musl.name}" not in menv.server.log  # nothing downloaded
 
 

@@ -71,19 +71,26 @@ def hashlib_name(algorithm: str) -> str | None:
     return known[0]
 
 
+def shown(name: str, limit: int = 80) -> str:
+    """``repr(name)``, cut to ``limit`` characters (a 3 MB name must not become a 3 MB error line)."""
+    text = repr(name)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def check_name(name: str, where: str, *, absolute: bool = False) -> str:
     """Return the base name of a file named in a signed statement; refuse unsafe names
-    (absolute paths too, unless ``absolute``)."""
-    if not name or "\x00" in name or "\\" in name or any(ord(c) < 32 for c in name):
-        raise BadInputError(f"{where}: unusable file name {name!r}")
+    (absolute paths too, unless ``absolute``).  A name with a character that is not printable (NUL,
+    controls, Unicode line or paragraph separators) is unusable: other tools split or cut it differently."""
+    if not name or "\\" in name or not name.isprintable():
+        raise BadInputError(f"{where}: unusable file name {shown(name)}")
     if name.startswith("/") and not absolute:
-        raise BadInputError(f"{where}: absolute path {name!r} refused (names must be relative)")
+        raise BadInputError(f"{where}: absolute path {shown(name)} refused (names must be relative)")
     parts = name.split("/")
     if ".." in parts:
-        raise BadInputError(f"{where}: path traversal in file name {name!r} refused")
+        raise BadInputError(f"{where}: path traversal in file name {shown(name)} refused")
     base = parts[-1]
     if base in ("", "."):
-        raise BadInputError(f"{where}: file name {name!r} names a directory")
+        raise BadInputError(f"{where}: file name {shown(name)} names a directory")
     return base
 
 
@@ -136,7 +143,10 @@ def _add(result: DigestList, entry: DigestEntry, source: str) -> None:
 
 
 def _lines(text: str | TextIO) -> Iterable[str]:
-    return text.splitlines() if isinstance(text, str) else (line.rstrip("\r\n") for line in text)
+    """The lines of ``text``, split at LF only (as sha512sum and b2sum split them; ``str.splitlines`` would
+    also split at form feeds and Unicode separators), without the line ending (LF or CRLF)."""
+    lines = text.split("\n") if isinstance(text, str) else text
+    return (line.removesuffix("\n").removesuffix("\r") for line in lines)
 
 
 def parse_digests(text: str | TextIO, source: str = "DIGESTS") -> DigestList:
@@ -282,7 +292,7 @@ def newest_of_product(entries: list[LatestEntry], product: str, source: str = "l
     builds = [(build, number, entry) for number, entry in enumerate(entries)
               if (build := product_build(entry, product)) is not None]
     if not builds:
-        listed = ", ".join(e.filename for e in entries[:3])
+        listed = ", ".join(shown(e.filename) for e in entries[:3])
         raise WrongProductError(f"{source} lists no {product}-<stamp> file (it lists {listed}): the mirror serves "
                                 f"another product's list under this name; refused (try another --mirror)")
     build, _number, entry = max(builds, key=lambda item: (item[0], item[1]))

@@ -33,10 +33,18 @@ from pathlib import Path
 from typing import IO, cast
 
 from gkeys_portage.core.context import SignatureVerifier
-from gkeys_portage.core.errors import BadInputError, NoSignatureError, NotVerifiedError
+from gkeys_portage.core.errors import BadInputError, GpgError, NoSignatureError, NotVerifiedError
 from gkeys_portage.core.state import read_limited
 from gkeys_portage.core.verification import GoodSignature, VerifyResult
-from gkeys_portage.verify.digests import STRONG, DigestList, hashlib_name, name_stamps, parse_digests, stamp_time
+from gkeys_portage.verify.digests import (
+    STRONG,
+    DigestList,
+    hashlib_name,
+    name_stamps,
+    parse_digests,
+    shown,
+    stamp_time,
+)
 from gkeys_portage.verify.fanout import ChunkStream, read_once
 
 DETACHED = ".asc"
@@ -134,10 +142,10 @@ def find_siblings(path: Path) -> dict[str, Path]:
 
 
 def checked(source: str, call: Callable[..., VerifyResult], *args: object) -> VerifyResult:
-    """Run a verification; a failure names the sibling it is about."""
+    """Run a verification; a failure (not verified, unusable input, gpg failing) names the sibling it is about."""
     try:
         return call(*args)
-    except NotVerifiedError as exc:
+    except (NotVerifiedError, BadInputError, GpgError) as exc:
         raise type(exc)(f"{source}: {exc.message}", detail=exc.detail) from exc
 
 
@@ -297,7 +305,7 @@ class MediaVerifier:
                                         f"names a file other than {name}; refused")
             entries = statement.digests.for_file(name)
             if not entries:
-                listed = ", ".join(statement.digests.filenames()[:3])
+                listed = ", ".join(shown(n) for n in statement.digests.filenames()[:3])
                 raise NotListedError(f"{statement.source} does not list {name} (it lists {listed})")
             expected.append((statement.source, entries))
         return expected
