@@ -331,3 +331,25 @@ def test_old_release_served_under_a_newer_name_is_not_installed(menv, keys: KeyF
     assert result.code == 0, result.text
     assert json.loads(result.out)["name"]["rule"] == "allowed-unnamed"
     assert (dest / name).read_bytes() == old.data
+
+
+def test_destination_another_user_could_write_is_refused(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    """The same class as the planted .partial symlink: in a DIR another local user owns, or anyone may write
+    without the sticky bit, the verified files could be swapped after the check; refused, one line, nothing
+    installed (the verified file stays in quarantine)."""
+    import os
+
+    url = make_media(keys, tmp_path / "src").publish(menv.server)
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)
+    result = menv.run("fetch-media", url, "-d", str(open_dir))
+    _refused_fetch(menv, open_dir, result, 2, "is world-writable")
+    open_dir.chmod(0o1777)  # sticky, like /tmp: nobody can rename over another user's file
+    assert menv.run("fetch-media", url, "-d", str(open_dir)).code == 0
+    if os.getuid() == 0:
+        foreign = tmp_path / "foreign"
+        foreign.mkdir()
+        os.chown(foreign, 65534, 65534)
+        result = menv.run("fetch-media", url, "-d", str(foreign))
+        _refused_fetch(menv, foreign, result, 2, "is owned by uid 65534")

@@ -236,6 +236,19 @@ def _copy_beside(source: Path, final: Path) -> None:
         raise
 
 
+def check_destination(dest_dir: Path) -> None:
+    """Refuse a destination where another local user could swap the verified files after the check: a
+    directory owned by someone else than the caller or root, or one anyone may write to without the sticky
+    bit (``/tmp`` itself is fine: there nobody can rename over another user's file)."""
+    info = dest_dir.stat()
+    if info.st_uid not in (os.getuid(), 0):
+        raise StateError(f"{dest_dir} is owned by uid {info.st_uid}: that user could replace the verified files "
+                         f"after the check; choose a directory you own (-d DIR)")
+    if info.st_mode & stat.S_IWOTH and not info.st_mode & stat.S_ISVTX:
+        raise StateError(f"{dest_dir} is world-writable: anyone could replace the verified files after the "
+                         f"check; choose a directory only you can write to (-d DIR)")
+
+
 def install(files: list[Path], dest_dir: Path) -> list[Path]:
     """Move verified files into ``dest_dir`` (the main file last); each appears atomically.
 
@@ -247,6 +260,7 @@ def install(files: list[Path], dest_dir: Path) -> list[Path]:
     final = dest_dir
     try:
         dest_dir.mkdir(parents=True, exist_ok=True)
+        check_destination(dest_dir)
         for source in files:
             final = dest_dir / source.name
             try:
