@@ -284,7 +284,9 @@ def _main(argv: Sequence[str] | None) -> int:
         raise
     if result is None:
         return download.status
-    console.message("good", f"gkeys-fetch: {name}: verified, signed by {signers(result)}"
+    unbound = " (name not bound by anything signed; [fetch] allow-unnamed)" \
+        if result.name_rule == "allowed-unnamed" else ""
+    console.message("good", f"gkeys-fetch: {name}: verified, signed by {signers(result)}{unbound}"
                     + (f" (the download command's status {download.status} is passed on)" if download.status else ""))
     return download.status
 
