@@ -353,3 +353,16 @@ def test_destination_another_user_could_write_is_refused(menv, keys: KeyFactory,
         os.chown(foreign, 65534, 65534)
         result = menv.run("fetch-media", url, "-d", str(foreign))
         _refused_fetch(menv, foreign, result, 2, "is owned by uid 65534")
+
+
+def test_unbindable_file_is_refused_before_its_download(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    """Only an .asc on the mirror and no build stamp in the name: no rule could bind the file to its name, so
+    the (multi-GB) file is never requested; with --allow-unnamed it is fetched and installed."""
+    name = "install-amd64-minimal.iso"
+    media = make_media(keys, tmp_path / "src", name, siblings=(".asc",))
+    url = media.publish(menv.server)
+    dest = tmp_path / "dest"
+    _refused_fetch(menv, dest, menv.run("fetch-media", url, "-d", str(dest)), 1, f"{name}: not bound to its name")
+    assert f"/{AUTOBUILDS}/{STAMP}/{name}" not in menv.server.log
+    assert menv.run("fetch-media", "--allow-unnamed", url, "-d", str(dest)).code == 0
+    assert (dest / name).read_bytes() == media.data

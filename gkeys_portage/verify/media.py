@@ -176,6 +176,16 @@ def _hash_plan(expected: list[tuple[str, dict[str, str]]]) -> list[str]:
     return list(dict.fromkeys(name for name in plan if name is not None))
 
 
+NO_STAMP = "its .asc names no file and the name carries no build stamp"
+
+
+def _unnamed(name: str, reason: str) -> UnnamedMediaError:
+    """The refusal of a file nothing signed binds to its name, and what to do about it."""
+    return UnnamedMediaError(f"{name}: not bound to its name: no signed .DIGESTS or .sha256 lists it and "
+                             f"{reason}; fetch {name}.DIGESTS from the release directory, or pass "
+                             f"--allow-unnamed if you know this is the right file")
+
+
 class MediaVerifier:
     """Checks one release file with one category's pinned keys.
 
@@ -242,15 +252,20 @@ class MediaVerifier:
             reason = (f"its .asc was made {made_at:%Y-%m-%d %H:%M:%S} UTC, before the build stamp {build} in "
                       f"the name, so it signs an older build")
         else:
-            reason = "its .asc names no file and the name carries no build stamp"
+            reason = NO_STAMP
         if self.allow_unnamed:
             result.name_rule = "allowed-unnamed"
             result.name_detail = f"nothing signed names {name} ({reason}); accepted with --allow-unnamed"
             result.notes.append(f"{name}: {result.name_detail}")
             return
-        raise UnnamedMediaError(f"{name}: not bound to its name: no signed .DIGESTS or .sha256 lists it and "
-                                f"{reason}; fetch {name}.DIGESTS from the release directory, or pass "
-                                f"--allow-unnamed if you know this is the right file")
+        raise _unnamed(name, reason)
+
+    def check_bindable(self, name: str, present: set[str]) -> None:
+        """Before downloading ``name``: raise :class:`UnnamedMediaError` if, with the siblings ``present``
+        (suffixes), no rule could bind it to its name (only an ``.asc``, no build stamp, not allowed)."""
+        if not (self.allow_unnamed or present & set(STATEMENTS) or name_stamps(name)):
+            raise _unnamed(name, NO_STAMP)
+
 
     # -- signed statements -----------------------------------------------------------------------
 

@@ -194,6 +194,7 @@ def download_and_verify(ctx: Gkeys, media: MediaVerifier, url: str, folder: Path
     """Fetch ``url`` and its siblings into ``folder`` and verify; a rejected file is renamed ``.rejected``."""
     name = file_name(url)
     skipped = fetch_siblings(ctx, url, folder, name)
+    media.check_bindable(name, {s for s in ALL_SIBLINGS if s not in skipped})  # before a multi-GB download
     target = folder / name
     downloader(ctx).fetch(url, target, expected_size=expected_size, progress=progress)
     try:
