@@ -151,10 +151,12 @@ def _check_rollback(ctx: Gkeys, name: str, choice: LatestChoice) -> None:
     if isinstance(seen, int) and (choice.timestamp is None or choice.timestamp < seen):
         raise RollbackError(f"{choice.latest}: ts={choice.timestamp} is older than ts={seen} fetched before "
                             f"(a stale or replayed mirror); refused")
-    built = read_json(ctx.layout.record(BUILD_RECORD), {}).get(name)
+    builds = ctx.layout.record(BUILD_RECORD)
+    built = read_json(builds, {}).get(name)
     if isinstance(built, str) and choice.build < built:
         raise RollbackError(f"{choice.latest}: its newest {name} was built {choice.build}, before the build "
-                            f"{built} fetched earlier (a stale or replayed mirror); refused")
+                            f"{built} fetched earlier (a stale or replayed mirror); refused (try another "
+                            f"--mirror; if releng withdrew {built}, remove {name!r} from {builds})")
 
 
 def _record_latest(ctx: Gkeys, name: str, choice: LatestChoice) -> None:
