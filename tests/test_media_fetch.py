@@ -347,12 +347,22 @@ def test_destination_another_user_could_write_is_refused(menv, keys: KeyFactory,
     _refused_fetch(menv, open_dir, result, 2, "is world-writable")
     open_dir.chmod(0o1777)  # sticky, like /tmp: nobody can rename over another user's file
     assert menv.run("fetch-media", url, "-d", str(open_dir)).code == 0
+    below = open_dir / "sub"  # a parent anyone may write to (without sticky bit) could swap ``sub`` itself
+    open_dir.chmod(0o777)
+    _refused_fetch(menv, below, menv.run("fetch-media", url, "-d", str(below)), 2, f"{open_dir} is world-writable")
     if os.getuid() == 0:
         foreign = tmp_path / "foreign"
         foreign.mkdir()
         os.chown(foreign, 65534, 65534)
-        result = menv.run("fetch-media", url, "-d", str(foreign))
-        _refused_fetch(menv, foreign, result, 2, "is owned by uid 65534")
+        result = menv.run("fetch-media", url, "-d", str(foreign / "mine"))
+        _refused_fetch(menv, foreign, result, 2, f"{foreign} is owned by uid 65534")
+        own = tmp_path / "own"
+        own.mkdir()
+        link = tmp_path / "link"  # a symlink another user owns, and may re-point after the check
+        link.symlink_to(own)
+        os.lchown(link, 65534, 65534)
+        result = menv.run("fetch-media", url, "-d", str(link))
+        _refused_fetch(menv, own, result, 2, f"{link} is a symlink owned by uid 65534")
 
 
 def test_unbindable_file_is_refused_before_its_download(menv, keys: KeyFactory, tmp_path: Path) -> None:

@@ -240,16 +240,29 @@ def _copy_beside(source: Path, final: Path) -> None:
 
 
 def check_destination(dest_dir: Path) -> None:
-    """Refuse a destination where another local user could swap the verified files after the check: a
-    directory owned by someone else than the caller or root, or one anyone may write to without the sticky
-    bit (``/tmp`` itself is fine: there nobody can rename over another user's file)."""
-    info = dest_dir.stat()
-    if info.st_uid not in (os.getuid(), 0):
-        raise StateError(f"{dest_dir} is owned by uid {info.st_uid}: that user could replace the verified files "
-                         f"after the check; choose a directory you own (-d DIR)")
-    if info.st_mode & stat.S_IWOTH and not info.st_mode & stat.S_ISVTX:
-        raise StateError(f"{dest_dir} is world-writable: anyone could replace the verified files after the "
-                         f"check; choose a directory only you can write to (-d DIR)")
+    """Refuse a destination where another local user could swap the verified files after the check.
+
+    Every directory from ``/`` down to ``dest_dir`` (symlinks resolved) must be owned by the caller or root
+    and, if anyone may write to it, carry the sticky bit (``/tmp`` itself is fine: there nobody can rename
+    another user's entry); a symlink on the way that another user owns (and so may re-point) is refused too.
+    """
+    def refuse(folder: Path, why: str) -> StateError:
+        return StateError(f"{folder} {why}: that user could replace the verified files after the check; "
+                          f"choose a directory only you (or root) can write to (-d DIR)")
+
+    mine = (os.getuid(), 0)
+    lexical = Path(os.path.abspath(dest_dir))
+    for folder in [lexical, *lexical.parents]:
+        info = folder.lstat()
+        if stat.S_ISLNK(info.st_mode) and info.st_uid not in mine:
+            raise refuse(folder, f"is a symlink owned by uid {info.st_uid}")
+    real = dest_dir.resolve()
+    for folder in [real, *real.parents]:
+        info = folder.stat()
+        if info.st_uid not in mine:
+            raise refuse(folder, f"is owned by uid {info.st_uid}")
+        if info.st_mode & stat.S_IWOTH and not info.st_mode & stat.S_ISVTX:
+            raise refuse(folder, "is world-writable (without the sticky bit)")
 
 
 def install(files: list[Path], dest_dir: Path) -> list[Path]:
@@ -262,7 +275,9 @@ def install(files: list[Path], dest_dir: Path) -> list[Path]:
     installed = []
     final = dest_dir
     try:
-        dest_dir.mkdir(parents=True, exist_ok=True)
+        absolute = Path(os.path.abspath(dest_dir))
+        check_destination(next(p for p in (absolute, *absolute.parents) if os.path.lexists(p)))
+        dest_dir.mkdir(parents=True, exist_ok=True)  # nothing is created below a directory others control
         check_destination(dest_dir)
         for source in files:
             final = dest_dir / source.name
