@@ -345,6 +345,7 @@ def test_destination_another_user_could_write_is_refused(menv, keys: KeyFactory,
     open_dir.chmod(0o777)
     result = menv.run("fetch-media", url, "-d", str(open_dir))
     _refused_fetch(menv, open_dir, result, 2, "is world-writable")
+    assert f"/{AUTOBUILDS}/{STAMP}/{STAGE3}" not in menv.server.log  # refused before the download
     open_dir.chmod(0o1777)  # sticky, like /tmp: nobody can rename over another user's file
     assert menv.run("fetch-media", url, "-d", str(open_dir)).code == 0
     below = open_dir / "sub"  # a parent anyone may write to (without sticky bit) could swap ``sub`` itself

@@ -265,19 +265,28 @@ def check_destination(dest_dir: Path) -> None:
             raise refuse(folder, "is world-writable (without the sticky bit)")
 
 
+def check_before_creating(dest_dir: Path) -> None:
+    """:func:`check_destination` of ``dest_dir``, or of its nearest existing ancestor if it does not exist
+    yet (so nothing is created below a directory that others control)."""
+    absolute = Path(os.path.abspath(dest_dir))
+    try:
+        check_destination(next(p for p in (absolute, *absolute.parents) if os.path.lexists(p)))
+    except OSError as exc:
+        raise StateError(f"cannot use {dest_dir}: {exc.strerror or exc} (choose another -d DIR)") from exc
+
+
 def install(files: list[Path], dest_dir: Path) -> list[Path]:
     """Move verified files into ``dest_dir`` (the main file last); each appears atomically.
 
-    ``dest_dir`` may be shared with other users (``-d /tmp/x``): a file is renamed into place, or, across
-    filesystems, copied into a temp file only this run created (see :func:`_copy_beside`); a name in
-    ``dest_dir`` is never opened for writing.
+    ``dest_dir`` and the directories above it must be safe from other users (:func:`check_destination`); a
+    file is renamed into place, or, across filesystems, copied into a temp file only this run created (see
+    :func:`_copy_beside`); a name in ``dest_dir`` is never opened for writing.
     """
     installed = []
     final = dest_dir
+    check_before_creating(dest_dir)
     try:
-        absolute = Path(os.path.abspath(dest_dir))
-        check_destination(next(p for p in (absolute, *absolute.parents) if os.path.lexists(p)))
-        dest_dir.mkdir(parents=True, exist_ok=True)  # nothing is created below a directory others control
+        dest_dir.mkdir(parents=True, exist_ok=True)
         check_destination(dest_dir)
         for source in files:
             final = dest_dir / source.name
@@ -303,6 +312,7 @@ def fetch_media(ctx: Gkeys, url: str, dest_dir: Path, *, category: str, nick: st
     """Download ``url`` with its siblings, verify them all, then move the file and the verified siblings
     into ``dest_dir``; siblings the verifier ignored or did not check are deleted from quarantine."""
     media = MediaVerifier(ctx.verifier(category, [nick] if nick else []), category, allow_unnamed=allow_unnamed)
+    check_before_creating(dest_dir)  # before the download; again when installing
     folder = quarantine_dir(ctx)
     with _exclusive(folder / f".{file_name(url)}.lock"):
         target, fetched = download_and_verify(ctx, media, url, folder, expected_size=expected_size,
