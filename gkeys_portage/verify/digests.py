@@ -81,7 +81,7 @@ def check_name(name: str, where: str, *, absolute: bool = False) -> str:
     """Return the base name of a file named in a signed statement; refuse unsafe names
     (absolute paths too, unless ``absolute``).  A name with a character that is not printable (NUL,
     controls, Unicode line or paragraph separators) is unusable: other tools split or cut it differently."""
-    if not name or "\\" in name or not name.isprintable():
+    if not name or name == "-" or "\\" in name or not name.isprintable():  # "-": standard input to sha512sum
         raise BadInputError(f"{where}: unusable file name {shown(name)}")
     if name.startswith("/") and not absolute:
         raise BadInputError(f"{where}: absolute path {shown(name)} refused (names must be relative)")
