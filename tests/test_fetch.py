@@ -256,3 +256,41 @@ def test_parse_request_styles() -> None:
     assert joined.command == words.command == ["wget", "-O", "/d/a b", "u"]
     assert FetchRequest("https://m/x/stage3-a.tar.xz", Path("/d/s" + DOWNLOAD_SUFFIX), []).names == \
         ["s", "stage3-a.tar.xz"]
+
+
+def test_asc_only_media_must_be_bound_to_its_name(wrapper: Wrapper) -> None:
+    """Issue 11 item 4 in the wrapper: an .asc made before the build stamp in the name is refused and the file
+    removed; ``[fetch] allow-unnamed = yes`` accepts it."""
+    name = "stage3-amd64-openrc-20271201T170321Z.tar.xz"
+    media = make_media(wrapper.env.keys, wrapper.env.root / "mirror", name=name, siblings=(".asc",))
+    url = wrapper.publish(media)
+    assert wrapper.run(url, name) == 1
+    assert "not bound to its name" in wrapper.output()
+    assert not (wrapper.distdir / name).exists()
+    wrapper.env.write_config(extra="[fetch]\nallow-unnamed = yes\n")
+    assert wrapper.run(url, name) == 0
+    assert "verified, signed by gentoo/releng (name not bound by anything signed" in wrapper.output()
+    assert (wrapper.distdir / name).read_bytes() == media.data
+    wrapper.env.write_config(extra="[fetch]\nallow-unnamed = maybe\n")
+    assert wrapper.run(url, name) == 2
+    assert "[fetch] allow-unnamed: expected yes or no" in wrapper.output()
+
+
+def test_renamed_media_from_a_distfiles_mirror_is_marked_by_config(wrapper: Wrapper) -> None:
+    """Issue 12 item 6: SRC_URI="…/stage3-….tar.xz -> gentoo-stage3.tar.xz" fetched from a Gentoo distfiles
+    mirror: the URI there names only the local name, so no media pattern matched and the file passed
+    unverified.  ``[fetch] renamed`` marks such local names as media: the mirror's copy (no signed sibling
+    beside it) is refused and removed, so Portage goes on to the upstream URI, where it verifies."""
+    local = "gentoo-stage3.tar.xz"
+    media = make_media(wrapper.env.keys, wrapper.env.root / "mirror")
+    upstream = wrapper.publish(media)
+    on_mirror = wrapper.env.server.publish(f"distfiles/{local}", b"not what releng signed")
+    assert wrapper.run(on_mirror, local) == 0  # the limit without configuration: passed through untouched
+    (wrapper.distdir / local).unlink()
+    wrapper.env.write_config(extra="[fetch]\nrenamed = gentoo-stage3*.tar.*\n")
+    assert wrapper.run(on_mirror, local) == 1
+    assert f"{local}: NOT verified, removed: nothing signed {local}" in wrapper.output()
+    assert not (wrapper.distdir / local).exists()
+    assert wrapper.run(upstream, local) == 0, wrapper.output()  # verified under the upstream name
+    assert (wrapper.distdir / local).read_bytes() == media.data
+    assert wrapper.leftovers() == [local]

@@ -10,7 +10,16 @@ import pytest
 
 from gkeys_portage.core.errors import BadInputError
 from gkeys_portage.verify import fanout
-from gkeys_portage.verify.digests import hashlib_name, latest_timestamp, newest, parse_digests, parse_latest
+from gkeys_portage.verify.digests import (
+    WrongProductError,
+    hashlib_name,
+    latest_timestamp,
+    newest,
+    newest_of_product,
+    parse_digests,
+    parse_latest,
+    product_build,
+)
 
 NAME = "stage3-amd64-openrc-20240107T170309Z.tar.xz"
 H512 = "a" * 128
@@ -163,3 +172,54 @@ def test_read_once_reraises_a_consumer_failure_without_deadlock(tmp_path: Path) 
 
     with pytest.raises(BadInputError, match="consumer gave up"):
         fanout.read_once(path, ["sha512"], stops_early)
+
+
+PRODUCT = "stage3-amd64-hardened-openrc"
+
+
+@pytest.mark.parametrize(("path", "build"), [
+    (f"20261201T170321Z/{PRODUCT}-20261201T170321Z.tar.xz", "20261201T170321Z"),
+    (f"{PRODUCT}-20200101.tar.bz2", "20200101T000000Z"),
+    (f"20261201T170321Z/{PRODUCT}-20261201T170321Z.iso", "20261201T170321Z"),
+    ("20200101T000000Z/stage3-i686-musl-20200101T000000Z.tar.xz", None),  # another product
+    (f"20261201T170321Z/{PRODUCT}-splitusr-20261201T170321Z.tar.xz", None),  # a longer product name
+    (f"20261201T170321Z/{PRODUCT}-20261201T170321Z.tar.xz.asc", None),  # a sibling, not the file
+    (f"20261201T170321Z/{PRODUCT}-20261201T170321Z.tar.xz.DIGESTS", None),
+    (f"20261201T170321Z/{PRODUCT}-20261201T170321Z", None),  # no extension
+    (f"20270101T000000Z/{PRODUCT}-20261201T170321Z.tar.xz", None),  # directory and name disagree
+    (f"20261201T170321Z/x{PRODUCT}-20261201T170321Z.tar.xz", None),
+])
+def test_product_build_requires_name_stamp_ext_exactly(path: str, build: str | None) -> None:
+    """Issue 11 item 5: a latest-NAME.txt entry counts only if its file is NAME-<stamp>.<ext> exactly."""
+    entry = parse_latest(f"{path} 10\n")[0]
+    assert product_build(entry, PRODUCT) == build
+
+
+def test_newest_of_product_never_chooses_another_product() -> None:
+    text = (f"20261201T170321Z/{PRODUCT}-20261201T170321Z.tar.xz 1\n"
+            "20271201T000000Z/stage3-i686-musl-20271201T000000Z.tar.xz 2\n"
+            f"20261101T170321Z/{PRODUCT}-20261101T170321Z.tar.xz 3\n")
+    entry, build = newest_of_product(parse_latest(text), PRODUCT)
+    assert (entry.size, build) == (1, "20261201T170321Z")
+    with pytest.raises(WrongProductError, match="lists no stage3-amd64-hardened-openrc-<stamp> file"):
+        newest_of_product(parse_latest("20200101T000000Z/stage3-i686-musl-20200101T000000Z.tar.xz 2\n"), PRODUCT)
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85", "\x0c", "\x0b", "\x1e", "\x00"])
+def test_lines_split_at_lf_only_and_odd_separators_make_a_name_unusable(separator: str) -> None:
+    """sha512sum/b2sum split at LF only; str.splitlines() also split at these, so "hash  NAME<sep># x" was
+    read as an entry for NAME plus a comment.  Now the whole name is kept, and refused."""
+    with pytest.raises(BadInputError, match="unusable file name"):
+        parse_digests(f"# SHA512 HASH\n{H512}  {NAME}{separator}# x\n")
+
+
+def test_crlf_lines_and_trailing_blanks_still_parse() -> None:
+    parsed = parse_digests(f"# SHA512 HASH \r\n{H512}  {NAME} \t\r\n\r\n")
+    assert parsed.for_file(NAME) == {"SHA512": H512}
+    assert parse_latest(f"# ts=1\r\n20240107T170309Z/{NAME} 10\r\n")[0].size == 10
+
+
+def test_a_huge_name_gives_a_short_error() -> None:
+    with pytest.raises(BadInputError) as caught:
+        parse_digests(f"# SHA512 HASH\n{H512}  ../{'x' * 3_000_000}\n")
+    assert len(caught.value.message) < 200

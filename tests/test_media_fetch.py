@@ -233,3 +233,147 @@ def test_connection_stalling_mid_body_resumes_in_the_same_run(menv, keys: KeyFac
     assert result.code == 0, result.text
     assert calls == ["", f"bytes={half}-"]
     assert (dest / STAGE3).read_bytes() == media.data
+
+
+@pytest.fixture
+def other_filesystem(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A fresh directory on another filesystem than ``tmp_path`` (tmpfs /dev/shm), removed afterwards."""
+    import shutil
+    import tempfile
+
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("no second filesystem (/dev/shm) to install across")
+    folder = Path(tempfile.mkdtemp(prefix="gkeys-test-", dir=shm))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_install_across_filesystems_never_follows_a_planted_partial_symlink(
+        menv, keys: KeyFactory, tmp_path: Path, other_filesystem: Path) -> None:
+    """Issue 11 item 9: with -d DIR on another filesystem the files were copied to the predictable
+    DIR/.NAME.partial with shutil.copyfile, which follows a symlink a local user planted there (the
+    victim file was overwritten with the stage3).  Now the copy goes to a mkstemp file and is renamed."""
+    url = make_media(keys, tmp_path / "src").publish(menv.server)
+    dest = other_filesystem / "dest"
+    dest.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    names = [STAGE3 + s for s in ("", ".asc", ".DIGESTS", ".sha256", ".CONTENTS.gz")]
+    for name in names:
+        (dest / f".{name}.partial").symlink_to(victim)
+    (dest / (STAGE3 + ".asc")).symlink_to(victim)  # a planted final name is replaced, not written through
+    result = menv.run("fetch-media", url, "-d", str(dest))
+    assert result.code == 0, result.text
+    assert victim.read_bytes() == b"precious"
+    assert not (dest / (STAGE3 + ".asc")).is_symlink()
+    assert (dest / STAGE3).read_bytes() == (tmp_path / "src" / STAGE3).read_bytes()
+    left = {p.name for p in dest.iterdir()}
+    assert left == set(names) | {f".{name}.partial" for name in names}  # only the planted links remain
+
+
+def test_install_into_an_unusable_destination_is_one_line(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    """A directory planted under the file's name (or a DIR that is a file) is one line, exit 2, no traceback;
+    the verified file stays in quarantine."""
+    url = make_media(keys, tmp_path / "src").publish(menv.server)
+    dest = tmp_path / "dest"
+    (dest / STAGE3).mkdir(parents=True)
+    result = menv.run("fetch-media", url, "-d", str(dest))
+    assert result.code == 2, result.text
+    assert "cannot install" in result.err and "Traceback" not in result.text
+    assert len([ln for ln in result.err.splitlines() if ln.strip()]) == 1, result.err
+    assert (_quarantine(menv) / STAGE3).exists()
+
+
+def test_latest_listing_another_product_is_refused(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    """Issue 11 item 5: asking for stage3-amd64-hardened-openrc installed the 2020 stage3-i686-musl that a
+    (genuinely signed) other product's latest file, served under the asked-for name, pointed at."""
+    old_stamp = "20200101T000000Z"
+    musl = make_media(keys, tmp_path / "musl", f"stage3-i686-musl-{old_stamp}.tar.xz")
+    musl.publish(menv.server, f"{AUTOBUILDS}/{old_stamp}")
+    flavour = "stage3-amd64-hardened-openrc"
+    publish_latest(keys, menv.server, tmp_path, flavour, f"{old_stamp}/{musl.name} {len(musl.data)}", ts=1867289202)
+    dest = tmp_path / "dest"
+    result = menv.run("fetch-media", "--latest", flavour, "--mirror", menv.server.url, "-d", str(dest))
+    _refused_fetch(menv, dest, result, 1, f"lists no {flavour}-<stamp> file (it lists '{musl.name}')")
+    assert f"/{AUTOBUILDS}/{old_stamp}/{musl.name}" not in menv.server.log  # nothing downloaded
+
+
+def test_newer_list_naming_an_older_build_is_a_rollback(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    """The ts rollback record cannot be sidestepped by a newer-ts list (e.g. a combined list) whose entry for
+    NAME is an older build than the one installed before."""
+    media = make_media(keys, tmp_path / "src")
+    media.publish(menv.server)
+    publish_latest(keys, menv.server, tmp_path, FLAVOUR, f"{STAMP}/{STAGE3} {len(media.data)}", ts=1767289202)
+    assert _fetch_latest(menv, tmp_path / "first").code == 0
+    old_stamp = "20251201T170000Z"
+    old = make_media(keys, tmp_path / "old", f"{FLAVOUR}-{old_stamp}.tar.xz")
+    old.publish(menv.server, f"{AUTOBUILDS}/{old_stamp}")
+    publish_latest(keys, menv.server, tmp_path, FLAVOUR, f"{old_stamp}/{old.name} {len(old.data)}",
+                   ts=1767289202 + 86400)
+    dest = tmp_path / "dest"
+    _refused_fetch(menv, dest, _fetch_latest(menv, dest), 1, f"built {old_stamp}, before the build {STAMP}")
+
+
+def test_old_release_served_under_a_newer_name_is_not_installed(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    """Issue 11 item 4 end to end: an old release with its genuine .asc under a newer name, DIGESTS and .sha256
+    answering 404, was "verified (1 signed sibling(s), 0 digest(s) matched)" and installed."""
+    newer_stamp = "20271201T170321Z"
+    name = f"{FLAVOUR}-{newer_stamp}.tar.xz"
+    old = make_media(keys, tmp_path / "src", name, siblings=(".asc",))
+    url = old.publish(menv.server, f"{AUTOBUILDS}/{newer_stamp}")
+    dest = tmp_path / "dest"
+    _refused_fetch(menv, dest, menv.run("fetch-media", url, "-d", str(dest)), 1, f"{name}: not bound to its name")
+    assert (_quarantine(menv) / (name + ".rejected")).exists()
+    result = menv.run("--json", "fetch-media", "--allow-unnamed", url, "-d", str(dest))
+    assert result.code == 0, result.text
+    assert json.loads(result.out)["name"]["rule"] == "allowed-unnamed"
+    assert (dest / name).read_bytes() == old.data
+
+
+def test_destination_another_user_could_write_is_refused(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    """The same class as the planted .partial symlink: in a DIR another local user owns, or anyone may write
+    without the sticky bit, the verified files could be swapped after the check; refused, one line, nothing
+    installed (the verified file stays in quarantine)."""
+    import os
+
+    url = make_media(keys, tmp_path / "src").publish(menv.server)
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)
+    result = menv.run("fetch-media", url, "-d", str(open_dir))
+    _refused_fetch(menv, open_dir, result, 2, "is world-writable")
+    assert f"/{AUTOBUILDS}/{STAMP}/{STAGE3}" not in menv.server.log  # refused before the download
+    open_dir.chmod(0o1777)  # sticky, like /tmp: nobody can rename over another user's file
+    assert menv.run("fetch-media", url, "-d", str(open_dir)).code == 0
+    below = open_dir / "sub"  # a parent anyone may write to (without sticky bit) could swap ``sub`` itself
+    open_dir.chmod(0o777)
+    _refused_fetch(menv, below, menv.run("fetch-media", url, "-d", str(below)), 2, f"{open_dir} is world-writable")
+    if os.getuid() == 0:
+        foreign = tmp_path / "foreign"
+        foreign.mkdir()
+        os.chown(foreign, 65534, 65534)
+        result = menv.run("fetch-media", url, "-d", str(foreign / "mine"))
+        _refused_fetch(menv, foreign, result, 2, f"{foreign} is owned by uid 65534")
+        own = tmp_path / "own"
+        own.mkdir()
+        link = tmp_path / "link"  # a symlink another user owns, and may re-point after the check
+        link.symlink_to(own)
+        os.lchown(link, 65534, 65534)
+        result = menv.run("fetch-media", url, "-d", str(link))
+        _refused_fetch(menv, own, result, 2, f"{link} is a symlink owned by uid 65534")
+
+
+def test_unbindable_file_is_refused_before_its_download(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    """Only an .asc on the mirror and no build stamp in the name: no rule could bind the file to its name, so
+    the (multi-GB) file is never requested; with --allow-unnamed it is fetched and installed."""
+    name = "install-amd64-minimal.iso"
+    media = make_media(keys, tmp_path / "src", name, siblings=(".asc",))
+    url = media.publish(menv.server)
+    dest = tmp_path / "dest"
+    _refused_fetch(menv, dest, menv.run("fetch-media", url, "-d", str(dest)), 1, f"{name}: not bound to its name")
+    assert f"/{AUTOBUILDS}/{STAMP}/{name}" not in menv.server.log
+    assert menv.run("fetch-media", "--allow-unnamed", url, "-d", str(dest)).code == 0
+    assert (dest / name).read_bytes() == media.data

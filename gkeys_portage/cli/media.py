@@ -43,6 +43,7 @@ def describe(report: Report, result: MediaVerification) -> Report:
     for note in result.notes:
         report.warn(note)
     name = Path(result.file).name
+    report.good(f"{name}: name bound ({result.name_rule}): {result.name_detail}")
     report.good(f"{name}: verified ({len(result.signed)} signed sibling(s), "
                 f"{sum(c.outcome == 'match' for c in result.checks)} digest(s) matched)")
     report.data.update(result.to_json())
@@ -55,12 +56,14 @@ def run_verify_media(ctx: Gkeys, args: argparse.Namespace) -> Report:
     name = Path(args.target).name
     if "://" in args.target:
         progress = args.console.progress(f"downloading {name} (MiB)")
-        fetched = verify_url(ctx, args.target, category=category, nick=args.nick, progress=progress)
+        fetched = verify_url(ctx, args.target, category=category, nick=args.nick, progress=progress,
+                             allow_unnamed=args.allow_unnamed)
         report = Report()
         for skipped in fetched.skipped:
             report.info(f"{skipped}: not on the server; skipped")
         return describe(report, fetched.verification)
-    media = MediaVerifier(ctx.verifier(category, [args.nick] if args.nick else []), category)
+    media = MediaVerifier(ctx.verifier(category, [args.nick] if args.nick else []), category,
+                          allow_unnamed=args.allow_unnamed)
     return describe(Report(), media.verify(Path(args.target), args.console.progress(f"reading {name} (MiB)")))
 
 
@@ -74,10 +77,11 @@ def run_fetch_media(ctx: Gkeys, args: argparse.Namespace) -> Report:
         mirror = args.mirror or ctx.config.get("media", "mirror", DEFAULT_MIRROR)
         progress = args.console.progress(f"downloading {args.latest} (MiB)")
         fetched = fetch_latest(ctx, args.latest, mirror, dest, category=category, nick=args.nick,
-                               arch=args.arch, progress=progress)
+                               arch=args.arch, progress=progress, allow_unnamed=args.allow_unnamed)
     else:
         progress = args.console.progress(f"downloading {Path(args.url).name} (MiB)")
-        fetched = fetch_media(ctx, args.url, dest, category=category, nick=args.nick, progress=progress)
+        fetched = fetch_media(ctx, args.url, dest, category=category, nick=args.nick, progress=progress,
+                              allow_unnamed=args.allow_unnamed)
     return _fetch_report(fetched, dest)
 
 
@@ -108,7 +112,11 @@ private quarantine folder and deleted afterwards) against every signed sibling f
   FILE.sha256       clearsigned SHA256
   FILE.CONTENTS.gz / FILE.CONTENTS   checked against their DIGESTS entries when present
 
-Every sibling found must verify; at least one signed sibling is required.  Signatures count only
+Every sibling found must verify; at least one signed sibling is required.  The file must be bound
+to its name: a signed .DIGESTS/.sha256 lists it (rule "listed"), or, with only FILE.asc, the
+signature was made at or after the build stamp in the name (stage3-...-20261201T170321Z.tar.xz;
+rule "signed-after-build"); otherwise it is refused unless --allow-unnamed is given (a detached
+signature names no file, so an older release could be served under a newer name).  Signatures count only
 from keys pinned by the seeds of the category (default: [media] category, else gentoo).  Only the
 text gpg says was signed is parsed; at least one strong digest (SHA256, SHA512, BLAKE2B) must match
 and no listed digest may mismatch (digests this Python lacks, e.g. WHIRLPOOL, are reported and
@@ -121,13 +129,14 @@ examples:
   gkeys verify-media https://distfiles.gentoo.org/releases/amd64/autobuilds/20240107T170309Z/stage3-amd64-openrc-20240107T170309Z.tar.xz
 
 exit status: 0 verified; 1 not verified (bad or unpinned signature, digest mismatch, nothing signed
-the file); 2 bad input (unsafe or conflicting DIGESTS entries); 3 network failure."""
+the file or binds it to its name); 2 bad input (unsafe or conflicting DIGESTS entries); 3 network failure."""
 
 FETCH_DESCRIPTION = """\
 Download a release file with its siblings, verify it exactly as verify-media does, and only then
 move it (and its siblings) into DIR.  With --latest NAME the mirror's clearsigned
-releases/ARCH/autobuilds/latest-NAME.txt is verified first and its newest entry is fetched; the
-size it announces is enforced (a server that sends more is refused).
+releases/ARCH/autobuilds/latest-NAME.txt is verified first and its newest NAME-<stamp>.<ext> entry
+is fetched (a list naming no file of NAME is refused, and so is a build older than one fetched
+before); the size it announces is enforced (a server that sends more is refused).
 
 Downloads go to a quarantine folder under the state directory (state/quarantine/media/).  A partial
 download is resumed with an HTTP Range request by the next run; a download that stalls for
@@ -157,6 +166,9 @@ def register(sub: SubParsers) -> None:
     p.add_argument("target", metavar="PATH|URL", help="the tarball or image (siblings are found beside it)")
     add_category(p, help_text="category whose pinned keys must sign (default: [media] category, else gentoo)")
     add_nick(p, help_text="accept only this seed's keys")
+    p.add_argument("--allow-unnamed", action="store_true",
+                   help="accept a file that only a detached .asc signs although nothing signed binds it to its name "
+                        "(no signed DIGESTS lists it, no build stamp in the name that the signature postdates)")
 
     p = add_action(sub, "fetch-media", run_fetch_media, summary="download, verify and install a stage3 or ISO",
                    description=FETCH_DESCRIPTION, epilog=FETCH_EPILOG)
@@ -169,3 +181,6 @@ def register(sub: SubParsers) -> None:
     p.add_argument("-d", "--destination", default=".", metavar="DIR", help="where verified files go (default: .)")
     add_category(p, help_text="category whose pinned keys must sign (default: [media] category, else gentoo)")
     add_nick(p, help_text="accept only this seed's keys")
+    p.add_argument("--allow-unnamed", action="store_true",
+                   help="accept a file that only a detached .asc signs although nothing signed binds it to its name "
+                        "(no signed DIGESTS lists it, no build stamp in the name that the signature postdates)")

@@ -86,6 +86,10 @@ class Config:
         """A non-negative number from any section; a clear :class:`ConfigError` otherwise."""
         return _float(self.parser, section, option, fallback)
 
+    def flag(self, section: str, option: str, fallback: bool) -> bool:
+        """A yes/no option from any section; a clear :class:`ConfigError` otherwise."""
+        return _bool(self.parser, section, option, fallback)
+
 
 def _float(parser: configparser.ConfigParser, section: str, option: str, fallback: float) -> float:
     try:

@@ -6,8 +6,9 @@ Portage (>= 3.0.82) runs ``FETCH_WRAPPER`` with its own words expanded (``${URI}
 
     gkeys-fetch --uri URI --file DISTDIR/FILE [-c CONFIG] -- COMMAND...
 
-The wrapper runs the real command unchanged.  If the file name matches a pattern of ``[fetch]
-patterns`` (release media by default) and the command left a file behind, the file is checked with the
+The wrapper runs the real command unchanged.  If the file name (the local one or the URI's) matches a
+pattern of ``[fetch] patterns`` (release media by default) or ``[fetch] renamed`` (local names of
+media renamed with ``->``) and the command left a file behind, the file is checked with the
 release-media verifier (``gkeys verify-media``), pinned to ``[fetch] category`` (default
 ``[media] category``, else gentoo) and optionally ``[fetch] nick``, against the siblings beside the
 URI (``.asc``, ``.DIGESTS``, ``.DIGESTS.asc``, ``.sha256``, ``.CONTENTS.gz``), which are fetched into a
@@ -124,8 +125,19 @@ def parse_request(argv: Sequence[str]) -> FetchRequest:
 
 
 def patterns(config: Config) -> list[str]:
-    """``[fetch] patterns`` (space-separated globs), or the release-media defaults."""
-    return config.get("fetch", "patterns", " ".join(DEFAULT_PATTERNS)).split()
+    """``[fetch] patterns`` (space-separated globs, default: the release-media names) plus ``[fetch] renamed``.
+
+    ``renamed`` lists the local names (globs) of release media that ebuilds rename with ``SRC_URI="URI ->
+    name"``: on a Gentoo distfiles mirror such a file is found under its local name only (the URI's name is
+    then that name too), so no upstream pattern can match it there.
+    """
+    default = " ".join(DEFAULT_PATTERNS)
+    return config.get("fetch", "patterns", default).split() + config.get("fetch", "renamed", "").split()
+
+
+def allow_unnamed(config: Config) -> bool:
+    """``[fetch] allow-unnamed`` (default no): accept media that nothing signed binds to their name."""
+    return config.flag("fetch", "allow-unnamed", False)
 
 
 def wants_verification(request: FetchRequest, globs: Sequence[str]) -> bool:
@@ -166,10 +178,11 @@ def link_media(request: FetchRequest, stage: Path) -> Path:
 
 def media_verifier(ctx: Gkeys) -> MediaVerifier:
     """The release-media verifier for ``[fetch] category``/``nick`` (default: ``[media] category``, else
-    gentoo; any seed of it)."""
+    gentoo; any seed of it); ``[fetch] allow-unnamed = yes`` accepts files nothing signed binds to their name."""
     category = ctx.config.get("fetch", "category", ctx.config.get("media", "category", DEFAULT_CATEGORY))
     nick = ctx.config.get("fetch", "nick", "").strip()
-    return MediaVerifier(ctx.verifier(category, [nick] if nick else []), category)
+    return MediaVerifier(ctx.verifier(category, [nick] if nick else []), category,
+                         allow_unnamed=allow_unnamed(ctx.config))
 
 
 @dataclass
@@ -243,6 +256,7 @@ def _main(argv: Sequence[str] | None) -> int:
         request = parse_request(sys.argv[1:] if argv is None else argv)
         ctx = Gkeys(load_config(request.config, request.root))
         globs = patterns(ctx.config)
+        allow_unnamed(ctx.config)  # a bad value is a configuration error before anything is downloaded
     except GkeysError as exc:
         console.fail(f"gkeys-fetch: {exc.message}", exc.exit_code)
         return exc.exit_code
@@ -270,7 +284,9 @@ def _main(argv: Sequence[str] | None) -> int:
         raise
     if result is None:
         return download.status
-    console.message("good", f"gkeys-fetch: {name}: verified, signed by {signers(result)}"
+    unbound = " (name not bound by anything signed; [fetch] allow-unnamed)" \
+        if result.name_rule == "allowed-unnamed" else ""
+    console.message("good", f"gkeys-fetch: {name}: verified, signed by {signers(result)}{unbound}"
                     + (f" (the download command's status {download.status} is passed on)" if download.status else ""))
     return download.status
 

@@ -19,9 +19,10 @@ import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TextIO
 
-from gkeys_portage.core.errors import BadInputError
+from gkeys_portage.core.errors import BadInputError, NotVerifiedError
 
 #: Canonical algorithm name -> (hashlib name, hex length).
 ALGORITHMS: dict[str, tuple[str, int]] = {
@@ -42,6 +43,12 @@ _TOOL_SUFFIX = re.compile(r"\s*\([^)]*\)$")
 _GNU_LINE = re.compile(r"^([0-9A-Fa-f]+) [ *](.+)$")
 _BSD_LINE = re.compile(r"^([A-Za-z0-9-]+) ?\((.+)\) = ([0-9A-Fa-f]+)$")
 _STAMP = re.compile(r"^\d{8}(T\d{6}Z)?$")
+#: A build stamp in a release file name: ``-20261201T170321Z.`` (or the older date-only ``-20200101.``).
+_NAME_STAMP = re.compile(r"-(\d{8}(?:T\d{6}Z)?)(?=[.-])")
+#: What may follow ``NAME-<stamp>`` in a release file name: ``.tar.xz``, ``.iso``, ``.qcow2``, …
+_EXTENSION = r"\.[a-z0-9]+(?:\.[a-z0-9]+)*"
+#: Last extensions that name a signature or checksum file, never release media.
+_NOT_MEDIA = frozenset({"asc", "sig", "gpg", "sha256", "sha512", "md5", "b2", "txt"})
 _TS = re.compile(r"^#\s*ts=(\d+)\s*$", re.MULTILINE)
 
 
@@ -64,19 +71,26 @@ def hashlib_name(algorithm: str) -> str | None:
     return known[0]
 
 
+def shown(name: str, limit: int = 80) -> str:
+    """``repr(name)``, cut to ``limit`` characters (a 3 MB name must not become a 3 MB error line)."""
+    text = repr(name)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def check_name(name: str, where: str, *, absolute: bool = False) -> str:
     """Return the base name of a file named in a signed statement; refuse unsafe names
-    (absolute paths too, unless ``absolute``)."""
-    if not name or "\x00" in name or "\\" in name or any(ord(c) < 32 for c in name):
-        raise BadInputError(f"{where}: unusable file name {name!r}")
+    (absolute paths too, unless ``absolute``).  A name with a character that is not printable (NUL,
+    controls, Unicode line or paragraph separators) is unusable: other tools split or cut it differently."""
+    if not name or name == "-" or "\\" in name or not name.isprintable():  # "-": standard input to sha512sum
+        raise BadInputError(f"{where}: unusable file name {shown(name)}")
     if name.startswith("/") and not absolute:
-        raise BadInputError(f"{where}: absolute path {name!r} refused (names must be relative)")
+        raise BadInputError(f"{where}: absolute path {shown(name)} refused (names must be relative)")
     parts = name.split("/")
     if ".." in parts:
-        raise BadInputError(f"{where}: path traversal in file name {name!r} refused")
+        raise BadInputError(f"{where}: path traversal in file name {shown(name)} refused")
     base = parts[-1]
     if base in ("", "."):
-        raise BadInputError(f"{where}: file name {name!r} names a directory")
+        raise BadInputError(f"{where}: file name {shown(name)} names a directory")
     return base
 
 
@@ -129,7 +143,10 @@ def _add(result: DigestList, entry: DigestEntry, source: str) -> None:
 
 
 def _lines(text: str | TextIO) -> Iterable[str]:
-    return text.splitlines() if isinstance(text, str) else (line.rstrip("\r\n") for line in text)
+    """The lines of ``text``, split at LF only (as sha512sum and b2sum split them; ``str.splitlines`` would
+    also split at form feeds and Unicode separators), without the line ending (LF or CRLF)."""
+    lines = text.split("\n") if isinstance(text, str) else text
+    return (line.removesuffix("\n").removesuffix("\r") for line in lines)
 
 
 def parse_digests(text: str | TextIO, source: str = "DIGESTS") -> DigestList:
@@ -225,3 +242,58 @@ def latest_timestamp(text: str) -> int | None:
 def newest(entries: list[LatestEntry]) -> LatestEntry:
     """The newest entry by build stamp (the last line among equals, as the mirrors list them)."""
     return max(enumerate(entries), key=lambda pair: (pair[1].stamp, pair[0]))[1]
+
+
+class WrongProductError(NotVerifiedError):
+    """A validly signed latest file lists no file of the product asked for (another product's list)."""
+
+
+def normal_stamp(stamp: str) -> str:
+    """``20200101`` -> ``20200101T000000Z``; full stamps unchanged (so stamps compare as strings)."""
+    return stamp if "T" in stamp else stamp + "T000000Z"
+
+
+def stamp_time(stamp: str) -> datetime | None:
+    """A build stamp (``20261201T170321Z`` or ``20200101``) as a UTC time; None if it is no real date."""
+    try:
+        return datetime.strptime(normal_stamp(stamp), "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def name_stamps(filename: str) -> list[str]:
+    """Every build stamp written in a release file name (``stage3-…-20261201T170321Z.tar.xz``), normalised;
+    digits that are no real date and time are not a stamp."""
+    return [normal_stamp(m.group(1)) for m in _NAME_STAMP.finditer(filename) if stamp_time(m.group(1))]
+
+
+def product_build(entry: LatestEntry, product: str) -> str | None:
+    """The normalised build stamp of ``entry`` if it is a file of ``product``, else None.
+
+    A file of ``product`` is named ``<product>-<stamp>.<ext>`` exactly (``stage3-amd64-openrc-20261201T170321Z
+    .tar.xz``; not ``stage3-amd64-openrc-splitusr-…``, not ``….tar.xz.asc``), and a stamp directory in its
+    path, if any, is that same stamp.
+    """
+    match = re.fullmatch(re.escape(product) + r"-(\d{8}(?:T\d{6}Z)?)(" + _EXTENSION + ")", entry.filename)
+    if match is None or match.group(2).rsplit(".", 1)[-1] in _NOT_MEDIA:
+        return None
+    if entry.stamp and entry.stamp != match.group(1):
+        return None
+    return normal_stamp(match.group(1))
+
+
+def newest_of_product(entries: list[LatestEntry], product: str, source: str = "latest file") -> tuple[LatestEntry,
+                                                                                                        str]:
+    """The newest entry of ``product`` and its build stamp; entries of other products are never chosen.
+
+    Raises :class:`WrongProductError` when the list names no file of ``product`` (a mirror serving another
+    product's validly signed list under this name).
+    """
+    builds = [(build, number, entry) for number, entry in enumerate(entries)
+              if (build := product_build(entry, product)) is not None]
+    if not builds:
+        listed = ", ".join(shown(e.filename) for e in entries[:3])
+        raise WrongProductError(f"{source} lists no {product}-<stamp> file (it lists {listed}): the mirror serves "
+                                f"another product's list under this name; refused (try another --mirror)")
+    build, _number, entry = max(builds, key=lambda item: (item[0], item[1]))
+    return entry, build

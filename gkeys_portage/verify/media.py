@@ -8,7 +8,19 @@ Siblings (design.md §5, ``verify-media``):
 * ``<file>.CONTENTS`` / ``<file>.CONTENTS.gz``: checked against their DIGESTS entries when present.
 
 Every sibling found is checked and must pass; at least one signed statement is required.  Only
-the text gpg says was signed is parsed.  The big file is read once: the detached signature check
+the text gpg says was signed is parsed.
+
+The file must also be bound to its *name* (a detached ``.asc`` names no file, so an old release with
+its genuine ``.asc`` could be served under a newer name).  One of these rules must pass, and the
+result names it (:data:`NAME_RULES`):
+
+* ``listed``: a signed statement (``.DIGESTS``, ``.sha256``) lists the file by name with a matching
+  strong digest;
+* ``signed-after-build``: no statement, but the name carries a build stamp
+  (``stage3-amd64-openrc-20261201T170321Z.tar.xz``) and the ``.asc`` was made at or after it;
+* ``allowed-unnamed``: neither, and the caller allowed it explicitly (``--allow-unnamed``).
+
+The big file is read once: the detached signature check
 and every digest are fed from that one read (:mod:`gkeys_portage.verify.fanout`).
 """
 
@@ -16,14 +28,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, cast
 
 from gkeys_portage.core.context import SignatureVerifier
-from gkeys_portage.core.errors import BadInputError, NoSignatureError, NotVerifiedError
+from gkeys_portage.core.errors import BadInputError, GpgError, NoSignatureError, NotVerifiedError
 from gkeys_portage.core.state import read_limited
 from gkeys_portage.core.verification import GoodSignature, VerifyResult
-from gkeys_portage.verify.digests import STRONG, DigestList, hashlib_name, parse_digests
+from gkeys_portage.verify.digests import (
+    STRONG,
+    DigestList,
+    hashlib_name,
+    name_stamps,
+    parse_digests,
+    shown,
+    stamp_time,
+)
 from gkeys_portage.verify.fanout import ChunkStream, read_once
 
 DETACHED = ".asc"
@@ -37,6 +58,9 @@ DETACHED_MARKER = b"-----BEGIN PGP SIGNATURE-----"
 
 Progress = Callable[[int, int], None]
 
+#: How a verified file was bound to its name (see the module docstring).
+NAME_RULES = ("listed", "signed-after-build", "allowed-unnamed")
+
 
 class DigestMismatchError(NotVerifiedError):
     """A signed statement lists a hash that the file does not have."""
@@ -44,6 +68,10 @@ class DigestMismatchError(NotVerifiedError):
 
 class NotListedError(NotVerifiedError):
     """A signed statement found beside the file says nothing about the file."""
+
+
+class UnnamedMediaError(NotVerifiedError):
+    """Only a detached signature vouches for the file, and nothing signed binds it to its name."""
 
 
 @dataclass(frozen=True)
@@ -84,12 +112,15 @@ class MediaVerification:
     notes: list[str] = field(default_factory=list)
     #: names of the siblings that were verified or checked (ignored ones are not listed): the ones worth keeping
     verified_files: list[str] = field(default_factory=list)
+    #: which of :data:`NAME_RULES` bound the file to its name, and in words
+    name_rule: str = ""
+    name_detail: str = ""
 
     def to_json(self) -> dict[str, object]:
         """Machine-readable form for ``--json``."""
         return {"file": self.file, "category": self.category, "verified": True,
                 "signatures": [s.to_json() for s in self.signed], "digests": [c.to_json() for c in self.checks],
-                "notes": self.notes}
+                "name": {"rule": self.name_rule, "detail": self.name_detail}, "notes": self.notes}
 
 
 @dataclass
@@ -111,10 +142,10 @@ def find_siblings(path: Path) -> dict[str, Path]:
 
 
 def checked(source: str, call: Callable[..., VerifyResult], *args: object) -> VerifyResult:
-    """Run a verification; a failure names the sibling it is about."""
+    """Run a verification; a failure (not verified, unusable input, gpg failing) names the sibling it is about."""
     try:
         return call(*args)
-    except NotVerifiedError as exc:
+    except (NotVerifiedError, BadInputError, GpgError) as exc:
         raise type(exc)(f"{source}: {exc.message}", detail=exc.detail) from exc
 
 
@@ -145,12 +176,27 @@ def _hash_plan(expected: list[tuple[str, dict[str, str]]]) -> list[str]:
     return list(dict.fromkeys(name for name in plan if name is not None))
 
 
-class MediaVerifier:
-    """Checks one release file with one category's pinned keys."""
+NO_STAMP = "its .asc names no file and the name carries no build stamp"
 
-    def __init__(self, verifier: SignatureVerifier, category: str) -> None:
+
+def _unnamed(name: str, reason: str) -> UnnamedMediaError:
+    """The refusal of a file nothing signed binds to its name, and what to do about it."""
+    return UnnamedMediaError(f"{name}: not bound to its name: no signed .DIGESTS or .sha256 lists it and "
+                             f"{reason}; fetch {name}.DIGESTS from the release directory, or pass "
+                             f"--allow-unnamed if you know this is the right file")
+
+
+class MediaVerifier:
+    """Checks one release file with one category's pinned keys.
+
+    ``allow_unnamed`` accepts a file that only a detached signature vouches for even when nothing binds
+    it to its name (see the module docstring); off by default.
+    """
+
+    def __init__(self, verifier: SignatureVerifier, category: str, *, allow_unnamed: bool = False) -> None:
         self.verifier = verifier
         self.category = category
+        self.allow_unnamed = allow_unnamed
 
     def verify(self, path: Path, progress: Progress | None = None) -> MediaVerification:
         """Verify ``path`` against every sibling found; raise the precise error on any failure."""
@@ -182,7 +228,44 @@ class MediaVerifier:
         self._contents(siblings, statements, result)
         if not result.signed:  # defence in depth: never report "verified" without a good signature
             raise NoSignatureError(f"nothing signed {path.name}: no sibling verified")
+        self._bind_name(path.name, statements, good, result)
         return result
+
+    def _bind_name(self, name: str, statements: list[_Statement], detached: VerifyResult | None,
+                   result: MediaVerification) -> None:
+        """Set ``result.name_rule``; raise :class:`UnnamedMediaError` if no rule binds ``name``."""
+        if statements:  # every statement lists the file, and a strong digest matched (checked above)
+            result.name_rule = "listed"
+            result.name_detail = f"{', '.join(s.source for s in statements)} list(s) {name} by name"
+            return
+        stamps = name_stamps(name)
+        made = min(g.created for g in detached.good) if detached is not None else None
+        if made is not None and stamps:
+            build = max(stamps)
+            made_at = datetime.fromtimestamp(made, UTC)
+            built = stamp_time(build)
+            if built is not None and made_at >= built:
+                result.name_rule = "signed-after-build"
+                result.name_detail = (f"{name}.asc was made {made_at:%Y-%m-%d %H:%M:%S} UTC, after the build "
+                                      f"stamp {build} in the name")
+                return
+            reason = (f"its .asc was made {made_at:%Y-%m-%d %H:%M:%S} UTC, before the build stamp {build} in "
+                      f"the name, so it signs an older build")
+        else:
+            reason = NO_STAMP
+        if self.allow_unnamed:
+            result.name_rule = "allowed-unnamed"
+            result.name_detail = f"nothing signed names {name} ({reason}); accepted with --allow-unnamed"
+            result.notes.append(f"{name}: {result.name_detail}")
+            return
+        raise _unnamed(name, reason)
+
+    def check_bindable(self, name: str, present: set[str]) -> None:
+        """Before downloading ``name``: raise :class:`UnnamedMediaError` if, with the siblings ``present``
+        (suffixes), no rule could bind it to its name (only an ``.asc``, no build stamp, not allowed)."""
+        if not (self.allow_unnamed or present & set(STATEMENTS) or name_stamps(name)):
+            raise _unnamed(name, NO_STAMP)
+
 
     # -- signed statements -----------------------------------------------------------------------
 
@@ -237,7 +320,7 @@ class MediaVerifier:
                                         f"names a file other than {name}; refused")
             entries = statement.digests.for_file(name)
             if not entries:
-                listed = ", ".join(statement.digests.filenames()[:3])
+                listed = ", ".join(shown(n) for n in statement.digests.filenames()[:3])
                 raise NotListedError(f"{statement.source} does not list {name} (it lists {listed})")
             expected.append((statement.source, entries))
         return expected

@@ -10,10 +10,13 @@ downloads afresh) and nothing reaches the destination.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import re
 import shutil
+import stat
+import tempfile
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -32,7 +35,7 @@ from gkeys_portage.core.errors import (
 )
 from gkeys_portage.core.http import NotFoundError, safe_url
 from gkeys_portage.core.state import atomic_write, atomic_write_json, fsync_directory, read_json, staging_directory
-from gkeys_portage.verify.digests import LatestEntry, check_name, latest_timestamp, newest, parse_latest
+from gkeys_portage.verify.digests import LatestEntry, check_name, latest_timestamp, newest_of_product, parse_latest
 from gkeys_portage.verify.download import Downloader
 from gkeys_portage.verify.media import (
     ALL_SIBLINGS,
@@ -51,6 +54,8 @@ DEFAULT_MIRROR = "https://distfiles.gentoo.org"
 DEFAULT_CATEGORY = "gentoo"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.+-]*$")
 RECORD = "media-latest"
+#: ``{NAME: build stamp}`` of the newest file installed by ``--latest NAME``.
+BUILD_RECORD = "media-latest-builds"
 
 Progress = Callable[[int, int], None]
 
@@ -64,6 +69,7 @@ class LatestChoice:
     entry: LatestEntry
     signed: SignedBy
     timestamp: int | None = None
+    build: str = ""
 
 
 @dataclass
@@ -118,12 +124,12 @@ def resolve_latest(ctx: Gkeys, verifier: SignatureVerifier, mirror: str, name: s
             from exc
     good = checked(latest, verifier.clearsigned, data)
     text = signed_text(good.plaintext or b"", latest)
-    entry = newest(parse_latest(text, latest))
+    entry, build = newest_of_product(parse_latest(text, latest), name, latest)
     url = urllib.parse.urljoin(base, entry.path)
     if not url.startswith(base):
         raise BadInputError(f"{latest}: {entry.path!r} points outside the mirror")
     choice = LatestChoice(latest, url, entry, SignedBy(latest, "clearsigned latest file", good.signer),
-                          latest_timestamp(text))
+                          latest_timestamp(text), build)
     _check_rollback(ctx, name, choice)
     _check_age(ctx, choice)
     return choice
@@ -139,22 +145,32 @@ def _check_age(ctx: Gkeys, choice: LatestChoice) -> None:
 
 
 def _check_rollback(ctx: Gkeys, name: str, choice: LatestChoice) -> None:
-    """Refuse a validly signed latest file older than one fetched before (a replayed mirror)."""
+    """Refuse a validly signed latest file older than one fetched before (a replayed mirror), and a build of
+    ``name`` older than one installed before (whatever the list's ``ts`` says)."""
     seen = read_json(ctx.layout.record(RECORD), {}).get(name)
     if isinstance(seen, int) and (choice.timestamp is None or choice.timestamp < seen):
         raise RollbackError(f"{choice.latest}: ts={choice.timestamp} is older than ts={seen} fetched before "
                             f"(a stale or replayed mirror); refused")
+    builds = ctx.layout.record(BUILD_RECORD)
+    built = read_json(builds, {}).get(name)
+    if isinstance(built, str) and choice.build < built:
+        raise RollbackError(f"{choice.latest}: its newest {name} was built {choice.build}, before the build "
+                            f"{built} fetched earlier (a stale or replayed mirror); refused (try another "
+                            f"--mirror; if releng withdrew {built}, remove {name!r} from {builds})")
 
 
 def _record_latest(ctx: Gkeys, name: str, choice: LatestChoice) -> None:
-    """Remember the newest latest-file time stamp fetched for ``name``."""
-    if choice.timestamp is None:
-        return
+    """Remember the newest latest-file time stamp and build stamp fetched for ``name``."""
     with ctx.lock:
-        path = ctx.layout.record(RECORD)
-        record = read_json(path, {})
-        record[name] = max(choice.timestamp, record.get(name, 0))
-        atomic_write_json(path, record)
+        if choice.timestamp is not None:
+            path = ctx.layout.record(RECORD)
+            record = read_json(path, {})
+            record[name] = max(choice.timestamp, record.get(name, 0))
+            atomic_write_json(path, record)
+        path = ctx.layout.record(BUILD_RECORD)
+        builds = read_json(path, {})
+        builds[name] = max(choice.build, str(builds.get(name, "")))
+        atomic_write_json(path, builds)
 
 
 def fetch_siblings(ctx: Gkeys, url: str, folder: Path, name: str) -> list[str]:
@@ -180,6 +196,7 @@ def download_and_verify(ctx: Gkeys, media: MediaVerifier, url: str, folder: Path
     """Fetch ``url`` and its siblings into ``folder`` and verify; a rejected file is renamed ``.rejected``."""
     name = file_name(url)
     skipped = fetch_siblings(ctx, url, folder, name)
+    media.check_bindable(name, {s for s in ALL_SIBLINGS if s not in skipped})  # before a multi-GB download
     target = folder / name
     downloader(ctx).fetch(url, target, expected_size=expected_size, progress=progress)
     try:
@@ -204,29 +221,98 @@ def _exclusive(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
+def _copy_beside(source: Path, final: Path) -> None:
+    """Copy ``source`` to ``final`` on another filesystem: into a fresh temp file that
+    :func:`tempfile.mkstemp` creates in ``final``'s directory (``O_EXCL``, so a planted file or symlink is
+    never opened), fsync, then rename over ``final`` (a symlink there is replaced, not followed)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent)
+    try:
+        with os.fdopen(fd, "wb") as out, open(source, "rb") as data:
+            shutil.copyfileobj(data, out, 1 << 20)
+            out.flush()
+            os.fchmod(out.fileno(), stat.S_IMODE(os.fstat(data.fileno()).st_mode))
+            os.fsync(out.fileno())
+        os.replace(tmp, final)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def check_destination(dest_dir: Path) -> None:
+    """Refuse a destination where another local user could swap the verified files after the check.
+
+    Every directory from ``/`` down to ``dest_dir`` (symlinks resolved) must be owned by the caller or root
+    and, if anyone may write to it, carry the sticky bit (``/tmp`` itself is fine: there nobody can rename
+    another user's entry); a symlink on the way that another user owns (and so may re-point) is refused too.
+    """
+    def refuse(folder: Path, why: str) -> StateError:
+        return StateError(f"{folder} {why}: that user could replace the verified files after the check; "
+                          f"choose a directory only you (or root) can write to (-d DIR)")
+
+    mine = (os.getuid(), 0)
+    lexical = Path(os.path.abspath(dest_dir))
+    for folder in [lexical, *lexical.parents]:
+        info = folder.lstat()
+        if stat.S_ISLNK(info.st_mode) and info.st_uid not in mine:
+            raise refuse(folder, f"is a symlink owned by uid {info.st_uid}")
+    real = dest_dir.resolve()
+    for folder in [real, *real.parents]:
+        info = folder.stat()
+        if info.st_uid not in mine:
+            raise refuse(folder, f"is owned by uid {info.st_uid}")
+        if info.st_mode & stat.S_IWOTH and not info.st_mode & stat.S_ISVTX:
+            raise refuse(folder, "is world-writable (without the sticky bit)")
+
+
+def check_before_creating(dest_dir: Path) -> None:
+    """:func:`check_destination` of ``dest_dir``, or of its nearest existing ancestor if it does not exist
+    yet (so nothing is created below a directory that others control)."""
+    absolute = Path(os.path.abspath(dest_dir))
+    try:
+        check_destination(next(p for p in (absolute, *absolute.parents) if os.path.lexists(p)))
+    except OSError as exc:
+        raise StateError(f"cannot use {dest_dir}: {exc.strerror or exc} (choose another -d DIR)") from exc
+
+
 def install(files: list[Path], dest_dir: Path) -> list[Path]:
-    """Move verified files into ``dest_dir`` (the main file last); each appears atomically."""
-    dest_dir.mkdir(parents=True, exist_ok=True)
+    """Move verified files into ``dest_dir`` (the main file last); each appears atomically.
+
+    ``dest_dir`` and the directories above it must be safe from other users (:func:`check_destination`); a
+    file is renamed into place, or, across filesystems, copied into a temp file only this run created (see
+    :func:`_copy_beside`); a name in ``dest_dir`` is never opened for writing.
+    """
     installed = []
-    for source in files:
-        final = dest_dir / source.name
-        partial = dest_dir / f".{source.name}.partial"
-        try:
-            os.replace(source, final)
-        except OSError:  # another filesystem: copy beside, then rename
-            shutil.copyfile(source, partial)
-            os.replace(partial, final)
-            source.unlink()
-        installed.append(final)
+    final = dest_dir
+    check_before_creating(dest_dir)
+    try:
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        check_destination(dest_dir)
+        for source in files:
+            final = dest_dir / source.name
+            try:
+                os.replace(source, final)
+            except OSError as exc:
+                if exc.errno != errno.EXDEV:
+                    raise
+                _copy_beside(source, final)
+                source.unlink()
+            installed.append(final)
+    except OSError as exc:
+        kept = files[0].parent if files else dest_dir
+        raise StateError(f"cannot install {final}: {exc.strerror or exc}; the verified files not yet "
+                         f"installed stay in {kept} (choose another -d DIR)") from exc
     fsync_directory(dest_dir)
     return installed
 
 
 def fetch_media(ctx: Gkeys, url: str, dest_dir: Path, *, category: str, nick: str | None = None,
-                expected_size: int | None = None, progress: Progress | None = None) -> Fetched:
+                expected_size: int | None = None, progress: Progress | None = None,
+                allow_unnamed: bool = False) -> Fetched:
     """Download ``url`` with its siblings, verify them all, then move the file and the verified siblings
     into ``dest_dir``; siblings the verifier ignored or did not check are deleted from quarantine."""
-    media = MediaVerifier(ctx.verifier(category, [nick] if nick else []), category)
+    media = MediaVerifier(ctx.verifier(category, [nick] if nick else []), category, allow_unnamed=allow_unnamed)
+    check_before_creating(dest_dir)  # before the download; again when installing
     folder = quarantine_dir(ctx)
     with _exclusive(folder / f".{file_name(url)}.lock"):
         target, fetched = download_and_verify(ctx, media, url, folder, expected_size=expected_size,
@@ -242,20 +328,20 @@ def fetch_media(ctx: Gkeys, url: str, dest_dir: Path, *, category: str, nick: st
 
 
 def fetch_latest(ctx: Gkeys, name: str, mirror: str, dest_dir: Path, *, category: str, nick: str | None = None,
-                 arch: str | None = None, progress: Progress | None = None) -> Fetched:
+                 arch: str | None = None, progress: Progress | None = None, allow_unnamed: bool = False) -> Fetched:
     """Resolve the newest ``name`` from the mirror's signed latest file, then :func:`fetch_media` it."""
     choice = resolve_latest(ctx, ctx.verifier(category, [nick] if nick else []), mirror, name, arch)
     fetched = fetch_media(ctx, choice.url, dest_dir, category=category, nick=nick,
-                          expected_size=choice.entry.size, progress=progress)
+                          expected_size=choice.entry.size, progress=progress, allow_unnamed=allow_unnamed)
     _record_latest(ctx, name, choice)
     fetched.latest = choice
     return fetched
 
 
 def verify_url(ctx: Gkeys, url: str, *, category: str, nick: str | None = None,
-               progress: Progress | None = None) -> Fetched:
+               progress: Progress | None = None, allow_unnamed: bool = False) -> Fetched:
     """Download ``url`` and its siblings into a private quarantine folder, verify, then delete them."""
-    media = MediaVerifier(ctx.verifier(category, [nick] if nick else []), category)
+    media = MediaVerifier(ctx.verifier(category, [nick] if nick else []), category, allow_unnamed=allow_unnamed)
     with staging_directory(quarantine_dir(ctx), "verify-") as folder:
         _target, fetched = download_and_verify(ctx, media, url, folder, progress=progress)
     fetched.verification.file = url
