@@ -47,8 +47,8 @@ def test_detached_signatures_pass_and_everything_else_is_refused(keys: KeyFactor
     assert detached_signature_packets(binary + keys.sign("bob", doc, armor=False))  # several signatures
     message = _signed_message(keys, "alice", b"any old mail\n", tmp_path)
     compressed = _signed_message(keys, "alice", b"any old mail\n", tmp_path, compress=True)
-    for bad in (message, _armor(message), _armor(compressed), binary + b"\x00junk", binary[:-5], _armor(binary) + _armor(binary),
-                _armor(binary).replace(b"\n=", b"\n=AAAA\n=", 1), b"", b"-----BEGIN PGP SIGNATURE-----\n"):
+    for bad in (message, _armor(message), _armor(compressed), binary + b"\x00junk", binary[:-5],
+                _armor(binary) + _armor(binary), _armor(binary).replace(b"\n=", b"\n=AAAA\n=", 1), b"", b"-----BEGIN PGP SIGNATURE-----\n"):
         with pytest.raises(NoSignatureError):
             detached_signature_packets(bad)
 
