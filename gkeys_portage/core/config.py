@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gkeys_portage.core.errors import ConfigError
+from gkeys_portage.core.hashpolicy import parse_weak_hashes
 from gkeys_portage.core.types import Category, Nick, parse_category, parse_nick
 
 DEFAULT_SEEDURLS = {
@@ -60,6 +61,7 @@ class PolicyConfig:
     require_currently_valid: bool = False
     max_seed_age: float = 0.0  # seconds; 0 = no limit
     gpg_timeout: float = 900.0  # seconds for one gpg call (a multi-GB ISO is hashed in one call)
+    weak_hashes: dict[int, float] = field(default_factory=dict)  # hash id -> cut-off (core.hashpolicy)
 
 
 @dataclass
@@ -160,6 +162,7 @@ def load_config(path: Path | None = None, root: Path | None = None) -> Config:
         require_currently_valid=_bool(parser, "policy", "require-currently-valid", False),
         max_seed_age=_float(parser, "policy", "max-seed-age", 0.0) * 86400.0,
         gpg_timeout=max(1.0, _float(parser, "policy", "gpg-timeout", 900.0)),
+        weak_hashes=parse_weak_hashes(parser.get("policy", "weak-hashes", fallback="")),
     )
     sign_homedir = parser.get("sign", "gnupghome", fallback="")
     try:
