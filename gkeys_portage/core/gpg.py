@@ -537,7 +537,7 @@ def cleartext_output(escaped: Sequence[bytes]) -> bytes:
     for line in escaped:
         line = line[2:] if line.startswith(b"- ") else line
         carriage = line.endswith(b"\r")
-        line = (line[:-1] if carriage else line).rstrip(b" \t")
+        line = line.rstrip(b" \t\r")
         out.append(line + (b"\r\n" if carriage else b"\n"))
     return b"".join(out)
 

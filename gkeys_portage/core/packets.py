@@ -291,6 +291,8 @@ def find_clearsigned(data: bytes) -> Clearsigned:
         raise NoSignatureError("cleartext block without its signature")
     raw = data.split(b"\n")
     escaped = raw[text_start:index]
+    if any(b"\x00" in line for line in escaped):
+        raise NoSignatureError("a NUL byte inside the signed text (gpg would read that line differently)")
     text = b"\n".join(line[2:] if line.startswith(b"- ") else line for line in escaped)
     signature, after = parse_armor_block(lines, index, b"SIGNATURE")
     _signature_packets_only(signature, "cleartext signature")
