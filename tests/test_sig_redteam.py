@@ -113,6 +113,7 @@ def test_a_signed_message_expanding_to_1_gib_is_refused_with_bounded_memory(env:
     assert done.returncode == 1, done.stderr
     assert "expands beyond 64 MiB" in done.stderr
     rss_kb = int(done.stderr.split("MAXRSS_KB")[1].split()[0])
+    print(f"bomb {bomb.stat().st_size} bytes; verifier max RSS {rss_kb} KiB")
     assert rss_kb < 400 * 1024, f"verifier used {rss_kb} KiB"
     assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 400 * 1024
 
