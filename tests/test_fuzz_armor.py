@@ -12,8 +12,10 @@ Budget: ``GKEYS_FUZZ_EXAMPLES`` (default 200 per property; each example runs gpg
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +29,7 @@ from gkeys_portage.core.packets import (
     detached_signature_packets,
     find_clearsigned,
     parse_packets,
+    signed_message_packets,
 )
 from gkeys_portage.demo.world import KeyFactory
 
@@ -82,11 +85,11 @@ def _mutate(base: bytes, message: bytes, edits: list[tuple[str, int, bytes | int
     for kind, where, what in edits:
         at = where % max(1, len(lines))
         if kind == "prefix" and lines:
-            lines[at] = bytes(what) + lines[at]  # type: ignore[arg-type]
+            lines[at] = bytes(what) + lines[at]
         elif kind == "suffix" and lines:
-            lines[at] = lines[at] + bytes(what)  # type: ignore[arg-type]
+            lines[at] = lines[at] + bytes(what)
         elif kind == "insert":
-            lines.insert(at, bytes(what))  # type: ignore[arg-type]
+            lines.insert(at, bytes(what))
         elif kind == "message":
             assert isinstance(what, int)
             lines.insert(at, extra[what % len(extra)])
@@ -161,3 +164,28 @@ def test_accepted_cleartext_blocks_mean_the_same_to_gpg(material: dict[str, byte
     assert sigs == _our_signatures(block.signature), data
     if not block.outside:
         assert _gpg_reading(gpg, data) == (text, sigs), data
+
+
+packet_bytes = st.one_of(
+    st.binary(max_size=300),
+    st.builds(lambda tag, body: bytes([0xC0 | tag, len(body)]) + body, st.sampled_from([2, 4, 8, 11, 63]),
+              st.binary(max_size=150)),
+    st.builds(lambda algo, body: b"\xa3" + bytes([algo]) + body, st.integers(0, 4),
+              st.one_of(st.binary(max_size=200), st.builds(zlib.compress, st.binary(max_size=200)))),
+)
+
+
+@FUZZ
+@given(st.lists(packet_bytes, max_size=5))
+def test_packet_parsers_refuse_with_their_own_error_only(parts: list[bytes]) -> None:
+    """Random packets and compressed data: the parsers accept or raise NoSignatureError, nothing else."""
+    data = b"".join(parts)
+    for parse in (detached_signature_packets, signed_message_packets, find_clearsigned, parse_packets):
+        with contextlib.suppress(NoSignatureError):
+            parse(data)
+    try:
+        packets = signed_message_packets(data, limit=4096)
+    except NoSignatureError:
+        return
+    tags = [p.tag for p in parse_packets(packets)]
+    assert 11 in tags and tags.count(4) == tags.count(2) >= 1 and 8 not in tags

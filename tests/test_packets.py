@@ -139,6 +139,7 @@ def test_whitespace_armor_forgery_of_a_commit_is_refused_end_to_end(env: GkeysEn
     install_devs(env, ("alice",))
     repo = build(tmp_path / "repo", env.keys, ["alice"])
     old = repo.head()
+    assert old is not None
     payload, old_signature = _commit_parts(repo.path, old)
     forged = whitespace_armor_forgery(payload, old_signature, env.keys.keys["alice"].signing_subkey, lead)
     # gpg itself verifies the forgery (against the old payload inside it), which is the danger:
