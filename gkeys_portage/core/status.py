@@ -83,7 +83,7 @@ def _parse_time(text: str) -> int | None:
     """GnuPG timestamps are epoch seconds or ISO 8601 ``YYYYMMDDTHHMMSS``; ``0`` means none."""
     if not text or text == "0":
         return None
-    if text.isdigit():
+    if text.isascii() and text.isdigit():  # str.isdigit() also takes "²" (latin-1 0xB2)
         return int(text)
     try:
         return int(datetime.strptime(text, "%Y%m%dT%H%M%S").replace(tzinfo=UTC).timestamp())
@@ -92,7 +92,7 @@ def _parse_time(text: str) -> int | None:
 
 
 def _int_or_none(text: str) -> int | None:
-    return int(text) if text.isdigit() and len(text) <= 3 else None
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 3 else None
 
 
 def _fingerprint_or_none(text: str) -> Fingerprint | None:
