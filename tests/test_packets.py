@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import GkeysEnv
-from tree_helpers import build, install_devs
+from tree_helpers import build, head, install_devs
 
 from gkeys_portage.core.config import load_config
 from gkeys_portage.core.context import Gkeys
@@ -26,7 +26,11 @@ from gkeys_portage.core.packets import (
     detached_signature_packets,
     parse_packets,
 )
+from gkeys_portage.demo.tree_repo import git_environment
 from gkeys_portage.demo.world import KeyFactory
+from gkeys_portage.portage.hooks import repo_postsync_main
+from gkeys_portage.portage.treesync import SyncRequest, clone_verified, update_verified
+from gkeys_portage.verify.tree import TreeOptions
 
 
 def _armor(packets: bytes) -> bytes:
@@ -152,6 +156,36 @@ def test_whitespace_armor_forgery_of_a_commit_is_refused_end_to_end(env: GkeysEn
     result = env.run("verify-tree", str(repo.path))
     assert result.code == 1, result.text
     assert "BEGIN PGP SIGNATURE at a line start" in result.text
+
+
+def test_whitespace_armor_forgery_is_refused_by_the_sync_module_and_the_hook(env: GkeysEnv, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same forgery through ``sync-type = gkeys`` (first clone and update) and repo.postsync.d."""
+    install_devs(env, ("alice",))
+    upstream = build(tmp_path / "upstream", env.keys, ["alice"])
+    good = upstream.head()
+    assert good is not None
+    payload, old_signature = _commit_parts(upstream.path, good)
+    forged = whitespace_armor_forgery(payload, old_signature, env.keys.keys["alice"].signing_subkey)
+    location = tmp_path / "repos" / "gentoo"
+    ctx = Gkeys(load_config(env.config))
+
+    def request() -> SyncRequest:
+        return SyncRequest(location, str(upstream.path), TreeOptions(policy="all", jobs=1), git_env=git_environment(),
+                           quiet=True)
+
+    assert clone_verified(ctx, request(), lambda *line: None).ok
+    upstream.commit(None, signature=forged, message="backdoor", files={"dev-test/pkg/evil.ebuild": "rm -rf /\n"})
+    outcome = update_verified(ctx, request(), lambda *line: None)
+    assert not outcome.ok and "BEGIN PGP SIGNATURE at a line start" in outcome.reason, outcome.reason
+    assert head(location) == good
+    fresh = tmp_path / "repos" / "fresh"
+    first = clone_verified(ctx, SyncRequest(fresh, str(upstream.path), TreeOptions(policy="all", jobs=1),
+                                            git_env=git_environment(), quiet=True), lambda *line: None)
+    assert not first.ok
+    env.config.write_text(env.config.read_text() + "[tree]\npolicy = all\n")
+    monkeypatch.setenv("GKEYS_CONFIG", str(env.config))
+    assert repo_postsync_main(["test", "file:///up", str(upstream.path)]) == 1
 
 
 def test_armor_parser_is_strict() -> None:
