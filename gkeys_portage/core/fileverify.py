@@ -73,8 +73,12 @@ def _outside_error(name: str) -> UnsignedDataError:
 
 
 def locate_local(target: Path, signature: Path | None) -> SignedInput:
-    """Pair a local file with its signature: ``-s``; else FILE itself if it is inline-signed; else
-    ``FILE.asc``/``.sig`` beside it; else FILE is the detached signature of its stem."""
+    """Pair a local file with its signature: ``-s``; else FILE itself if it is inline-signed *as a
+    whole*; else ``FILE.asc``/``.sig`` beside it; else FILE is the detached signature of its stem.
+
+    An inline-signed FILE with bytes outside its signed block and no signature beside it is refused
+    (:class:`UnsignedDataError`): those bytes are not verified.
+    """
     if not target.is_file():
         raise BadInputError(f"{target}: no such file")
     if signature is not None:
@@ -100,7 +104,8 @@ def locate_local(target: Path, signature: Path | None) -> SignedInput:
 
 
 def locate_remote(ctx: Gkeys, url: str, signature: str | None) -> SignedInput:
-    """Download a URL and its signature (``-s``, else URL.asc / URL.sig unless it is inline-signed)."""
+    """Download a URL and its signature (``-s``, else URL.asc / URL.sig unless it is inline-signed as a
+    whole; partly inline-signed without a detached signature is refused)."""
     data = ctx.http.get(url, max_bytes=MAX_DOWNLOAD)
     if signature is not None:
         sig = (ctx.http.get(signature, max_bytes=MAX_SIGNATURE) if "://" in signature
