@@ -7,6 +7,10 @@ process handling.  Each call:
 * gets a minimal, explicit environment (``TZ=UTC``, ``LC_ALL=C``, no agent variables),
 * ignores any ``gpg.conf`` (``--no-options``) and never touches the network (``--disable-dirmngr``),
 * is killed after a timeout, which callers treat as "not verified",
+* has its stdout and stderr read through bounded collectors: more output than allowed kills gpg
+  and is "not verified" (a decompression bomb never fills memory),
+* verifies only bytes :mod:`gkeys_portage.core.packets` parsed and rebuilt, never the file or
+  message as received (the two armor parsers cannot disagree about what gpg reads),
 * reports machine-readable status lines, parsed by :mod:`gkeys_portage.core.status`.
 
 Nothing else in the package knows gpg's arguments.
