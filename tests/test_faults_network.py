@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 from conftest import GkeysEnv
 
-from gkeys_portage.demo.world import LoopbackServer, RequestInfo, Response
+from gkeys_portage.demo.world import LoopbackServer, Response
 
 Fault = Callable[[bytes, str], Response]
 

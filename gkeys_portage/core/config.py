@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gkeys_portage.core.errors import ConfigError
+from gkeys_portage.core.hashpolicy import parse_weak_hashes
 from gkeys_portage.core.types import Category, Nick, parse_category, parse_nick
 
 DEFAULT_SEEDURLS = {
@@ -61,6 +62,7 @@ class PolicyConfig:
     max_seed_age: float = 0.0  # seconds; 0 = no limit
     gpg_timeout: float = 900.0  # seconds for one gpg call (a multi-GB ISO is hashed in one call)
     unbound_seeds: frozenset[Category] = frozenset()  # categories whose seed signature may name no category
+    weak_hashes: dict[int, float] = field(default_factory=dict)  # hash id -> cut-off (core.hashpolicy)
 
 
 @dataclass
@@ -191,6 +193,7 @@ def load_config(path: Path | None = None, root: Path | None = None) -> Config:
         max_seed_age=_float(parser, "policy", "max-seed-age", 0.0) * 86400.0,
         gpg_timeout=max(1.0, _float(parser, "policy", "gpg-timeout", 900.0)),
         unbound_seeds=_unbound_seeds(parser, verify_seeds),
+        weak_hashes=parse_weak_hashes(parser.get("policy", "weak-hashes", fallback="")),
     )
     sign_homedir = parser.get("sign", "gnupghome", fallback="")
     try:

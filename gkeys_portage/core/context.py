@@ -71,7 +71,8 @@ class Gkeys:
     def policy(self, now: float | None = None) -> VerifyPolicy:
         """The verification policy from ``[policy]``."""
         return VerifyPolicy(clock_skew=self.config.policy.clock_skew,
-                            require_currently_valid=self.config.policy.require_currently_valid, now=now)
+                            require_currently_valid=self.config.policy.require_currently_valid, now=now,
+                            weak_hashes=self.config.policy.weak_hashes)
 
     def verifier(self, category: str, nicks: Iterable[str] = (), *, pins: PinSet | None = None,
                  policy: VerifyPolicy | None = None) -> SignatureVerifier:

@@ -116,3 +116,11 @@ class UnboundSeedError(NotVerifiedError):
 
 class KeyMismatchError(NotVerifiedError):
     """A key source returned keys, none of which matched the pinned fingerprint."""
+
+
+class UnsignedDataError(NotVerifiedError):
+    """Input holds bytes outside its signed part (an inline signature covers only some of a file)."""
+
+
+class WeakHashError(BadSignatureError):
+    """A pinned key's signature is made over a weak digest (MD5, SHA-1, RIPEMD-160)."""

@@ -7,6 +7,10 @@ process handling.  Each call:
 * gets a minimal, explicit environment (``TZ=UTC``, ``LC_ALL=C``, no agent variables),
 * ignores any ``gpg.conf`` (``--no-options``) and never touches the network (``--disable-dirmngr``),
 * is killed after a timeout, which callers treat as "not verified",
+* has its stdout and stderr read through bounded collectors: more output than allowed kills gpg
+  and is "not verified" (a decompression bomb never fills memory),
+* verifies only bytes :mod:`gkeys_portage.core.packets` parsed and rebuilt, never the file or
+  message as received (the two armor parsers cannot disagree about what gpg reads),
 * reports machine-readable status lines, parsed by :mod:`gkeys_portage.core.status`.
 
 Nothing else in the package knows gpg's arguments.
@@ -19,6 +23,7 @@ import fcntl
 import logging
 import os
 import re
+import signal
 import subprocess
 import tempfile
 import threading
@@ -28,14 +33,19 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from queue import Empty, Queue
-from typing import IO, Any
+from typing import IO
 
 import gnupg
 
 from gkeys_portage.core.colons import PublicKey, parse_colons
 from gkeys_portage.core.errors import GpgError, NoSignatureError
 from gkeys_portage.core.keyblocks import Selection, armor_public_keys, select_keyblocks
-from gkeys_portage.core.packets import detached_signature_packets
+from gkeys_portage.core.packets import (
+    CLEARSIGN_BEGIN,
+    detached_signature_packets,
+    find_clearsigned,
+    signed_message_packets,
+)
 from gkeys_portage.core.status import StatusReport, parse_status
 from gkeys_portage.core.types import Fingerprint, parse_fingerprint
 
@@ -59,6 +69,15 @@ BASE_OPTIONS = [
     "--utf8-strings",
 ]
 
+#: Most bytes read from gpg's stdout (and, separately, stderr) in one call; beyond it gpg is killed.
+MAX_OUTPUT = 256 * 1024 * 1024
+#: Most bytes of an inline-signed message handed to gpg.
+MAX_INLINE = 256 * 1024 * 1024
+#: Slack over the input size that gpg's output of a verified message may use.
+OUTPUT_SLACK = 64 * 1024
+#: Status output allowed per file of a ``--verify --multifile`` run.
+MULTIFILE_OUTPUT_PER_FILE = 64 * 1024
+
 DataSource = bytes | Path | IO[bytes]
 
 #: ``--import-options`` for key data from sources and for rebuilding keyrings (see :meth:`GnuPG.import_report`).
@@ -79,6 +98,7 @@ class GpgResult:
     stdout: bytes
     stderr: str
     timed_out: bool = False
+    overflow: bool = False  # gpg wrote more than allowed and was killed
 
 
 @dataclass
@@ -88,19 +108,6 @@ class ImportReport:
     imported: list[Fingerprint]
     problem: str  # "" when every key was imported and gpg exited 0
     stderr: str = ""
-
-
-class _Recorder:
-    """A python-gnupg result object that just records status pairs, stdout and stderr."""
-
-    def __init__(self, _gpg: Any) -> None:
-        self.pairs: list[tuple[str, str]] = []
-        self.stderr = ""
-        self.data: bytes = b""
-        self.returncode: int | None = None
-
-    def handle_status(self, key: str, value: str) -> None:
-        self.pairs.append((key, value))
 
 
 def minimal_environment(homedir: Path) -> dict[str, str]:
@@ -157,9 +164,12 @@ class GnuPG:
     # -- running ---------------------------------------------------------------------------------
 
     def run(self, args: Sequence[str], stdin: DataSource | None = None,
-            passphrase: str | None = None) -> GpgResult:
-        """Run gpg with ``args``; feed ``stdin`` (bytes, a path or a binary stream) if given."""
-        recorder = _Recorder(self._gpg)
+            passphrase: str | None = None, *, max_output: int = MAX_OUTPUT) -> GpgResult:
+        """Run gpg with ``args``; feed ``stdin`` (bytes, a path or a binary stream) if given.
+
+        gpg's stdout and stderr are each read into at most ``max_output`` bytes: beyond that gpg is
+        killed and the result says ``overflow`` (callers treat it as "not verified").
+        """
         try:
             process = self._gpg._open_subprocess(list(args), passphrase is not None)
         except OSError as exc:
@@ -193,26 +203,29 @@ class GnuPG:
                 writer = gnupg._threaded_copy_data(source, process.stdin, 1 << 20, errors)
             else:
                 process.stdin.close()
-            self._gpg._collect_output(process, recorder, writer, process.stdin)
+            stdout, stderr, overflow = _drain(process, max_output)
         finally:
             timer.cancel()
             if writer is not None:
                 writer.join(self.timeout)
+            with contextlib.suppress(OSError):
+                process.stdin.close()
             if opened is not None:
                 opened.close()
         try:
             error = errors.get_nowait()
         except Empty:
             error = None
-        if error is not None and not isinstance(error, BrokenPipeError):
+        if error is not None and not isinstance(error, BrokenPipeError) and not overflow:
             raise GpgError(f"cannot feed data to gpg: {error}")
-        data = recorder.data if isinstance(recorder.data, bytes) else recorder.data.encode("latin-1")
+        text = stderr.decode("latin-1")
         return GpgResult(
             returncode=process.returncode if process.returncode is not None else -1,
-            status=parse_status(recorder.pairs),
-            stdout=data,
-            stderr=recorder.stderr,
+            status=parse_status(line.rstrip() for line in text.splitlines() if line.startswith(STATUS_LINE_PREFIX)),
+            stdout=stdout,
+            stderr=text,
             timed_out=timed_out.is_set(),
+            overflow=overflow,
         )
 
     def _checked(self, args: Sequence[str], stdin: DataSource | None = None,
@@ -321,19 +334,35 @@ class GnuPG:
             sigfile.write(packets)
             sigfile.flush()
             if isinstance(data, Path):
-                result = self.run(["--verify", sigfile.name, str(data)])
+                result = self.run(["--verify", sigfile.name, str(data)], max_output=OUTPUT_SLACK * 16)
             else:
-                result = self.run(["--verify", sigfile.name, "-"], data)
-        return _raise_on_timeout(result, "verifying signature")
+                result = self.run(["--verify", sigfile.name, "-"], data, max_output=OUTPUT_SLACK * 16)
+        return _verdict(result, "verifying signature")
 
     def verify_clearsigned(self, message: bytes) -> tuple[StatusReport, bytes]:
         """Verify an inline (clearsigned or signed) message; return its status and the signed text.
 
-        The returned text is what gpg says was signed: never the unsigned bytes around a
-        clearsigned block.
+        gpg never sees ``message`` itself: a cleartext block is rebuilt from its parsed parts (text
+        around it is dropped), a signed message is handed over as its uncompressed packets
+        (:mod:`gkeys_portage.core.packets`).  The returned text is what gpg says was signed, and for a
+        cleartext block it must equal the text parsed here, or nothing was verified.
         """
-        result = self.run(["--decrypt"], message)
-        return _raise_on_timeout(result, "verifying signed message"), result.stdout
+        if len(message) > MAX_INLINE:
+            return StatusReport(failures=[f"signed message larger than {MAX_INLINE} bytes"]), b""
+        try:
+            if _has_line(message, CLEARSIGN_BEGIN):
+                block = find_clearsigned(message)
+                expected: bytes | None = cleartext_output(block.escaped)
+                checked = block.canonical
+            else:
+                expected, checked = None, signed_message_packets(message)
+        except NoSignatureError as exc:
+            return StatusReport(failures=[exc.message]), b""
+        result = self.run(["--decrypt"], checked, max_output=len(checked) + OUTPUT_SLACK)
+        report = _verdict(result, "verifying signed message")
+        if expected is not None and result.stdout != expected and report.signatures:
+            return StatusReport(failures=["gpg and gkeys disagree on the signed text; refused"]), b""
+        return report, result.stdout
 
     def verify_many_multifile(self, pairs: Sequence[tuple[Path, Path]], *, jobs: int = 1) -> list[StatusReport]:
         """Verify many detached signatures ``(signature_path, data_path)`` with ``jobs`` parallel
@@ -343,23 +372,33 @@ class GnuPG:
         not through python-gnupg: python-gnupg always adds ``--batch``, and in batch mode gpg does not
         pair a detached signature with its data file.  Each file's status is cut at gpg's
         ``FILE_START`` lines, so an unreadable signature only fails its own file.
+
+        gpg never reads the given signature files: each is parsed (a pure detached signature, strict
+        armor) and its binary packets are written to a private directory, beside a symlink to the data.
         """
         for sig, data in pairs:
             if sig.with_suffix("") != data:
                 raise GpgError(f"multifile verify needs {data} beside {sig}")
         if not pairs:
             return []
-        # In multifile mode gpg verifies a signed *message* against its own text and never reads the data
-        # file: only pure detached signatures may reach it.
         refused: dict[int, StatusReport] = {}
-        for index, (sig, _data) in enumerate(pairs):
-            try:
-                detached_signature_packets(sig.read_bytes())
-            except NoSignatureError as exc:
-                refused[index] = StatusReport(failures=[exc.message])
-        checked = [pair for index, pair in enumerate(pairs) if index not in refused]
-        reports = iter(self._multifile(checked, jobs) if checked else [])
-        return [refused[index] if index in refused else next(reports) for index in range(len(pairs))]
+        with tempfile.TemporaryDirectory(prefix="gkeys-multifile-") as private:
+            checked: list[tuple[Path, Path]] = []
+            for index, (sig, data) in enumerate(pairs):
+                try:
+                    packets = detached_signature_packets(sig.read_bytes())
+                except NoSignatureError as exc:
+                    refused[index] = StatusReport(failures=[exc.message])
+                    continue
+                except OSError as exc:
+                    refused[index] = StatusReport(failures=[f"cannot read {sig}: {exc.strerror}"])
+                    continue
+                own = Path(private) / f"{index}.sig"
+                own.write_bytes(packets)
+                (Path(private) / str(index)).symlink_to(data.absolute())
+                checked.append((own, own.with_suffix("")))
+            reports = iter(self._multifile(checked, jobs) if checked else [])
+            return [refused[index] if index in refused else next(reports) for index in range(len(pairs))]
 
     def _multifile(self, pairs: Sequence[tuple[Path, Path]], jobs: int) -> list[StatusReport]:
         size = -(-len(pairs) // max(1, jobs))
@@ -369,15 +408,25 @@ class GnuPG:
         env = minimal_environment(self.homedir)
 
         def one(chunk: list[tuple[Path, Path]]) -> list[StatusReport]:
+            names = [str(sig) for sig, _ in chunk]
             try:
-                done = subprocess.run([*command, *[str(sig) for sig, _ in chunk]], stdin=subprocess.DEVNULL,
-                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-                                      timeout=self.timeout, check=False)
-            except subprocess.TimeoutExpired as exc:
-                raise GpgError("verifying signatures: gpg timed out") from exc
+                process = subprocess.Popen([*command, *names], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                           stderr=subprocess.DEVNULL, env=env)
             except OSError as exc:
                 raise GpgError(f"cannot run gpg: {exc}") from exc
-            return split_file_status(done.stdout.decode("latin-1").splitlines(), [str(sig) for sig, _ in chunk])
+            timer = threading.Timer(self.timeout, process.kill)
+            timer.daemon = True
+            timer.start()
+            try:
+                stdout, _, overflow = _drain(process, MULTIFILE_OUTPUT_PER_FILE * len(chunk))
+            finally:
+                timer.cancel()
+            if process.returncode == -signal.SIGKILL and not overflow:
+                raise GpgError("verifying signatures: gpg timed out")
+            if overflow:
+                return [StatusReport(failures=["gpg wrote more output than a signature check can; refused"])
+                        for _ in chunk]
+            return split_file_status(stdout.decode("latin-1").splitlines(), names)
 
         with ThreadPoolExecutor(max_workers=len(chunks)) as pool:
             return [report for reports in pool.map(one, chunks) for report in reports]
@@ -469,6 +518,43 @@ def _widen_pipe(stream: IO[bytes]) -> None:
         fcntl.fcntl(stream.fileno(), F_SETPIPE_SZ, 1 << 20)
 
 
+def _read_bounded(stream: IO[bytes], limit: int, over: threading.Event, process: subprocess.Popen[bytes],
+                  into: list[bytes]) -> None:
+    """Read ``stream`` to its end into ``into``; past ``limit`` bytes kill ``process`` and set ``over``."""
+    total = 0
+    while True:
+        chunk = stream.read1(1 << 16) if hasattr(stream, "read1") else stream.read(1 << 16)
+        if not chunk:
+            return
+        total += len(chunk)
+        if total > limit:
+            over.set()
+            with contextlib.suppress(OSError):
+                process.kill()
+            return
+        into.append(chunk)
+
+
+def _drain(process: subprocess.Popen[bytes], limit: int) -> tuple[bytes, bytes, bool]:
+    """gpg's stdout and stderr (each at most ``limit`` bytes) once it exited, and whether it overflowed."""
+    over = threading.Event()
+    outputs: tuple[list[bytes], list[bytes]] = ([], [])
+    readers = []
+    for stream, into in ((process.stdout, outputs[0]), (process.stderr, outputs[1])):
+        if stream is None:
+            continue
+        reader = threading.Thread(target=_read_bounded, args=(stream, limit, over, process, into), daemon=True)
+        reader.start()
+        readers.append(reader)
+    for reader in readers:
+        reader.join()
+    process.wait()
+    for stream in (process.stdout, process.stderr):
+        if stream is not None:
+            stream.close()
+    return b"".join(outputs[0]), b"".join(outputs[1]), over.is_set()
+
+
 class _BytesReader:
     """A minimal binary stream over bytes (python-gnupg's copier only needs ``read``)."""
 
@@ -532,10 +618,31 @@ def _created_fingerprint(result: GpgResult, what: str) -> Fingerprint:
     raise GpgError(f"{what}: gpg reported no new key", detail=result.stderr)
 
 
-def _raise_on_timeout(result: GpgResult, what: str) -> StatusReport:
+def _verdict(result: GpgResult, what: str) -> StatusReport:
+    """The status of a verifying run; a timeout raises, an overflow is a report without signatures."""
+    if result.overflow:
+        return StatusReport(failures=["gpg wrote more output than the signed data can explain (a "
+                                      "decompression bomb?); refused"])
     if result.timed_out:
         raise GpgError(f"{what}: gpg timed out")
     return result.status
+
+
+def _has_line(data: bytes, line: bytes) -> bool:
+    """Whether ``line`` starts a line of ``data``."""
+    return data.startswith(line) or b"\n" + line in data
+
+
+def cleartext_output(escaped: Sequence[bytes]) -> bytes:
+    """What gpg prints for a cleartext block: each dash-unescaped line without trailing blanks, plus
+    its line break."""
+    out = []
+    for line in escaped:
+        line = line[2:] if line.startswith(b"- ") else line
+        carriage = line.endswith(b"\r")
+        line = line.rstrip(b" \t\r")
+        out.append(line + (b"\r\n" if carriage else b"\n"))
+    return b"".join(out)
 
 
 def _last_error_line(stderr: str) -> str:

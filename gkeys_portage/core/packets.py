@@ -1,25 +1,58 @@
-"""Check that a "detached signature" is exactly that: OpenPGP signature packets and nothing else.
+"""Parse OpenPGP armor and packet framing strictly, so gpg only ever sees bytes this module checked.
 
-GnuPG decides from the packets, not from the armor label, what it was given.  A signed *message*
-(one-pass signature, literal data, signature) armored as "PGP SIGNATURE" and handed to
-``gpg --verify --multifile`` is verified against the text inside it, and the data file is never read:
-any old message a pinned key once signed would then "sign" anything.  Trailing packets or junk after a
-signature make gpg report a good signature and then fail.  So every detached signature is parsed here
-first: one armor block (or binary), a valid CRC if present, only Signature packets (tag 2), nothing after.
+GnuPG decides from the packets, not from the armor label, what it was given, and its armor parser
+differs from any other: a line that one parser takes as an armor header the other may skip.  So no
+verifier hands gpg the file it received.  Each input is parsed here and gpg gets bytes built from
+what was parsed:
+
+* a **detached signature** becomes its binary Signature packets (tag 2, nothing else: a signed
+  *message* armored as ``PGP SIGNATURE`` would make ``gpg --verify --multifile`` check the message's
+  own text and never read the data file);
+* a **clearsigned message** becomes a canonical cleartext block rebuilt from its parts (the
+  ``Hash:`` headers, the dash-escaped text, the signature re-armored from its checked packets);
+  text around it is cut off and reported;
+* a **signed message** (``gpg --sign``) becomes its binary packets with compression undone here,
+  within a size bound: one-pass signatures, one literal data packet, signatures.
+
+Armor follows RFC 9580 §6.2 exactly: the BEGIN line at the start of a line, armor header lines
+``Key: Value`` only, one blank line, base64 lines, an optional ``=CRC`` line, the END line.
+Anything else is "not a signature" (:class:`NoSignatureError`).  Compressed packets are refused in
+detached and clearsigned signatures, where none belong.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import bz2
+import re
+import textwrap
+import zlib
+from dataclasses import dataclass, field
 
 from gkeys_portage.core.errors import NoSignatureError
 
 ARMOR_BEGIN = b"-----BEGIN PGP SIGNATURE-----"
 ARMOR_END = b"-----END PGP SIGNATURE-----"
+CLEARSIGN_BEGIN = b"-----BEGIN PGP SIGNED MESSAGE-----"
+MESSAGE_BEGIN = b"-----BEGIN PGP MESSAGE-----"
 SIGNATURE_TAG = 2
+ONE_PASS_TAG = 4
+COMPRESSED_TAG = 8
+LITERAL_TAG = 11
+#: Packets that may use partial body lengths (RFC 9580 §4.2.1.4).
+PARTIAL_OK = frozenset({COMPRESSED_TAG, 9, LITERAL_TAG, 18, 20})
 CRC24_INIT = 0xB704CE
 CRC24_POLY = 0x1864CFB
+#: A signed message expanding beyond this is refused (decompression bombs never reach gpg).
+MAX_EXPANDED = 64 * 1024 * 1024
+#: ``Hash:`` values a clearsigned header may name (RFC 9580 §9.5 hash algorithm names).
+HASH_NAMES = frozenset({b"MD5", b"SHA1", b"RIPEMD160", b"SHA224", b"SHA256", b"SHA384", b"SHA512",
+                        b"SHA3-256", b"SHA3-512"})
+
+_HEADER_LINE = re.compile(rb"[A-Za-z0-9][A-Za-z0-9-]*: [\x20-\x7e]*")
+_BASE64_LINE = re.compile(rb"[A-Za-z0-9+/]+={0,2}")
+_CRC_LINE = re.compile(rb"=[A-Za-z0-9+/]{4}")
 
 
 def _crc24_table() -> list[int]:
@@ -46,71 +79,287 @@ def crc24(data: bytes) -> int:
     return crc
 
 
-def dearmor_signature(data: bytes) -> bytes:
-    """The binary packets of exactly one ``PGP SIGNATURE`` armor block (whitespace around it only)."""
-    lines = data.strip().splitlines()
-    if not lines or lines[0].strip() != ARMOR_BEGIN or lines[-1].strip() != ARMOR_END:
-        raise NoSignatureError("not one armored detached signature (BEGIN/END PGP SIGNATURE)")
-    body = [line.strip() for line in lines[1:-1]]
-    if any(ARMOR_BEGIN in line or ARMOR_END in line for line in body):
-        raise NoSignatureError("more than one armored block in a detached signature")
-    if b"" in body:
-        body = body[body.index(b"") + 1 :]  # skip armor headers (Version:, Comment:, ...)
-    checksum = None
-    if body and body[-1].startswith(b"="):
-        checksum, body = body[-1][1:], body[:-1]
+def armor(packets: bytes, kind: str = "SIGNATURE") -> bytes:
+    """Armor ``packets`` canonically (no headers, 64-column base64, CRC line)."""
+    body = "\n".join(textwrap.wrap(base64.b64encode(packets).decode("ascii"), 64))
+    checksum = base64.b64encode(crc24(packets).to_bytes(3, "big")).decode("ascii")
+    return f"-----BEGIN PGP {kind}-----\n\n{body}\n={checksum}\n-----END PGP {kind}-----\n".encode("ascii")
+
+
+def _lines(data: bytes) -> list[bytes]:
+    """Lines without their ending; trailing spaces, tabs and CR are dropped (as every parser does)."""
+    return [line.rstrip(b" \t\r") for line in data.split(b"\n")]
+
+
+def _begin_kind(line: bytes) -> bytes | None:
+    if line.startswith(b"-----BEGIN PGP ") and line.endswith(b"-----") and len(line) > 20:
+        return line[len(b"-----BEGIN PGP ") : -5]
+    return None
+
+
+def parse_armor_block(lines: list[bytes], start: int, kind: bytes) -> tuple[bytes, int]:
+    """Parse one armor block of ``kind`` whose BEGIN line is ``lines[start]``.
+
+    Returns the binary packets and the index of the line after the END line.
+    """
+    if _begin_kind(lines[start]) != kind:
+        raise NoSignatureError(f"not a PGP {kind.decode()} armor line")
+    index = start + 1
+    while index < len(lines) and lines[index] != b"":
+        if not _HEADER_LINE.fullmatch(lines[index]):
+            raise NoSignatureError("malformed armor header line (only 'Key: Value' lines, then one blank line)")
+        index += 1
+    index += 1  # the blank line
+    body: list[bytes] = []
+    checksum: bytes | None = None
+    end = b"-----END PGP " + kind + b"-----"
+    while True:
+        if index >= len(lines):
+            raise NoSignatureError(f"armor block without its END PGP {kind.decode()} line")
+        line = lines[index]
+        index += 1
+        if line == end:
+            break
+        if checksum is not None:
+            raise NoSignatureError("armor data after the checksum line")
+        if _CRC_LINE.fullmatch(line):
+            checksum = line[1:]
+        elif _BASE64_LINE.fullmatch(line) and not (body and body[-1].endswith(b"=")):
+            body.append(line)
+        else:
+            raise NoSignatureError("malformed armor data line (base64 only)")
     try:
         packets = base64.b64decode(b"".join(body), validate=True)
-        if checksum is not None and int.from_bytes(base64.b64decode(checksum, validate=True), "big") != crc24(
-                packets):
-            raise NoSignatureError("armor checksum mismatch in the detached signature")
     except (binascii.Error, ValueError) as exc:
-        raise NoSignatureError("the detached signature is not valid base64") from exc
+        raise NoSignatureError("the armor data is not valid base64") from exc
+    if checksum is not None and int.from_bytes(base64.b64decode(checksum), "big") != crc24(packets):
+        raise NoSignatureError("armor checksum mismatch")
+    if not packets:
+        raise NoSignatureError("empty armor block")
+    return packets, index
+
+
+def _only_blank(lines: list[bytes]) -> bool:
+    return all(line == b"" for line in lines)
+
+
+def dearmor_signature(data: bytes) -> bytes:
+    """The binary packets of exactly one ``PGP SIGNATURE`` armor block (blank lines around it only)."""
+    lines = _lines(data)
+    start = next((i for i, line in enumerate(lines) if line != b""), len(lines))
+    if start == len(lines) or lines[start] != ARMOR_BEGIN:
+        raise NoSignatureError("not one armored detached signature (BEGIN PGP SIGNATURE at a line start)")
+    packets, after = parse_armor_block(lines, start, b"SIGNATURE")
+    if not _only_blank(lines[after:]):
+        raise NoSignatureError("data after the armored detached signature")
     return packets
 
 
-def _signature_packet_end(data: bytes, pos: int) -> int:
-    """End of the Signature packet whose header starts at ``pos``; refuses any other packet type and
-    partial or indeterminate lengths."""
-    header = data[pos]
-    if not header & 0x80:
-        raise NoSignatureError("the detached signature holds no OpenPGP packet")
-    tag = header & 0x3F if header & 0x40 else (header >> 2) & 0x0F
-    if tag != SIGNATURE_TAG:
-        raise NoSignatureError(f"the detached signature contains a packet of type {tag}, not only signatures "
-                               "(a signed message or trailing data is not a detached signature)")
-    if header & 0x40:  # new format
-        pos += 1
-        first = data[pos] if pos < len(data) else -1
-        if 0 <= first < 192:
-            length, pos = first, pos + 1
-        elif 192 <= first < 224 and pos + 1 < len(data):
-            length, pos = ((first - 192) << 8) + data[pos + 1] + 192, pos + 2
-        elif first == 255 and pos + 4 < len(data):
-            length, pos = int.from_bytes(data[pos + 1 : pos + 5], "big"), pos + 5
-        else:
-            raise NoSignatureError("a packet of the detached signature has an unsupported length")
-    else:  # old format
-        kind = header & 0x03
+@dataclass(frozen=True)
+class Packet:
+    """One OpenPGP packet: its tag and its body (partial bodies joined)."""
+
+    tag: int
+    body: bytes
+
+
+def _new_length(data: bytes, pos: int) -> tuple[int, int, bool]:
+    """(length, position after the length octets, partial?) of a new-format length at ``pos``."""
+    if pos >= len(data):
+        raise NoSignatureError("truncated packet header")
+    first = data[pos]
+    if first < 192:
+        return first, pos + 1, False
+    if first < 224:
+        if pos + 1 >= len(data):
+            raise NoSignatureError("truncated packet header")
+        return ((first - 192) << 8) + data[pos + 1] + 192, pos + 2, False
+    if first == 255:
+        if pos + 5 > len(data):
+            raise NoSignatureError("truncated packet header")
+        return int.from_bytes(data[pos + 1 : pos + 5], "big"), pos + 5, False
+    return 1 << (first & 0x1F), pos + 1, True
+
+
+def parse_packets(data: bytes) -> list[Packet]:
+    """Split binary OpenPGP data into packets; refuse truncation and lengths the tag may not use."""
+    packets: list[Packet] = []
+    pos = 0
+    while pos < len(data):
+        header = data[pos]
+        if not header & 0x80:
+            raise NoSignatureError("not an OpenPGP packet (bad header octet)")
+        if header & 0x40:  # new format
+            tag = header & 0x3F
+            chunks: list[bytes] = []
+            pos += 1
+            while True:
+                length, pos, partial = _new_length(data, pos)
+                if partial and tag not in PARTIAL_OK:
+                    raise NoSignatureError(f"a packet of type {tag} has a partial length")
+                if pos + length > len(data):
+                    raise NoSignatureError("truncated packet")
+                chunks.append(data[pos : pos + length])
+                pos += length
+                if not partial:
+                    break
+            packets.append(Packet(tag, b"".join(chunks)))
+            continue
+        tag, kind = (header >> 2) & 0x0F, header & 0x03
         if kind == 3:
-            raise NoSignatureError("a packet of the detached signature has an indeterminate length")
+            if tag not in (COMPRESSED_TAG, LITERAL_TAG):
+                raise NoSignatureError(f"a packet of type {tag} has an indeterminate length")
+            packets.append(Packet(tag, data[pos + 1 :]))
+            break
         size = 1 << kind
-        length, pos = int.from_bytes(data[pos + 1 : pos + 1 + size], "big"), pos + 1 + size
-    return pos + length
+        if pos + 1 + size > len(data):
+            raise NoSignatureError("truncated packet header")
+        length = int.from_bytes(data[pos + 1 : pos + 1 + size], "big")
+        pos += 1 + size
+        if pos + length > len(data):
+            raise NoSignatureError("truncated packet")
+        packets.append(Packet(tag, data[pos : pos + length]))
+        pos += length
+    return packets
+
+
+def _signature_packets_only(packets: bytes, what: str) -> bytes:
+    if not packets:
+        raise NoSignatureError(f"empty {what}")
+    parsed = parse_packets(packets)
+    for packet in parsed:
+        if packet.tag == COMPRESSED_TAG:
+            raise NoSignatureError(f"the {what} contains a compressed packet, where none belongs")
+        if packet.tag != SIGNATURE_TAG:
+            raise NoSignatureError(f"the {what} contains a packet of type {packet.tag}, not only signatures "
+                                   "(a signed message or trailing data is not a detached signature)")
+    return packets
 
 
 def detached_signature_packets(data: bytes) -> bytes:
     """Validate a detached signature (armored or binary); return its binary packets.
 
     Raises :class:`NoSignatureError` unless it consists of one or more Signature packets only.
+    Binary input starts with a packet header (high bit set); anything else must be strict armor.
     """
-    packets = dearmor_signature(data) if data.lstrip().startswith(b"-----") else data
-    if not packets:
-        raise NoSignatureError("empty detached signature")
-    pos = 0
-    while pos < len(packets):
-        end = _signature_packet_end(packets, pos)
-        if end > len(packets):
-            raise NoSignatureError("the detached signature is truncated")
-        pos = end
-    return packets
+    packets = data if data[:1] and data[0] & 0x80 else dearmor_signature(data)
+    return _signature_packets_only(packets, "detached signature")
+
+
+@dataclass
+class Clearsigned:
+    """A parsed cleartext signature: what gpg gets is :attr:`canonical`, rebuilt from the checked parts."""
+
+    hashes: list[bytes]
+    text: bytes  # the signed text, dash-escaping undone, without the line break before the signature
+    signature: bytes  # binary Signature packets
+    canonical: bytes
+    outside: bool = False  # bytes other than blank lines before or after the block
+    escaped: list[bytes] = field(default_factory=list)
+
+
+def find_clearsigned(data: bytes) -> Clearsigned:
+    """Parse the one cleartext-signed block in ``data`` (RFC 9580 §7).
+
+    Text before and after the block is allowed but flagged (:attr:`Clearsigned.outside`); a second
+    BEGIN line of any kind anywhere is refused.
+    """
+    lines = _lines(data)
+    starts = [i for i, line in enumerate(lines) if line == CLEARSIGN_BEGIN]
+    if len(starts) != 1:
+        raise NoSignatureError("not one cleartext-signed block (BEGIN PGP SIGNED MESSAGE at a line start)"
+                               if not starts else "more than one signed message in one file")
+    start = starts[0]
+    index = start + 1
+    hashes: list[bytes] = []
+    while index < len(lines) and lines[index] != b"":
+        line = lines[index]
+        if not line.startswith(b"Hash: "):
+            raise NoSignatureError("malformed cleartext header (only 'Hash:' lines, then one blank line)")
+        names = [name.strip() for name in line[6:].split(b",")]
+        if not names or any(name not in HASH_NAMES for name in names):
+            raise NoSignatureError("unknown hash name in a cleartext 'Hash:' header")
+        hashes += names
+        index += 1
+    index += 1
+    text_start = index
+    while index < len(lines) and lines[index] != ARMOR_BEGIN:
+        if lines[index].startswith(b"-") and not lines[index].startswith(b"- "):
+            raise NoSignatureError("an undashed '-' line inside the signed text")
+        index += 1
+    if index >= len(lines):
+        raise NoSignatureError("cleartext block without its signature")
+    raw = data.split(b"\n")
+    escaped = raw[text_start:index]
+    if any(b"\x00" in line for line in escaped):
+        raise NoSignatureError("a NUL byte inside the signed text (gpg would read that line differently)")
+    text = b"\n".join(line[2:] if line.startswith(b"- ") else line for line in escaped)
+    signature, after = parse_armor_block(lines, index, b"SIGNATURE")
+    _signature_packets_only(signature, "cleartext signature")
+    rest = lines[:start] + lines[after:]
+    if any(_begin_kind(line) is not None or line.startswith(b"-----END PGP ") for line in rest):
+        raise NoSignatureError("more than one armored block in one file")
+    header = b"".join(b"Hash: " + name + b"\n" for name in hashes)
+    canonical = CLEARSIGN_BEGIN + b"\n" + header + b"\n" + b"\n".join(escaped) + b"\n" + armor(signature)
+    return Clearsigned(hashes, text, signature, canonical, outside=not _only_blank(rest), escaped=escaped)
+
+
+def _expand(packet: Packet, limit: int) -> bytes:
+    """The packets inside a compressed packet, at most ``limit`` bytes."""
+    if not packet.body:
+        raise NoSignatureError("empty compressed packet")
+    algorithm, payload = packet.body[0], packet.body[1:]
+    if algorithm == 0:
+        return payload
+    if algorithm in (1, 2):
+        inflater = zlib.decompressobj(-15 if algorithm == 1 else 15)
+        try:
+            out = inflater.decompress(payload, limit + 1)
+        except zlib.error as exc:
+            raise NoSignatureError("corrupt compressed data in the signed message") from exc
+    elif algorithm == 3:
+        try:
+            out = bz2.BZ2Decompressor().decompress(payload, limit + 1)
+        except (OSError, EOFError) as exc:
+            raise NoSignatureError("corrupt compressed data in the signed message") from exc
+    else:
+        raise NoSignatureError(f"unknown compression algorithm {algorithm} in the signed message")
+    if len(out) > limit:
+        raise NoSignatureError(f"the signed message expands beyond {limit // (1024 * 1024)} MiB "
+                               "(a decompression bomb?)")
+    return out
+
+
+def signed_message_packets(data: bytes, limit: int = MAX_EXPANDED) -> bytes:
+    """A signed message (``gpg --sign``, armored or binary) as uncompressed binary packets.
+
+    Accepted shape: optionally one compressed packet holding the rest; then one-pass signatures,
+    exactly one literal data packet, and signature packets.  Decompression stops at ``limit``.
+    """
+    if data[:1] and data[0] & 0x80:
+        binary = data
+    else:
+        lines = _lines(data)
+        start = next((i for i, line in enumerate(lines) if line != b""), len(lines))
+        if start == len(lines) or lines[start] != MESSAGE_BEGIN:
+            raise NoSignatureError("not one signed message (BEGIN PGP MESSAGE at a line start)")
+        binary, after = parse_armor_block(lines, start, b"MESSAGE")
+        if not _only_blank(lines[after:]):
+            raise NoSignatureError("data after the signed message")
+    packets = parse_packets(binary)
+    if len(packets) == 1 and packets[0].tag == COMPRESSED_TAG:
+        binary = _expand(packets[0], limit)
+        packets = parse_packets(binary)
+    tags = [packet.tag for packet in packets]
+    ops = 0
+    while ops < len(tags) and tags[ops] == ONE_PASS_TAG:
+        ops += 1
+    rest = tags[ops:]
+    if ops == 0 or not rest or rest[0] != LITERAL_TAG or rest[1:] != [SIGNATURE_TAG] * ops:
+        raise NoSignatureError("not a signed message (one-pass signatures, one literal packet, signatures)")
+    return b"".join(_new_format(packet) for packet in packets)
+
+
+def _new_format(packet: Packet) -> bytes:
+    """Re-frame a packet with a new-format header and a five-octet length (no partial lengths)."""
+    return bytes([0xC0 | packet.tag, 255]) + len(packet.body).to_bytes(4, "big") + packet.body

@@ -78,6 +78,8 @@ class SignatureStatus:
     errsig_rc: str = ""
     valid: bool = False  # a VALIDSIG line was seen for this signature
     notations: list[Notation] = field(default_factory=list)
+    pubkey_algo: int | None = None  # VALIDSIG field 7 (RFC 9580 §9.1 id)
+    hash_algo: int | None = None  # VALIDSIG field 8 (RFC 9580 §9.5 id): the data digest
 
     @property
     def created_at(self) -> datetime | None:
@@ -103,12 +105,16 @@ def _parse_time(text: str) -> int | None:
     """GnuPG timestamps are epoch seconds or ISO 8601 ``YYYYMMDDTHHMMSS``; ``0`` means none."""
     if not text or text == "0":
         return None
-    if text.isdigit():
+    if text.isascii() and text.isdigit():  # str.isdigit() also takes "²" (latin-1 0xB2)
         return int(text)
     try:
         return int(datetime.strptime(text, "%Y%m%dT%H%M%S").replace(tzinfo=UTC).timestamp())
     except ValueError:
         return None
+
+
+def _int_or_none(text: str) -> int | None:
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 3 else None
 
 
 def _fingerprint_or_none(text: str) -> Fingerprint | None:
@@ -190,6 +196,9 @@ def parse_status(items: Iterable[str | tuple[str, str]]) -> StatusReport:
             if len(fields) >= 4:
                 sig.created = _parse_time(fields[2])
                 sig.expires = _parse_time(fields[3])
+            if len(fields) >= 8:
+                sig.pubkey_algo = _int_or_none(fields[6])
+                sig.hash_algo = _int_or_none(fields[7])
             if len(fields) >= 10:
                 sig.primary_fingerprint = _fingerprint_or_none(fields[9])
         elif keyword.startswith("NOTATION_"):

@@ -24,7 +24,9 @@ from gkeys_portage.core.errors import (
     RevokedKeyError,
     SignerNotPinnedError,
     UnknownSignerError,
+    WeakHashError,
 )
+from gkeys_portage.core.hashpolicy import weak_hash_refusal
 from gkeys_portage.core.status import Notation, SignatureStatus, SigOutcome, StatusReport
 from gkeys_portage.core.types import Category, Fingerprint, Nick
 
@@ -71,6 +73,8 @@ class VerifyPolicy:
     clock_skew: float = DEFAULT_CLOCK_SKEW
     require_currently_valid: bool = False
     now: float | None = None
+    #: Weak data hashes admitted for signatures made before a cut-off ({hash id: epoch}); see hashpolicy.
+    weak_hashes: Mapping[int, float] = field(default_factory=dict)
 
     def current_time(self) -> float:
         """The evaluation time (``now`` if frozen, else the wall clock)."""
@@ -175,6 +179,8 @@ def decide(report: StatusReport, pins: PinSet, keys: Mapping[Fingerprint, Public
     * a bad, revoked-key or expired signature anywhere fails the whole check;
     * signatures by keys not in the keyring are ignored (as apt's ``Signed-By``), as are good
       signatures by keys that are in the keyring but not pinned for this purpose;
+    * a pinned signature over a weak digest (MD5, SHA-1, RIPEMD-160) fails unless ``[policy]
+      weak-hashes`` admits it for its creation time (:mod:`gkeys_portage.core.hashpolicy`);
     * at least one good signature by a pinned key is required.
     """
     policy = policy or VerifyPolicy()
@@ -209,6 +215,9 @@ def decide(report: StatusReport, pins: PinSet, keys: Mapping[Fingerprint, Public
             raise RevokedKeyError(f"signature by {pin.category}/{pin.nick} ({pin.fingerprint}): key is revoked")
         if sig.outcome is SigOutcome.EXPIRED_SIG:
             raise ExpiredKeyError(f"signature by {pin.category}/{pin.nick} has expired")
+        weak = weak_hash_refusal(sig.hash_algo, sig.created, policy.weak_hashes)
+        if weak is not None:
+            raise WeakHashError(f"signature by {pin.category}/{pin.nick}: {weak}")
         key, sub = _signing_key(sig, keys)
         if sub.revoked or key.primary.revoked:
             raise RevokedKeyError(f"signature by {pin.category}/{pin.nick} ({pin.fingerprint}): key is revoked")
