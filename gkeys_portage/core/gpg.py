@@ -244,6 +244,34 @@ class GnuPG:
         result = self._checked([*args, *fingerprints], what="exporting keys")
         return result.stdout
 
+    # -- certifications (core/authority.py) -------------------------------------------------------
+
+    def import_with_certifications(self, data: bytes) -> list[Fingerprint]:
+        """Import keys *keeping* third-party certifications (for a quarantine home that checks them).
+
+        The options are explicit, so a changed default (``import-clean``, ``self-sigs-only``) cannot
+        silently strip the certifications an authority check needs.
+        """
+        result = self.run(["--import-options", "no-import-clean,no-self-sigs-only,no-import-minimal", "--import"],
+                          data)
+        if result.timed_out:
+            raise GpgError("importing keys: gpg timed out")
+        return [fpr for fpr in dict.fromkeys(
+            parse_fingerprint(value.split(" ")[1]) for keyword, _, value in
+            (line.partition(" ") for line in result.status.lines)
+            if keyword == "IMPORT_OK" and len(value.split(" ")) >= 2)]
+
+    def check_sigs(self, fingerprints: Sequence[str] = ()) -> list[PublicKey]:
+        """``--check-sigs`` listing: every signature checked by GnuPG (``Signature.check``: ``!`` good)."""
+        args = ["--with-colons", "--fixed-list-mode", "--with-fingerprint", "--with-fingerprint",
+                "--check-sigs", *fingerprints]
+        result = self.run(args)
+        if result.timed_out:
+            raise GpgError("checking signatures: gpg timed out")
+        if not fingerprints and result.returncode != 0:
+            raise GpgError(f"checking signatures failed: {_last_error_line(result.stderr)}", detail=result.stderr)
+        return parse_colons(result.stdout.decode("latin-1"))
+
     # -- signatures ------------------------------------------------------------------------------
 
     def verify_detached(self, signature: bytes, data: DataSource) -> StatusReport:
@@ -364,6 +392,21 @@ class GnuPG:
                 "--quick-add-key", primary, algorithm, usage, expire]
         result = self._checked(args, passphrase=passphrase, what="adding a subkey")
         return _created_fingerprint(result, "adding a subkey")
+
+    def certify(self, subject: Fingerprint, certifier: Fingerprint, uids: Sequence[str] = (), *,
+                expire: str = "0", passphrase: str = "") -> None:
+        """Certify ``uids`` (all when empty) of ``subject`` with ``certifier`` (exportable; ``expire``
+        like ``1y``, ``0`` = never), as an authority does (``--quick-sign-key``)."""
+        args = ["--pinentry-mode", "loopback", "--passphrase-fd", "0", "--local-user", certifier,
+                "--default-cert-expire", expire, "--quick-sign-key", subject, *uids]
+        self._checked(args, passphrase=passphrase, what="certifying a key")
+
+    def revoke_certification(self, subject: Fingerprint, certifier: Fingerprint, uids: Sequence[str] = (), *,
+                             passphrase: str = "") -> None:
+        """Revoke ``certifier``'s certification of ``uids`` of ``subject`` (``--quick-revoke-sig``)."""
+        args = ["--pinentry-mode", "loopback", "--passphrase-fd", "0", "--quick-revoke-sig", subject, certifier,
+                *uids]
+        self._checked(args, passphrase=passphrase, what="revoking a certification")
 
     def set_expiry(self, fingerprint: Fingerprint, expire: str, *, subkeys: bool = False,
                    passphrase: str = "") -> None:
