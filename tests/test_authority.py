@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 from conftest import REAL, GkeysEnv, shared_path
 
+from gkeys_portage.cli.main import main
 from gkeys_portage.core.authority import Verdict, evaluate, root_certifiers
+from gkeys_portage.core.config import load_config
 from gkeys_portage.core.gpg import GnuPG
 from gkeys_portage.core.types import Fingerprint
 from gkeys_portage.demo.world import KeyFactory, past
@@ -209,3 +211,41 @@ def test_evaluate_is_pure_on_a_listing(chain: Chain, tmp_path: Path) -> None:
     assert {v.verdict for v in other.verdicts if v.fingerprint in (fpr["alice"], fpr["bob"])} == {
         Verdict.WRONG_DOMAIN}
     home.close()
+
+
+GENTOO_TODAY = {
+    "gentoo": {"weekly": "13EBBDBEDE7A12775DFDB1BABB572E0E2D182910",
+               "snapshot": "DCD05B71EAB94199527F44ACDB6B8C1F96D8BF6D",
+               "releng": "D99EAC7379A850BCE47DA5F29E6438C817072058",
+               "mirror": "EF9538C9E8E64311A52CDEDFA13D0EF1914E7A72"},
+    "gentoo-auth": {"l1": "ABD00913019D6354BA1D9A132839FE0D796198B1",
+                    "l2-dev": "2C13823B8237310FA213034930D132FF0FF50EEB",
+                    "l2-srv": "18F703D702B1B9591373148C55D3238EC050396E",
+                    "l2-infra": "ABA5E4E7F4E407ABE9CA7EC7422C9066E21F705A"},
+    "gentoo-infra": {"mirror": "EF9538C9E8E64311A52CDEDFA13D0EF1914E7A72"},
+}
+
+
+def test_packaged_roots_pin_exactly_todays_fingerprints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Out of the box (no config file): the §8 fingerprints and nothing else, subkeys never as primaries."""
+    config = tmp_path / "gkeys.conf"
+    config.write_text(f"[base]\ngkeysdir = {tmp_path / 'state'}\n")
+    assert main(["-c", str(config), "--json", "list-seed"]) == 0
+    seeds = json.loads(capsys.readouterr().out)["seeds"]
+    pinned: dict[str, dict[str, str]] = {}
+    for seed in seeds:
+        assert seed["keys"] == seed["fingerprint"] and len(seed["keys"]) == 1, seed
+        pinned.setdefault(seed["category"], {})[seed["nick"]] = seed["keys"][0]
+    assert pinned == GENTOO_TODAY
+    assert "534E4209AB49EEE1C19D96162C44695DB9F6043D" not in json.dumps(seeds)  # the weekly signing subkey
+    # No dead URL is tried: packaged categories say so, gentoo-devs comes from certifications.
+    assert main(["-c", str(config), "fetch-seed", "-C", "gentoo"]) == 0
+    assert "packaged with gkeys-portage (no seed URL" in capsys.readouterr().out
+    assert main(["-c", str(config), "fetch-seed", "-C", "gentoo-devs"]) == 0
+    assert "authority certifications" in capsys.readouterr().out
+    loaded = load_config(config)
+    assert loaded.seedurls == {} and loaded.verify_seeds == {}
+    devs = loaded.authority.sources["gentoo-devs"]
+    assert devs.location == "https://qa-reports.gentoo.org/output/active-devs.gpg"
+    assert [str(c) for c in devs.certifiers] == ["gentoo-auth/l2-dev"]
+    assert [str(r) for r in loaded.authority.roots] == ["gentoo-auth/l1"] and loaded.authority.domain == "gentoo.org"
