@@ -190,6 +190,8 @@ def test_real_l1_certifies_the_real_l2_keys(tmp_path: Path) -> None:
         listing = {k.fingerprint: k for k in home.check_sigs()}
         status = root_certifiers(listing, [l1], certifiers, when.timestamp(), 600)
         assert status == dict.fromkeys(certifiers, ""), status
+        # A certifier is rooted by L1's certification only: as its own root, or with L1 unpinned, it is not.
+        assert all(root_certifiers(listing, certifiers[:1], certifiers, when.timestamp(), 600).values())
         # The same material evaluated after the keys expired: no certifier counts any more.
         assert all(root_certifiers(listing, [l1], certifiers, datetime(2026, 12, 1, tzinfo=UTC).timestamp(),
                                    600).values())

@@ -149,6 +149,8 @@ def certification_state(uid: UserId, subject: Fingerprint, issuer: SubKey, now: 
                         seen: Seen) -> Verdict | None:
     """The state of ``issuer``'s certification of ``uid``: CERTIFIED, CERTIFICATION_EXPIRED,
     CERTIFICATION_REVOKED, or None when there is no good one (GnuPG's ``!`` verdict only)."""
+    if issuer.fingerprint == subject:
+        return None  # a self-signature certifies nothing
     made = [s for s in uid.signatures if s.good and _issued_by(s, issuer) and s.created is not None]
     certs = [s for s in made if s.kind == "sig" and s.sig_class[:2] in CERT_CLASSES and s.sig_class.endswith("x")
              and s.created is not None and s.created >= (issuer.created or 0) and s.created <= now + skew]
