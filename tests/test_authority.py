@@ -134,7 +134,8 @@ def test_truncated_keyring_is_refused_by_max_shrink(env: GkeysEnv, chain: Chain)
 
 
 def test_replayed_keyring_does_not_undo_a_seen_revocation(env: GkeysEnv, chain: Chain) -> None:
-    _authority_env(env, chain, max_shrink="50")
+    """Also: revocations apply at once (2 of 5 seeds go although max-shrink is 10%: signed evidence)."""
+    _authority_env(env, chain)
     env.server.publish("output/active-devs.gpg", chain.before)
     assert _update(env)[0] == 0
     assert "frank" in json.loads((env.state / "seeds" / "devs.seeds").read_text())
@@ -148,6 +149,31 @@ def test_replayed_keyring_does_not_undo_a_seen_revocation(env: GkeysEnv, chain: 
     verdicts = {v["fingerprint"]: v["verdict"] for v in data["updated"][0]["dropped"]}  # type: ignore[index]
     assert verdicts[chain.keys.keys["frank"].fingerprint] == "certification-revoked"
     assert verdicts[chain.keys.keys["gina"].fingerprint] == "key-revoked"
+
+
+def test_refresh_rereads_the_keyring_and_survives_a_bad_network(env: GkeysEnv, chain: Chain) -> None:
+    _authority_env(env, chain)
+    env.server.publish("output/active-devs.gpg", chain.before)
+    assert _update(env)[0] == 0
+    skipped = env.run("refresh-key", "-C", "devs")
+    assert skipped.code == 0 and "skipped" in skipped.out
+    state = env.snapshot()
+    for broken in (chain.keys.public("alice", armor=False), None):  # truncated, then gone (404)
+        if broken is None:
+            del env.server.files["/output/active-devs.gpg"]
+        else:
+            env.server.publish("output/active-devs.gpg", broken)
+        result = env.run("refresh-key", "-C", "devs", "--force")
+        assert result.code == 0 and "refresh failed" in result.err and "keeping the keys" in result.err, result.text
+        assert env.snapshot() == state
+    late_policy = "[policy]\nmax-refresh-age = 0\n[authority]\n"
+    env.config.write_text(env.config.read_text().replace("[authority]\n", late_policy))
+    late = env.run("refresh-key", "-C", "devs", "--force")
+    assert late.code == 3 and "max-refresh-age" in late.err and "Traceback" not in late.err
+    env.server.publish("output/active-devs.gpg", chain.after)
+    result = env.run("--json", "refresh-key", "-C", "devs", "--force")
+    assert result.code == 0, result.text
+    assert json.loads(result.out)["authority"][0]["changes"]["removed"] == ["frank", "gina"]
 
 
 def test_unpinned_certifier_or_missing_authority_key_fails_closed(env: GkeysEnv, chain: Chain) -> None:

@@ -35,9 +35,9 @@ from pathlib import Path
 from gkeys_portage.core.colons import PublicKey, Signature, SubKey, UserId
 from gkeys_portage.core.config import AuthoritySource, KeyRef
 from gkeys_portage.core.context import Gkeys
-from gkeys_portage.core.errors import NotVerifiedError, StateError, UsageError
+from gkeys_portage.core.errors import GkeysError, NetworkError, NotVerifiedError, StateError, UsageError
 from gkeys_portage.core.gpg import GnuPG
-from gkeys_portage.core.keyops import prune_unpinned, record_refresh
+from gkeys_portage.core.keyops import RefreshResult, last_refresh, prune_unpinned, record_refresh
 from gkeys_portage.core.seedfetch import SeedChanges, diff_seeds
 from gkeys_portage.core.seeds import Seed
 from gkeys_portage.core.state import atomic_write_json, read_json, read_limited, staging_directory
@@ -340,12 +340,17 @@ def _check_collisions(listing: Sequence[PublicKey], pinned: Mapping[Fingerprint,
                                      f"refusing the whole keyring (a forged certifier?)")
 
 
-def _check_shrink(category: Category, old: Mapping[Nick, Seed], new: Mapping[Nick, Seed], max_shrink: float,
-                  allow_shrink: bool, location: str) -> None:
+def _check_shrink(category: Category, old: Mapping[Nick, Seed], new: Mapping[Nick, Seed], evaluation: Evaluation,
+                  max_shrink: float, allow_shrink: bool, location: str) -> None:
+    """Refuse an empty result, or one that loses too many seeds.  Seeds whose every key the keyring
+    shows revoked (key or certification: signed evidence no substitution can forge) do not count as
+    lost, so a revocation applies at once whatever ``max-shrink`` says."""
     if not new:
         raise ShrinkError(f"{category}: no key in {location} carries a valid certification; refusing to empty "
                           f"the seeds (check the source and the authority keys: gkeys update-seed -C gentoo-auth)")
-    lost = len(set(old) - set(new))
+    revoked = {v.fingerprint for v in evaluation.verdicts
+               if v.verdict in (Verdict.CERTIFICATION_REVOKED, Verdict.KEY_REVOKED)}
+    lost = len({nick for nick in set(old) - set(new) if not set(old[nick].keys) <= revoked})
     if old and not allow_shrink and lost * 100.0 / len(old) > max_shrink:
         raise ShrinkError(f"{category}: the keyring from {location} would remove {lost} of {len(old)} seeds "
                           f"({lost * 100.0 / len(old):.0f}%, more than [authority] max-shrink = {max_shrink:g}%); "
@@ -393,7 +398,7 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
                               f"(run 'gkeys update-seed -C gentoo-auth' or 'gkeys refresh-key -C gentoo-auth')")
         new = seeds_from(evaluation)
         old = ctx.seeds.load(cat) if ctx.seeds.is_installed(cat) else {}
-        _check_shrink(cat, old, new, config.max_shrink, allow_shrink, source.location)
+        _check_shrink(cat, old, new, evaluation, config.max_shrink, allow_shrink, source.location)
         kept = sorted({v.fingerprint for v in evaluation.kept()})
         exported = quarantine.export_keys(kept, armor=False)
     with ctx.keyring(cat).update() as staging:
@@ -407,3 +412,31 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
     record_refresh(ctx, cat)
     step(4, 4)
     return AuthorityUpdate(cat, source.location, evaluation, diff_seeds(old, new), len(new), removed)
+
+
+def refresh(ctx: Gkeys, category: str, *, force: bool = False,
+            progress: Progress | None = None) -> tuple[RefreshResult, AuthorityUpdate | None]:
+    """``refresh-key`` for an authority category: re-read the keyring (one download) under the refresh
+    policy of :func:`gkeys_portage.core.keyops.refresh_keys` — at most once per ``refresh-interval``;
+    a failure (network, a refused shrink, an unusable certifier) only warns while the last success
+    is younger than ``max-refresh-age``, and the keys already installed stay in use."""
+    cat = parse_category(category)
+    ctx.ensure_layout()
+    last = last_refresh(ctx, cat)
+    policy = ctx.config.policy
+    if not force and last is not None and time.time() - last < policy.refresh_interval:
+        return RefreshResult(cat, skipped=True, last_success=last), None
+    try:
+        result = update(ctx, cat, progress=progress)
+    except (NetworkError, NotVerifiedError) as exc:
+        age = None if last is None else time.time() - last
+        if age is not None and age <= policy.max_refresh_age:
+            return RefreshResult(cat, skipped=False, last_success=last,
+                                 warning=f"refresh failed ({exc.message}); keeping the keys refreshed "
+                                         f"{age / 86400:.1f} days ago"), None
+        when = "unknown" if age is None else f"{age / 86400:.0f} days old"
+        error: GkeysError = (NetworkError if isinstance(exc, NetworkError) else ShrinkError)(
+            f"refresh of {cat} failed and the last successful refresh is {when} ([policy] max-refresh-age): "
+            f"{exc.message}")
+        raise error from exc
+    return RefreshResult(cat, skipped=False, last_success=time.time()), result
