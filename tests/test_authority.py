@@ -16,7 +16,8 @@ import pytest
 from conftest import REAL, GkeysEnv, shared_path
 
 from gkeys_portage.cli.main import main
-from gkeys_portage.core.authority import Verdict, evaluate, root_certifiers
+from gkeys_portage.core.authority import CollisionError, Verdict, _check_collisions, evaluate, root_certifiers
+from gkeys_portage.core.colons import parse_colons
 from gkeys_portage.core.config import load_config
 from gkeys_portage.core.gpg import GnuPG
 from gkeys_portage.core.types import Fingerprint
@@ -277,3 +278,14 @@ def test_packaged_roots_pin_exactly_todays_fingerprints(tmp_path: Path, capsys: 
     assert devs.location == "https://qa-reports.gentoo.org/output/active-devs.gpg"
     assert [str(c) for c in devs.certifiers] == ["gentoo-auth/l2-dev"]
     assert [str(r) for r in loaded.authority.roots] == ["gentoo-auth/l1"] and loaded.authority.domain == "gentoo.org"
+
+
+def test_key_id_collision_with_a_pinned_certifier_refuses_the_keyring() -> None:
+    """A downloaded key whose 64-bit key id equals a pinned certifier's could be checked in its place."""
+    pinned = Fingerprint("2C13823B8237310FA213034930D132FF0FF50EEB")
+    forged = "AAAAAAAAAAAAAAAAAAAAAAAA30D132FF0FF50EEB"
+    listing = parse_colons(f"pub:-:255:22:30D132FF0FF50EEB:1554117745:::-:::cC:::::ed25519:::0:\n"
+                           f"fpr:::::::::{forged}:\nuid:-::::1554117745::X::Forged <l2@gentoo.org>:::::::::0:\n")
+    with pytest.raises(CollisionError, match="collides with auth/l2-dev"):
+        _check_collisions(listing, {pinned: "auth/l2-dev"})
+    _check_collisions(listing, {Fingerprint("ABD00913019D6354BA1D9A132839FE0D796198B1"): "auth/l1"})
