@@ -18,17 +18,20 @@ a keyring into an ordinary seed file:
 4. a new seed set that is empty, or that drops more than ``[authority] max-shrink`` percent of the
    installed seeds, is refused unless ``--allow-shrink`` (a truncated or substituted download must
    not wipe the keyring);
-5. the kept keys are installed from the same download; seeds, keyring and the record of seen
-   revocations are each replaced atomically.  A revocation once seen is kept: serving an older
+5. the kept keys are installed from the same download (a second home imports it while the
+   quarantine does, and becomes the keyring when it holds exactly the kept keys); seeds, keyring
+   and the record of seen revocations are each replaced atomically.  A revocation once seen is kept: serving an older
    keyring that lacks it does not bring the key back.
 """
 
 from __future__ import annotations
 
 import enum
+import hashlib
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,7 +40,7 @@ from gkeys_portage.core.config import AuthoritySource, KeyRef
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import GkeysError, NetworkError, NotVerifiedError, StateError, UsageError
 from gkeys_portage.core.gpg import GnuPG
-from gkeys_portage.core.keyops import RefreshResult, last_refresh, prune_unpinned, record_refresh
+from gkeys_portage.core.keyops import RefreshResult, last_refresh, record_refresh
 from gkeys_portage.core.seedfetch import SeedChanges, diff_seeds
 from gkeys_portage.core.seeds import Seed
 from gkeys_portage.core.state import atomic_write_json, read_json, read_limited, staging_directory
@@ -358,6 +361,38 @@ def _check_shrink(category: Category, old: Mapping[Nick, Seed], new: Mapping[Nic
                           f"re-run with --allow-shrink to apply it")
 
 
+def _install(ctx: Gkeys, category: Category, quarantine: GnuPG, staged: GnuPG | None,
+             staged_keys: Sequence[Fingerprint], kept: Sequence[Fingerprint]) -> list[Fingerprint]:
+    """Replace the category keyring, atomically, by exactly the kept keys; return the removed ones.
+
+    ``staged`` imported the download while the quarantine did: when it holds exactly the kept keys
+    it becomes the keyring; otherwise the kept keys are taken from the quarantine.  The installed
+    copies of kept keys are merged in (a subkey revocation seen before survives an older
+    download).  ``staged`` is None when the download is byte-for-byte the one applied last time:
+    then nothing is written unless the kept set changed (a certification expired meanwhile).
+    """
+    keyring = ctx.keyring(category)
+    installed = keyring.installed()
+    if staged is None and set(kept) == set(installed):
+        return []
+    with staging_directory(ctx.layout.keyrings_dir, f".staging-{category}-") as rebuilt:
+        fast = staged is not None and set(staged_keys) == set(kept)
+        home = staged if fast and staged is not None else GnuPG(rebuilt, timeout=ctx.config.policy.gpg_timeout)
+        data = b"" if fast else quarantine.export_keys(kept, armor=False)
+        carried = sorted(set(kept) & set(installed))
+        if carried:
+            data += keyring.gpg().export_keys(carried, armor=False)
+        if data:
+            home.import_keys(data)
+            # (the fast path alone is checked by gpg's IMPORT_OK list: staged_keys == kept)
+            missing = set(kept) - {k.fingerprint for k in home.list_keys()}
+            if missing:
+                raise StateError(f"keyring {category}: {len(missing)} certified key(s) did not import "
+                                 f"(disk full or gpg failure?); the previous keyring is kept")
+        keyring.adopt(home)
+    return sorted(set(installed) - set(kept))
+
+
 def authority_source(ctx: Gkeys, category: str) -> AuthoritySource | None:
     """The ``[authority-seeds]`` line of ``category``, if its seeds come from certifications."""
     return ctx.config.authority.sources.get(parse_category(category))
@@ -381,11 +416,25 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
     data = read_source(ctx, source.location)
     step(1, 4)
     record = read_json(ctx.layout.record(RECORD), {})
-    seen = Seen.from_json(record.get(cat) if isinstance(record, dict) else None)
-    with staging_directory(ctx.layout.keyrings_dir, ".authority-") as home:
-        quarantine = GnuPG(home, timeout=ctx.config.policy.gpg_timeout)
-        quarantine.import_with_certifications(material)
-        quarantine.import_with_certifications(data)
+    entry = record.get(cat) if isinstance(record, dict) else None
+    seen = Seen.from_json(entry)
+    digest = hashlib.sha256(data).hexdigest()
+    unchanged = isinstance(entry, dict) and entry.get("sha256") == digest and ctx.keyring(cat).exists()
+    timeout = ctx.config.policy.gpg_timeout
+    with staging_directory(ctx.layout.keyrings_dir, ".authority-") as home, \
+            staging_directory(ctx.layout.keyrings_dir, f".staging-{cat}-") as staged_dir:
+        quarantine = GnuPG(home, timeout=timeout)
+        staged = None if unchanged else GnuPG(staged_dir, timeout=timeout)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            # The future keyring imports the download while the quarantine imports it with the
+            # authority keys and certifications (on another core), unless it is the same download.
+            imported = pool.submit(staged.import_keys, data) if staged is not None else None
+            if data.lstrip().startswith(b"-----BEGIN"):
+                quarantine.import_with_certifications(material)
+                quarantine.import_with_certifications(data)
+            else:
+                quarantine.import_with_certifications(material + data)  # both binary: one gpg run
+            staged_keys = imported.result() if imported is not None else []
         step(2, 4)
         listing = quarantine.check_sigs()
         step(3, 4)
@@ -400,14 +449,11 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
         old = ctx.seeds.load(cat) if ctx.seeds.is_installed(cat) else {}
         _check_shrink(cat, old, new, evaluation, config.max_shrink, allow_shrink, source.location)
         kept = sorted({v.fingerprint for v in evaluation.kept()})
-        exported = quarantine.export_keys(kept, armor=False)
-    with ctx.keyring(cat).update() as staging:
-        staging.import_keys(exported)
+        removed = _install(ctx, cat, quarantine, staged, staged_keys, kept)
     ctx.seeds.save(cat, new)
-    removed = prune_unpinned(ctx, cat)
     record = read_json(ctx.layout.record(RECORD), {})
     record = record if isinstance(record, dict) else {}
-    record[cat] = seen.to_json()
+    record[cat] = {**seen.to_json(), "sha256": digest}
     atomic_write_json(ctx.layout.record(RECORD), record)
     record_refresh(ctx, cat)
     step(4, 4)
