@@ -41,6 +41,7 @@ class Chain:
 
     keys: KeyFactory
     auth: bytes  # l1, l2-dev, l2-rogue, l2-gone public keys (with L1's certifications)
+    bare_l2: bytes  # l2-dev before L1 certified it (as a keyring without third-party certifications holds it)
     before: bytes  # the developers' keyring before frank's certification was revoked
     after: bytes  # the full keyring today
 
@@ -51,6 +52,7 @@ def chain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chain]:
     born = past(800)
     for nick in ("l1", "l2-dev", "l2-rogue", "l2-gone"):
         keys.create(nick, email=f"openpgp-auth+{nick}@gentoo.org", created=born, expire="5y")
+    bare_l2 = keys.public("l2-dev")
     keys.certify("l1", "l2-dev")
     keys.certify("l1", "l2-gone")
     devs = tuple(dict.fromkeys((*CERTIFIED, *CASES)))
@@ -65,17 +67,18 @@ def chain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chain]:
     before = keys.public(*devs, armor=False)
     keys.revoke_certification("l2-dev", "frank")
     keys.revoke("gina")
-    yield Chain(keys, keys.public("l1", "l2-dev", "l2-rogue", "l2-gone"), before, keys.public(*devs, armor=False))
+    yield Chain(keys, keys.public("l1", "l2-dev", "l2-rogue", "l2-gone"), bare_l2, before,
+                keys.public(*devs, armor=False))
     keys.close()
 
 
-def _authority_env(env: GkeysEnv, chain: Chain, max_shrink: str = "10") -> None:
+def _authority_env(env: GkeysEnv, chain: Chain, max_shrink: str = "10", auth: bytes | None = None) -> None:
     """Pin the generated authority keys as category 'auth' and serve the developers' keyring."""
     for nick in ("l1", "l2-dev", "l2-rogue", "l2-gone"):
         key = chain.keys.keys[nick]
         assert env.run("add-seed", "-C", "auth", "-n", nick, "-N", nick, "-K", key.fingerprint).code == 0
     keyfile = env.root / "auth.asc"
-    keyfile.write_bytes(chain.auth)
+    keyfile.write_bytes(auth or chain.auth)
     for nick in ("l1", "l2-dev", "l2-rogue", "l2-gone"):
         result = env.run("import-key", "-C", "auth", "-n", nick, "-F", str(keyfile))
         assert result.code == 0, result.text
@@ -111,6 +114,27 @@ def test_chain_keeps_exactly_the_certified_developers(env: GkeysEnv, chain: Chai
     assert {k.fingerprint for k in keyring.list_keys()} == {chain.keys.keys[n].fingerprint for n in kept}
     text = env.run("update-seed", "-C", "devs")
     assert text.code == 0 and "certification-revoked" in text.out and "wrong-domain" in text.out
+
+
+def test_root_certification_comes_from_the_published_certifier(env: GkeysEnv, chain: Chain) -> None:
+    """Installed keyrings keep no third-party certifications: L1's certification of L2 is taken from
+    the certifier as WKD / keyservers publish it (checked by gpg against the pinned L1 all the same)."""
+    bare = chain.bare_l2 + chain.keys.public("l1", "l2-rogue", "l2-gone")
+    _authority_env(env, chain, auth=bare)
+    state = env.snapshot()
+    refused = env.run("update-seed", "-C", "devs")
+    assert refused.code == 1 and "no certifier is usable" in refused.err, refused.text
+    assert env.snapshot() == state
+    env.server.hkp[chain.keys.keys["l2-dev"].fingerprint] = chain.keys.public("l2-dev")
+    code, data = _update(env)
+    assert code == 0, data
+    assert {v["nick"] for v in data["updated"][0]["kept"]} == set(CERTIFIED) - {"frank"}  # type: ignore[index]
+    # A keyserver that serves extra keys cannot add developers: only keys of the download count.
+    env.server.hkp[chain.keys.keys["l2-dev"].fingerprint] = chain.keys.public("l2-dev", "amy")
+    env.server.publish("output/active-devs.gpg", chain.keys.public("alice", "ann", "abe", armor=False))
+    code, data = _update(env, "--allow-shrink")
+    assert code == 0 and {v["nick"] for v in data["updated"][0]["kept"]} == {"alice", "ann", "abe"}  # type: ignore
+    assert not data["updated"][0]["dropped"]  # type: ignore[index]
 
 
 def test_truncated_keyring_is_refused_by_max_shrink(env: GkeysEnv, chain: Chain) -> None:

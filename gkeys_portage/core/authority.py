@@ -6,7 +6,9 @@ authority key, which the L1 root key certifies in turn.  ``update-seed -C gentoo
 a keyring into an ordinary seed file:
 
 1. the keyring is downloaded once (size-capped) and imported, *with* its certifications, into a
-   throwaway quarantine home together with the pinned root and certifier keys;
+   throwaway quarantine home together with the pinned root and certifier keys (installed copies,
+   plus the certifiers as WKD / keyservers publish them, since installed keyrings keep no
+   third-party certifications);
 2. GnuPG checks every signature (``--check-sigs``): its verdicts (``!`` good) are the only
    cryptography; everything else is decided here, in Python, on the parsed listing
    (:func:`evaluate`);
@@ -41,12 +43,14 @@ from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import GkeysError, NetworkError, NotVerifiedError, StateError, UsageError
 from gkeys_portage.core.gpg import GnuPG
 from gkeys_portage.core.keyops import RefreshResult, last_refresh, record_refresh
+from gkeys_portage.core.keysources import candidate_locations
 from gkeys_portage.core.seedfetch import SeedChanges, diff_seeds
 from gkeys_portage.core.seeds import Seed
 from gkeys_portage.core.state import atomic_write_json, read_json, read_limited, staging_directory
 from gkeys_portage.core.types import Category, Fingerprint, Nick, parse_category, parse_nick
 
 MAX_KEYRING_BYTES = 64 * 1024 * 1024  # active-devs.gpg is ~10 MiB
+MAX_CERTIFIER_BYTES = 4 * 1024 * 1024  # one certifier key as a key source publishes it
 MAX_SIGNATURES_PER_KEY = 2000  # a certification-flooded key is dropped, not checked further
 RECORD = "authority"
 CERT_CLASSES = ("10", "11", "12", "13")
@@ -245,9 +249,11 @@ def _judge(key: PublicKey, rooted: Sequence[SubKey], unrooted: Sequence[SubKey],
 
 
 def evaluate(listing: Iterable[PublicKey], roots: Mapping[Fingerprint, str], certifiers: Mapping[Fingerprint, str],
-             domain: str, *, now: float | None = None, skew: float = 600.0, seen: Seen | None = None) -> Evaluation:
+             domain: str, *, now: float | None = None, skew: float = 600.0, seen: Seen | None = None,
+             candidates: set[Fingerprint] | None = None) -> Evaluation:
     """Decide every key of a ``--check-sigs`` listing (roots and certifiers map fingerprint -> category/nick).
 
+    Only ``candidates`` (the keys of the downloaded keyring; default: all) can become seeds.
     Pure: no gpg, no state; ``seen`` (revocations seen before) is updated with the ones found here.
     """
     now = time.time() if now is None else now
@@ -257,7 +263,8 @@ def evaluate(listing: Iterable[PublicKey], roots: Mapping[Fingerprint, str], cer
     rooted = [keys[f].primary for f, why in status.items() if not why]
     unrooted = [keys[f].primary for f, why in status.items() if why and f in keys]
     verdicts = [_judge(key, rooted, unrooted, certifiers, domain.lower(), now, skew, seen)
-                for fpr, key in keys.items() if fpr not in roots and fpr not in certifiers]
+                for fpr, key in keys.items() if fpr not in roots and fpr not in certifiers
+                and (candidates is None or fpr in candidates)]
     return Evaluation(status, verdicts, seen)
 
 
@@ -324,6 +331,29 @@ def _pinned_material(ctx: Gkeys, pinned: Mapping[Fingerprint, str]) -> bytes:
                              f"run 'gkeys update-seed -C {category}' first")
         chunks.append(keyring.gpg().export_keys(have, armor=False))
     return b"".join(chunks)
+
+
+def _published_certifiers(ctx: Gkeys, refs: Sequence[KeyRef]) -> list[bytes]:
+    """The certifier keys as their key sources (WKD, keyservers) publish them, *with* third-party
+    certifications: installed keyrings keep keys without them, and the root's certification of a
+    certifier is what this check needs.  First source that answers, per key; failures are skipped
+    (the installed copy may still carry the certification)."""
+    wanted = [(fpr, ctx.seeds.load(ref.category)[ref.nick]) for ref in refs
+              for fpr in ctx.seeds.load(ref.category)[ref.nick].keys]
+
+    def fetch(item: tuple[Fingerprint, Seed]) -> bytes:
+        fpr, seed = item
+        for location in candidate_locations(fpr, seed.emails(), ctx.config.sources):
+            try:
+                blob = ctx.http.get(location.url, max_bytes=MAX_CERTIFIER_BYTES)
+            except GkeysError:
+                continue
+            if blob.strip():
+                return blob
+        return b""
+
+    with ThreadPoolExecutor(max_workers=max(1, min(len(wanted), ctx.config.sources.workers))) as pool:
+        return [blob for blob in pool.map(fetch, wanted) if blob]
 
 
 def read_source(ctx: Gkeys, location: str) -> bytes:
@@ -413,6 +443,7 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
     material = _pinned_material(ctx, pinned)
     step = progress or (lambda _done, _total: None)
     step(0, 4)
+    published = _published_certifiers(ctx, source.certifiers)
     data = read_source(ctx, source.location)
     step(1, 4)
     record = read_json(ctx.layout.record(RECORD), {})
@@ -429,18 +460,17 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
             # The future keyring imports the download while the quarantine imports it with the
             # authority keys and certifications (on another core), unless it is the same download.
             imported = pool.submit(staged.import_keys, data) if staged is not None else None
-            if data.lstrip().startswith(b"-----BEGIN"):
-                quarantine.import_with_certifications(material)
-                quarantine.import_with_certifications(data)
-            else:
-                quarantine.import_with_certifications(material + data)  # both binary: one gpg run
+            quarantine.import_with_certifications(material)
+            for blob in published:
+                quarantine.import_with_certifications(blob)
+            downloaded = quarantine.import_with_certifications(data)  # IMPORT_OK: the keys of the download
             staged_keys = imported.result() if imported is not None else []
         step(2, 4)
         listing = quarantine.check_sigs()
         step(3, 4)
         _check_collisions(listing, pinned)
         evaluation = evaluate(listing, roots, certifiers, config.domain, now=now,
-                              skew=ctx.config.policy.clock_skew, seen=seen)
+                              skew=ctx.config.policy.clock_skew, seen=seen, candidates=set(downloaded))
         if not any(not why for why in evaluation.certifiers.values()):
             reasons = "; ".join(f"{certifiers[f]}: {why}" for f, why in evaluation.certifiers.items())
             raise ShrinkError(f"{cat}: no certifier is usable ({reasons}); nothing changed "
