@@ -171,6 +171,9 @@ def _no_seed_url(ctx: Gkeys, category: Category, action: str) -> str | None:
 def run_fetch_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """Download, verify (signer pinned by [verify-seeds]) and install seed files."""
     report = Report(data={"fetched": []})
+    if not _categories_to_fetch(ctx, args):
+        report.info("no seed URL configured ([seedurls]); the packaged categories and [authority-seeds] need "
+                    "none: 'gkeys update-seed' installs their keys")
     for category in _categories_to_fetch(ctx, args):
         why = _no_seed_url(ctx, category, "fetch-seed")
         if why:
