@@ -114,6 +114,7 @@ def test_chain_keeps_exactly_the_certified_developers(env: GkeysEnv, chain: Chai
     assert {k.fingerprint for k in keyring.list_keys()} == {chain.keys.keys[n].fingerprint for n in kept}
     text = env.run("update-seed", "-C", "devs")
     assert text.code == 0 and "certification-revoked" in text.out and "wrong-domain" in text.out
+    assert "devs certifications" in text.err  # progress on stderr (download, import, check, install)
 
 
 def test_root_certification_comes_from_the_published_certifier(env: GkeysEnv, chain: Chain) -> None:

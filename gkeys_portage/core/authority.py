@@ -442,10 +442,10 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
     pinned = {**roots, **certifiers}
     material = _pinned_material(ctx, pinned)
     step = progress or (lambda _done, _total: None)
-    step(0, 4)
+    step(0, 100)
     published = _published_certifiers(ctx, source.certifiers)
     data = read_source(ctx, source.location)
-    step(1, 4)
+    step(25, 100)
     record = read_json(ctx.layout.record(RECORD), {})
     entry = record.get(cat) if isinstance(record, dict) else None
     seen = Seen.from_json(entry)
@@ -465,9 +465,9 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
                 quarantine.import_with_certifications(blob)
             downloaded = quarantine.import_with_certifications(data)  # IMPORT_OK: the keys of the download
             staged_keys = imported.result() if imported is not None else []
-        step(2, 4)
+        step(50, 100)
         listing = quarantine.check_sigs()
-        step(3, 4)
+        step(75, 100)
         _check_collisions(listing, pinned)
         evaluation = evaluate(listing, roots, certifiers, config.domain, now=now,
                               skew=ctx.config.policy.clock_skew, seen=seen, candidates=set(downloaded))
@@ -486,7 +486,7 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
     record[cat] = {**seen.to_json(), "sha256": digest}
     atomic_write_json(ctx.layout.record(RECORD), record)
     record_refresh(ctx, cat)
-    step(4, 4)
+    step(100, 100)
     return AuthorityUpdate(cat, source.location, evaluation, diff_seeds(old, new), len(new), removed)
 
 
