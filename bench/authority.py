@@ -2,7 +2,8 @@
 """Benchmark: seeds from authority certifications (``update-seed`` of an [authority-seeds] category).
 
 A generated L1 -> L2-developers -> N developers chain (default 250, Gentoo's active-devs.gpg size);
-the developers' keyring is served from 127.0.0.1 with 100 ms latency per request.  Compares, in the
+the developers' keyring (and the L2 key, on an HKP endpoint) is served from 127.0.0.1 with 100 ms
+latency per request; nothing leaves 127.0.0.1.  Compares, in the
 same run and on the same keyring:
 
   * ``gkeys update-seed -C devs``: one download into a quarantine home, one ``gpg --check-sigs``
@@ -56,8 +57,10 @@ def run_gkeys(work: Path, factory: KeyFactory, url: str) -> tuple[float, float, 
     """``gkeys update-seed -C devs`` twice in a fresh state dir whose 'auth' keyring holds L1 and L2."""
     state = work / f"state-{time.monotonic_ns()}"
     config = work / "gkeys.conf"
+    keyserver = url.split("/output/", 1)[0]  # the loopback server: no request leaves 127.0.0.1
     config.write_text(f"[base]\ngkeysdir = {state}\n[authority-seeds]\ndevs = {url} auth/l2-dev\n"
-                      "[authority]\nroots = auth/l1\nmax-shrink = 100\n")
+                      f"[authority]\nroots = auth/l1\nmax-shrink = 100\n[sources]\nkeyservers = {keyserver}\n"
+                      "wkd = no\n")
     keyfile = work / "auth.asc"
     keyfile.write_bytes(factory.public("l1", "l2-dev"))
     quiet = io.StringIO()
@@ -116,6 +119,7 @@ def main() -> None:
     server = LoopbackServer()
     server.latency = 0.1
     url = server.publish("output/active-devs.gpg", factory.public(*nicks, armor=False))
+    server.hkp[factory.keys["l2-dev"].fingerprint] = factory.public("l2-dev")  # the published certifier
     expected = {factory.keys[n].fingerprint for n in nicks}
     ours, again, theirs = [], [], []
     try:

@@ -443,8 +443,10 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
     material = _pinned_material(ctx, pinned)
     step = progress or (lambda _done, _total: None)
     step(0, 100)
-    published = _published_certifiers(ctx, source.certifiers)
-    data = read_source(ctx, source.location)
+    with ThreadPoolExecutor(max_workers=1) as pool:  # both downloads at once
+        fetching = pool.submit(_published_certifiers, ctx, source.certifiers)
+        data = read_source(ctx, source.location)
+        published = fetching.result()
     step(25, 100)
     record = read_json(ctx.layout.record(RECORD), {})
     entry = record.get(cat) if isinstance(record, dict) else None
