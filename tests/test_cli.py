@@ -42,7 +42,7 @@ def test_json_accepted_after_the_action_too(env: GkeysEnv) -> None:
     (["list-seed", "-f", "12"], 2, "invalid fingerprint"),
     (["remove-seed", "-C", "gentoo", "-n", "nobody"], 2, "no seed 'nobody'"),
     (["verify", "-F", "/nonexistent/file"], 2, "no such file"),
-    (["import-key", "-C", "gentoo", "-n", "gkeys", "-F", "/nonexistent.asc"], 2, "cannot read key file"),
+    (["import-key", "-C", "gentoo", "-n", "weekly", "-F", "/nonexistent.asc"], 2, "cannot read key file"),
     (["convert-seed", "-F", "/nonexistent"], 2, "cannot read seed file"),
     (["sign", "-F", "/etc/hostname"], 2, "no signing key configured"),
 ])

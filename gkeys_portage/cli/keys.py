@@ -9,7 +9,7 @@ from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
 from gkeys_portage.cli.output import Report
-from gkeys_portage.core import keyops
+from gkeys_portage.core import authority, keyops
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.keyinstall import KeyOutcome, KeyStatus, summarize_failure
 
@@ -70,8 +70,18 @@ def run_refresh_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
                                                           if ctx.keyring(c).exists()]
     report = Report(data={"refreshed": []})
     for category in categories:
-        result = keyops.refresh_keys(ctx, category, args.nick, force=args.force,
-                                     progress=args.console.progress(f"refreshing {category}"))
+        if not args.nick and authority.authority_source(ctx, category) is not None:
+            # Keys that come from an authority keyring are refreshed by re-reading that keyring.
+            result, update = authority.refresh(ctx, category, force=args.force,
+                                               progress=args.console.progress(f"refreshing {category}"))
+            if update is not None:
+                report.data.setdefault("authority", []).append(update.to_json())
+                for label, nicks in (("Added", update.changes.added), ("Removed", update.changes.removed)):
+                    if nicks:
+                        report.info(f"{category}: {label}: {', '.join(nicks)}")
+        else:
+            result = keyops.refresh_keys(ctx, category, args.nick, force=args.force,
+                                         progress=args.console.progress(f"refreshing {category}"))
         report.data["refreshed"].append(result.to_json())
         if result.skipped:
             report.info(f"{category}: refreshed recently; skipped (use --force)")

@@ -9,11 +9,11 @@ from pathlib import Path
 from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
 from gkeys_portage.cli.keys import outcome_lines
 from gkeys_portage.cli.output import Report
-from gkeys_portage.core import keyops, seedfetch
+from gkeys_portage.core import authority, keyops, seedfetch
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import BadInputError, UsageError
 from gkeys_portage.core.keyinstall import summarize_failure
-from gkeys_portage.core.seeds import Seed, convert_old_seeds, dump_seeds
+from gkeys_portage.core.seeds import Seed, convert_old_seeds, dump_seeds, packaged_categories
 from gkeys_portage.core.state import atomic_write, read_limited
 from gkeys_portage.core.types import Category, Nick, parse_category, parse_fingerprint, parse_nick
 
@@ -149,10 +149,37 @@ def _categories_to_fetch(ctx: Gkeys, args: argparse.Namespace) -> list[Category]
     return sorted(ctx.config.seedurls)
 
 
+def _categories_to_update(ctx: Gkeys, args: argparse.Namespace) -> list[Category]:
+    if args.category:
+        return [parse_category(args.category)]
+    return sorted(set(ctx.config.seedurls) | set(ctx.config.authority.sources) | set(packaged_categories()))
+
+
+def _no_seed_url(ctx: Gkeys, category: Category, action: str) -> str | None:
+    """Why ``category`` has nothing to download as a seed file (None: it has a seed URL)."""
+    if category in ctx.config.seedurls:
+        return None
+    if category in ctx.config.authority.sources:
+        return (f"{category}: seeds come from authority certifications ([authority-seeds]), not a seed file; "
+                f"run 'gkeys update-seed -C {category}'")
+    if category in packaged_categories():
+        return (f"{category}: seeds are packaged with gkeys-portage (no seed URL configured)"
+                + ("" if action == "update-seed" else f"; 'gkeys update-seed -C {category}' installs their keys"))
+    return None
+
+
 def run_fetch_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """Download, verify (signer pinned by [verify-seeds]) and install seed files."""
     report = Report(data={"fetched": []})
+    if not _categories_to_fetch(ctx, args):
+        report.info("no seed URL configured ([seedurls]); the packaged categories and [authority-seeds] need "
+                    "none: 'gkeys update-seed' installs their keys")
     for category in _categories_to_fetch(ctx, args):
+        why = _no_seed_url(ctx, category, "fetch-seed")
+        if why:
+            report.info(why)
+            report.data["fetched"].append({"category": category, "skipped": why})
+            continue
         result = seedfetch.fetch_seed(ctx, category)
         report.data["fetched"].append(result.to_json())
         signer = result.signer
@@ -170,20 +197,44 @@ def _change_lines(report: Report, changes: seedfetch.SeedChanges) -> None:
             report.info(f"{label}: {', '.join(nicks)}")
 
 
+def _authority_update(ctx: Gkeys, args: argparse.Namespace, report: Report, category: Category) -> None:
+    result = authority.update(ctx, category, allow_shrink=args.allow_shrink,
+                              progress=args.console.progress(f"{category} certifications"))
+    report.data["updated"].append(result.to_json())
+    _change_lines(report, result.changes)
+    for verdict in result.evaluation.dropped():
+        who = f" ({verdict.uid})" if verdict.uid else ""
+        report.plain(f"      dropped {verdict.fingerprint}{who}: {verdict.verdict.value}")
+    for fpr in result.removed_keys:
+        report.info(f"Removed key {fpr} (no longer certified)")
+    report.good(f"{category}: {result.seeds} seeds from {len(result.evaluation.kept())} certified keys in "
+                f"{result.location}; {len(result.evaluation.dropped())} keys dropped")
+
+
 def run_update_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:
-    """fetch-seed, then install/refresh keys and remove keys no longer pinned."""
+    """fetch-seed (or derive seeds from certifications), then install/refresh keys and remove keys no
+    longer pinned."""
     report = Report(data={"updated": []})
     failures = []
-    for category in _categories_to_fetch(ctx, args):
-        result = seedfetch.fetch_seed(ctx, category)
-        _change_lines(report, result.changes)
+    for category in _categories_to_update(ctx, args):
+        if category in ctx.config.authority.sources:
+            _authority_update(ctx, args, report, category)
+            continue
+        why = _no_seed_url(ctx, category, "update-seed")
+        if why:
+            report.info(why)
+            signer = "packaged seeds"
+        else:
+            result = seedfetch.fetch_seed(ctx, category)
+            _change_lines(report, result.changes)
+            signer = (f"seed file signed by {result.signer.pin.category}/{result.signer.pin.nick} "
+                      f"({result.binding.describe()})")
         outcomes = keyops.install_keys(ctx, category, progress=args.console.progress(f"{category} keys"))
         removed = keyops.prune_unpinned(ctx, category)
-        report.data["updated"].append({"seed": result.to_json(), "keys": [o.to_json() for o in outcomes],
-                                       "removed_keys": removed})
-        report.good(f"{category}: seed file signed by {result.signer.pin.category}/{result.signer.pin.nick} "
-                    f"({result.binding.describe()}); "
-                    f"{sum(o.status.ok for o in outcomes)}/{len(outcomes)} keys installed")
+        report.data["updated"].append({"seed": result.to_json() if not why else {"category": category,
+                                                                                 "packaged": True},
+                                       "keys": [o.to_json() for o in outcomes], "removed_keys": removed})
+        report.good(f"{category}: {signer}; {sum(o.status.ok for o in outcomes)}/{len(outcomes)} keys installed")
         outcome_lines(report, outcomes, only_problems=True)
         for fpr in removed:
             report.info(f"Removed key {fpr} (no longer in the seeds)")
@@ -254,9 +305,17 @@ def register(sub: SubParsers) -> None:
                    summary="download, verify and install signed seed files")
     add_category(p, help_text="category to fetch (default: every category in [seedurls])")
 
-    p = add_action(sub, "update-seed", run_update_seed, needs_lock=True, epilog=epilog,
+    authority_epilog = (
+        "\nCategories in [authority-seeds] (built in: gentoo-devs) are derived from certifications instead:\n"
+        "the keyring is downloaded once, and a key is kept when a UID <nick>@[authority] domain carries a\n"
+        "valid certification by a pinned certifier that a root ([authority] roots) certifies. An update that\n"
+        "empties the seeds or drops more than [authority] max-shrink percent (default 10) is refused.")
+    p = add_action(sub, "update-seed", run_update_seed, needs_lock=True, epilog=epilog + authority_epilog,
                    summary="fetch-seed, then install/refresh the keys; print Added / Updated / Removed")
-    add_category(p, help_text="category to update (default: every category in [seedurls])")
+    add_category(p, help_text="category to update (default: every category with a seed URL, an "
+                              "[authority-seeds] line or packaged seeds)")
+    p.add_argument("--allow-shrink", action="store_true",
+                   help="apply an authority update even if it drops more than [authority] max-shrink percent")
 
     p = add_action(sub, "convert-seed", run_convert_seed,
                    summary="convert a 2013 pipe or 2014 JSON v1 seed file to the current format")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gkeys_portage.cli.common import SubParsers, add_action, add_category
+from gkeys_portage.cli.common import SubParsers, add_action
 from gkeys_portage.cli.output import Message, Report
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import EXIT_NOT_VERIFIED
@@ -15,7 +15,8 @@ DESCRIPTION = """\
 Verify the OpenPGP signature of every commit of a git repository (e.g. the Gentoo tree).
 
 A commit passes only if it carries a gpgsig header, GnuPG calls the signature good, and the
-signer's PRIMARY key fingerprint is pinned by a seed of the category (default gentoo-devs).
+signer's PRIMARY key fingerprint is pinned by a seed of one of the categories (-C, repeatable;
+default gentoo-devs).
 Merge commits are checked like any other.  A key that expired after the commit was signed is
 fine; a revoked key, a signature older than its key, or one dated in the future is not.
 
@@ -29,12 +30,14 @@ e.g. a force-push), nothing is accepted and the run fails.
 
 EPILOG = """\
 config ([tree] section, all optional):
-  category = gentoo-devs        who may sign commits
-  top-category = gentoo-infra   who may also sign the top commit (a mirror's key)
+  category = gentoo-devs gentoo-infra   who may sign commits (space-separated: any of them)
+  top-category = gentoo-infra          who may also sign the top commit only
+                                       (the sync repositories need gentoo-infra in category,
+                                       since mirror commits lie between two syncs)
   policy = top                  first run: top | all
 
 examples:
-  gkeys verify-tree /var/db/repos/gentoo
+  gkeys verify-tree /var/db/repos/gentoo -C gentoo-devs -C gentoo-infra
   gkeys verify-tree /var/db/repos/gentoo --policy all
   gkeys verify-tree ~/gentoo --range origin/master~50..origin/master
   gkeys --json verify-tree /var/db/repos/gentoo -T gentoo-infra
@@ -74,8 +77,9 @@ def register(sub: SubParsers) -> None:
     p.add_argument("--policy", choices=POLICIES, default=None,
                    help="first run without a record: top = top commit only, all = whole history "
                         "(default: [tree] policy, else top)")
-    add_category(p, help_text="category whose pinned keys may sign commits (default: [tree] category, "
-                              "else gentoo-devs)")
+    p.add_argument("-C", "--category", action="append", metavar="CAT",
+                   help="category whose pinned keys may sign commits; repeat it (or give a space-separated "
+                        "list) to accept any of several (default: [tree] category, else gentoo-devs)")
     p.add_argument("-T", "--top-category", metavar="CAT",
                    help="category whose keys may also sign the top commit (a mirror's key)")
     p.add_argument("--no-record", action="store_true", help="do not record the verified revision")

@@ -31,6 +31,12 @@ class Signature:
     sig_class: str  # e.g. "13x" (positive certification), "18x" (subkey binding), "20x" (key revocation)
     hash_algorithm: int | None
     issuer_fingerprint: str = ""
+    check: str = ""  # --check-sigs only: "!" good, "-" bad, "?" no key to check, "%" error
+
+    @property
+    def good(self) -> bool:
+        """True if GnuPG checked this signature and found it good (``--check-sigs`` listings)."""
+        return self.check == "!"
 
 
 @dataclass
@@ -150,7 +156,8 @@ def _make_signature(fields: list[str]) -> Signature:
         expires=_int_or_none(_field(fields, 6)),
         sig_class=_field(fields, 10),
         hash_algorithm=_int_or_none(_field(fields, 15)),
-        issuer_fingerprint=_field(fields, 12),
+        issuer_fingerprint=_field(fields, 12).upper(),
+        check=_field(fields, 1),
     )
 
 

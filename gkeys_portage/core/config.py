@@ -18,11 +18,16 @@ from gkeys_portage.core.errors import ConfigError
 from gkeys_portage.core.hashpolicy import parse_weak_hashes
 from gkeys_portage.core.types import Category, Nick, parse_category, parse_nick
 
-DEFAULT_SEEDURLS = {
-    "gentoo": "https://api.gentoo.org/gentoo-keys/seeds/gentoo.seeds",
-    "gentoo-devs": "https://api.gentoo.org/gentoo-keys/seeds/gentoo-devs.seeds",
+#: No built-in seed URL: the old project's seed files (api.gentoo.org/gentoo-keys/seeds/) were removed
+#: in 2023.  ``gentoo``, ``gentoo-auth`` and ``gentoo-infra`` are packaged; ``gentoo-devs`` comes from
+#: authority certifications (``[authority-seeds]``).  A config file may add third-party seed URLs.
+DEFAULT_SEEDURLS: dict[str, str] = {}
+DEFAULT_VERIFY_SEEDS: dict[str, str] = {}
+#: ``[authority-seeds]`` built in: Gentoo's active developers, certified by the L2-developers key (GLEP 79).
+DEFAULT_AUTHORITY_SEEDS = {
+    "gentoo-devs": "https://qa-reports.gentoo.org/output/active-devs.gpg gentoo-auth/l2-dev",
 }
-DEFAULT_VERIFY_SEEDS = {"gentoo": "gentoo gkeys", "gentoo-devs": "gentoo gkeys"}
+AUTHORITY_OPTIONS = ("roots", "domain", "max-shrink")
 DEFAULT_WKD_ADVANCED = "https://openpgpkey.{domain}/.well-known/openpgpkey/{domain}"
 DEFAULT_WKD_DIRECT = "https://{domain}/.well-known/openpgpkey"
 
@@ -65,6 +70,36 @@ class PolicyConfig:
     weak_hashes: dict[int, float] = field(default_factory=dict)  # hash id -> cut-off (core.hashpolicy)
 
 
+@dataclass(frozen=True)
+class KeyRef:
+    """``category/nick`` of a pinned key (a certifier or a root of an authority)."""
+
+    category: Category
+    nick: Nick
+
+    def __str__(self) -> str:
+        return f"{self.category}/{self.nick}"
+
+
+@dataclass(frozen=True)
+class AuthoritySource:
+    """One ``[authority-seeds]`` line: where the keyring is and whose certifications count."""
+
+    category: Category
+    location: str  # an http(s) URL or a local file
+    certifiers: tuple[KeyRef, ...]
+
+
+@dataclass
+class AuthorityConfig:
+    """``[authority-seeds]`` and ``[authority]``: seeds derived from certifications (design.md §8)."""
+
+    sources: dict[Category, AuthoritySource] = field(default_factory=dict)
+    roots: tuple[KeyRef, ...] = ()
+    domain: str = "gentoo.org"
+    max_shrink: float = 10.0  # percent of the current seeds an update may drop
+
+
 @dataclass
 class Config:
     """The parsed configuration."""
@@ -79,6 +114,7 @@ class Config:
     sign_nick: Nick | None
     sign_homedir: Path | None
     parser: configparser.ConfigParser
+    authority: AuthorityConfig = field(default_factory=AuthorityConfig)
 
     def get(self, section: str, option: str, fallback: str) -> str:
         """A raw option from any section (for the verifiers' own sections)."""
@@ -150,6 +186,63 @@ def _unbound_seeds(parser: configparser.ConfigParser,
     return frozenset(result)
 
 
+def parse_keyref(text: str, where: str) -> KeyRef:
+    """``category/nick`` of a pinned key; a clear :class:`ConfigError` otherwise."""
+    category, sep, nick = text.partition("/")
+    try:
+        if not sep:
+            raise ValueError("expected category/nick")
+        return KeyRef(parse_category(category), parse_nick(nick))
+    except Exception as exc:
+        raise ConfigError(f"{where}: {text!r} is not category/nick of a pinned key ({exc})") from exc
+
+
+def _authority(parser: configparser.ConfigParser) -> AuthorityConfig:
+    """``[authority-seeds]`` (``category = LOCATION CERTIFIER...``) and ``[authority]``.
+
+    A config file's ``[authority-seeds]`` section replaces the built-in line(s) as a whole; a
+    ``[seedurls]`` line in the config file wins over a *built-in* authority line for its category,
+    while the same category in both sections of the file is an error.  Unknown keys in
+    ``[authority]`` are errors.
+    """
+    configured_urls = set(parser.options("seedurls")) if parser.has_section("seedurls") else set()
+    if parser.has_section("authority-seeds"):
+        raw = dict(parser.items("authority-seeds"))
+        both = sorted(set(parser.options("authority-seeds")) & configured_urls)
+        if both:
+            raise ConfigError(f"{', '.join(both)}: in both [seedurls] and [authority-seeds]; keep one")
+    else:
+        raw = {k: v for k, v in DEFAULT_AUTHORITY_SEEDS.items() if k not in configured_urls}
+    sources: dict[Category, AuthoritySource] = {}
+    for name, value in raw.items():
+        where = f"[authority-seeds] {name}"
+        parts = value.split()
+        if len(parts) < 2:
+            raise ConfigError(f"{where} = {value!r}: expected 'KEYRING-URL-OR-FILE CERTIFIER [CERTIFIER...]'")
+        try:
+            category = parse_category(name)
+        except Exception as exc:
+            raise ConfigError(f"{where}: {exc}") from exc
+        sources[category] = AuthoritySource(category, parts[0],
+                                            tuple(parse_keyref(p, where) for p in parts[1:]))
+    if parser.has_section("authority"):
+        unknown = sorted(set(parser.options("authority")) - set(AUTHORITY_OPTIONS) - set(parser.defaults()))
+        if unknown:
+            raise ConfigError(f"[authority]: unknown key(s) {', '.join(unknown)} "
+                              f"(known: {', '.join(AUTHORITY_OPTIONS)})")
+    roots = tuple(parse_keyref(p, "[authority] roots")
+                  for p in parser.get("authority", "roots", fallback="gentoo-auth/l1").split())
+    if not roots and sources:
+        raise ConfigError("[authority] roots: empty, but [authority-seeds] needs at least one root key")
+    domain = parser.get("authority", "domain", fallback="gentoo.org").strip().lower()
+    if not domain or "@" in domain or any(c.isspace() for c in domain):
+        raise ConfigError(f"[authority] domain: {domain!r} is not a domain name")
+    max_shrink = _float(parser, "authority", "max-shrink", 10.0)
+    if max_shrink > 100:
+        raise ConfigError("[authority] max-shrink: a percentage, at most 100")
+    return AuthorityConfig(sources, roots, domain, max_shrink)
+
+
 def load_config(path: Path | None = None, root: Path | None = None) -> Config:
     """Load the configuration; ``root`` (from ``--root``) overrides ``gkeysdir``."""
     explicit = path is not None or "GKEYS_CONFIG" in os.environ
@@ -208,6 +301,7 @@ def load_config(path: Path | None = None, root: Path | None = None) -> Config:
             sign_nick=parse_nick(parser["sign"]["nick"]) if parser.has_option("sign", "nick") else None,
             sign_homedir=Path(sign_homedir) if sign_homedir else None,
             parser=parser,
+            authority=_authority(parser),
         )
     except ConfigError:
         raise

@@ -287,17 +287,19 @@ class GnuPG:
             raise GpgError(f"importing keys failed: {report.problem}", detail=report.stderr)
         return report.imported
 
-    def export_exact(self, fingerprints: Sequence[str] = ()) -> Selection:
+    def export_exact(self, fingerprints: Sequence[str] = (), *, clean: bool = True) -> Selection:
         """Export exactly the keyblocks whose *primary* fingerprint is named (all when empty), binary.
 
-        gpg is asked by full fingerprint with ``export-clean``.  Its selectors also match subkeys (and
+        gpg is asked by full fingerprint with ``export-clean`` (``clean=False`` keeps third-party
+        certifications and their revocations, as a keyserver publishes a key: for test worlds and bundles
+        built ``--with-certifications``).  Its selectors also match subkeys (and
         the exact form ``FPR!`` exports a primary *without* its subkeys, so it cannot be used), so the
         output is filtered per keyblock by primary fingerprint, keyblocks carrying a named primary as a
         subkey are dropped (:mod:`gkeys_portage.core.keyblocks`), and gpg must then see the same set of
         primaries in the bytes returned, or nothing is returned.
         """
         wanted = [parse_fingerprint(f) for f in fingerprints]
-        args = ["--export-options", "export-clean", "--export", *wanted]
+        args = ["--export-options", "export-clean" if clean else "no-export-clean", "--export", *wanted]
         raw = self._checked(args, what="exporting keys").stdout
         selection = select_keyblocks(raw, wanted)
         seen = self.show_primaries(selection.data) if selection.kept else set()
@@ -312,10 +314,38 @@ class GnuPG:
                                data, what="reading exported keys")
         return {key.fingerprint for key in parse_colons(result.stdout.decode("latin-1"))}
 
-    def export_keys(self, fingerprints: Sequence[str] = (), *, armor: bool = True) -> bytes:
+    def export_keys(self, fingerprints: Sequence[str] = (), *, armor: bool = True, clean: bool = True) -> bytes:
         """Export public keys by exact primary fingerprint (all when empty); see :meth:`export_exact`."""
-        data = self.export_exact(fingerprints).data
+        data = self.export_exact(fingerprints, clean=clean).data
         return armor_public_keys(data) if armor and data else data
+
+    # -- certifications (core/authority.py) -------------------------------------------------------
+
+    def import_with_certifications(self, data: bytes) -> list[Fingerprint]:
+        """Import keys *keeping* third-party certifications (for a quarantine home that checks them).
+
+        The options are explicit, so a changed default (``import-clean``, ``self-sigs-only``) cannot
+        silently strip the certifications an authority check needs.
+        """
+        result = self.run(["--import-options", "no-import-clean,no-self-sigs-only,no-import-minimal", "--import"],
+                          data)
+        if result.timed_out:
+            raise GpgError("importing keys: gpg timed out")
+        return [fpr for fpr in dict.fromkeys(
+            parse_fingerprint(value.split(" ")[1]) for keyword, _, value in
+            (line.partition(" ") for line in result.status.lines)
+            if keyword == "IMPORT_OK" and len(value.split(" ")) >= 2)]
+
+    def check_sigs(self, fingerprints: Sequence[str] = ()) -> list[PublicKey]:
+        """``--check-sigs`` listing: every signature checked by GnuPG (``Signature.check``: ``!`` good)."""
+        args = ["--with-colons", "--fixed-list-mode", "--with-fingerprint", "--with-fingerprint",
+                "--check-sigs", *fingerprints]
+        result = self.run(args)
+        if result.timed_out:
+            raise GpgError("checking signatures: gpg timed out")
+        if not fingerprints and result.returncode != 0:
+            raise GpgError(f"checking signatures failed: {_last_error_line(result.stderr)}", detail=result.stderr)
+        return parse_colons(result.stdout.decode("latin-1"))
 
     # -- signatures ------------------------------------------------------------------------------
 
@@ -480,6 +510,21 @@ class GnuPG:
                 "--quick-add-key", primary, algorithm, usage, expire]
         result = self._checked(args, passphrase=passphrase, what="adding a subkey")
         return _created_fingerprint(result, "adding a subkey")
+
+    def certify(self, subject: Fingerprint, certifier: Fingerprint, uids: Sequence[str] = (), *,
+                expire: str = "0", passphrase: str = "") -> None:
+        """Certify ``uids`` (all when empty) of ``subject`` with ``certifier`` (exportable; ``expire``
+        like ``1y``, ``0`` = never), as an authority does (``--quick-sign-key``)."""
+        args = ["--pinentry-mode", "loopback", "--passphrase-fd", "0", "--local-user", certifier,
+                "--default-cert-expire", expire, "--quick-sign-key", subject, *uids]
+        self._checked(args, passphrase=passphrase, what="certifying a key")
+
+    def revoke_certification(self, subject: Fingerprint, certifier: Fingerprint, uids: Sequence[str] = (), *,
+                             passphrase: str = "") -> None:
+        """Revoke ``certifier``'s certification of ``uids`` of ``subject`` (``--quick-revoke-sig``)."""
+        args = ["--pinentry-mode", "loopback", "--passphrase-fd", "0", "--quick-revoke-sig", subject, certifier,
+                *uids]
+        self._checked(args, passphrase=passphrase, what="revoking a certification")
 
     def set_expiry(self, fingerprint: Fingerprint, expire: str, *, subkeys: bool = False,
                    passphrase: str = "") -> None:

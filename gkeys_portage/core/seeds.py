@@ -223,9 +223,17 @@ def convert_old_seeds(data: bytes) -> dict[Nick, Seed]:
 
 
 def packaged_seed(category: Category) -> bytes | None:
-    """The seed file shipped with the package for ``category`` (only ``gentoo``), if any."""
+    """The seed file shipped with the package for ``category``, if any (see :func:`packaged_categories`)."""
     resource = resources.files("gkeys_portage").joinpath("data", f"{category}.seeds")
     return resource.read_bytes() if resource.is_file() else None
+
+
+def packaged_categories() -> list[Category]:
+    """Categories whose seeds ship with the package: ``gentoo`` (release keyring), ``gentoo-auth``
+    (GLEP 79 authority keys), ``gentoo-infra`` (the repository mirror key)."""
+    data = resources.files("gkeys_portage").joinpath("data")
+    return sorted(Category(item.name[: -len(".seeds")]) for item in data.iterdir()
+                  if item.name.endswith(".seeds") and item.is_file())
 
 
 class SeedStore:
@@ -239,10 +247,9 @@ class SeedStore:
         return self.layout.seeds_dir / f"{category}.seeds"
 
     def categories(self) -> list[Category]:
-        """Installed categories, plus the packaged default ``gentoo``."""
+        """Installed categories, plus the packaged ones (:func:`packaged_categories`)."""
         found = {Category(p.name[: -len(".seeds")]) for p in self.layout.seeds_dir.glob("*.seeds")}
-        if packaged_seed(Category("gentoo")) is not None:
-            found.add(Category("gentoo"))
+        found.update(packaged_categories())
         return sorted(found)
 
     def is_installed(self, category: Category) -> bool:

@@ -16,7 +16,7 @@ import struct
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -65,12 +65,25 @@ class KeyFactory:
         return key
 
     def public(self, *nicks: str, armor: bool = True) -> bytes:
-        """Exported public keys of the named keys."""
-        return self.gpg.export_keys([self.keys[n].fingerprint for n in nicks], armor=armor)
+        """Exported public keys of the named keys, as a keyserver publishes them (certifications kept)."""
+        return self.gpg.export_keys([self.keys[n].fingerprint for n in nicks], armor=armor, clean=False)
 
     def revocation(self, nick: str) -> bytes:
         """The key's revocation certificate (import it to revoke the key)."""
         return self.gpg.revocation_certificate(self.keys[nick].fingerprint)
+
+    def certify(self, certifier: str, subject: str, uids: Sequence[str] = (), *, expire: str = "0",
+                when: datetime | None = None) -> None:
+        """``certifier`` certifies ``uids`` (default: all) of ``subject``, optionally "at" ``when``."""
+        self._at(when).certify(self.keys[subject].fingerprint, self.keys[certifier].fingerprint, uids, expire=expire)
+
+    def revoke_certification(self, certifier: str, subject: str, uids: Sequence[str] = ()) -> None:
+        """``certifier`` revokes its certification of ``subject``."""
+        self.gpg.revoke_certification(self.keys[subject].fingerprint, self.keys[certifier].fingerprint, uids)
+
+    def revoke(self, nick: str) -> None:
+        """Revoke ``nick``'s key in this home (its exported public key then carries the revocation)."""
+        self.gpg.import_keys(self.revocation(nick))
 
     def sign(self, nick: str, path: Path, *, clearsign: bool = False, armor: bool = True,
              when: datetime | None = None, notations: Mapping[str, str] | None = None) -> bytes:

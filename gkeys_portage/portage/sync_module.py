@@ -7,9 +7,12 @@ only re-exports :data:`module_spec` and :class:`GkeysSync` from here.  ``repos.c
     location = /var/db/repos/gentoo
     sync-type = gkeys
     sync-uri = https://github.com/gentoo-mirror/gentoo.git
-    sync-gkeys-category = gentoo-devs
-    sync-gkeys-top-category = gentoo-infra
+    sync-gkeys-category = gentoo-devs gentoo-infra
     sync-gkeys-policy = top
+
+``sync-gkeys-category`` is a space-separated list: a commit signed by a key pinned in any of them
+is good (the sync repositories' mirror commits lie between two syncs, so ``gentoo-infra`` belongs
+there; ``sync-gkeys-top-category`` admits a category for the top commit only).
 
 The sync itself is :mod:`gkeys_portage.portage.treesync` (no Portage imports); this module only
 reads the options, builds the gkeys context and reports through ``portage.output``.

@@ -1,9 +1,11 @@
 """Verify the OpenPGP signatures of git commits (``verify-tree``, the sync module and the hooks).
 
 Every commit of a range must carry a ``gpgsig`` header whose signature is good and made by a key
-whose *primary* fingerprint the category's seeds pin (default ``gentoo-devs``); merge commits are
-no exception.  The top commit may instead be signed by a key of a second category (a mirror's
-infra key).  The time rules of :func:`gkeys_portage.core.verification.decide` apply per commit.
+whose *primary* fingerprint the seeds of one of the listed categories pin (default ``gentoo-devs``;
+Gentoo's sync repositories need ``gentoo-devs gentoo-infra``, since the mirror's merge and metadata
+commits lie between two syncs); merge commits are no exception.  The top commit may instead be
+signed by a key of the top-commit category.  The time rules of
+:func:`gkeys_portage.core.verification.decide` apply per commit.
 
 Speed: commits are read with one ``git cat-file --batch``; their signatures and payloads are written
 to a private scratch directory (in memory when ``/dev/shm`` exists) and checked by one
@@ -69,11 +71,21 @@ REASON_CODES: dict[type[NotVerifiedError], str] = {
 Progress = Callable[[int, int], None]
 
 
+def category_list(value: str | Sequence[str] | None) -> tuple[str, ...]:
+    """Categories from a space-separated string (``[tree] category``, ``sync-gkeys-category``) or from
+    repeated ``-C`` options (each of which may itself hold several); duplicates dropped, order kept."""
+    if value is None:
+        return ()
+    items = [value] if isinstance(value, str) else list(value)
+    return tuple(dict.fromkeys(word for item in items for word in item.split()))
+
+
 @dataclass
 class TreeOptions:
-    """What to accept: the developer category, an optional top-commit category, the first-run policy."""
+    """What to accept: the commit categories (a commit signed by a key pinned in *any* of them is
+    good), an optional top-commit category, the first-run policy."""
 
-    category: str = DEFAULT_CATEGORY
+    categories: tuple[str, ...] = (DEFAULT_CATEGORY,)
     top_category: str | None = None
     policy: str = "top"
     jobs: int = 0  # gpg processes in parallel; 0 = one per core
@@ -82,12 +94,18 @@ class TreeOptions:
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise UsageError(f"unknown tree policy {self.policy!r} (use top or all)")
+        if not self.categories:
+            raise UsageError("no category may sign commits (give -C CAT, or [tree] category)")
 
     @classmethod
-    def from_config(cls, ctx: Gkeys, *, category: str | None = None, top_category: str | None = None,
-                    policy: str | None = None) -> TreeOptions:
-        """Options from arguments, falling back to ``[tree] category / top-category / policy``."""
-        return cls(category=category or ctx.config.get("tree", "category", DEFAULT_CATEGORY),
+    def from_config(cls, ctx: Gkeys, *, category: str | Sequence[str] | None = None,
+                    top_category: str | None = None, policy: str | None = None) -> TreeOptions:
+        """Options from arguments, falling back to ``[tree] category / top-category / policy``.
+
+        ``category`` is one or more categories: a space-separated string or a list of them.
+        """
+        categories = category_list(category) or category_list(ctx.config.get("tree", "category", DEFAULT_CATEGORY))
+        return cls(categories=categories,
                    top_category=top_category or ctx.config.get("tree", "top-category", "") or None,
                    policy=policy or ctx.config.get("tree", "policy", "top"),
                    max_age_days=ctx.config.number("tree", "max-age", 0.0))
@@ -256,7 +274,7 @@ class TreeVerifier:
         self.options = options or TreeOptions.from_config(ctx)
         ctx.ensure_layout()
         policy = ctx.policy()
-        self.devs = self._verifier(self.options.category, policy)
+        self.verifiers = [self._verifier(category, policy) for category in self.options.categories]
         self.top = self._verifier(self.options.top_category, policy) if self.options.top_category else None
 
     def _verifier(self, category: str, policy: VerifyPolicy) -> CommitVerifier:
@@ -304,10 +322,10 @@ class TreeVerifier:
                 commits = repo.read_commits(batch)
                 ordered = [commits[h] for h in batch]
                 step = _offset_progress(progress, offset, len(hashes))
-                statuses = self.devs.statuses(ordered, scratch, step)
+                verdicts = self._judge_all(ordered, scratch, step)
                 for commit in ordered:
                     parents[commit.hash] = commit.parents
-                    verdict = self.devs.judge(commit, statuses[commit.hash])
+                    verdict = verdicts[commit.hash]
                     if not verdict.good and commit.hash == tip and self.top is not None:
                         verdict = self._judge_top(commit, verdict, scratch)
                     if verdict.good and commit.hash == tip:
@@ -318,6 +336,26 @@ class TreeVerifier:
         below = base if base != tip else None  # a re-checked recorded tip: what lies below is no better
         report.first_good = first_good_ancestor(hashes, parents, {v.commit for v in report.bad}, tip, below)
         return report
+
+    def _judge_all(self, commits: Sequence[Commit], scratch: Path,
+                   progress: Progress | None) -> dict[str, CommitVerdict]:
+        """Verdicts against the listed categories in order: a commit whose signer is unknown to (or
+        not pinned in) one category is checked again against the next one; the first good verdict
+        wins, otherwise the first category's refusal stands.  A bad, revoked or future signature in a
+        category that knows the key is final (never retried elsewhere)."""
+        first, *others = self.verifiers
+        statuses = first.statuses(commits, scratch, progress)
+        verdicts = {c.hash: first.judge(c, statuses[c.hash]) for c in commits}
+        for verifier in others:
+            retry = [c for c in commits if verdicts[c.hash].code in ("unknown-signer", "signer-not-pinned")]
+            if not retry:
+                break
+            more = verifier.statuses(retry, scratch)
+            for commit in retry:
+                verdict = verifier.judge(commit, more[commit.hash])
+                if verdict.good or verdict.code not in ("unknown-signer", "signer-not-pinned"):
+                    verdicts[commit.hash] = verdict
+        return verdicts
 
     def _check_age(self, verdict: CommitVerdict) -> None:
         """Refuse a top commit signed longer ago than ``max_age_days`` (a mirror frozen in the past)."""
