@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action
 from gkeys_portage.cli.output import Report
-from gkeys_portage.core.config import eprefix
+from gkeys_portage.core.config import eprefix, load_config
 from gkeys_portage.core.context import Gkeys
+from gkeys_portage.portage import doctor as portage_doctor
 from gkeys_portage.portage import setup as portage_setup
 
 SETUP_DESCRIPTION = """\
@@ -84,6 +86,42 @@ def run_setup_portage(ctx: Gkeys, args: argparse.Namespace) -> Report:
     return _setup_report(result, undo=False)
 
 
+DOCTOR_DESCRIPTION = """\
+Report everything that would make verification fail or be skipped on this system, each finding with
+the command that fixes it: seeds or keys missing or older than [policy] max-refresh-age, keys expiring
+within 30 days, git repositories without the gkeys hooks or with shallow clone-depth/sync-depth,
+hooks that are not executable, FETCH_WRAPPER not running gkeys-fetch, gpg missing or older than 2.2, a
+clock behind the newest verification recorded, keyrings the portage user cannot read.
+
+With --eroot and without -c, the configuration is ${EROOT}/etc/gkeys/gkeys.conf when it exists.
+"""
+
+DOCTOR_EPILOG = """\
+exit status: 0 nothing is wrong, 1 at least one finding, 2 bad input.
+--json: {"eroot", "ok", "checked": [...], "findings": [{"code", "subject", "message", "fix"}]}
+"""
+
+
+def run_doctor(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """doctor."""
+    eroot = _eroot(args)
+    own_config = eroot / "etc/gkeys/gkeys.conf"
+    if args.eroot and not args.config and "GKEYS_CONFIG" not in os.environ and own_config.is_file():
+        ctx = Gkeys(load_config(own_config, Path(args.root) if args.root else None))
+    diagnosis = portage_doctor.diagnose(ctx, eroot, portage_user=args.portage_user)
+    report = Report(data={"action": "doctor", **diagnosis.to_json()})
+    for line in diagnosis.checked:
+        report.info(f"checked {line}")
+    for finding in diagnosis.findings:
+        report.error(f"{finding.code}: {finding.subject}: {finding.message}; fix: {finding.fix}")
+    if diagnosis.ok:
+        report.good("nothing would make verification fail or be skipped")
+    else:
+        report.error(f"{len(diagnosis.findings)} finding(s); run the fixes above, then 'gkeys doctor' again")
+    report.exit_code = 0 if diagnosis.ok else 1
+    return report
+
+
 def add_eroot(parser: argparse.ArgumentParser) -> None:
     """``--eroot DIR``."""
     parser.add_argument("--eroot", metavar="DIR",
@@ -103,3 +141,8 @@ def register(sub: SubParsers) -> None:
     p.add_argument("--overlays", action="store_true", help="also install the gkeys-overlays postsync hook "
                    "(the overlay list refreshed and verified)")
     p.add_argument("--undo", action="store_true", help="remove what setup-portage installed (unchanged files only)")
+    p = add_action(sub, "doctor", run_doctor, summary="report what would make verification fail or be skipped",
+                   description=DOCTOR_DESCRIPTION, epilog=DOCTOR_EPILOG)
+    add_eroot(p)
+    p.add_argument("--portage-user", default="portage", metavar="USER",
+                   help="the user Portage fetches and builds as, who must read the keyrings (default: portage)")
