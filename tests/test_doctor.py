@@ -66,6 +66,19 @@ def _old_refresh(env: Any, root: Path) -> None:
     atomic_write_json(env.state / "state" / "refresh.json", {"gentoo-devs": time.time() - 40 * 86400})
 
 
+def _old_seeds(env: Any, root: Path) -> None:
+    env.write_config("[fetch]\ncategory = gentoo-devs\n[policy]\nmax-seed-age = 10\n")
+    record = json.loads((env.state / "state" / "seeds.json").read_text())
+    record["gentoo-devs"]["signed"] = time.time() - 11 * 86400
+    atomic_write_json(env.state / "state" / "seeds.json", record)
+
+
+def _clock_by_seed_signature(env: Any, root: Path) -> None:
+    record = json.loads((env.state / "state" / "seeds.json").read_text())
+    record["gentoo-devs"]["signed"] = time.time() + 3600
+    atomic_write_json(env.state / "state" / "seeds.json", record)
+
+
 def _clock(env: Any, root: Path) -> None:
     when = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(time.time() + 3600))
     atomic_write_json(env.state / "state" / "tree-revisions.json", {"/x": {"revision": "0" * 40, "verified": when}})
@@ -83,6 +96,7 @@ def _fake_gpg(version: str) -> Plant:
 FAULTS: dict[str, tuple[Plant, str]] = {
     "seeds:missing": (lambda env, root: (env.state / "seeds" / "gentoo-devs.seeds").unlink(),
                       "gkeys update-seed -C gentoo-devs"),
+    "seeds:old": (_old_seeds, "gkeys update-seed -C gentoo-devs"),
     "keys:missing": (lambda env, root: (env.state / "keyrings" / "gentoo-devs" / "pubring.kbx").unlink(),
                      "gkeys install-key -C gentoo-devs"),
     "keys:stale": (_old_refresh, "gkeys refresh-key -C gentoo-devs"),
@@ -98,6 +112,7 @@ FAULTS: dict[str, tuple[Plant, str]] = {
     "gpg:old": (_fake_gpg("2.0.30"), "emerge --update app-crypt/gnupg"),
     "clock:behind": (_clock, "set the clock"),
 }
+FAULTS["clock:behind (seed signature)"] = (_clock_by_seed_signature, "set the clock")
 
 
 @pytest.mark.parametrize("code", sorted(FAULTS))
@@ -109,7 +124,7 @@ def test_each_planted_fault_is_reported_with_its_fix(env: Any, tmp_path: Path, c
     plant(env, root)
     document = doctor(env, root)
     assert document["exit"] == 1, document
-    assert [f["code"] for f in document["findings"]] == [code], document["findings"]
+    assert [f["code"] for f in document["findings"]] == [code.split()[0]], document["findings"]
     assert fix.format(root=root) in document["findings"][0]["fix"]
 
 

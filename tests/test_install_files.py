@@ -201,6 +201,18 @@ def test_wheel_installs_every_file(installed: Path) -> None:
                             "print(i.hook_file('repo.postsync.d/gkeys-verify'))"], capture_output=True, text=True,
                            check=True, cwd=installed, env={**os.environ, "PYTHONPATH": ""})
     assert Path(probe.stdout.strip()) == installed / "share/gkeys-portage/hooks/repo.postsync.d/gkeys-verify"
+    # setup-portage of the installed package writes hooks that run the venv's interpreter
+    eroot = installed.parent / "eroot"
+    eroot.mkdir()
+    (installed.parent / "empty.conf").write_text("")
+    result = subprocess.run([str(installed / "bin" / "gkeys"), "setup-portage", "--eroot", str(eroot)],
+                            capture_output=True, text=True, check=False, cwd=installed,
+                            env={**os.environ, "PYTHONPATH": "", "GKEYS_CONFIG": str(installed.parent / "empty.conf")})
+    assert result.returncode == 0, result.stdout + result.stderr
+    hook = (eroot / "etc/portage/repo.postsync.d/gkeys-verify").read_text()
+    assert hook.splitlines()[0] == f"#!{installed / 'bin' / 'python'}"
+    template = installfiles.hook_file("repo.postsync.d/gkeys-verify").read_text()
+    assert hook.split("\n", 1)[1] == template.split("\n", 1)[1]
 
 
 @pytest.mark.slow

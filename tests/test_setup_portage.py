@@ -162,3 +162,10 @@ def test_a_repos_conf_file_read_after_ours_that_would_win_is_refused(env: Any, t
     result = env.run("setup-portage", "--eroot", str(root), "--repo", "test")
     assert result.code == 2 and "zzz-local.conf sets sync-type of [test]" in result.err, result.text
     assert snapshot(root) == before
+
+
+@pytest.mark.parametrize("action", [["setup-portage"], ["setup-portage", "--undo"], ["doctor"]])
+def test_missing_eroot_is_one_line_and_exit_2(env: Any, tmp_path: Path, action: list[str]) -> None:
+    result = env.run(*action, "--eroot", str(tmp_path / "nowhere"))
+    assert result.code == 2 and "is not a directory: give --eroot" in result.err, result.text
+    assert len(result.text.strip().splitlines()) == 1 and not (tmp_path / "nowhere").exists()

@@ -3,7 +3,8 @@
 Findings are data (a stable ``code``, the subject, what is wrong and the command that fixes it); the CLI
 only renders them.  Checked, under ``EROOT`` and the gkeys state of the configuration:
 
-* ``seeds:missing`` / ``seeds:old``: a category in use has no seeds, or seeds older than ``[policy] max-seed-age``;
+* ``seeds:missing`` / ``seeds:old``: a category in use has no seeds, or seeds signed longer ago than
+  ``[policy] max-seed-age``;
 * ``keys:missing`` / ``keys:stale`` / ``keys:expiring``: no keyring, keys not refreshed within
   ``[policy] max-refresh-age``, a key expired or expiring within 30 days;
 * ``repo:unverified``: a repository with ``sync-type = git`` and no gkeys hooks;
@@ -13,7 +14,8 @@ only renders them.  Checked, under ``EROOT`` and the gkeys state of the configur
   interpreter is gone;
 * ``fetch:no-wrapper``: ``FETCH_WRAPPER`` does not run gkeys-fetch;
 * ``gpg:missing`` / ``gpg:old``: GnuPG absent or older than 2.2;
-* ``clock:behind``: the clock is earlier than the newest verification recorded, by more than the clock skew;
+* ``clock:behind``: the clock is earlier than the newest signature seen (seed files) or verification recorded
+  (tree, key refresh), by more than the clock skew;
 * ``keyring:unreadable``: the exported keyring cannot be read by the ``portage`` user (fetch and
   build phases verify as that user).
 
@@ -34,10 +36,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gkeys_portage.core.context import Gkeys
-from gkeys_portage.core.errors import GkeysError
+from gkeys_portage.core.errors import BadInputError, GkeysError
 from gkeys_portage.core.glep63.health import DEFAULT_DAYS, check_health
 from gkeys_portage.core.gpg import gpg_version
 from gkeys_portage.core.keyops import REFRESH_RECORD, last_refresh
+from gkeys_portage.core.seedfetch import SEED_RECORD
 from gkeys_portage.core.state import read_json
 from gkeys_portage.core.types import Category, parse_category
 from gkeys_portage.portage.reposconf import RepoConfig, read_repos
@@ -157,6 +160,8 @@ class Doctor:
 
     def run(self) -> Diagnosis:
         """All checks; the findings in a stable order."""
+        if not self.eroot.is_dir():
+            raise BadInputError(f"{self.eroot} is not a directory: give --eroot the root that holds etc/portage")
         repos = read_repos(self.eroot)
         categories = self.check_repos(repos)
         self.check_hooks()
@@ -256,6 +261,9 @@ class Doctor:
                     times.append(datetime.fromisoformat(stamp).timestamp())
                 except ValueError:
                     continue
+        seeds = read_json(layout.record(SEED_RECORD), {})
+        times += [float(entry["signed"]) for entry in (seeds.values() if isinstance(seeds, dict) else ())
+                  if isinstance(entry, dict) and isinstance(entry.get("signed"), int | float)]
         refresh = read_json(layout.record(REFRESH_RECORD), {})
         times += [float(v) for v in (refresh.values() if isinstance(refresh, dict) else ())
                   if isinstance(v, int | float)]
@@ -267,8 +275,8 @@ class Doctor:
                                    "UTC")
         if newest > self.now + skew:
             self.result.add("clock:behind", "clock", f"the system clock is {(newest - self.now) / 60:.0f} minutes "
-                            "behind the newest verification recorded (more than the clock skew): signatures "
-                            "will look like they come from the future",
+                            "behind the newest signature or verification recorded (more than the clock skew): "
+                            "signatures will look like they come from the future",
                             "set the clock (e.g. chronyd -q or ntpd -gq), then run gkeys doctor again")
 
     # -- keys ------------------------------------------------------------------------------------
@@ -289,10 +297,11 @@ class Doctor:
             self.result.add("seeds:missing", category, "no seeds installed: nothing can be verified for it",
                             f"gkeys update-seed -C {category}")
             return
-        path = ctx.seeds.path(category)
-        if policy.max_seed_age and path.is_file() and self.now - path.stat().st_mtime > policy.max_seed_age:
-            self.result.add("seeds:old", category, f"seeds older than [policy] max-seed-age "
-                            f"({policy.max_seed_age / 86400:g} days)", f"gkeys update-seed -C {category}")
+        signed = self._seed_signed(category)
+        if policy.max_seed_age and signed is not None and self.now - signed > policy.max_seed_age:
+            self.result.add("seeds:old", category, f"seed file signed {(self.now - signed) / 86400:.0f} days ago, more "
+                            f"than [policy] max-seed-age ({policy.max_seed_age / 86400:g} days)",
+                            f"gkeys update-seed -C {category}")
         keyring = ctx.keyring(category)
         if not keyring.exists():
             self.result.add("keys:missing", category, "no keyring: nothing can be verified for it",
@@ -306,6 +315,13 @@ class Doctor:
                             f"gkeys refresh-key -C {category}")
         self._check_expiry(category)
         self._check_readable(category)
+
+    def _seed_signed(self, category: Category) -> float | None:
+        """When the installed seed file of ``category`` was signed (from fetch-seed's record)."""
+        record = read_json(self.ctx.layout.record(SEED_RECORD), {})
+        entry = record.get(category) if isinstance(record, dict) else None
+        signed = entry.get("signed") if isinstance(entry, dict) else None
+        return float(signed) if isinstance(signed, int | float) else None
 
     def _check_expiry(self, category: Category) -> None:
         """One finding per key that expired or expires within ``expiry_days`` (primary or a subkey)."""

@@ -147,6 +147,8 @@ def gkeys_fetch_path() -> str:
 def plan(eroot: Path, repos: Sequence[str], *, fetch_wrapper: bool = False, overlays: bool = False) -> tuple[
         list[PlannedFile], list[str]]:
     """The files setup-portage wants, and notes for the user (steps it never takes itself)."""
+    if not eroot.is_dir():
+        raise BadInputError(f"{eroot} is not a directory: give --eroot the root that holds etc/portage")
     if (eroot / ETC / "repos.conf").is_file():
         raise BadInputError(f"{eroot / ETC / 'repos.conf'} is a file: make it a directory "
                             "(mv repos.conf gentoo.conf; mkdir repos.conf; mv gentoo.conf repos.conf/) and run again")
@@ -237,6 +239,8 @@ def setup(eroot: Path, repos: Sequence[str], *, fetch_wrapper: bool = False, ove
 def undo(eroot: Path, *, dry_run: bool = False) -> SetupResult:
     """Remove what setup created: files only while unchanged, directories only while empty."""
     result = SetupResult(eroot, dry_run)
+    if not eroot.is_dir():
+        raise BadInputError(f"{eroot} is not a directory: give --eroot the root that holds etc/portage")
     if not (eroot / MANIFEST).exists():
         result.notes.append(f"nothing to undo: {eroot / MANIFEST} does not exist")
         return result
