@@ -108,6 +108,12 @@ FAULTS: dict[str, tuple[Plant, str]] = {
         "#!/nonexistent/python3\n"), "gkeys setup-portage --eroot {root}"),
     "fetch:no-wrapper": (lambda env, root: (root / "etc/portage/make.conf/gkeys-fetch.conf").unlink(),
                          "gkeys setup-portage --eroot {root} --fetch-wrapper"),
+    "fetch:no-wrapper (not gkeys-fetch)": (lambda env, root: (root / "etc/portage/make.conf/gkeys-fetch.conf")
+                                           .write_text('FETCH_WRAPPER="/usr/bin/not-gkeys-fetch-at-all --"\n'),
+                                           "gkeys setup-portage --eroot {root} --fetch-wrapper"),
+    "fetch:no-wrapper (missing program)": (lambda env, root: (root / "etc/portage/make.conf/gkeys-fetch.conf")
+                                           .write_text('FETCH_WRAPPER="/nonexistent/gkeys-fetch --"\n'),
+                                           "reinstall gkeys-portage"),
     "gpg:missing": (lambda env, root: setattr(gpg, "GPG_BINARY", str(root / "no-such-gpg")), "app-crypt/gnupg"),
     "gpg:old": (_fake_gpg("2.0.30"), "emerge --update app-crypt/gnupg"),
     "clock:behind": (_clock, "set the clock"),

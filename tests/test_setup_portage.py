@@ -169,3 +169,25 @@ def test_missing_eroot_is_one_line_and_exit_2(env: Any, tmp_path: Path, action: 
     result = env.run(*action, "--eroot", str(tmp_path / "nowhere"))
     assert result.code == 2 and "is not a directory: give --eroot" in result.err, result.text
     assert len(result.text.strip().splitlines()) == 1 and not (tmp_path / "nowhere").exists()
+
+
+def test_bad_repository_name_and_symlinked_target_are_refused(env: Any, tmp_path: Path) -> None:
+    root = git_repo_root(tmp_path)
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", "test]\nsync-type = git\n[x")
+    assert result.code == 2 and "invalid repository name" in result.err, result.text
+    hooks = root / "etc/portage/postsync.d"
+    hooks.mkdir()
+    (hooks / "gkeys-verify").symlink_to(tmp_path / "dangling")
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", "test")
+    assert result.code == 1 and "is not a regular file (a symlink or directory)" in result.err, result.text
+    assert (hooks / "gkeys-verify").is_symlink() and not (tmp_path / "dangling").exists()
+
+
+def test_undo_refuses_a_manifest_naming_paths_outside_etc_portage(env: Any, tmp_path: Path) -> None:
+    root = git_repo_root(tmp_path)
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    (root / MANIFEST).write_text('{"files": {"../victim": "x"}, "dirs": []}')
+    result = env.run("setup-portage", "--eroot", str(root), "--undo")
+    assert result.code == 2 and "is damaged" in result.err, result.text
+    assert victim.read_text() == "keep me\n"

@@ -29,6 +29,7 @@ import grp
 import os
 import pwd
 import re
+import shlex
 import stat
 import time
 from dataclasses import asdict, dataclass, field
@@ -225,14 +226,23 @@ class Doctor:
                                 f"rm {path} && gkeys setup-portage --eroot {self.eroot}")
 
     def check_fetch_wrapper(self) -> str | None:
-        """``FETCH_WRAPPER`` must run gkeys-fetch."""
+        """``FETCH_WRAPPER`` must run an executable gkeys-fetch (its first word)."""
         value = fetch_wrapper(self.eroot)
         self.result.checked.append(f"FETCH_WRAPPER = {value}" if value else "FETCH_WRAPPER: not set")
-        if not value or "gkeys-fetch" not in value:
+        try:  # the make.conf value (shell quoting), then the words Portage splits it into
+            words = shlex.split(" ".join(shlex.split(value or "")))
+        except ValueError:
+            words = []
+        program = words[0] if words else ""
+        fix = f"gkeys setup-portage --eroot {self.eroot} --fetch-wrapper"
+        if Path(program).name != "gkeys-fetch":
             self.result.add("fetch:no-wrapper", "FETCH_WRAPPER",
                             "not set to gkeys-fetch: release media fetched by Portage are not verified"
-                            if not value else f"set to {value!r}, which does not run gkeys-fetch",
-                            f"gkeys setup-portage --eroot {self.eroot} --fetch-wrapper")
+                            if not value else f"set to {value!r}, which does not run gkeys-fetch", fix)
+            return None
+        if not os.access(program, os.X_OK):
+            self.result.add("fetch:no-wrapper", "FETCH_WRAPPER", f"{program} cannot be run: every fetch fails",
+                            f"reinstall gkeys-portage, or {fix}")
             return None
         return value
 

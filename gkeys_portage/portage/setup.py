@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import re
 import shutil
 import sys
 from collections.abc import Sequence
@@ -42,6 +43,8 @@ GENTOO_MIRROR = "https://github.com/gentoo-mirror/gentoo.git"
 GENTOO_SETTINGS = (("sync-gkeys-category", "gentoo-devs"), ("sync-gkeys-top-category", "gentoo-infra"),
                    ("sync-gkeys-policy", "top"))
 GIT_TYPES = ("git", "gkeys")
+REPO_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_+-]*")  # Portage's repository names
+SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]+")  # a path Portage can take as one word of FETCH_WRAPPER
 FETCH_WRAPPER = 'FETCH_WRAPPER="{gkeys_fetch} --uri \\"\\${{URI}}\\" --file \\"\\${{DISTDIR}}/\\${{FILE}}\\" --"\n'
 
 
@@ -109,6 +112,8 @@ def repos_fragment(eroot: Path, repos: Sequence[str]) -> bytes:
     lines = ["# Written by 'gkeys setup-portage' (remove with 'gkeys setup-portage --undo').",
              "# Every new commit of these repositories is verified by gkeys before the tree moves.", ""]
     for name in repos:
+        if not REPO_NAME.fullmatch(name):
+            raise BadInputError(f"invalid repository name {name!r} (letters, digits, _, + and -)")
         repo = known.get(name)
         sync_type = repo.get("sync-type") if repo else ""
         uri = repo.get("sync-uri") if repo else ""
@@ -141,6 +146,9 @@ def gkeys_fetch_path() -> str:
     found = str(beside) if beside.is_file() else shutil.which("gkeys-fetch")
     if not found:
         raise BadInputError("gkeys-fetch is not installed beside this Python or on PATH: reinstall gkeys-portage")
+    if not SAFE_PATH.fullmatch(found):
+        raise BadInputError(f"cannot write FETCH_WRAPPER for {found!r}: Portage splits it into words; "
+                            "install gkeys-portage under a path without spaces or quotes")
     return found
 
 
@@ -186,11 +194,22 @@ def _diff(path: Path, old: bytes | None, new: bytes) -> str:
 
 
 def _read_manifest(eroot: Path) -> dict[str, object]:
+    """The record of what setup created; only relative paths below ``etc/portage`` are accepted."""
     data = read_json(eroot / MANIFEST, {})
-    if not isinstance(data, dict) or not isinstance(data.get("files", {}), dict) \
-            or not isinstance(data.get("dirs", []), list):
-        raise BadInputError(f"{eroot / MANIFEST} is damaged: remove the files it lists by hand, then remove it")
-    return {"files": dict(data.get("files", {})), "dirs": list(data.get("dirs", []))}
+    files = data.get("files", {}) if isinstance(data, dict) else None
+    dirs = data.get("dirs", []) if isinstance(data, dict) else None
+    damaged = BadInputError(f"{eroot / MANIFEST} is damaged: remove the files it lists by hand, then remove it")
+    if not isinstance(files, dict) or not isinstance(dirs, list):
+        raise damaged
+    if not all(isinstance(n, str) and _own_path(n) for n in [*files, *dirs]) \
+            or not all(isinstance(d, str) for d in files.values()):
+        raise damaged
+    return {"files": dict(files), "dirs": list(dirs)}
+
+
+def _own_path(name: str) -> bool:
+    path = Path(name)
+    return not path.is_absolute() and ".." not in path.parts and path.parts[:2] == ETC.parts
 
 
 def setup(eroot: Path, repos: Sequence[str], *, fetch_wrapper: bool = False, overlays: bool = False,
@@ -205,9 +224,9 @@ def setup(eroot: Path, repos: Sequence[str], *, fetch_wrapper: bool = False, ove
     todo: list[PlannedFile] = []
     for item in files:
         target = eroot / item.path
-        current = target.read_bytes() if target.is_file() else None
-        if target.exists() and not target.is_file():
-            result.conflicts.append((item.path, "exists and is not a regular file"))
+        current = target.read_bytes() if target.is_file() and not target.is_symlink() else None
+        if target.is_symlink() or (target.exists() and not target.is_file()):
+            result.conflicts.append((item.path, "exists and is not a regular file (a symlink or directory)"))
         elif current == item.content:
             result.unchanged.append(item.path)
         elif current is not None:
