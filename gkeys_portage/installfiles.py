@@ -18,7 +18,9 @@ from pathlib import Path
 SHARE = "share/gkeys-portage"
 MAN_PAGES = ("gkeys.1", "gkeys-gen.1", "gkeys-ldap.1", "gkeys-fetch.1", "gkeys.conf.5")
 SAMPLE_CONFIG = "packaging/gkeys.conf"
-COMPLETION = "packaging/bash-completion/gkeys"
+PROGRAMS = ("gkeys", "gkeys-gen", "gkeys-ldap", "gkeys-fetch")
+COMPLETION_DIR = "packaging/bash-completion"
+COMPLETION = f"{COMPLETION_DIR}/gkeys"
 # Source tree paths of the Portage hooks, relative to hooks/ (also their path under SHARE/hooks/).
 HOOKS = ("repo.postsync.d/gkeys-verify", "postsync.d/gkeys-verify", "postsync.d/gkeys-overlays", "fetch/gkeys-fetch")
 BASHRC = "bashrc.d/gkeys.sh"
@@ -53,7 +55,8 @@ DATA_FILES: tuple[DataFile, ...] = (
     DataFile(ECLASS, f"{SHARE}/eclass"),
     DataFile(SAMPLE_CONFIG, SHARE),
     *(DataFile(f"docs/man/{page}", f"share/man/man{page[-1]}") for page in MAN_PAGES),
-    DataFile(COMPLETION, "share/bash-completion/completions"),
+    # one file per command: bash-completion loads completions/NAME when NAME is first completed
+    *(DataFile(f"{COMPLETION_DIR}/{program}", "share/bash-completion/completions") for program in PROGRAMS),
     DataFile(SAMPLE_CONFIG, "etc/gkeys", group="etc"),
 )
 

@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import venv
 from collections.abc import Iterator
 from pathlib import Path
@@ -84,6 +85,9 @@ def sample_options() -> dict[tuple[str, str], str]:
 
 def test_generated_files_match_the_argparse_definitions() -> None:
     assert docgen.stale_files(PROJECT) == [], "run: python3 -m gkeys_portage.cli.docgen"
+    scripts = tomllib.loads((PROJECT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert [p.name for p in docgen.programs()] == list(installfiles.PROGRAMS) == list(scripts)
+    assert {f"{name}.1" for name in scripts} < set(installfiles.MAN_PAGES)
 
 
 def test_sample_config_names_every_option_the_code_reads() -> None:
@@ -181,7 +185,8 @@ def test_wheel_installs_every_file(installed: Path) -> None:
         "share/gkeys-portage/hooks/bashrc.d/gkeys.sh", "share/gkeys-portage/eclass/gkeys-verify.eclass",
         "share/gkeys-portage/gkeys.conf", "share/man/man1/gkeys.1", "share/man/man5/gkeys.conf.5",
         "share/man/man1/gkeys-gen.1", "share/man/man1/gkeys-ldap.1", "share/man/man1/gkeys-fetch.1",
-        "share/bash-completion/completions/gkeys"}
+        "share/bash-completion/completions/gkeys", "share/bash-completion/completions/gkeys-gen",
+        "share/bash-completion/completions/gkeys-ldap", "share/bash-completion/completions/gkeys-fetch"}
     for item in share:
         path = item.installed(installed)
         assert path.read_bytes() == (PROJECT / item.source).read_bytes(), path
@@ -231,5 +236,9 @@ def test_installed_man_pages_render_without_warnings(installed: Path) -> None:
 
 @pytest.mark.slow
 def test_installed_completion_completes_gkeys_ver(installed: Path) -> None:
-    out = _complete(installed / "share/bash-completion/completions/gkeys", "gkeys", "ver")
+    completions = installed / "share/bash-completion/completions"
+    out = _complete(completions / "gkeys", "gkeys", "ver")
     assert out.splitlines()[1].split() == ["verify", "verify-media", "verify-overlays", "verify-tree"]
+    assert _complete(completions / "gkeys-gen", "gkeys-gen", "--al").splitlines()[1].split() == [
+        "--algorithm", "--allow-any-email"]
+    assert _complete(completions / "gkeys-fetch", "gkeys-fetch", "--u").splitlines()[1] == "--uri"

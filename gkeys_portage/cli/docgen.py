@@ -248,13 +248,12 @@ def _completion_function(program: Program) -> list[str]:
     return out
 
 
-def completion() -> str:
-    """The bash completion script for all four commands."""
-    lines = ["# bash completion for gkeys, gkeys-gen, gkeys-ldap and gkeys-fetch",
+def completion(program: Program) -> str:
+    """The bash completion script of one command (bash-completion loads it by the command's name)."""
+    lines = [f"# bash completion for {program.name}",
              "# Generated from the argparse definitions by gkeys_portage.cli.docgen: do not edit.", ""]
-    for program in programs():
-        lines += _completion_function(program)
-        lines += [f"complete -o filenames -F {_function_name(program.name)} {program.name}", ""]
+    lines += _completion_function(program)
+    lines += [f"complete -o filenames -F {_function_name(program.name)} {program.name}", ""]
     return "\n".join(lines)
 
 
@@ -264,7 +263,7 @@ def generated_files(root: Path) -> dict[str, str]:
     """Source-tree path -> content of every generated file (``root`` holds the sample config)."""
     files = {f"docs/man/{program.name}.1": man_page(program) for program in programs()}
     files["docs/man/gkeys.conf.5"] = config_man_page((root / installfiles.SAMPLE_CONFIG).read_text(encoding="utf-8"))
-    files[installfiles.COMPLETION] = completion()
+    files.update({f"{installfiles.COMPLETION_DIR}/{program.name}": completion(program) for program in programs()})
     return files
 
 
