@@ -191,3 +191,14 @@ def test_undo_refuses_a_manifest_naming_paths_outside_etc_portage(env: Any, tmp_
     result = env.run("setup-portage", "--eroot", str(root), "--undo")
     assert result.code == 2 and "is damaged" in result.err, result.text
     assert victim.read_text() == "keep me\n"
+
+
+def test_setup_into_an_empty_root_and_undo_leave_it_empty(env: Any, tmp_path: Path) -> None:
+    root = tmp_path / "empty"
+    root.mkdir()
+    result = env.run("setup-portage", "--eroot", str(root), "--overlays", "--fetch-wrapper")
+    assert result.code == 0, result.text
+    assert (root / "etc/portage/repos.conf/zz-gkeys.conf").is_file()
+    result = env.run("setup-portage", "--eroot", str(root), "--undo")
+    assert result.code == 0, result.text
+    assert list(root.iterdir()) == []

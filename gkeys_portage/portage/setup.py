@@ -201,15 +201,20 @@ def _read_manifest(eroot: Path) -> dict[str, object]:
     damaged = BadInputError(f"{eroot / MANIFEST} is damaged: remove the files it lists by hand, then remove it")
     if not isinstance(files, dict) or not isinstance(dirs, list):
         raise damaged
-    if not all(isinstance(n, str) and _own_path(n) for n in [*files, *dirs]) \
+    if not all(isinstance(n, str) and _own_path(n) for n in files) \
+            or not all(isinstance(n, str) and _own_path(n, directory=True) for n in dirs) \
             or not all(isinstance(d, str) for d in files.values()):
         raise damaged
     return {"files": dict(files), "dirs": list(dirs)}
 
 
-def _own_path(name: str) -> bool:
+def _own_path(name: str, *, directory: bool = False) -> bool:
+    """A path setup may have created: below ``etc/portage`` (or, for a directory, ``etc`` and ``etc/portage``)."""
     path = Path(name)
-    return not path.is_absolute() and ".." not in path.parts and path.parts[:2] == ETC.parts
+    if path.is_absolute() or ".." in path.parts or not path.parts:
+        return False
+    inside = path.parts[:len(ETC.parts)] == ETC.parts and len(path.parts) > len(ETC.parts)
+    return inside or (directory and path.parts == ETC.parts[:len(path.parts)])
 
 
 def setup(eroot: Path, repos: Sequence[str], *, fetch_wrapper: bool = False, overlays: bool = False,
