@@ -101,6 +101,8 @@ FAULTS: dict[str, tuple[Plant, str]] = {
                      "gkeys install-key -C gentoo-devs"),
     "keys:stale": (_old_refresh, "gkeys refresh-key -C gentoo-devs"),
     "repo:unverified": (_unhook, "gkeys setup-portage --eroot {root} --repo test"),
+    "repo:not-git": (lambda env, root: (root.parent / "repos/test/profiles").mkdir(parents=True),
+                     "mv {root}/../repos/test {root}/../repos/test.old"),
     "repo:shallow": (_shallow, "set clone-depth = 0 and sync-depth = 0 for [test]"),
     "hook:not-executable": (lambda env, root: (root / "etc/portage/postsync.d/gkeys-verify").chmod(0o644),
                             "chmod 755 {root}/etc/portage/postsync.d/gkeys-verify"),
@@ -131,7 +133,7 @@ def test_each_planted_fault_is_reported_with_its_fix(env: Any, tmp_path: Path, c
     document = doctor(env, root)
     assert document["exit"] == 1, document
     assert [f["code"] for f in document["findings"]] == [code.split()[0]], document["findings"]
-    assert fix.format(root=root) in document["findings"][0]["fix"]
+    assert fix.format(root=root).replace(f"{root}/..", str(root.parent)) in document["findings"][0]["fix"]
 
 
 def test_key_expiring_within_30_days(env: Any, tmp_path: Path) -> None:

@@ -202,3 +202,12 @@ def test_setup_into_an_empty_root_and_undo_leave_it_empty(env: Any, tmp_path: Pa
     result = env.run("setup-portage", "--eroot", str(root), "--undo")
     assert result.code == 0, result.text
     assert list(root.iterdir()) == []
+
+
+def test_an_rsync_tree_at_the_location_is_reported_not_moved(env: Any, tmp_path: Path) -> None:
+    root = git_repo_root(tmp_path)
+    tree = tmp_path / "repos/test"
+    (tree / "profiles").mkdir(parents=True)
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", "test")
+    assert result.code == 0, result.text
+    assert f"mv {tree} {tree}.old" in result.err and (tree / "profiles").is_dir()

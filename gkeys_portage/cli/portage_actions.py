@@ -67,7 +67,7 @@ def _setup_report(result: portage_setup.SetupResult, *, undo: bool) -> Report:
         report.error(f"{result.eroot / path} {why}; left alone: compare with 'gkeys setup-portage --dry-run' "
                      "and merge it by hand" if not undo else f"{result.eroot / path} {why}; remove it by hand")
     for note in result.notes:
-        (report.warn if note.startswith("add ") else report.info)(note)
+        (report.warn if note.startswith(("add ", "do this")) else report.info)(note)
     if not (result.created or result.removed or result.conflicts) and not undo:
         report.good("nothing to do: Portage is already set up for gkeys")
     if not undo and result.ok and not result.dry_run:

@@ -8,6 +8,8 @@ only renders them.  Checked, under ``EROOT`` and the gkeys state of the configur
 * ``keys:missing`` / ``keys:stale`` / ``keys:expiring``: no keyring, keys not refreshed within
   ``[policy] max-refresh-age``, a key expired or expiring within 30 days;
 * ``repo:unverified``: a repository with ``sync-type = git`` and no gkeys hooks;
+* ``repo:not-git``: a ``sync-type = gkeys`` repository whose location holds a tree that is not a git
+  repository (an old rsync tree): the first verified clone refuses to overwrite it;
 * ``repo:shallow``: such a repository with ``clone-depth``/``sync-depth`` other than 0 (commits between two
   syncs are not fetched, so they cannot be verified);
 * ``hook:not-executable`` / ``hook:interpreter``: a gkeys hook Portage will not run, or whose ``#!``
@@ -193,6 +195,11 @@ class Doctor:
                 top = repo.get("sync-gkeys-top-category") or tree.get("tree", "top-category", "")
                 if top:
                     categories.add(parse_category(top))
+                blocked = repo.blocks_first_clone()
+                if blocked is not None:
+                    self.result.add("repo:not-git", name, f"{blocked} holds files but no git repository: the first "
+                                    "gkeys sync refuses to clone over it, so emerge --sync fails",
+                                    f"mv {blocked} {blocked}.old")
             elif sync_type == "git":
                 categories.add(parse_category(tree.get("tree", "category", "gentoo-devs")))
                 if not hooked:

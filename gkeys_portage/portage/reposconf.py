@@ -30,6 +30,14 @@ class RepoConfig:
         """An option's value (``default`` when unset)."""
         return self.options.get(key, default)
 
+    def blocks_first_clone(self) -> Path | None:
+        """The location, if it holds files but no git repository: a first ``sync-type = gkeys`` clone refuses
+        to clone over it (an rsync tree, for instance)."""
+        location = Path(self.get("location")) if self.get("location") else None
+        if location is None or not location.is_dir() or (location / ".git").exists():
+            return None
+        return location if any(location.iterdir()) else None
+
 
 def _visible(name: str) -> bool:
     return not name.startswith(".") and not name.endswith("~")

@@ -98,6 +98,18 @@ def hook_content(hook: str, interpreter: str | None = None) -> bytes:
     return f"#!{python}".encode() + b"\n" + rest
 
 
+def _clone_notes(eroot: Path, repos: Sequence[str]) -> list[str]:
+    """What the user must do before the first gkeys sync (never done for them: it moves their data)."""
+    known = read_repos(eroot, skip=eroot / REPOS_FRAGMENT)
+    notes = []
+    for name in repos:
+        blocked = known[name].blocks_first_clone() if name in known else None
+        if blocked is not None:
+            notes.append(f"do this before the next 'emerge --sync': mv {blocked} {blocked}.old (the first gkeys sync "
+                         f"of {name} clones afresh and refuses to clone over a tree that is not a git repository)")
+    return notes
+
+
 def repos_fragment(eroot: Path, repos: Sequence[str]) -> bytes:
     """``repos.conf/gkeys.conf``: each named repository switched to ``sync-type = gkeys``.
 
@@ -163,7 +175,7 @@ def plan(eroot: Path, repos: Sequence[str], *, fetch_wrapper: bool = False, over
     hooks = list(TREE_HOOKS) + ([OVERLAYS_HOOK] if overlays else [])
     files = [PlannedFile(ETC / hook, hook_content(hook), 0o755, "hook") for hook in hooks]
     files.append(PlannedFile(REPOS_FRAGMENT, repos_fragment(eroot, repos), 0o644, "repos.conf"))
-    notes: list[str] = []
+    notes = _clone_notes(eroot, repos)
     if fetch_wrapper:
         line = FETCH_WRAPPER.format(gkeys_fetch=gkeys_fetch_path()).encode()
         if (eroot / ETC / "make.conf").is_dir():
