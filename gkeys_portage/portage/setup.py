@@ -111,7 +111,7 @@ def _clone_notes(eroot: Path, repos: Sequence[str]) -> list[str]:
 
 
 def repos_fragment(eroot: Path, repos: Sequence[str]) -> bytes:
-    """``repos.conf/gkeys.conf``: each named repository switched to ``sync-type = gkeys``.
+    """``repos.conf/zz-gkeys.conf``: each named repository switched to ``sync-type = gkeys``.
 
     Only keys that change are written; ``location`` and the rest stay where the user set them.  A
     repository that is not configured (other than ::gentoo, which Portage always knows) or that does
@@ -172,6 +172,7 @@ def plan(eroot: Path, repos: Sequence[str], *, fetch_wrapper: bool = False, over
     if (eroot / ETC / "repos.conf").is_file():
         raise BadInputError(f"{eroot / ETC / 'repos.conf'} is a file: make it a directory "
                             "(mv repos.conf gentoo.conf; mkdir repos.conf; mv gentoo.conf repos.conf/) and run again")
+    repos = list(dict.fromkeys(repos))  # --repo x --repo x: one section
     hooks = list(TREE_HOOKS) + ([OVERLAYS_HOOK] if overlays else [])
     files = [PlannedFile(ETC / hook, hook_content(hook), 0o755, "hook") for hook in hooks]
     files.append(PlannedFile(REPOS_FRAGMENT, repos_fragment(eroot, repos), 0o644, "repos.conf"))
