@@ -289,6 +289,7 @@ def load_config(path: Path | None = None, root: Path | None = None) -> Config:
         weak_hashes=parse_weak_hashes(parser.get("policy", "weak-hashes", fallback="")),
     )
     sign_homedir = parser.get("sign", "gnupghome", fallback="")
+    sign_nick = parser.get("sign", "nick", fallback="").strip()
     try:
         return Config(
             path=used,
@@ -298,7 +299,7 @@ def load_config(path: Path | None = None, root: Path | None = None) -> Config:
             sources=sources,
             policy=policy,
             sign_category=parse_category(parser.get("sign", "category", fallback="sign")),
-            sign_nick=parse_nick(parser["sign"]["nick"]) if parser.has_option("sign", "nick") else None,
+            sign_nick=parse_nick(sign_nick) if sign_nick else None,  # "nick =" (empty) means unset
             sign_homedir=Path(sign_homedir) if sign_homedir else None,
             parser=parser,
             authority=_authority(parser),

@@ -727,3 +727,18 @@ def split_file_status(lines: Sequence[str], names: Sequence[str]) -> list[Status
         else:
             reports.append(StatusReport(failures=[f"gpg reported no complete result for {name}"]))
     return reports
+
+
+def gpg_version() -> tuple[int, ...] | None:
+    """The version of the gpg that gkeys runs (``$GKEYS_GPG``, default ``gpg``); None if it cannot run."""
+    quiet = logging.getLogger("gnupg")
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)  # python-gnupg logs a missing binary as an error; the caller reports it
+    try:
+        with tempfile.TemporaryDirectory(prefix="gkeys-version-") as home:
+            version = GnuPG(Path(home))._gpg.version
+    except (GpgError, OSError, ValueError):
+        return None
+    finally:
+        quiet.setLevel(level)
+    return tuple(int(part) for part in version) if version else None

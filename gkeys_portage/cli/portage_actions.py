@@ -1,0 +1,148 @@
+"""CLI actions ``setup-portage`` and ``doctor``: argument parsing and presentation of
+:mod:`gkeys_portage.portage.setup` and :mod:`gkeys_portage.portage.doctor`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from gkeys_portage.cli.common import SubParsers, add_action
+from gkeys_portage.cli.output import Report
+from gkeys_portage.core.config import eprefix, load_config
+from gkeys_portage.core.context import Gkeys
+from gkeys_portage.portage import doctor as portage_doctor
+from gkeys_portage.portage import setup as portage_setup
+
+SETUP_DESCRIPTION = """\
+Wire Portage to gkeys in one command, with new files only:
+
+  ${EROOT}/etc/portage/repo.postsync.d/gkeys-verify   hook (its #! line names this Python)
+  ${EROOT}/etc/portage/postsync.d/gkeys-verify        hook: fails emerge --sync after a refusal
+  ${EROOT}/etc/portage/postsync.d/gkeys-overlays      hook, with --overlays
+  ${EROOT}/etc/portage/repos.conf/zz-gkeys.conf       the --repo repositories on sync-type = gkeys
+                                                      (read last, so it wins)
+  ${EROOT}/etc/portage/make.conf/gkeys-fetch.conf     FETCH_WRAPPER, with --fetch-wrapper (or
+                                                      etc/portage/gkeys-fetch.conf to source from a
+                                                      make.conf file, which is never edited)
+
+An existing file with other content is left alone and reported (exit 1).  Running it again changes
+nothing; --undo removes exactly the files it created (while unchanged) and the directories it made.
+"""
+
+SETUP_EPILOG = """\
+examples:
+  gkeys setup-portage --dry-run                 # show the files as a diff, write nothing
+  gkeys setup-portage                           # ::gentoo from the Gentoo git mirror, verified
+  gkeys setup-portage --repo gentoo --repo guru --fetch-wrapper --overlays
+  gkeys setup-portage --undo
+
+exit status: 0 done (or nothing to do), 1 a file was left alone, 2 bad input (a repository that is
+not configured or does not sync with git).
+"""
+
+
+def _eroot(args: argparse.Namespace) -> Path:
+    return Path(args.eroot) if args.eroot else Path(eprefix() or "/")
+
+
+def _setup_report(result: portage_setup.SetupResult, *, undo: bool) -> Report:
+    report = Report(data={"action": "setup-portage", "undo": undo, "dry_run": result.dry_run,
+                          "eroot": str(result.eroot), "ok": result.ok,
+                          "created": [str(p) for p in result.created],
+                          "unchanged": [str(p) for p in result.unchanged],
+                          "removed": [str(p) for p in result.removed],
+                          "left_alone": [{"path": str(p), "reason": why} for p, why in result.conflicts],
+                          "notes": result.notes, "diff": result.diff})
+    would = "would " if result.dry_run else ""
+    if result.dry_run and result.diff:
+        report.plain(result.diff.rstrip("\n"))
+    for path in result.created:
+        report.good(f"{would}create {result.eroot / path}")
+    for path in result.removed:
+        report.good(f"{would}remove {result.eroot / path}")
+    for path in result.unchanged:
+        report.info(f"already in place: {result.eroot / path}")
+    for path, why in result.conflicts:
+        report.error(f"{result.eroot / path} {why}; left alone: compare with 'gkeys setup-portage --dry-run' "
+                     "and merge it by hand" if not undo else f"{result.eroot / path} {why}; remove it by hand")
+    for note in result.notes:
+        (report.warn if note.startswith(("add ", "do this")) else report.info)(note)
+    if not (result.created or result.removed or result.conflicts) and not undo:
+        report.good("nothing to do: Portage is already set up for gkeys")
+    if not undo and result.ok and not result.dry_run:
+        report.info("next: 'gkeys doctor' checks the whole set-up; 'emerge --sync' verifies from now on")
+    report.exit_code = 0 if result.ok else 1
+    return report
+
+
+def run_setup_portage(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """setup-portage."""
+    eroot = _eroot(args)
+    if args.undo:
+        return _setup_report(portage_setup.undo(eroot, dry_run=args.dry_run), undo=True)
+    result = portage_setup.setup(eroot, args.repo or ["gentoo"], fetch_wrapper=args.fetch_wrapper,
+                                 overlays=args.overlays, dry_run=args.dry_run)
+    return _setup_report(result, undo=False)
+
+
+DOCTOR_DESCRIPTION = """\
+Report everything that would make verification fail or be skipped on this system, each finding with
+the command that fixes it: seeds or keys missing or older than [policy] max-refresh-age, keys expiring
+within 30 days, git repositories without the gkeys hooks or with shallow clone-depth/sync-depth,
+hooks that are not executable, FETCH_WRAPPER not running gkeys-fetch, gpg missing or older than 2.2, a
+clock behind the newest verification recorded, keyrings the portage user cannot read.
+
+With --eroot and without -c, the configuration is ${EROOT}/etc/gkeys/gkeys.conf when it exists.
+"""
+
+DOCTOR_EPILOG = """\
+exit status: 0 nothing is wrong, 1 at least one finding, 2 bad input.
+--json: {"eroot", "ok", "checked": [...], "findings": [{"code", "subject", "message", "fix"}]}
+"""
+
+
+def run_doctor(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """doctor."""
+    eroot = _eroot(args)
+    own_config = eroot / "etc/gkeys/gkeys.conf"
+    if args.eroot and not args.config and "GKEYS_CONFIG" not in os.environ and own_config.is_file():
+        ctx = Gkeys(load_config(own_config, Path(args.root) if args.root else None))
+    diagnosis = portage_doctor.diagnose(ctx, eroot, portage_user=args.portage_user)
+    report = Report(data={"action": "doctor", **diagnosis.to_json()})
+    for line in diagnosis.checked:
+        report.info(f"checked {line}")
+    for finding in diagnosis.findings:
+        report.error(f"{finding.code}: {finding.subject}: {finding.message}; fix: {finding.fix}")
+    if diagnosis.ok:
+        report.good("nothing would make verification fail or be skipped")
+    else:
+        report.error(f"{len(diagnosis.findings)} finding(s); run the fixes above, then 'gkeys doctor' again")
+    report.exit_code = 0 if diagnosis.ok else 1
+    return report
+
+
+def add_eroot(parser: argparse.ArgumentParser) -> None:
+    """``--eroot DIR``."""
+    parser.add_argument("--eroot", metavar="DIR",
+                        help="the root whose etc/portage is set up (default: ${EPREFIX}/, i.e. / on Gentoo)")
+
+
+def register(sub: SubParsers) -> None:
+    """Register setup-portage and doctor."""
+    p = add_action(sub, "setup-portage", run_setup_portage, summary="install the hooks and repos.conf that make "
+                   "Portage verify with gkeys", description=SETUP_DESCRIPTION, epilog=SETUP_EPILOG)
+    add_eroot(p)
+    p.add_argument("--dry-run", action="store_true", help="show what would be written (a diff); write nothing")
+    p.add_argument("--repo", action="append", metavar="NAME",
+                   help="repository to switch to sync-type = gkeys (repeatable; default: gentoo)")
+    p.add_argument("--fetch-wrapper", action="store_true", help="also set FETCH_WRAPPER to gkeys-fetch "
+                   "(release media verified after download)")
+    p.add_argument("--overlays", action="store_true", help="also install the gkeys-overlays postsync hook "
+                   "(the overlay list refreshed and verified)")
+    p.add_argument("--undo", action="store_true", help="remove what setup-portage installed (unchanged files only)")
+    p = add_action(sub, "doctor", run_doctor, summary="report what would make verification fail or be skipped",
+                   description=DOCTOR_DESCRIPTION, epilog=DOCTOR_EPILOG)
+    add_eroot(p)
+    p.add_argument("--portage-user", default="portage", metavar="USER",
+                   help="the user Portage fetches and builds as, who must read the keyrings (default: portage)")

@@ -1,0 +1,378 @@
+"""``gkeys doctor``: everything that would make verification fail or be skipped, each with its fix.
+
+Findings are data (a stable ``code``, the subject, what is wrong and the command that fixes it); the CLI
+only renders them.  Checked, under ``EROOT`` and the gkeys state of the configuration:
+
+* ``seeds:missing`` / ``seeds:old``: a category in use has no seeds, or seeds signed longer ago than
+  ``[policy] max-seed-age``;
+* ``keys:missing`` / ``keys:stale`` / ``keys:expiring``: no keyring, keys not refreshed within
+  ``[policy] max-refresh-age``, a key expired or expiring within 30 days;
+* ``repo:unverified``: a repository with ``sync-type = git`` and no gkeys hooks;
+* ``repo:not-git``: a ``sync-type = gkeys`` repository whose location holds a tree that is not a git
+  repository (an old rsync tree): the first verified clone refuses to overwrite it;
+* ``repo:shallow``: such a repository with ``clone-depth``/``sync-depth`` other than 0 (commits between two
+  syncs are not fetched, so they cannot be verified);
+* ``hook:not-executable`` / ``hook:interpreter``: a gkeys hook Portage will not run, or whose ``#!``
+  interpreter is gone;
+* ``fetch:no-wrapper``: ``FETCH_WRAPPER`` does not run gkeys-fetch;
+* ``gpg:missing`` / ``gpg:old``: GnuPG absent or older than 2.2;
+* ``clock:behind``: the clock is earlier than the newest signature seen (seed files) or verification recorded
+  (tree, key refresh), by more than the clock skew;
+* ``keyring:unreadable``: the exported keyring cannot be read by the ``portage`` user (fetch and
+  build phases verify as that user).
+
+"In use": the categories of the repositories' tree verification (``sync-gkeys-category``,
+``sync-gkeys-top-category`` or ``[tree]``), and ``[fetch]``/``[media]`` category once a fetch wrapper is set.
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import re
+import shlex
+import stat
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from gkeys_portage.core.context import Gkeys
+from gkeys_portage.core.errors import BadInputError, GkeysError
+from gkeys_portage.core.glep63.health import DEFAULT_DAYS, check_health
+from gkeys_portage.core.gpg import gpg_version
+from gkeys_portage.core.keyops import REFRESH_RECORD, last_refresh
+from gkeys_portage.core.seedfetch import SEED_RECORD
+from gkeys_portage.core.state import read_json
+from gkeys_portage.core.types import Category, parse_category
+from gkeys_portage.portage.reposconf import RepoConfig, read_repos
+from gkeys_portage.portage.setup import ETC, TREE_HOOKS
+
+MIN_GPG = (2, 2)
+TREE_RECORD = "tree-revisions"
+_ASSIGN = re.compile(r"^\s*(?:export\s+)?FETCH_WRAPPER=(.*)$")
+_SOURCE = re.compile(r"^\s*source\s+[\"']?([^\"'\s]+)")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing that would make verification fail or be skipped."""
+
+    code: str
+    subject: str
+    message: str
+    fix: str
+
+
+@dataclass
+class Diagnosis:
+    """All findings for one root; ``checked`` says what was looked at."""
+
+    eroot: Path
+    findings: list[Finding] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing is wrong."""
+        return not self.findings
+
+    def to_json(self) -> dict[str, object]:
+        """Machine-readable form for ``--json``."""
+        return {"eroot": str(self.eroot), "ok": self.ok, "checked": self.checked,
+                "findings": [asdict(f) for f in self.findings]}
+
+    def add(self, code: str, subject: str, message: str, fix: str) -> None:
+        """Record one finding."""
+        self.findings.append(Finding(code, subject, message, fix))
+
+
+def _hooks(eroot: Path) -> list[Path]:
+    return [eroot / ETC / hook for hook in TREE_HOOKS]
+
+
+def make_conf_lines(eroot: Path) -> list[tuple[Path, str]]:
+    """The lines of make.conf (a file, or a directory's files in order) and the files they ``source``."""
+    base = eroot / ETC / "make.conf"
+    files = sorted(p for p in base.rglob("*") if p.is_file()) if base.is_dir() else [base]
+    lines: list[tuple[Path, str]] = []
+    seen: set[Path] = set()
+    while files:
+        path = files.pop(0)
+        if path in seen or not path.is_file():
+            continue
+        seen.add(path)
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            lines.append((path, line))
+            sourced = _SOURCE.match(line)
+            if sourced:
+                target = Path(sourced.group(1))
+                files.append(target if target.is_absolute() else path.parent / target)
+    return lines
+
+
+def fetch_wrapper(eroot: Path) -> str | None:
+    """The last ``FETCH_WRAPPER`` value set in make.conf, or None."""
+    value = None
+    for _, line in make_conf_lines(eroot):
+        match = _ASSIGN.match(line)
+        if match:
+            value = match.group(1).strip()
+    return value
+
+
+def can_read(path: Path, user: pwd.struct_passwd) -> bool:
+    """True if ``user`` may read ``path`` (every directory above it searchable), by permission bits."""
+    if user.pw_uid == 0:
+        return True
+    groups = {user.pw_gid} | {g.gr_gid for g in grp.getgrall() if user.pw_name in g.gr_mem}
+
+    def allowed(info: os.stat_result, bits: tuple[int, int, int]) -> bool:
+        if info.st_uid == user.pw_uid:
+            return bool(info.st_mode & bits[0])
+        if info.st_gid in groups:
+            return bool(info.st_mode & bits[1])
+        return bool(info.st_mode & bits[2])
+
+    try:
+        resolved = path.resolve(strict=True)
+        for directory in reversed(resolved.parents):
+            if not allowed(directory.stat(), (stat.S_IXUSR, stat.S_IXGRP, stat.S_IXOTH)):
+                return False
+        return allowed(resolved.stat(), (stat.S_IRUSR, stat.S_IRGRP, stat.S_IROTH))
+    except OSError:
+        return False
+
+
+class Doctor:
+    """Runs every check against one root and one gkeys configuration."""
+
+    def __init__(self, ctx: Gkeys, eroot: Path, *, portage_user: str = "portage", now: float | None = None,
+                 expiry_days: int = DEFAULT_DAYS) -> None:
+        self.ctx = ctx
+        self.eroot = eroot
+        self.portage_user = portage_user
+        self.now = time.time() if now is None else now
+        self.expiry_days = expiry_days
+        self.result = Diagnosis(eroot)
+
+    def run(self) -> Diagnosis:
+        """All checks; the findings in a stable order."""
+        if not self.eroot.is_dir():
+            raise BadInputError(f"{self.eroot} is not a directory: give --eroot the root that holds etc/portage")
+        repos = read_repos(self.eroot)
+        categories = self.check_repos(repos)
+        self.check_hooks()
+        wrapper = self.check_fetch_wrapper()
+        if wrapper:
+            categories.add(parse_category(self.ctx.config.get("fetch", "category",
+                                                              self.ctx.config.get("media", "category", "gentoo"))))
+        self.check_gpg()
+        for category in sorted(categories):
+            self.check_category(category)
+        self.check_clock()
+        return self.result
+
+    # -- Portage configuration -------------------------------------------------------------------
+
+    def check_repos(self, repos: dict[str, RepoConfig]) -> set[Category]:
+        """Repositories that would sync unverified or hide commits; returns the categories in use."""
+        tree = self.ctx.config
+        categories: set[Category] = set()
+        hooked = all(path.is_file() for path in _hooks(self.eroot))
+        self.result.checked.append(f"repos.conf: {len(repos)} repositories")
+        for name, repo in sorted(repos.items()):
+            sync_type = repo.get("sync-type")
+            where = repo.origin.get("sync-type") or self.eroot / ETC / "repos.conf"
+            if sync_type == "gkeys":
+                categories.add(parse_category(repo.get("sync-gkeys-category") or tree.get("tree", "category",
+                                                                                          "gentoo-devs")))
+                top = repo.get("sync-gkeys-top-category") or tree.get("tree", "top-category", "")
+                if top:
+                    categories.add(parse_category(top))
+                blocked = repo.blocks_first_clone()
+                if blocked is not None:
+                    self.result.add("repo:not-git", name, f"{blocked} holds files but no git repository: the first "
+                                    "gkeys sync refuses to clone over it, so emerge --sync fails",
+                                    f"mv {blocked} {blocked}.old")
+            elif sync_type == "git":
+                categories.add(parse_category(tree.get("tree", "category", "gentoo-devs")))
+                if not hooked:
+                    self.result.add("repo:unverified", name, f"syncs with git ({where}) and the gkeys hooks are not "
+                                    "installed: its commits are not verified",
+                                    f"gkeys setup-portage --eroot {self.eroot} --repo {name}")
+                    continue
+                shallow = [f"{key} = {repo.get(key) or 'unset (Portage: 1)'}" for key in ("clone-depth", "sync-depth")
+                           if repo.get(key) != "0"]
+                if shallow:
+                    self.result.add("repo:shallow", name, f"{', '.join(shallow)}: commits between two syncs are "
+                                    "not fetched, so the hook cannot verify them",
+                                    f"set clone-depth = 0 and sync-depth = 0 for [{name}] in {where} "
+                                    f"(or: gkeys setup-portage --eroot {self.eroot} --repo {name})")
+        return categories
+
+    def check_hooks(self) -> None:
+        """gkeys hooks that Portage would not run (not executable, or their interpreter is gone)."""
+        for path in [*_hooks(self.eroot), self.eroot / ETC / "postsync.d" / "gkeys-overlays"]:
+            if not path.is_file():
+                continue
+            self.result.checked.append(f"hook {path}")
+            if not os.access(path, os.X_OK) or not path.stat().st_mode & 0o111:
+                self.result.add("hook:not-executable", str(path), "Portage skips hooks that are not executable",
+                                f"chmod 755 {path}")
+                continue
+            first = path.read_bytes().split(b"\n", 1)[0].decode(errors="replace")
+            interpreter = first[2:].strip().split()[0] if first.startswith("#!") and first[2:].strip() else ""
+            if not interpreter or not os.access(interpreter, os.X_OK):
+                self.result.add("hook:interpreter", str(path), f"its interpreter {interpreter or '(none)'} cannot run",
+                                f"rm {path} && gkeys setup-portage --eroot {self.eroot}")
+
+    def check_fetch_wrapper(self) -> str | None:
+        """``FETCH_WRAPPER`` must run an executable gkeys-fetch (its first word)."""
+        value = fetch_wrapper(self.eroot)
+        self.result.checked.append(f"FETCH_WRAPPER = {value}" if value else "FETCH_WRAPPER: not set")
+        try:  # the make.conf value (shell quoting), then the words Portage splits it into
+            words = shlex.split(" ".join(shlex.split(value or "")))
+        except ValueError:
+            words = []
+        program = words[0] if words else ""
+        fix = f"gkeys setup-portage --eroot {self.eroot} --fetch-wrapper"
+        if Path(program).name != "gkeys-fetch":
+            self.result.add("fetch:no-wrapper", "FETCH_WRAPPER",
+                            "not set to gkeys-fetch: release media fetched by Portage are not verified"
+                            if not value else f"set to {value!r}, which does not run gkeys-fetch", fix)
+            return None
+        if not os.access(program, os.X_OK):
+            self.result.add("fetch:no-wrapper", "FETCH_WRAPPER", f"{program} cannot be run: every fetch fails",
+                            f"reinstall gkeys-portage, or {fix}")
+            return None
+        return value
+
+    # -- tools and time --------------------------------------------------------------------------
+
+    def check_gpg(self) -> None:
+        """GnuPG present and at least 2.2."""
+        version = gpg_version()
+        self.result.checked.append(f"gpg {'.'.join(map(str, version)) if version else 'not found'}")
+        if version is None:
+            self.result.add("gpg:missing", "gpg", "GnuPG cannot be run: nothing can be verified",
+                            "emerge app-crypt/gnupg (or set $GKEYS_GPG to its path)")
+        elif version[:2] < MIN_GPG:
+            self.result.add("gpg:old", "gpg", f"GnuPG {'.'.join(map(str, version))} is older than 2.2",
+                            "emerge --update app-crypt/gnupg")
+
+    def check_clock(self) -> None:
+        """The clock must not be earlier than the newest verification recorded (beyond the clock skew)."""
+        layout = self.ctx.layout
+        times: list[float] = []
+        tree = read_json(layout.record(TREE_RECORD), {})
+        for entry in tree.values() if isinstance(tree, dict) else ():
+            stamp = entry.get("verified") if isinstance(entry, dict) else None
+            if isinstance(stamp, str):
+                try:
+                    times.append(datetime.fromisoformat(stamp).timestamp())
+                except ValueError:
+                    continue
+        seeds = read_json(layout.record(SEED_RECORD), {})
+        times += [float(entry["signed"]) for entry in (seeds.values() if isinstance(seeds, dict) else ())
+                  if isinstance(entry, dict) and isinstance(entry.get("signed"), int | float)]
+        refresh = read_json(layout.record(REFRESH_RECORD), {})
+        times += [float(v) for v in (refresh.values() if isinstance(refresh, dict) else ())
+                  if isinstance(v, int | float)]
+        if not times:
+            return
+        newest = max(times)
+        skew = self.ctx.config.policy.clock_skew
+        self.result.checked.append(f"clock: newest record {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(newest))} "
+                                   "UTC")
+        if newest > self.now + skew:
+            self.result.add("clock:behind", "clock", f"the system clock is {(newest - self.now) / 60:.0f} minutes "
+                            "behind the newest signature or verification recorded (more than the clock skew): "
+                            "signatures will look like they come from the future",
+                            "set the clock (e.g. chronyd -q or ntpd -gq), then run gkeys doctor again")
+
+    # -- keys ------------------------------------------------------------------------------------
+
+    def check_category(self, category: Category) -> None:
+        """Seeds, keyring, refresh age, expiry and readability of one category in use."""
+        ctx = self.ctx
+        policy = ctx.config.policy
+        self.result.checked.append(f"category {category}")
+        try:
+            seeds = ctx.seeds.load(category)
+        except GkeysError as exc:
+            seeds = {}
+            self.result.add("seeds:missing", category, f"its seed file cannot be read: {exc.message}",
+                            f"gkeys update-seed -C {category}")
+            return
+        if not seeds:
+            self.result.add("seeds:missing", category, "no seeds installed: nothing can be verified for it",
+                            f"gkeys update-seed -C {category}")
+            return
+        signed = self._seed_signed(category)
+        if policy.max_seed_age and signed is not None and self.now - signed > policy.max_seed_age:
+            self.result.add("seeds:old", category, f"seed file signed {(self.now - signed) / 86400:.0f} days ago, more "
+                            f"than [policy] max-seed-age ({policy.max_seed_age / 86400:g} days)",
+                            f"gkeys update-seed -C {category}")
+        keyring = ctx.keyring(category)
+        if not keyring.exists():
+            self.result.add("keys:missing", category, "no keyring: nothing can be verified for it",
+                            f"gkeys install-key -C {category}")
+            return
+        last = last_refresh(ctx, category)
+        if last is None or self.now - last > policy.max_refresh_age:
+            age = "never refreshed" if last is None else f"last refreshed {(self.now - last) / 86400:.0f} days ago"
+            self.result.add("keys:stale", category, f"{age}, more than [policy] max-refresh-age "
+                            f"({policy.max_refresh_age / 86400:g} days): verification fails until refreshed",
+                            f"gkeys refresh-key -C {category}")
+        self._check_expiry(category)
+        self._check_readable(category)
+
+    def _seed_signed(self, category: Category) -> float | None:
+        """When the installed seed file of ``category`` was signed (from fetch-seed's record)."""
+        record = read_json(self.ctx.layout.record(SEED_RECORD), {})
+        entry = record.get(category) if isinstance(record, dict) else None
+        signed = entry.get("signed") if isinstance(entry, dict) else None
+        return float(signed) if isinstance(signed, int | float) else None
+
+    def _check_expiry(self, category: Category) -> None:
+        """One finding per key that expired or expires within ``expiry_days`` (primary or a subkey)."""
+        if any(f.code == "gpg:missing" for f in self.result.findings):
+            return  # the keyring cannot be listed without gpg; already reported
+        at = datetime.fromtimestamp(self.now, UTC)
+        try:
+            keys = self.ctx.keyring(category).installed()
+        except GkeysError as exc:
+            self.result.add("keys:missing", category, f"its keyring cannot be read: {exc.message}",
+                            f"gkeys install-key -C {category}")
+            return
+        for fingerprint, key in sorted(keys.items()):
+            issues = [i for i in check_health(key, at, self.expiry_days)
+                      if i.code in ("expire:soon", "validity:expired")]
+            if issues:
+                self.result.add("keys:expiring", f"{category} {fingerprint}", issues[0].message,
+                                f"gkeys refresh-key -C {category} (once its owner extended it)")
+
+    def _check_readable(self, category: Category) -> None:
+        try:
+            user = pwd.getpwnam(self.portage_user)
+        except KeyError:
+            if f"no {self.portage_user!r} user" not in " ".join(self.result.checked):
+                self.result.checked.append(f"no {self.portage_user!r} user: keyring readability not checked")
+            return
+        export = self.ctx.keyring(category).export_path
+        if not can_read(export, user):
+            self.result.add("keyring:unreadable", category, f"{export} cannot be read by the {user.pw_name!r} user, "
+                            "so fetch and build phases (userfetch, userpriv) cannot verify",
+                            f"chmod a+rX {self.ctx.layout.root} {self.ctx.layout.keyrings_dir} && "
+                            f"gkeys install-key -C {category}")
+
+
+def diagnose(ctx: Gkeys, eroot: Path, *, portage_user: str = "portage", now: float | None = None) -> Diagnosis:
+    """Every finding for ``eroot`` and the gkeys state of ``ctx``."""
+    return Doctor(ctx, eroot, portage_user=portage_user, now=now).run()

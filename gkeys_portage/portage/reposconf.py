@@ -1,0 +1,79 @@
+"""Read Portage's repository configuration the way Portage merges it (no Portage import needed).
+
+Portage reads ``${EPREFIX}/usr/share/portage/config/repos.conf`` and then ``${EROOT}/etc/portage/repos.conf``
+(a file, or a directory whose files are read in sorted order, hidden and ``~`` files skipped); a later
+value of the same key wins.  :func:`read_repos` gives the merged options of every repository and the
+file each value came from, for ``gkeys setup-portage`` and ``gkeys doctor``.
+"""
+
+from __future__ import annotations
+
+import configparser
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gkeys_portage.core.errors import BadInputError
+
+DEFAULTS = Path("usr/share/portage/config/repos.conf")
+USER = Path("etc/portage/repos.conf")
+
+
+@dataclass
+class RepoConfig:
+    """The merged options of one repository and, per option, the file that set it last."""
+
+    name: str
+    options: dict[str, str] = field(default_factory=dict)
+    origin: dict[str, Path] = field(default_factory=dict)
+
+    def get(self, key: str, default: str = "") -> str:
+        """An option's value (``default`` when unset)."""
+        return self.options.get(key, default)
+
+    def blocks_first_clone(self) -> Path | None:
+        """The location, if it holds files but no git repository: a first ``sync-type = gkeys`` clone refuses
+        to clone over it (an rsync tree, for instance)."""
+        location = Path(self.get("location")) if self.get("location") else None
+        if location is None or not location.is_dir() or (location / ".git").exists():
+            return None
+        return location if any(location.iterdir()) else None
+
+
+def _visible(name: str) -> bool:
+    return not name.startswith(".") and not name.endswith("~")
+
+
+def config_files(eroot: Path, *, skip: Path | None = None) -> list[Path]:
+    """The repos.conf files Portage reads under ``eroot``, in order (``skip`` is left out)."""
+    files = [eroot / DEFAULTS] if (eroot / DEFAULTS).is_file() else []
+    user = eroot / USER
+    if user.is_file():
+        files.append(user)
+    elif user.is_dir():
+        files += sorted(p for p in user.rglob("*")
+                        if p.is_file() and all(_visible(part) for part in p.relative_to(user).parts))
+    return [f for f in files if skip is None or f != skip]
+
+
+def read_repos(eroot: Path, *, skip: Path | None = None) -> dict[str, RepoConfig]:
+    """Every repository configured under ``eroot`` with its merged options ([DEFAULT] excluded)."""
+    return read_files(config_files(eroot, skip=skip))
+
+
+def read_files(files: list[Path]) -> dict[str, RepoConfig]:
+    """The merged repositories of ``files``, read in this order (a later value wins)."""
+    repos: dict[str, RepoConfig] = {}
+    for path in files:
+        parser = configparser.ConfigParser(interpolation=None, strict=False, default_section="\0none")
+        try:
+            parser.read_string(path.read_text(encoding="utf-8"), source=str(path))
+        except (OSError, UnicodeDecodeError, configparser.Error) as exc:
+            raise BadInputError(f"cannot read {path}: {str(exc).splitlines()[0]}") from exc
+        for section in parser.sections():
+            if section == "DEFAULT":
+                continue
+            repo = repos.setdefault(section, RepoConfig(section))
+            for key, value in parser.items(section):
+                repo.options[key] = value.strip()
+                repo.origin[key] = path
+    return repos

@@ -1,0 +1,154 @@
+"""``gkeys doctor`` (issue 14, item 4): exit 0 on a healthy root; each planted fault is reported with its
+stable code and the command that fixes it (exit 1)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tree_helpers import install_devs
+
+from gkeys_portage.core import gpg
+from gkeys_portage.core.state import atomic_write_json
+
+Plant = Callable[[Any, Path], None]
+
+
+def healthy_root(env: Any, tmp_path: Path, nicks: tuple[str, ...] = ("alice", "bob")) -> Path:
+    """Keys installed, a git repository switched to sync-type = gkeys, hooks and FETCH_WRAPPER set."""
+    env.write_config("[fetch]\ncategory = gentoo-devs\n")
+    install_devs(env, nicks)
+    root = tmp_path / "root"
+    (root / "etc/portage/repos.conf").mkdir(parents=True)
+    (root / "etc/portage/make.conf").mkdir()
+    (root / "etc/portage/repos.conf/test.conf").write_text(
+        f"[test]\nlocation = {tmp_path}/repos/test\nsync-type = git\nsync-uri = https://example.org/test.git\n"
+        "clone-depth = 0\nsync-depth = 0\n")
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", "test", "--fetch-wrapper")
+    assert result.code == 0, result.text
+    return root
+
+
+def doctor(env: Any, root: Path, *extra: str) -> dict[str, Any]:
+    """``gkeys --json doctor --eroot ROOT``: the JSON document (its exit status under "exit")."""
+    result = env.run("--json", "doctor", "--eroot", str(root), *extra)
+    document: dict[str, Any] = json.loads(result.out)
+    assert document["exit"] == result.code
+    return document
+
+
+def test_healthy_root_exits_0(env: Any, tmp_path: Path) -> None:
+    root = healthy_root(env, tmp_path)
+    document = doctor(env, root)
+    assert document["findings"] == [] and document["exit"] == 0, document
+    assert "category gentoo-devs" in document["checked"]
+    text = env.run("doctor", "--eroot", str(root))
+    assert text.code == 0 and "nothing would make verification fail" in text.out
+
+
+def _unhook(env: Any, root: Path) -> None:
+    (root / "etc/portage/repos.conf/zz-gkeys.conf").unlink()  # back to sync-type = git
+    for hook in ("repo.postsync.d/gkeys-verify", "postsync.d/gkeys-verify"):
+        (root / "etc/portage" / hook).unlink()
+
+
+def _shallow(env: Any, root: Path) -> None:
+    (root / "etc/portage/repos.conf/zz-gkeys.conf").unlink()
+    conf = root / "etc/portage/repos.conf/test.conf"
+    conf.write_text(conf.read_text().replace("sync-depth = 0\n", ""))
+
+
+def _old_refresh(env: Any, root: Path) -> None:
+    atomic_write_json(env.state / "state" / "refresh.json", {"gentoo-devs": time.time() - 40 * 86400})
+
+
+def _old_seeds(env: Any, root: Path) -> None:
+    env.write_config("[fetch]\ncategory = gentoo-devs\n[policy]\nmax-seed-age = 10\n")
+    record = json.loads((env.state / "state" / "seeds.json").read_text())
+    record["gentoo-devs"]["signed"] = time.time() - 11 * 86400
+    atomic_write_json(env.state / "state" / "seeds.json", record)
+
+
+def _clock_by_seed_signature(env: Any, root: Path) -> None:
+    record = json.loads((env.state / "state" / "seeds.json").read_text())
+    record["gentoo-devs"]["signed"] = time.time() + 3600
+    atomic_write_json(env.state / "state" / "seeds.json", record)
+
+
+def _clock(env: Any, root: Path) -> None:
+    when = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(time.time() + 3600))
+    atomic_write_json(env.state / "state" / "tree-revisions.json", {"/x": {"revision": "0" * 40, "verified": when}})
+
+
+def _fake_gpg(version: str) -> Plant:
+    def plant(env: Any, root: Path) -> None:
+        script = root / "fake-gpg"
+        script.write_text(f"#!/bin/sh\necho 'gpg (GnuPG) {version}'\necho 'cfg:version:{version}'\n")
+        script.chmod(0o755)
+        gpg.GPG_BINARY = str(script)
+    return plant
+
+
+FAULTS: dict[str, tuple[Plant, str]] = {
+    "seeds:missing": (lambda env, root: (env.state / "seeds" / "gentoo-devs.seeds").unlink(),
+                      "gkeys update-seed -C gentoo-devs"),
+    "seeds:old": (_old_seeds, "gkeys update-seed -C gentoo-devs"),
+    "keys:missing": (lambda env, root: (env.state / "keyrings" / "gentoo-devs" / "pubring.kbx").unlink(),
+                     "gkeys install-key -C gentoo-devs"),
+    "keys:stale": (_old_refresh, "gkeys refresh-key -C gentoo-devs"),
+    "repo:unverified": (_unhook, "gkeys setup-portage --eroot {root} --repo test"),
+    "repo:not-git": (lambda env, root: (root.parent / "repos/test/profiles").mkdir(parents=True),
+                     "mv {root}/../repos/test {root}/../repos/test.old"),
+    "repo:shallow": (_shallow, "set clone-depth = 0 and sync-depth = 0 for [test]"),
+    "hook:not-executable": (lambda env, root: (root / "etc/portage/postsync.d/gkeys-verify").chmod(0o644),
+                            "chmod 755 {root}/etc/portage/postsync.d/gkeys-verify"),
+    "hook:interpreter": (lambda env, root: (root / "etc/portage/postsync.d/gkeys-verify").write_text(
+        "#!/nonexistent/python3\n"), "gkeys setup-portage --eroot {root}"),
+    "fetch:no-wrapper": (lambda env, root: (root / "etc/portage/make.conf/gkeys-fetch.conf").unlink(),
+                         "gkeys setup-portage --eroot {root} --fetch-wrapper"),
+    "fetch:no-wrapper (not gkeys-fetch)": (lambda env, root: (root / "etc/portage/make.conf/gkeys-fetch.conf")
+                                           .write_text('FETCH_WRAPPER="/usr/bin/not-gkeys-fetch-at-all --"\n'),
+                                           "gkeys setup-portage --eroot {root} --fetch-wrapper"),
+    "fetch:no-wrapper (missing program)": (lambda env, root: (root / "etc/portage/make.conf/gkeys-fetch.conf")
+                                           .write_text('FETCH_WRAPPER="/nonexistent/gkeys-fetch --"\n'),
+                                           "reinstall gkeys-portage"),
+    "gpg:missing": (lambda env, root: setattr(gpg, "GPG_BINARY", str(root / "no-such-gpg")), "app-crypt/gnupg"),
+    "gpg:old": (_fake_gpg("2.0.30"), "emerge --update app-crypt/gnupg"),
+    "clock:behind": (_clock, "set the clock"),
+}
+FAULTS["clock:behind (seed signature)"] = (_clock_by_seed_signature, "set the clock")
+
+
+@pytest.mark.parametrize("code", sorted(FAULTS))
+def test_each_planted_fault_is_reported_with_its_fix(env: Any, tmp_path: Path, code: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    root = healthy_root(env, tmp_path)
+    monkeypatch.setattr(gpg, "GPG_BINARY", gpg.GPG_BINARY)  # restored after the gpg faults
+    plant, fix = FAULTS[code]
+    plant(env, root)
+    document = doctor(env, root)
+    assert document["exit"] == 1, document
+    assert [f["code"] for f in document["findings"]] == [code.split()[0]], document["findings"]
+    assert fix.format(root=root).replace(f"{root}/..", str(root.parent)) in document["findings"][0]["fix"]
+
+
+def test_key_expiring_within_30_days(env: Any, tmp_path: Path) -> None:
+    if "shortlived" not in env.keys.keys:
+        env.keys.create("shortlived", expire="20d")
+    root = healthy_root(env, tmp_path, ("alice", "shortlived"))
+    document = doctor(env, root)
+    assert [(f["code"], f["subject"].split()[1]) for f in document["findings"]] == [
+        ("keys:expiring", env.keys.keys["shortlived"].fingerprint)], document
+    assert "within 30 days" in document["findings"][0]["message"]
+
+
+def test_keyring_unreadable_by_the_portage_user(env: Any, tmp_path: Path) -> None:
+    root = healthy_root(env, tmp_path)
+    env.state.chmod(0o700)
+    document = doctor(env, root, "--portage-user", "nobody")
+    assert [f["code"] for f in document["findings"]] == ["keyring:unreadable"], document
+    assert "gkeys install-key -C gentoo-devs" in document["findings"][0]["fix"]

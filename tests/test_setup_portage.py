@@ -1,0 +1,213 @@
+"""``gkeys setup-portage`` (issue 14, item 3): new files only, idempotent, ``--undo`` restores the root
+byte for byte, and a real ``emerge --sync`` on the set-up root verifies with ``sync-type = gkeys``."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tree_helpers import head, install_devs, records
+
+from gkeys_portage.demo.tree_repo import PortageSandbox, RepoBuilder, sync_module_missing
+from gkeys_portage.portage.setup import MANIFEST, REPOS_FRAGMENT
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, bytes | str | None]]:
+    """Every path under ``root``: its mode and its content (file bytes, link target, None for a directory)."""
+    found: dict[str, tuple[int, bytes | str | None]] = {}
+    for path in sorted(root.rglob("*")):
+        info = path.lstat()
+        content: bytes | str | None = None
+        if stat.S_ISLNK(info.st_mode):
+            content = os.readlink(path)
+        elif stat.S_ISREG(info.st_mode):
+            content = path.read_bytes()
+        found[str(path.relative_to(root))] = (info.st_mode, content)
+    return found
+
+
+def git_repo_root(tmp_path: Path) -> Path:
+    """A root whose repos.conf has one git repository 'test' (and a make.conf file)."""
+    root = tmp_path / "root"
+    (root / "etc/portage/repos.conf").mkdir(parents=True)
+    (root / "etc/portage/repos.conf/test.conf").write_text(
+        f"[test]\nlocation = {tmp_path}/repos/test\nsync-type = git\nsync-uri = https://example.org/test.git\n")
+    (root / "etc/portage/make.conf").write_text('FEATURES="-news"\n')
+    return root
+
+
+@pytest.mark.slow
+def test_setup_then_emerge_sync_verifies_and_undo_restores(env: Any, tmp_path: Path) -> None:
+    missing = sync_module_missing()
+    if missing:
+        pytest.skip(missing)
+    install_devs(env, ("alice", "bob"))
+    up = RepoBuilder(tmp_path / "upstream", env.keys)
+    up.commit("alice")
+    up.commit("bob")
+    sandbox = PortageSandbox(tmp_path / "portage", env.config)
+    location = sandbox.add_repo("test", f"file://{up.path}", "git", clone_depth="0", sync_depth="0")
+    eroot = str(sandbox.config_root)
+    before = snapshot(sandbox.config_root)
+
+    result = env.run("setup-portage", "--eroot", eroot, "--repo", "test", "--dry-run")
+    assert result.code == 0, result.text
+    assert "+[test]\n+sync-type = gkeys" in result.out and "would create" in result.out
+    assert snapshot(sandbox.config_root) == before
+
+    result = env.run("setup-portage", "--eroot", eroot, "--repo", "test")
+    assert result.code == 0, result.text
+    for hook in ("repo.postsync.d/gkeys-verify", "postsync.d/gkeys-verify"):
+        path = sandbox.etc / hook
+        assert path.read_text().splitlines()[0] == f"#!{sys.executable}"
+        assert os.access(path, os.X_OK)
+    after = snapshot(sandbox.config_root)
+    result = env.run("setup-portage", "--eroot", eroot, "--repo", "test")
+    assert result.code == 0 and "nothing to do" in result.out, result.text
+    assert snapshot(sandbox.config_root) == after  # idempotent
+
+    result = sandbox.sync("test")
+    assert result.returncode == 0, result.stdout
+    verified = head(location)
+    assert verified == up.head() and records(env)[str(location.resolve())]["revision"] == verified
+    bad = up.commit(None)
+    up.commit("alice")
+    result = sandbox.sync("test")
+    assert result.returncode != 0 and bad[:12] in result.stdout, result.stdout
+    assert head(location) == verified
+    # refused by the sync module before the tree moved: with sync-type = git the hook would have merged,
+    # rolled back and left a failure marker
+    assert not list((env.state / "state" / "tree-failed").glob("*.json")), result.stdout
+    assert "git pull" not in result.stdout, result.stdout
+
+    result = env.run("setup-portage", "--eroot", eroot, "--undo")
+    assert result.code == 0, result.text
+    assert snapshot(sandbox.config_root) == before
+
+
+def test_existing_different_file_is_left_alone_and_reported(env: Any, tmp_path: Path) -> None:
+    root = git_repo_root(tmp_path)
+    mine = root / REPOS_FRAGMENT
+    mine.write_text("[test]\nsync-type = git\n")
+    before = snapshot(root)
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", "test")
+    assert result.code == 1, result.text
+    assert f"{mine} exists with other content; left alone" in result.err
+    assert mine.read_text() == "[test]\nsync-type = git\n"
+    assert (root / "etc/portage/postsync.d/gkeys-verify").is_file()  # the rest was still installed
+    result = env.run("setup-portage", "--eroot", str(root), "--undo")
+    assert result.code == 0, result.text
+    assert snapshot(root) == before  # undo never removes the user's file
+
+
+def test_undo_keeps_a_file_changed_after_setup(env: Any, tmp_path: Path) -> None:
+    root = git_repo_root(tmp_path)
+    assert env.run("setup-portage", "--eroot", str(root), "--repo", "test").code == 0
+    hook = root / "etc/portage/postsync.d/gkeys-verify"
+    hook.write_text(hook.read_text() + "# local change\n")
+    result = env.run("setup-portage", "--eroot", str(root), "--undo")
+    assert result.code == 1 and "changed since setup-portage wrote it" in result.err, result.text
+    assert hook.is_file() and not (root / REPOS_FRAGMENT).exists() and (root / MANIFEST).is_file()
+    hook.unlink()
+    assert env.run("setup-portage", "--eroot", str(root), "--undo").code == 0
+    assert not (root / MANIFEST).exists() and not (root / "etc/portage/postsync.d").exists()
+
+
+@pytest.mark.parametrize(("conf", "repo", "expected"), [
+    ("[test]\nsync-type = rsync\nsync-uri = rsync://example.org/test\n", "test", "syncs with 'rsync'"),
+    ("", "nosuch", "repository 'nosuch' is not configured"),
+])
+def test_repository_that_cannot_be_switched_writes_nothing(env: Any, tmp_path: Path, conf: str, repo: str,
+                                                           expected: str) -> None:
+    root = git_repo_root(tmp_path)
+    if conf:
+        (root / "etc/portage/repos.conf/test.conf").write_text(conf)
+    before = snapshot(root)
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", repo)
+    assert result.code == 2 and expected in result.err, result.text
+    assert snapshot(root) == before
+
+
+def test_gentoo_gets_the_mirror_settings_and_fetch_wrapper_a_fragment(env: Any, tmp_path: Path) -> None:
+    root = git_repo_root(tmp_path)
+    (root / "etc/portage/make.conf").unlink()
+    (root / "etc/portage/make.conf").mkdir()
+    result = env.run("setup-portage", "--eroot", str(root), "--fetch-wrapper", "--overlays")
+    assert result.code == 0, result.text
+    fragment = (root / REPOS_FRAGMENT).read_text()
+    assert "[gentoo]\nsync-type = gkeys\nsync-uri = https://github.com/gentoo-mirror/gentoo.git\n" in fragment
+    assert "sync-gkeys-top-category = gentoo-infra" in fragment
+    wrapper = (root / "etc/portage/make.conf/gkeys-fetch.conf").read_text()
+    assert wrapper.startswith('FETCH_WRAPPER="') and '--uri \\"\\${URI}\\"' in wrapper
+    assert (root / "etc/portage/postsync.d/gkeys-overlays").read_text().startswith(f"#!{sys.executable}\n")
+
+
+def test_fetch_wrapper_beside_a_make_conf_file_is_a_fragment_to_source(env: Any, tmp_path: Path) -> None:
+    root = git_repo_root(tmp_path)
+    make_conf = (root / "etc/portage/make.conf").read_bytes()
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", "test", "--fetch-wrapper")
+    assert result.code == 0, result.text
+    assert f"source {root}/etc/portage/gkeys-fetch.conf" in result.err
+    assert (root / "etc/portage/make.conf").read_bytes() == make_conf  # never edited
+
+
+def test_a_repos_conf_file_read_after_ours_that_would_win_is_refused(env: Any, tmp_path: Path) -> None:
+    root = git_repo_root(tmp_path)
+    (root / "etc/portage/repos.conf/zzz-local.conf").write_text("[test]\nsync-type = git\n")
+    before = snapshot(root)
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", "test")
+    assert result.code == 2 and "zzz-local.conf sets sync-type of [test]" in result.err, result.text
+    assert snapshot(root) == before
+
+
+@pytest.mark.parametrize("action", [["setup-portage"], ["setup-portage", "--undo"], ["doctor"]])
+def test_missing_eroot_is_one_line_and_exit_2(env: Any, tmp_path: Path, action: list[str]) -> None:
+    result = env.run(*action, "--eroot", str(tmp_path / "nowhere"))
+    assert result.code == 2 and "is not a directory: give --eroot" in result.err, result.text
+    assert len(result.text.strip().splitlines()) == 1 and not (tmp_path / "nowhere").exists()
+
+
+def test_bad_repository_name_and_symlinked_target_are_refused(env: Any, tmp_path: Path) -> None:
+    root = git_repo_root(tmp_path)
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", "test]\nsync-type = git\n[x")
+    assert result.code == 2 and "invalid repository name" in result.err, result.text
+    hooks = root / "etc/portage/postsync.d"
+    hooks.mkdir()
+    (hooks / "gkeys-verify").symlink_to(tmp_path / "dangling")
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", "test")
+    assert result.code == 1 and "is not a regular file (a symlink or directory)" in result.err, result.text
+    assert (hooks / "gkeys-verify").is_symlink() and not (tmp_path / "dangling").exists()
+
+
+def test_undo_refuses_a_manifest_naming_paths_outside_etc_portage(env: Any, tmp_path: Path) -> None:
+    root = git_repo_root(tmp_path)
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    (root / MANIFEST).write_text('{"files": {"../victim": "x"}, "dirs": []}')
+    result = env.run("setup-portage", "--eroot", str(root), "--undo")
+    assert result.code == 2 and "is damaged" in result.err, result.text
+    assert victim.read_text() == "keep me\n"
+
+
+def test_setup_into_an_empty_root_and_undo_leave_it_empty(env: Any, tmp_path: Path) -> None:
+    root = tmp_path / "empty"
+    root.mkdir()
+    result = env.run("setup-portage", "--eroot", str(root), "--overlays", "--fetch-wrapper")
+    assert result.code == 0, result.text
+    assert (root / "etc/portage/repos.conf/zz-gkeys.conf").is_file()
+    result = env.run("setup-portage", "--eroot", str(root), "--undo")
+    assert result.code == 0, result.text
+    assert list(root.iterdir()) == []
+
+
+def test_an_rsync_tree_at_the_location_is_reported_not_moved(env: Any, tmp_path: Path) -> None:
+    root = git_repo_root(tmp_path)
+    tree = tmp_path / "repos/test"
+    (tree / "profiles").mkdir(parents=True)
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", "test")
+    assert result.code == 0, result.text
+    assert f"mv {tree} {tree}.old" in result.err and (tree / "profiles").is_dir()
