@@ -22,8 +22,9 @@ from pathlib import Path
 import pytest
 from conftest import GkeysEnv
 
-from gkeys_portage.core.gpg import GnuPG
+from gkeys_portage.core.gpg import GnuPG, GpgResult, _import_report
 from gkeys_portage.core.keyblocks import split_keyblocks
+from gkeys_portage.core.status import parse_status
 from gkeys_portage.core.types import Fingerprint
 from gkeys_portage.demo.world import KeyFactory
 
@@ -321,3 +322,14 @@ def test_real_gentoo_keys_pass_the_filter_unchanged(tmp_path: Path) -> None:
         assert imported, path
         # export_exact raises if gpg and the filter disagree on the primaries of the bytes.
         assert gpg.export_exact(imported).primaries == set(imported), path
+
+
+def test_error_words_in_file_names_are_not_import_errors() -> None:
+    """gpg exits 2 when it cannot reach an agent; its other stderr lines name files, and a home under a
+    directory called "failed-bad-error" must not turn a complete import into a failed one."""
+    status = parse_status([("IMPORT_OK", "1 " + "A" * 40), ("IMPORT_RES", " ".join(["1"] + ["0"] * 14))])
+    home = "/tmp/pytest/test_refused_bundle_is_a_failed-bad-error0/home"
+    stderr = f"gpg: {home}/trustdb.gpg: trustdb created\ngpg: can't connect to the agent: IPC connect call failed\n"
+    assert _import_report(GpgResult(returncode=2, status=status, stdout=b"", stderr=stderr)).problem == ""
+    broken = GpgResult(returncode=2, status=status, stdout=b"", stderr="gpg: key 1234: error reading keyblock\n")
+    assert "error reading keyblock" in _import_report(broken).problem

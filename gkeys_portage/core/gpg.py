@@ -87,6 +87,7 @@ IMPORT_RES_NOT_IMPORTED = 13
 _IMPORT_ERROR_WORDS = re.compile(r"error|fail|invalid|too large|not imported|unknown|bad|can't|cannot|fatal",
                                  re.IGNORECASE)
 _AGENT_TROUBLE = re.compile(r"agent", re.IGNORECASE)
+_PATHS = re.compile(r"\S*/\S*")  # file names in gpg's messages (they may contain any word)
 
 
 @dataclass
@@ -647,9 +648,10 @@ def _import_report(result: GpgResult) -> ImportReport:
     if result.returncode != 0:
         # gpg also exits 2 when it merely cannot reach an agent (imports never need one): the exit
         # status counts with gpg's error lines other than that one.
+        # Words are looked for outside file names: a home under a directory called "failed" is no error.
         errors = [line.strip() for line in result.stderr.splitlines()
-                  if not line.startswith("[GNUPG:]") and _IMPORT_ERROR_WORDS.search(line)
-                  and not _AGENT_TROUBLE.search(line)]
+                  if not line.startswith("[GNUPG:]") and _IMPORT_ERROR_WORDS.search(_PATHS.sub("", line))
+                  and not _AGENT_TROUBLE.search(_PATHS.sub("", line))]
         if errors or not result.stderr.strip():
             problems.append(errors[-1] if errors else f"gpg exited with status {result.returncode}")
     return ImportReport(imported, "; ".join(problems), result.stderr)
