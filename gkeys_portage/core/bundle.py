@@ -9,6 +9,13 @@
   of the seed file and of both keyrings, the tool version and one timestamp);
 * with ``--sign``: a detached armored signature ``<file>.asc`` of each of the three by the ``[sign]`` key.
 
+Consuming: ``[keyrings] CAT = URL`` (or a file) is the first key source of install-key and
+refresh-key (:func:`load_bundle`).  A bundle needs no trust of its own: only keyblocks whose primary
+fingerprint the category's seeds pin are handed on, into the usual quarantine; other keys, keys
+carrying a pinned key as a subkey and duplicates are dropped and reported.  When ``URL.sig`` or
+``URL.asc`` exists, the bundle must be signed by the ``[verify-seeds]`` signer of the category, or
+the whole bundle is refused (nothing installed); unreadable or truncated bundles are refused too.
+
 Reproducible: the keyblocks come from one :meth:`GnuPG.export_exact` (filtered by primary
 fingerprint, clean: self-signatures only, which is all a keyring stores anyway), sorted by
 fingerprint, so neither the order in which keys were imported nor the clock changes a byte.  The
@@ -29,14 +36,22 @@ from typing import Any
 from gkeys_portage import __version__
 from gkeys_portage.core.colons import PublicKey
 from gkeys_portage.core.context import Gkeys
-from gkeys_portage.core.errors import BadInputError, StateError
-from gkeys_portage.core.keyblocks import armor_public_keys
+from gkeys_portage.core.errors import BadInputError, GpgError, NetworkError, NotVerifiedError, StateError
+from gkeys_portage.core.http import NotFoundError
+from gkeys_portage.core.keyblocks import armor_public_keys, dearmor_public_keys, select_keyblocks, split_keyblocks
 from gkeys_portage.core.seeds import Seed
 from gkeys_portage.core.signing import sign_file
 from gkeys_portage.core.state import atomic_write
 from gkeys_portage.core.types import Category, Fingerprint, Nick, parse_category
 
 MANIFEST_FORMAT = 1
+MAX_BUNDLE_BYTES = 64 * 1024 * 1024
+MAX_SIGNATURE_BYTES = 64 * 1024
+SIGNATURE_SUFFIXES = (".sig", ".asc")
+
+
+class BundleRefusedError(NotVerifiedError):
+    """A keyring bundle that must not be used at all (bad signature, unreadable, truncated)."""
 
 
 @dataclass
@@ -131,3 +146,105 @@ def build_keyring(ctx: Gkeys, category: str, nicks: Sequence[str], outdir: Path,
     if sign:
         built.signatures = [sign_file(ctx, path) for path in files]
     return built
+
+
+@dataclass
+class LoadedBundle:
+    """A keyring bundle reduced to the pinned keyblocks, with what was dropped and why."""
+
+    source: str
+    keyblocks: dict[Fingerprint, bytes]
+    signed_by: str = ""  # "category/nick" of the verified signer, "" when unsigned
+    notes: list[str] = field(default_factory=list)  # dropped material and skipped sources, for the report
+
+
+def _read(ctx: Gkeys, location: str, limit: int) -> bytes:
+    """A bundle or signature from a URL or a local path (:class:`NotFoundError` if absent)."""
+    if "://" in location:
+        return ctx.http.get(location, max_bytes=limit)
+    path = Path(location)
+    if not path.exists():
+        raise NotFoundError(f"{location}: no such file")
+    if path.stat().st_size > limit:
+        raise BadInputError(f"{location}: larger than {limit} bytes")
+    return path.read_bytes()
+
+
+def _signature(ctx: Gkeys, location: str) -> tuple[str, bytes] | None:
+    """The detached signature beside the bundle (``.sig``, then ``.asc``), or None when there is none."""
+    for suffix in SIGNATURE_SUFFIXES:
+        try:
+            return location + suffix, _read(ctx, location + suffix, MAX_SIGNATURE_BYTES)
+        except NotFoundError:
+            continue
+    return None
+
+
+def _check_signature(ctx: Gkeys, category: Category, location: str, data: bytes) -> str:
+    """Verify the bundle's signature against ``[verify-seeds]`` of ``category``; the signer, or "" if unsigned."""
+    found = _signature(ctx, location)
+    if found is None:
+        return ""
+    sig_name, signature = found
+    signer = ctx.config.verify_seeds.get(category)
+    if signer is None:
+        raise BundleRefusedError(
+            f"keyring bundle {location} is signed ({sig_name}) but [verify-seeds] names no signer for "
+            f"{category}; add '[verify-seeds] {category} = <category> <nick>' or remove [keyrings] {category}")
+    try:
+        result = ctx.verifier(signer[0], [signer[1]]).detached(signature, data)
+    except NotVerifiedError as exc:
+        raise BundleRefusedError(f"keyring bundle {location} refused, nothing installed: {exc} "
+                                 f"(its signature {sig_name} must be by {signer[0]}/{signer[1]}, "
+                                 f"[verify-seeds] {category})") from exc
+    return f"{result.good[0].pin.category}/{result.good[0].pin.nick}" if result.good else ""
+
+
+def parse_bundle(source: str, data: bytes, pinned: Sequence[Fingerprint]) -> LoadedBundle:
+    """The keyblocks of ``data`` (binary or one armored block) whose primary is ``pinned``; the rest noted.
+
+    Unreadable or truncated data refuses the whole bundle.
+    """
+    try:
+        binary = dearmor_public_keys(data) if data.lstrip().startswith(b"-----") else data
+        blocks = split_keyblocks(binary)
+        selection = select_keyblocks(binary, pinned)
+    except GpgError as exc:
+        raise BundleRefusedError(f"keyring bundle {source} refused, nothing installed: {exc}") from exc
+    if not blocks:
+        raise BundleRefusedError(f"keyring bundle {source} refused, nothing installed: it holds no key")
+    loaded = LoadedBundle(source, {block.primary: block.data for block in selection.kept})
+    primaries = {block.primary for block in blocks}
+    extra = sorted(primaries - set(pinned) - set(selection.aliasing))
+    if extra:
+        loaded.notes.append(f"dropped from {source}: {', '.join(extra)} (not pinned by the seeds)")
+    for other, carried in sorted(selection.aliasing.items()):
+        loaded.notes.append(f"dropped from {source}: {other} (it carries pinned key {', '.join(carried)} "
+                            "as a subkey)")
+    if len(blocks) > len(primaries):
+        loaded.notes.append(f"dropped from {source}: {len(blocks) - len(primaries)} repeated keyblock(s) "
+                            "(the first copy is used)")
+    return loaded
+
+
+def load_bundle(ctx: Gkeys, category: str, pinned: Sequence[Fingerprint]) -> LoadedBundle | None:
+    """The ``[keyrings]`` bundle of ``category`` reduced to ``pinned`` keys (None if none is configured).
+
+    A bundle that cannot be fetched is skipped (noted; the other sources are asked); a bad signature
+    or unreadable data raises :class:`BundleRefusedError` before anything is installed.
+    """
+    cat = parse_category(category)
+    location = ctx.config.keyrings.get(cat)
+    if location is None:
+        return None
+    try:
+        data = _read(ctx, location, MAX_BUNDLE_BYTES)
+        signed_by = _check_signature(ctx, cat, location, data)
+        loaded = parse_bundle(location, data, pinned)
+    except NetworkError as exc:
+        return LoadedBundle(location, {}, notes=[f"keyring bundle {location} skipped: {exc}"])
+    except BundleRefusedError as exc:
+        raise BundleRefusedError(f"{exc}; ask its publisher to fix it, or remove [keyrings] {cat} "
+                                 "to use the other key sources") from exc
+    loaded.signed_by = signed_by
+    return loaded
