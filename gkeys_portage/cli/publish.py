@@ -1,4 +1,4 @@
-"""CLI actions that hand keys to others: build-keyring (and the publishing actions beside it)."""
+"""CLI actions that hand keys to others: build-keyring, export-wkd, send-key."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action, add_category
 from gkeys_portage.cli.output import Report
-from gkeys_portage.core import bundle
+from gkeys_portage.core import bundle, publish
 from gkeys_portage.core.context import Gkeys
 
 
@@ -22,8 +22,20 @@ def run_build_keyring(ctx: Gkeys, args: argparse.Namespace) -> Report:
     return report
 
 
+def run_export_wkd(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """Write a WKD tree of a category's pinned keys for a web server."""
+    exported = publish.export_wkd(ctx, args.category, Path(args.output), domain=args.domain, method=args.method)
+    report = Report(data=exported.to_json())
+    for address, fingerprints in sorted(exported.addresses.items()):
+        report.good(f"{address}: {', '.join(fingerprints)}")
+    for note in exported.skipped:
+        report.warn(f"skipped {note}")
+    report.info(f"{len(exported.files)} file(s) written under {args.output}")
+    return report
+
+
 def register(sub: SubParsers) -> None:
-    """Register build-keyring."""
+    """Register build-keyring, export-wkd and send-key."""
     p = add_action(sub, "build-keyring", run_build_keyring,
                    summary="write a reproducible keyring bundle of a category for others",
                    epilog="Writes DIR/CAT.gpg (binary), DIR/CAT.asc (armored) and the manifest DIR/CAT.json;\n"
@@ -36,3 +48,14 @@ def register(sub: SubParsers) -> None:
                    help="only this seed (repeatable; default: every seed of the category)")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory")
     p.add_argument("--sign", action="store_true", help="sign the three files with the [sign] key")
+
+    p = add_action(sub, "export-wkd", run_export_wkd, summary="write a WKD tree of a category's keys",
+                   epilog="direct:   DIR/.well-known/openpgpkey/hu/<hash> + policy   (DIR = web root of DOMAIN)\n"
+                          "advanced: DIR/.well-known/openpgpkey/DOMAIN/hu/<hash> + policy\n"
+                          "          (DIR = web root of openpgpkey.DOMAIN)\n"
+                          "Each file holds the binary keys carrying that address, with only that user id.")
+    add_category(p, required=True)
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--domain", metavar="DOMAIN", help="only addresses at DOMAIN")
+    p.add_argument("--method", choices=publish.METHODS, default="advanced",
+                   help="WKD layout to write (default: advanced)")

@@ -38,7 +38,13 @@ from gkeys_portage.core.colons import PublicKey
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import BadInputError, GpgError, NetworkError, NotVerifiedError, StateError
 from gkeys_portage.core.http import NotFoundError
-from gkeys_portage.core.keyblocks import armor_public_keys, dearmor_public_keys, select_keyblocks, split_keyblocks
+from gkeys_portage.core.keyblocks import (
+    Keyblock,
+    armor_public_keys,
+    dearmor_public_keys,
+    select_keyblocks,
+    split_keyblocks,
+)
 from gkeys_portage.core.seeds import Seed
 from gkeys_portage.core.signing import sign_file
 from gkeys_portage.core.state import atomic_write
@@ -81,14 +87,32 @@ def source_date_epoch(keys: Sequence[PublicKey]) -> int:
     return max(times, default=0)
 
 
-def _seeds(ctx: Gkeys, category: Category, nicks: Sequence[str]) -> list[Seed]:
-    """The named seeds of ``category`` (all when none are named); an unknown nick is an error."""
+def pinned_keyblocks(ctx: Gkeys, category: Category,
+                     nicks: Sequence[str] = ()) -> tuple[list[Seed], list[Keyblock]]:
+    """The chosen seeds (all when no nick is named) and their pinned keyblocks, sorted by fingerprint.
+
+    One export for all keys (:meth:`GnuPG.export_exact`: filtered by primary fingerprint, clean).
+    Every pinned primary must be installed, else a :class:`StateError` naming ``install-key``; an
+    unknown nick is a :class:`BadInputError`.
+    """
     seeds = ctx.seeds.load(category)
     unknown = sorted(set(nicks) - set(seeds))
     if unknown:
         raise BadInputError(f"no seed {', '.join(unknown)} in category {category!r} "
                             f"(see 'gkeys list-seed -C {category}')")
-    return [seeds[Nick(n)] for n in sorted(set(nicks) or seeds)]
+    chosen = [seeds[Nick(n)] for n in sorted(set(nicks) or seeds)]
+    wanted = sorted({fpr for seed in chosen for fpr in seed.keys})
+    keyring = ctx.keyring(category)
+    installed = keyring.installed()
+    missing = [f"{seed.nick} ({fpr})" for seed in chosen for fpr in seed.keys if fpr not in installed]
+    if missing:
+        raise StateError(f"keys not installed in {category}: {', '.join(missing[:5])}"
+                         f"{' and more' if len(missing) > 5 else ''}; run 'gkeys install-key -C {category}' first")
+    selection = keyring.gpg().export_exact(wanted)
+    if selection.primaries != set(wanted):
+        raise StateError(f"the {category} keyring did not export every pinned key; "
+                         f"run 'gkeys refresh-key -C {category}'")
+    return chosen, sorted(selection.kept, key=lambda block: block.primary)
 
 
 def manifest(category: Category, seeds: Sequence[Seed], keys: dict[Fingerprint, PublicKey], seed_file: bytes,
@@ -123,26 +147,17 @@ def build_keyring(ctx: Gkeys, category: str, nicks: Sequence[str], outdir: Path,
     ``install-key``); the keyblocks are exported in one gpg call and written in fingerprint order.
     """
     cat = parse_category(category)
-    seeds = _seeds(ctx, cat, nicks)
-    wanted = sorted({fpr for seed in seeds for fpr in seed.keys})
-    keyring = ctx.keyring(cat)
-    installed = keyring.installed()
-    missing = [f"{seed.nick} ({fpr})" for seed in seeds for fpr in seed.keys if fpr not in installed]
-    if missing:
-        raise StateError(f"keys not installed in {cat}: {', '.join(missing[:5])}"
-                         f"{' and more' if len(missing) > 5 else ''}; run 'gkeys install-key -C {cat}' first")
-    selection = keyring.gpg().export_exact(wanted)
-    if selection.primaries != set(wanted):
-        raise StateError(f"the {cat} keyring did not export every pinned key; run 'gkeys refresh-key -C {cat}'")
-    binary = b"".join(block.data for block in sorted(selection.kept, key=lambda block: block.primary))
+    seeds, blocks = pinned_keyblocks(ctx, cat, nicks)
+    installed = ctx.keyring(cat).installed()
+    keys = {block.primary: installed[block.primary] for block in blocks}
+    binary = b"".join(block.data for block in blocks)
     armored = armor_public_keys(binary)
-    keys = {fpr: installed[fpr] for fpr in wanted}
     document = manifest(cat, seeds, keys, ctx.seeds.path(cat).read_bytes(), binary, armored,
                         source_date_epoch(list(keys.values())))
     files = [outdir / f"{cat}.gpg", outdir / f"{cat}.asc", outdir / f"{cat}.json"]
     for path, data in zip(files, (binary, armored, document), strict=True):
         atomic_write(path, data)
-    built = BuiltBundle(cat, files, wanted)
+    built = BuiltBundle(cat, files, sorted(keys))
     if sign:
         built.signatures = [sign_file(ctx, path) for path in files]
     return built

@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from gkeys_portage.core.errors import GpgError
@@ -26,6 +26,8 @@ from gkeys_portage.core.types import Fingerprint, parse_fingerprint
 PUBLIC_KEY_TAG = 6
 PUBLIC_SUBKEY_TAG = 14
 SIGNATURE_TAG = 2
+USER_ID_TAG = 13
+USER_ATTRIBUTE_TAG = 17
 #: A keyblock larger than this, or with more signatures, is refused (after cleaning, a real key has a
 #: few self-signatures per user id and subkey; GnuPG's keybox refuses blocks of 5 MiB).
 MAX_KEYBLOCK_BYTES = 512 * 1024
@@ -198,3 +200,28 @@ def dearmor_public_keys(data: bytes) -> bytes:
     if crc is not None and crc != crc24(packets):
         raise GpgError("armor checksum mismatch in the key data")
     return packets
+
+
+def keep_user_ids(keyblock: bytes, keep: Callable[[str], bool]) -> bytes:
+    """One keyblock with only the User ID packets for which ``keep(text)`` is true (and their signatures).
+
+    User attribute packets (photos) and their signatures are dropped too; the primary key, its direct
+    signatures and the subkeys with their bindings are kept as they are.  The text is the packet's
+    UTF-8 (invalid bytes replaced, so they never match an address).
+    """
+    out: list[bytes] = []
+    dropping = False
+    for tag, start, body, end in _packets(keyblock):
+        if tag in (USER_ID_TAG, USER_ATTRIBUTE_TAG):
+            dropping = tag == USER_ATTRIBUTE_TAG or not keep(keyblock[body:end].decode("utf-8", "replace"))
+        elif tag != SIGNATURE_TAG:
+            dropping = False
+        if not dropping:
+            out.append(keyblock[start:end])
+    return b"".join(out)
+
+
+def user_id_texts(keyblock: bytes) -> list[str]:
+    """The texts of a keyblock's User ID packets, in order (UTF-8, invalid bytes replaced)."""
+    return [keyblock[body:end].decode("utf-8", "replace")
+            for tag, _start, body, end in _packets(keyblock) if tag == USER_ID_TAG]
