@@ -9,6 +9,7 @@ from gkeys_portage.cli.common import SubParsers, add_action, add_category
 from gkeys_portage.cli.output import Report
 from gkeys_portage.core import bundle, publish
 from gkeys_portage.core.context import Gkeys
+from gkeys_portage.core.errors import EXIT_NETWORK, EXIT_NOT_VERIFIED
 
 
 def run_build_keyring(ctx: Gkeys, args: argparse.Namespace) -> Report:
@@ -31,6 +32,23 @@ def run_export_wkd(ctx: Gkeys, args: argparse.Namespace) -> Report:
     for note in exported.skipped:
         report.warn(f"skipped {note}")
     report.info(f"{len(exported.files)} file(s) written under {args.output}")
+    return report
+
+
+def run_send_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """Upload pinned keys to an HKP keyserver; exit 1 if it refused one, 3 if it could not be reached."""
+    uploads = publish.send_keys(ctx, args.category, args.nick or [], args.keyserver)
+    report = Report(data={"category": args.category, "keys": [u.to_json() for u in uploads]})
+    for upload in uploads:
+        line = f"{upload.nick} {upload.fingerprint}: {upload.answer}"
+        if upload.status == "accepted":
+            report.good(f"sent {line}")
+        else:
+            report.error(f"{upload.status}: {line}")
+    if any(u.status == "refused" for u in uploads):
+        report.exit_code = EXIT_NOT_VERIFIED
+    elif any(u.status == "unreachable" for u in uploads):
+        report.exit_code = EXIT_NETWORK
     return report
 
 
@@ -59,3 +77,11 @@ def register(sub: SubParsers) -> None:
     p.add_argument("--domain", metavar="DOMAIN", help="only addresses at DOMAIN")
     p.add_argument("--method", choices=publish.METHODS, default="advanced",
                    help="WKD layout to write (default: advanced)")
+
+    p = add_action(sub, "send-key", run_send_key, summary="upload pinned keys to an HKP keyserver",
+                   epilog="One POST /pks/add per key (armored, self-signatures only); the answer is\n"
+                          "reported per key. Exit 1 if the keyserver refused a key, 3 if it was unreachable.")
+    add_category(p, required=True)
+    p.add_argument("-n", "--nick", action="append", metavar="NICK", help="only this seed (repeatable)")
+    p.add_argument("--keyserver", metavar="URL",
+                   help="hkp://, hkps://, http:// or https:// (default: the first of [sources] keyservers)")

@@ -1,5 +1,10 @@
 """Publishing pinned keys: a WKD tree for a web server (``export-wkd``) and HKP upload (``send-key``).
 
+HKP upload: ``POST <keyserver>/pks/add`` with the form field ``keytext`` (one armored key per
+request, so the answer is per key).  A keyserver may answer 200 with an error page, so the answer is
+read: Hockeypuck's JSON must list the fingerprint (inserted, updated or ignored = unchanged); a text
+or HTML answer that reads like an error is a refusal.
+
 WKD (draft-koch-openpgp-webkey-service): a key is served at ``hu/<zbase32(sha1(local part))>``, the
 local part lower-cased (ASCII letters only, as the draft maps it), one file per address holding the
 binary keys that carry that address, each with only the user ids of that address.  Two layouts, both
@@ -15,20 +20,25 @@ the same way by every client, so a hash computed here could point elsewhere than
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
 from gkeys_portage.core.bundle import pinned_keyblocks
 from gkeys_portage.core.context import Gkeys
-from gkeys_portage.core.errors import BadInputError, UsageError
-from gkeys_portage.core.keyblocks import Keyblock, keep_user_ids, user_id_texts
-from gkeys_portage.core.keysources import wkd_hash
+from gkeys_portage.core.errors import BadInputError, NetworkError, UsageError
+from gkeys_portage.core.keyblocks import Keyblock, armor_public_keys, keep_user_ids, user_id_texts
+from gkeys_portage.core.keysources import keyserver_base, wkd_hash
 from gkeys_portage.core.state import atomic_write
 from gkeys_portage.core.types import Category, Fingerprint, parse_category
 
 METHODS = ("direct", "advanced", "both")
+_ERROR_PAGE = re.compile(r"error|fail|invalid|denied|refused|reject|not allowed|forbidden|unauthori[sz]ed",
+                         re.IGNORECASE)
+_TAGS = re.compile(r"<[^>]*>")
 _ADDRESS = re.compile(r"<([^<>\s]+@[^<>\s]+)>\s*$|^([^<>\s]+@[^<>\s]+)$")
 
 
@@ -115,3 +125,65 @@ def export_wkd(ctx: Gkeys, category: str, outdir: Path, *, domain: str | None = 
         atomic_write(root / "policy", b"")
         result.files.append(root / "policy")
     return result
+
+
+@dataclass
+class Upload:
+    """What the keyserver answered for one key."""
+
+    nick: str
+    fingerprint: Fingerprint
+    status: str  # "accepted", "refused" or "unreachable"
+    answer: str
+
+    def to_json(self) -> dict[str, str]:
+        """Machine-readable form for ``--json``."""
+        return {"nick": self.nick, "fingerprint": self.fingerprint, "status": self.status, "answer": self.answer}
+
+
+def read_hkp_answer(status: int, body: bytes, fingerprint: Fingerprint) -> tuple[bool, str]:
+    """``(accepted, one line)`` from a keyserver's answer to ``POST /pks/add`` for ``fingerprint``."""
+    text = body.decode("utf-8", "replace")
+    lines = [line.strip() for line in _TAGS.sub("\n", text).splitlines() if line.strip()]
+    first = lines[0][:200] if lines else "(empty answer)"
+    if status != 200:
+        return False, f"HTTP {status}: {first}"
+    try:
+        document = json.loads(text)
+    except ValueError:
+        document = None
+    if isinstance(document, dict):
+        for verdict in ("inserted", "updated", "ignored"):
+            listed = document.get(verdict) or []
+            if isinstance(listed, list) and any(fingerprint in str(item).upper().replace(" ", "")
+                                                for item in listed):
+                return True, "unchanged" if verdict == "ignored" else verdict
+        return False, f"the keyserver's answer does not list the key: {first}"
+    if _ERROR_PAGE.search(" ".join(lines)):
+        return False, f"HTTP 200 with an error page: {first}"
+    return True, first
+
+
+def send_keys(ctx: Gkeys, category: str, nicks: Sequence[str] = (), keyserver: str | None = None) -> list[Upload]:
+    """Upload each pinned key of ``category`` (or of ``nicks``), armored and clean, to an HKP keyserver.
+
+    The keyserver is ``keyserver`` or the first of ``[sources] keyservers``.
+    """
+    cat = parse_category(category)
+    server = keyserver or next(iter(ctx.config.sources.keyservers), None)
+    if server is None:
+        raise UsageError("no keyserver: give --keyserver URL or set [sources] keyservers")
+    url = keyserver_base(server) + "/pks/add"
+    seeds, blocks = pinned_keyblocks(ctx, cat, nicks)
+    owner = {fpr: seed.nick for seed in seeds for fpr in seed.keys}
+    uploads: list[Upload] = []
+    for block in blocks:
+        keytext = armor_public_keys(block.data).decode("ascii")
+        try:
+            status, body = ctx.http.post_form(url, {"keytext": keytext})
+        except NetworkError as exc:
+            uploads.append(Upload(owner[block.primary], block.primary, "unreachable", str(exc)))
+            continue
+        accepted, answer = read_hkp_answer(status, body, block.primary)
+        uploads.append(Upload(owner[block.primary], block.primary, "accepted" if accepted else "refused", answer))
+    return uploads
