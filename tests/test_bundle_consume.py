@@ -176,3 +176,20 @@ def test_refused_bundle_is_a_failed_refresh_not_a_blocked_sync(env: GkeysEnv) ->
     result = env.run("refresh-key", "-C", "gentoo-devs", "--force")
     assert result.code == 0 and "refused, nothing installed" in result.text and "refresh failed" in result.text
     assert (record.read_bytes() if record.exists() else None) == before
+
+
+@pytest.mark.parametrize("form", ["path", "file-url"])
+def test_a_local_bundle_file_with_its_signature(env: GkeysEnv, form: str) -> None:
+    bundle = env.keys.public("alice", "bob", armor=False)
+    _setup(env, bundle, signer=None)
+    local = env.root / "gentoo-devs.gpg"
+    local.write_bytes(bundle)
+    (env.root / "gentoo-devs.gpg.asc").write_bytes(env.keys.sign_bytes("gkeys", bundle, env.root))
+    env.write_config(f"[keyrings]\ngentoo-devs = {'file://' if form == 'file-url' else ''}{local}\n")
+    result = env.run("--json", "install-key", "-C", "gentoo-devs")
+    assert result.code == 0, result.text
+    assert all("signed by seed-signers/gkeys" in k["source"] for k in json.loads(result.out)["keys"])
+    (env.root / "gentoo-devs.gpg.asc").write_bytes(env.keys.sign_bytes("mallory", bundle, env.root))
+    env.run("remove-key", "-C", "gentoo-devs", "-n", "alice")
+    result = env.run("install-key", "-C", "gentoo-devs")
+    assert result.code == 1 and "refused, nothing installed" in result.text

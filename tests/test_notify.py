@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from conftest import GkeysEnv
 
+from gkeys_portage.core.config import load_config
+from gkeys_portage.core.context import Gkeys
+from gkeys_portage.core.notify import expiring_parts, reminder
+from gkeys_portage.core.publish import address_of
 from gkeys_portage.demo.world import KeyFactory
 
 aiosmtpd_controller = pytest.importorskip("aiosmtpd.controller")
@@ -111,3 +116,20 @@ def test_notify_config_is_checked(env: GkeysEnv) -> None:
     env.write_config("[notify]\nsmtp = 127.0.0.1:25\nform = keys@example.org\n")
     result = env.run("check-key", "-C", "gentoo-devs", "--notify")
     assert result.code == 2 and "[notify] form" in result.text
+
+
+
+def test_a_user_id_cannot_add_recipients_or_headers(env: GkeysEnv) -> None:
+    """Seed user ids are data from others: only a whole address (no spaces, no line breaks) is used."""
+    hostile = ["Eve <eve@example.org>\r\nBcc: all@example.org", "Eve <eve@example.org>, other@example.org",
+               "Eve\n<eve@example.org>\nX-Injected: 1", "no address at all"]
+    assert [address_of(text) for text in hostile] == [None, None, None, None]
+    assert address_of("Eve Example <eve@example.org>") == "eve@example.org"
+    _soon(env.keys)
+    env.install_devs("soon")
+    ctx = Gkeys(load_config(env.config))
+    key = ctx.keyring("gentoo-devs").installed()[env.keys.keys["soon"].fingerprint]
+    parts = expiring_parts(key, time.time(), 30)
+    assert [fpr for fpr, _ in parts] == [key.fingerprint, env.keys.keys["soon"].signing_subkey]
+    message = reminder("gentoo-devs/soon", key, parts, ["soon@gentoo.org"], "keys@example.org").message
+    assert message["To"] == "soon@gentoo.org" and "Bcc" not in message
