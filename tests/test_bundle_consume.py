@@ -116,7 +116,7 @@ CASES: list[Case] = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_bad_bundles(env: GkeysEnv, case: Case) -> None:
+def test_hostile_bundles(env: GkeysEnv, case: Case) -> None:
     _name, make, signer, code, installed, words = case
     _setup(env, make(env.keys), signer=signer)
     before = env.snapshot() if code == 1 and not installed else None
@@ -165,7 +165,7 @@ def test_keyrings_config_is_checked(env: GkeysEnv) -> None:
     assert result.code == 2 and "[keyrings] gentoo-devs" in result.text
 
 
-def test_refused_bundle_is_a_failed_refresh_not_a_blocked_sync(env: GkeysEnv) -> None:
+def test_refused_bundle_makes_refresh_warn_not_block(env: GkeysEnv) -> None:
     """refresh-key with a bundle gone bad: warn (the keys in place keep working), record no refresh."""
     _setup(env, env.keys.public("alice", "bob", armor=False))
     assert env.run("install-key", "-C", "gentoo-devs").code == 0

@@ -41,7 +41,7 @@ def _answer_with(env: GkeysEnv, status: int, body: bytes) -> None:
     env.server.routes["/pks/add"] = lambda info: Response(status, body)
 
 
-def test_a_200_error_page_is_a_refusal(env: GkeysEnv) -> None:
+def test_a_200_page_saying_no_is_a_refusal(env: GkeysEnv) -> None:
     env.install_devs("alice")
     _answer_with(env, 200, b"<html><body><h1>Error handling request</h1><p>Key rejected</p></body></html>")
     result = env.run("send-key", "-C", "gentoo-devs")
@@ -64,7 +64,7 @@ def test_hockeypuck_json_must_list_the_key(env: GkeysEnv) -> None:
     assert status["bob"][0] == "refused" and "does not list the key" in status["bob"][1]
 
 
-def test_http_error_is_a_refusal_and_no_server_is_exit_3(env: GkeysEnv) -> None:
+def test_http_refusal_is_exit_1_and_no_server_is_exit_3(env: GkeysEnv) -> None:
     env.install_devs("alice")
     _answer_with(env, 403, b"uploads disabled")
     result = env.run("send-key", "-C", "gentoo-devs")
