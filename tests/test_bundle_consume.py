@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import GkeysEnv
 
+from gkeys_portage.core.gpg import GnuPG
 from gkeys_portage.core.keyblocks import _packets, armor_public_keys
 from gkeys_portage.demo.world import KeyFactory
 
@@ -193,3 +194,22 @@ def test_a_local_bundle_file_with_its_signature(env: GkeysEnv, form: str) -> Non
     env.run("remove-key", "-C", "gentoo-devs", "-n", "alice")
     result = env.run("install-key", "-C", "gentoo-devs")
     assert result.code == 1 and "refused, nothing installed" in result.text
+
+
+def test_a_revocation_in_the_bundle_applies_on_refresh(env: GkeysEnv) -> None:
+    _setup(env, env.keys.public("alice", "carol", armor=False), nicks=("alice", "carol"))
+    assert env.run("install-key", "-C", "gentoo-devs").code == 0
+    scratch = GnuPG(env.root / "revoke")
+    try:
+        scratch.import_keys(env.keys.public("alice", "carol", armor=False))
+        scratch.import_report(env.keys.revocation("carol"))
+        revoked = scratch.export_keys(sorted([env.keys.keys["alice"].fingerprint,
+                                              env.keys.keys["carol"].fingerprint]), armor=False)
+    finally:
+        scratch.close()
+    env.server.publish(BUNDLE, revoked)
+    env.server.publish(BUNDLE + ".sig", env.keys.sign_bytes("gkeys", revoked, env.root, armor=False))
+    result = env.run("--json", "refresh-key", "-C", "gentoo-devs", "--force")
+    assert result.code == 0, result.text
+    states = {k["nick"]: k["state"] for k in json.loads(env.run("--json", "list-key", "-C", "gentoo-devs").out)["keys"]}
+    assert states == {"alice": "valid", "carol": "revoked"}
