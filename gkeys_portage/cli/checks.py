@@ -12,6 +12,7 @@ from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
 from gkeys_portage.cli.output import Report
+from gkeys_portage.core import notify
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import EXIT_NOT_VERIFIED, BadInputError, ConfigError, UsageError
 from gkeys_portage.core.glep63 import DEFAULT_DAYS, DEFAULT_SPEC, SPECS, Level, check_health, check_key, get_spec
@@ -100,7 +101,34 @@ def run_check_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
     _require_subjects(subjects, args)
     results = run_checks(subjects, lambda key: check_health(key, at, days))
     report = Report(data={"action": "check-key", "at": (at or datetime.now(UTC)).isoformat(), "days": days})
-    return _render(report, results, warnings_fail=args.warnings_fail, passed="ok", failed="FAILED")
+    report = _render(report, results, warnings_fail=args.warnings_fail, passed="ok", failed="FAILED")
+    if args.notify or args.dry_run:
+        _notify(ctx, args, report, subjects, days, (at or datetime.now(UTC)).timestamp())
+    return report
+
+
+def _notify(ctx: Gkeys, args: argparse.Namespace, report: Report, subjects: Sequence[Subject], days: int,
+            now: float) -> None:
+    """``--notify``: mail the owners of keys expiring within ``days`` (``--dry-run``: print the messages)."""
+    config = notify.notify_config(ctx.config)
+    ctx.ensure_layout()
+    with ctx.lock:
+        reminders = notify.due(ctx.layout, notify.reminders_for(ctx, subjects, days, now, config.sender,
+                                                                args.to or []))
+        if args.dry_run:
+            for item in reminders:
+                report.plain(item.message.as_string())
+        elif reminders:
+            notify.send(config, ctx.layout, reminders, timeout=ctx.config.sources.timeout)
+    report.data["notified"] = [item.to_json() for item in reminders]
+    for item in reminders:
+        for recipient, answer in item.refused.items():
+            report.warn(f"{item.label}: the mail server refused {recipient}: {answer}")
+        if item.sent:
+            reached = [r for r in item.recipients if r not in item.refused]
+            report.good(f"{item.label}: reminder sent to {', '.join(reached)}")
+    if not reminders:
+        report.info(f"no reminder due (keys expiring within {days} days were mailed about already, or none)")
 
 
 def run_spec_check(ctx: Gkeys, args: argparse.Namespace) -> Report:
@@ -156,6 +184,11 @@ def register(sub: SubParsers) -> None:
                f"default for --days: [{CONFIG_SECTION}] expiry-days (30).\n" + _EXIT)
     _add_selection(p)
     p.add_argument("--days", type=int, metavar="N", help="warn about keys expiring within N days (default 30)")
+    p.add_argument("--notify", action="store_true",
+                   help="mail the owner(s) of each key expiring within N days, once per expiry "
+                        "([notify] smtp = host:port, from = address)")
+    p.add_argument("--to", action="append", metavar="ADDR", help="with --notify: mail ADDR instead (repeatable)")
+    p.add_argument("--dry-run", action="store_true", help="with --notify: print the messages, send nothing")
 
     specs = "\n".join(f"  {name:<26}{spec.doc}" for name, spec in SPECS.items())
     p = add_action(

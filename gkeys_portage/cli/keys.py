@@ -49,9 +49,12 @@ def _finish(report: Report, outcomes: Sequence[KeyOutcome]) -> Report:
 
 def run_install_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """Fetch and install the keys of a category (or one nick)."""
+    notes: list[str] = []
     outcomes = keyops.install_keys(ctx, args.category, args.nick,
-                                   progress=args.console.progress(f"fetching {args.category} keys"))
-    report = Report(data={"category": args.category})
+                                   progress=args.console.progress(f"fetching {args.category} keys"), notes=notes)
+    report = Report(data={"category": args.category, "notes": notes})
+    for note in notes:
+        report.warn(note)
     outcome_lines(report, outcomes)
     return _finish(report, outcomes)
 
@@ -86,6 +89,8 @@ def run_refresh_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
         if result.skipped:
             report.info(f"{category}: refreshed recently; skipped (use --force)")
             continue
+        for note in result.notes:
+            report.warn(f"{category}: {note}")
         outcome_lines(report, result.outcomes, only_problems=True)
         if result.warning:
             report.warn(f"{category}: {result.warning}")

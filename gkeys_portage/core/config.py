@@ -115,6 +115,7 @@ class Config:
     sign_homedir: Path | None
     parser: configparser.ConfigParser
     authority: AuthorityConfig = field(default_factory=AuthorityConfig)
+    keyrings: dict[Category, str] = field(default_factory=dict)  # [keyrings] CAT = bundle URL or file
 
     def get(self, section: str, option: str, fallback: str) -> str:
         """A raw option from any section (for the verifiers' own sections)."""
@@ -243,6 +244,24 @@ def _authority(parser: configparser.ConfigParser) -> AuthorityConfig:
     return AuthorityConfig(sources, roots, domain, max_shrink)
 
 
+def _keyrings(parser: configparser.ConfigParser) -> dict[Category, str]:
+    """``[keyrings] CAT = URL``: a keyring bundle (http(s)://, file:// or an absolute path) per category."""
+    result: dict[Category, str] = {}
+    if not parser.has_section("keyrings"):
+        return result
+    for name, value in parser.items("keyrings"):
+        try:
+            category = parse_category(name)
+        except Exception as exc:
+            raise ConfigError(f"[keyrings] {name}: {exc}") from exc
+        value = value.strip()
+        if not (value.startswith(("http://", "https://", "file:///")) or value.startswith("/")):
+            raise ConfigError(f"[keyrings] {name} = {value!r}: expected an http(s):// or file:// URL "
+                              "or an absolute path of a keyring bundle (CAT.gpg or CAT.asc)")
+        result[category] = value
+    return result
+
+
 def load_config(path: Path | None = None, root: Path | None = None) -> Config:
     """Load the configuration; ``root`` (from ``--root``) overrides ``gkeysdir``."""
     explicit = path is not None or "GKEYS_CONFIG" in os.environ
@@ -303,6 +322,7 @@ def load_config(path: Path | None = None, root: Path | None = None) -> Config:
             sign_homedir=Path(sign_homedir) if sign_homedir else None,
             parser=parser,
             authority=_authority(parser),
+            keyrings=_keyrings(parser),
         )
     except ConfigError:
         raise

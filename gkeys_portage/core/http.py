@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import requests
 import requests.adapters
@@ -23,6 +24,7 @@ USER_AGENT = f"gkeys-portage/{__version__}"
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 MAX_REDIRECTS = 5
 RETRY_STATUSES = {408, 425, 429, 500, 502, 503, 504}
+_T = TypeVar("_T")
 
 
 class NotFoundError(NetworkError):
@@ -57,7 +59,24 @@ class HttpClient:
             return _read_file_url(url, max_bytes)
         return self._with_retries(url, lambda: self._get_once(url, max_bytes))
 
-    def _with_retries(self, url: str, attempt: Callable[[], bytes]) -> bytes:
+    def post_form(self, url: str, fields: Mapping[str, str], *, max_bytes: int = 1 << 20) -> tuple[int, bytes]:
+        """POST an urlencoded form; ``(status, body)`` of the final answer (redirects are not followed,
+        the body is cut at ``max_bytes``).  5xx, resets and timeouts are retried, then :class:`NetworkError`."""
+        return self._with_retries(url, lambda: self._post_once(url, fields, max_bytes))
+
+    def _post_once(self, url: str, fields: Mapping[str, str], max_bytes: int) -> tuple[int, bytes]:
+        with self.session.post(url, data=dict(fields), timeout=self.timeout, stream=True,
+                               allow_redirects=False) as response:
+            if response.status_code in RETRY_STATUSES:
+                raise _Retryable(f"HTTP {response.status_code}")
+            body = b""
+            for chunk in self._iter_body(response):
+                body += chunk[: max_bytes - len(body)]
+                if len(body) >= max_bytes:
+                    break
+            return response.status_code, body
+
+    def _with_retries(self, url: str, attempt: Callable[[], _T]) -> _T:
         last: Exception | None = None
         for number in range(self.retries + 1):
             if number:

@@ -14,8 +14,9 @@ fingerprints per RFC 9580 §5.5.4); the input is GnuPG's own export, never a net
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from gkeys_portage.core.errors import GpgError
@@ -25,6 +26,8 @@ from gkeys_portage.core.types import Fingerprint, parse_fingerprint
 PUBLIC_KEY_TAG = 6
 PUBLIC_SUBKEY_TAG = 14
 SIGNATURE_TAG = 2
+USER_ID_TAG = 13
+USER_ATTRIBUTE_TAG = 17
 #: A keyblock larger than this, or with more signatures, is refused (after cleaning, a real key has a
 #: few self-signatures per user id and subkey; GnuPG's keybox refuses blocks of 5 MiB).
 MAX_KEYBLOCK_BYTES = 512 * 1024
@@ -171,3 +174,54 @@ def armor_public_keys(data: bytes) -> bytes:
     lines = [encoded[i : i + 64] for i in range(0, len(encoded), 64)]
     checksum = base64.b64encode(crc24(data).to_bytes(3, "big"))
     return b"\n".join([ARMOR_HEADER, b"", *lines, b"=" + checksum, ARMOR_FOOTER, b""])
+
+
+def dearmor_public_keys(data: bytes) -> bytes:
+    """The binary packets of exactly one ``PGP PUBLIC KEY BLOCK`` (whitespace around it only).
+
+    Armor headers are skipped; the checksum, when present, must match.  Anything else (two blocks,
+    text around the block, bad base64) is a :class:`GpgError`: key data from others is read whole or
+    not at all, so the bytes checked here are the bytes gpg is given.
+    """
+    lines = data.strip().splitlines()
+    if not lines or lines[0].strip() != ARMOR_HEADER or lines[-1].strip() != ARMOR_FOOTER:
+        raise GpgError("not one armored public key block (BEGIN/END PGP PUBLIC KEY BLOCK)")
+    body = [line.strip() for line in lines[1:-1]]
+    if any(line.startswith(b"-----") for line in body):
+        raise GpgError("more than one armored block in the key data")
+    if b"" in body:
+        body = body[body.index(b"") + 1 :]  # armor headers (Version:, Comment:, ...)
+    checksum = body.pop()[1:] if body and body[-1].startswith(b"=") else None
+    try:
+        packets = base64.b64decode(b"".join(body), validate=True)
+        crc = None if checksum is None else int.from_bytes(base64.b64decode(checksum, validate=True), "big")
+    except (binascii.Error, ValueError) as exc:
+        raise GpgError("the armored key data is not valid base64") from exc
+    if crc is not None and crc != crc24(packets):
+        raise GpgError("armor checksum mismatch in the key data")
+    return packets
+
+
+def keep_user_ids(keyblock: bytes, keep: Callable[[str], bool]) -> bytes:
+    """One keyblock with only the User ID packets for which ``keep(text)`` is true (and their signatures).
+
+    User attribute packets (photos) and their signatures are dropped too; the primary key, its direct
+    signatures and the subkeys with their bindings are kept as they are.  The text is the packet's
+    UTF-8 (invalid bytes replaced, so they never match an address).
+    """
+    out: list[bytes] = []
+    dropping = False
+    for tag, start, body, end in _packets(keyblock):
+        if tag in (USER_ID_TAG, USER_ATTRIBUTE_TAG):
+            dropping = tag == USER_ATTRIBUTE_TAG or not keep(keyblock[body:end].decode("utf-8", "replace"))
+        elif tag != SIGNATURE_TAG:
+            dropping = False
+        if not dropping:
+            out.append(keyblock[start:end])
+    return b"".join(out)
+
+
+def user_id_texts(keyblock: bytes) -> list[str]:
+    """The texts of a keyblock's User ID packets, in order (UTF-8, invalid bytes replaced)."""
+    return [keyblock[body:end].decode("utf-8", "replace")
+            for tag, _start, body, end in _packets(keyblock) if tag == USER_ID_TAG]

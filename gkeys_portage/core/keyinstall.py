@@ -20,7 +20,7 @@ import into the keyring, however many seeds there are.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -37,6 +37,8 @@ from gkeys_portage.core.types import Fingerprint, Nick
 
 MAX_KEY_BYTES = 4 * 1024 * 1024
 ProgressCallback = Callable[[int, int], None]
+#: A source already at hand: its name and keyblocks by primary fingerprint (a keyring bundle).
+Preloaded = tuple[str, Mapping[Fingerprint, bytes]]
 
 
 class KeyStatus(enum.Enum):
@@ -114,19 +116,24 @@ class KeyInstaller:
 
     # -- public ----------------------------------------------------------------------------------
 
-    def install(self, seeds: Sequence[Seed], *, every_source: bool = False) -> list[KeyOutcome]:
+    def install(self, seeds: Sequence[Seed], *, every_source: bool = False,
+                preloaded: Preloaded | None = None) -> list[KeyOutcome]:
         """Fetch every primary key the seeds pin and install the matching ones (caller holds the lock).
 
         By default sources are tried in order until one answers with the pinned key (install-key).
         With ``every_source`` (refresh) every configured source is asked, concurrently and bounded by
         ``[sources] workers``, and all answers are merged: a revocation published on any source
         applies, and a stale or hostile first source cannot hide it.
+
+        ``preloaded`` is a first source already at hand (a keyring bundle: its name and keyblocks by
+        primary fingerprint): it goes through the same quarantine before any other source is asked,
+        and install-key asks the other sources only for the keys it lacks.
         """
         wanted = [
             _Wanted(seed, fpr, candidate_locations(fpr, seed.emails(), self.sources))
             for seed in seeds for fpr in seed.keys
         ]
-        return self._run(wanted, every_source=every_source)
+        return self._run(wanted, every_source=every_source, preloaded=preloaded)
 
     def import_data(self, seed: Seed, data: bytes, source: str) -> list[KeyOutcome]:
         """Install keys of ``seed`` from data the user supplied (a file or URL), fingerprint-checked."""
@@ -135,12 +142,27 @@ class KeyInstaller:
 
     # -- internals -------------------------------------------------------------------------------
 
-    def _run(self, wanted: list[_Wanted], fetch: bool = True, every_source: bool = False) -> list[KeyOutcome]:
+    def _run(self, wanted: list[_Wanted], fetch: bool = True, every_source: bool = False,
+             preloaded: Preloaded | None = None) -> list[KeyOutcome]:
         pinned = {w.fingerprint for w in wanted}
         with staging_directory(self.keyring.layout.keyrings_dir, ".quarantine-") as quarantine_dir:
             quarantine = GnuPG(quarantine_dir, timeout=self.keyring.timeout)
             present: dict[Fingerprint, PublicKey] = {}
             pending = list(wanted)
+            if preloaded is not None:
+                source, blocks = preloaded
+                for item in wanted:
+                    if item.fingerprint in blocks:
+                        item.answers, item.source = [(source, blocks[item.fingerprint])], source
+                    else:
+                        item.errors.append(f"{source}: not in it")
+                present = self._quarantine(quarantine, [w for w in wanted if w.answers])
+                for item in wanted:
+                    # A copy gpg would not import (e.g. its user ids stripped) was reached but unusable:
+                    # the key is "not found" unless another source has it, never "unreachable".
+                    item.unusable = False
+                if not every_source:
+                    pending = [w for w in wanted if w.fingerprint not in present]
             while pending:
                 if fetch and every_source:
                     pending = self._fetch_everywhere(pending)

@@ -10,10 +10,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gkeys_portage.core.bundle import BundleRefusedError, load_bundle
 from gkeys_portage.core.colons import PublicKey
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import BadInputError, NetworkError, StateError
-from gkeys_portage.core.keyinstall import KeyInstaller, KeyOutcome, ProgressCallback, summarize_failure
+from gkeys_portage.core.keyinstall import KeyInstaller, KeyOutcome, Preloaded, ProgressCallback, summarize_failure
 from gkeys_portage.core.seeds import Seed
 from gkeys_portage.core.state import atomic_write, atomic_write_json, read_json, read_limited
 from gkeys_portage.core.types import Category, Fingerprint, Nick, parse_category
@@ -32,12 +33,31 @@ def select_seeds(ctx: Gkeys, category: str, nick: str | None = None) -> list[See
     return [seeds[Nick(nick)]]
 
 
+def bundle_source(ctx: Gkeys, category: str, seeds: list[Seed], notes: list[str] | None) -> Preloaded | None:
+    """The category's ``[keyrings]`` bundle as a first key source (None if none is configured or usable).
+
+    Only keyblocks the seeds pin are kept; what was dropped or skipped is appended to ``notes``.  A bad
+    signature or unreadable bundle raises before anything changes.
+    """
+    loaded = load_bundle(ctx, category, [fpr for seed in seeds for fpr in seed.keys])
+    if loaded is None:
+        return None
+    if notes is not None:
+        notes += loaded.notes
+    source = f"bundle {loaded.source}" + (f" (signed by {loaded.signed_by})" if loaded.signed_by else "")
+    return (source, loaded.keyblocks) if loaded.keyblocks else None
+
+
 def install_keys(ctx: Gkeys, category: str, nick: str | None = None,
-                 progress: ProgressCallback | None = None) -> list[KeyOutcome]:
-    """Fetch and install the pinned keys of a category's seeds (or one nick)."""
+                 progress: ProgressCallback | None = None, notes: list[str] | None = None) -> list[KeyOutcome]:
+    """Fetch and install the pinned keys of a category's seeds (or one nick).
+
+    A ``[keyrings]`` bundle of the category is the first source; ``notes`` collects what it dropped.
+    """
     ctx.ensure_layout()
     installer = KeyInstaller(ctx.keyring(category), ctx.http, ctx.config.sources, progress)
-    outcomes = installer.install(select_seeds(ctx, category, nick))
+    seeds = select_seeds(ctx, category, nick)
+    outcomes = installer.install(seeds, preloaded=bundle_source(ctx, category, seeds, notes))
     if all(o.status.ok for o in outcomes):
         record_refresh(ctx, parse_category(category))
     return outcomes
@@ -67,10 +87,11 @@ class RefreshResult:
     outcomes: list[KeyOutcome] = field(default_factory=list)
     warning: str = ""
     last_success: float | None = None
+    notes: list[str] = field(default_factory=list)  # what a [keyrings] bundle dropped or why it was skipped
 
     def to_json(self) -> dict[str, object]:
         """Machine-readable form for ``--json``."""
-        return {"category": self.category, "skipped": self.skipped, "warning": self.warning,
+        return {"category": self.category, "skipped": self.skipped, "warning": self.warning, "notes": self.notes,
                 "last_success": self.last_success, "keys": [o.to_json() for o in self.outcomes]}
 
 
@@ -104,15 +125,24 @@ def refresh_keys(ctx: Gkeys, category: str, nick: str | None = None, *, force: b
     installed = ctx.keyring(cat).installed()
     seeds = [s for s in select_seeds(ctx, cat, nick) if s.accepted() & set(installed)]
     # Every source is asked and the answers merged: a revocation published on any of them applies.
+    notes: list[str] = []
+    refused: BundleRefusedError | None = None
+    try:
+        preloaded = bundle_source(ctx, cat, seeds, notes)
+    except BundleRefusedError as exc:
+        # A refused bundle is a failed refresh (the other sources still bring revocations): it warns
+        # until max-refresh-age, like a dead keyserver, and the refresh time is not recorded.
+        refused, preloaded = exc, None
+        notes.append(str(exc))
     outcomes = KeyInstaller(ctx.keyring(cat), ctx.http, ctx.config.sources, progress).install(
-        seeds, every_source=True)
-    failure = summarize_failure(outcomes)
+        seeds, every_source=True, preloaded=preloaded)
+    failure = summarize_failure(outcomes) or refused
     if failure is None:
         record_refresh(ctx, cat)
-        return RefreshResult(cat, skipped=False, outcomes=outcomes, last_success=time.time())
+        return RefreshResult(cat, skipped=False, outcomes=outcomes, last_success=time.time(), notes=notes)
     age = None if last is None else time.time() - last
     if age is not None and age <= ctx.config.policy.max_refresh_age:
-        return RefreshResult(cat, skipped=False, outcomes=outcomes, last_success=last,
+        return RefreshResult(cat, skipped=False, outcomes=outcomes, last_success=last, notes=notes,
                              warning=f"refresh failed ({failure}); using keys refreshed "
                                      f"{age / 86400:.1f} days ago")
     raise NetworkError(f"refresh of {cat} failed and the last successful refresh is "

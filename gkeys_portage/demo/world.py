@@ -121,6 +121,7 @@ class RequestInfo:
     path: str
     query: dict[str, list[str]]
     headers: dict[str, str]
+    body: bytes = b""  # of a POST
 
 
 @dataclass
@@ -145,6 +146,7 @@ class LoopbackServer:
     latency: float = 0.0
     files: dict[str, bytes] = field(default_factory=dict)
     hkp: dict[str, bytes] = field(default_factory=dict)  # upper-case fingerprint -> what to answer
+    uploads: list[bytes] = field(default_factory=list)  # ``keytext`` of each HKP ``POST /pks/add``
     routes: dict[str, Responder] = field(default_factory=dict)  # path -> responder (wins over files)
     log: list[str] = field(default_factory=list)
 
@@ -162,6 +164,9 @@ class LoopbackServer:
 
             def do_HEAD(self) -> None:  # noqa: N802 - stdlib name
                 server._handle(self, head=True)
+
+            def do_POST(self) -> None:  # noqa: N802 - stdlib name
+                server._handle(self, head=False)
 
         class QuietServer(http.server.ThreadingHTTPServer):
             def handle_error(self, request: object, client_address: object) -> None:
@@ -207,6 +212,12 @@ class LoopbackServer:
     def _respond(self, info: RequestInfo) -> Response:
         if info.path in self.routes:
             return self.routes[info.path](info)
+        if info.path == "/pks/add":
+            keytext = urllib.parse.parse_qs(info.body.decode("ascii", "replace")).get("keytext", [""])[0]
+            if not keytext.startswith("-----BEGIN PGP PUBLIC KEY BLOCK-----"):
+                return Response(400, b"Invalid keytext")
+            self.uploads.append(keytext.encode("ascii", "replace"))
+            return Response(200, b"Key block added to key server database.")
         if info.path == "/pks/lookup":
             search = info.query.get("search", [""])[0].upper().removeprefix("0X")
             if info.query.get("op", [""])[0] != "get" or search not in self.hkp:
@@ -218,7 +229,9 @@ class LoopbackServer:
 
     def _handle(self, handler: http.server.BaseHTTPRequestHandler, *, head: bool) -> None:
         parts = urllib.parse.urlsplit(handler.path)
-        info = RequestInfo(parts.path, urllib.parse.parse_qs(parts.query), dict(handler.headers.items()))
+        length = int(handler.headers.get("Content-Length") or 0) if handler.command == "POST" else 0
+        info = RequestInfo(parts.path, urllib.parse.parse_qs(parts.query), dict(handler.headers.items()),
+                           handler.rfile.read(length) if length else b"")
         self.log.append(handler.path)
         if self.latency:
             time.sleep(self.latency)
