@@ -63,6 +63,35 @@ class PolicyConfig:
     unbound_seeds: frozenset[Category] = frozenset()  # categories whose seed signature may name no category
 
 
+@dataclass(frozen=True)
+class BinpkgConfig:
+    """``[binpkg]``: who may sign binary packages (the keys of Portage's GPKG verification home)."""
+
+    category: Category = Category("gentoo")
+    nicks: tuple[Nick, ...] = (Nick("weekly"),)
+
+
+BINPKG_OPTIONS = ("category", "nicks")
+
+
+def _binpkg(parser: configparser.ConfigParser) -> BinpkgConfig:
+    """Parse ``[binpkg]``; an unknown key or an empty ``nicks`` is a :class:`ConfigError`."""
+    if not parser.has_section("binpkg"):
+        return BinpkgConfig()
+    unknown = sorted(set(parser.options("binpkg")) - set(BINPKG_OPTIONS) - set(parser.defaults()))
+    if unknown:
+        raise ConfigError(f"[binpkg] unknown option(s): {', '.join(unknown)} (known: {', '.join(BINPKG_OPTIONS)})")
+    try:
+        category = parse_category(parser.get("binpkg", "category", fallback="gentoo"))
+        words = parser.get("binpkg", "nicks", fallback="weekly").replace(",", " ").split()
+        nicks = tuple(dict.fromkeys(parse_nick(word) for word in words))
+    except Exception as exc:
+        raise ConfigError(f"[binpkg] {exc}") from exc
+    if not nicks:
+        raise ConfigError("[binpkg] nicks: name at least one seed nick (e.g. 'nicks = weekly')")
+    return BinpkgConfig(category=category, nicks=nicks)
+
+
 @dataclass
 class Config:
     """The parsed configuration."""
@@ -77,6 +106,7 @@ class Config:
     sign_nick: Nick | None
     sign_homedir: Path | None
     parser: configparser.ConfigParser
+    binpkg: BinpkgConfig = field(default_factory=BinpkgConfig)
 
     def get(self, section: str, option: str, fallback: str) -> str:
         """A raw option from any section (for the verifiers' own sections)."""
@@ -201,6 +231,7 @@ def load_config(path: Path | None = None, root: Path | None = None) -> Config:
             sign_nick=parse_nick(parser["sign"]["nick"]) if parser.has_option("sign", "nick") else None,
             sign_homedir=Path(sign_homedir) if sign_homedir else None,
             parser=parser,
+            binpkg=_binpkg(parser),
         )
     except ConfigError:
         raise
