@@ -211,3 +211,19 @@ def test_network_down_exits_0_and_keeps_the_home(env: GkeysEnv, public_dir: Path
     assert os.readlink(home) == target
     assert {p.name: p.read_bytes() for p in home.iterdir()} == before
 
+
+
+def test_revocation_reaches_the_home_on_the_next_run(env: GkeysEnv, public_dir: Path) -> None:
+    """A revocation merged into the category keyring (as a refresh does) changes the keybox, so the
+    next helper run rebuilds the home and Portage refuses the revoked key's packages."""
+    install_gentoo(env, {"weekly": "carol", "snapshot": "alice"})
+    home = public_dir / "gnupg"
+    ctx = _ctx(env)
+    binpkg.update_home(ctx, home, refresh=False)
+    signature = _sign(env, "carol")
+    assert portage_accepts(home, signature, DATA)
+    with ctx.lock, ctx.keyring("gentoo").update() as gpg:
+        gpg.import_keys(env.keys.revocation("carol"))
+    done = binpkg.update_home(_ctx(env), home, refresh=False)
+    assert done.changed and "revoked or expired" in " ".join(done.warnings)
+    assert not portage_accepts(home, signature, DATA)

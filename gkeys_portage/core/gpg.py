@@ -313,8 +313,14 @@ class GnuPG:
         return {key.fingerprint: key.primary.validity for key in parse_colons(result.stdout.decode("latin-1"))}
 
     def show_primaries(self, data: bytes) -> set[Fingerprint]:
-        """The primary fingerprints GnuPG sees in key data, without importing it (``--show-keys``)."""
-        result = self._checked(["--with-colons", "--fixed-list-mode", "--with-fingerprint", "--show-keys"],
+        """The primary fingerprints GnuPG sees in key data, without importing it (``--show-keys``).
+
+        ``--trust-model direct``: under ``always`` gpg 2.2 dies ("Fatal: can't open trustdb.gpg") on a
+        revoked key in a home without a trustdb, as every keyring home is after a revocation was merged
+        (the staging home's trustdb is not committed), which made every later export of it fail.
+        """
+        result = self._checked(["--trust-model", "direct", "--with-colons", "--fixed-list-mode",
+                                "--with-fingerprint", "--show-keys"],
                                data, what="reading exported keys")
         return {key.fingerprint for key in parse_colons(result.stdout.decode("latin-1"))}
 

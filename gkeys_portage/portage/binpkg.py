@@ -159,8 +159,12 @@ def update_home(ctx: Gkeys, home: Path, *, refresh: bool = True, force: bool = F
             result.warnings.append(f"no key installed for {', '.join(missing)} in {binpkg.category}; binary "
                                    f"packages they sign will be refused (run 'gkeys install-key -C "
                                    f"{binpkg.category} -n {missing[0]}')")
-        result.replaced = _build_and_swap(ctx, home, result.keys, stamp)
+        result.replaced, unusable = _build_and_swap(ctx, home, result.keys, stamp)
         result.changed = True
+        if unusable:
+            result.warnings.append(f"pinned key(s) revoked or expired: {', '.join(unusable)}; binary packages "
+                                   f"they sign are refused (run 'gkeys refresh-key -C {binpkg.category}' "
+                                   "if a new expiry was published)")
     return result
 
 
@@ -182,25 +186,27 @@ def _select_keys(ctx: Gkeys) -> tuple[list[Fingerprint], list[Nick]]:
     return keys, missing
 
 
-def _build_and_swap(ctx: Gkeys, home: Path, keys: list[Fingerprint], stamp: str) -> Path | None:
+def _build_and_swap(ctx: Gkeys, home: Path, keys: list[Fingerprint],
+                    stamp: str) -> tuple[Path | None, list[Fingerprint]]:
     """Build the home in a staging directory beside ``home`` and swap it in; return where a replaced
-    real directory was moved (None when the home was already ours or absent)."""
+    real directory was moved (None when the home was already ours or absent) and the unusable pins."""
     parent = home.parent
     parent.mkdir(mode=0o755, parents=True, exist_ok=True)
     previous = os.readlink(home) if home.is_symlink() else None
     staging = Path(tempfile.mkdtemp(prefix=f".{home.name}.gkeys-", dir=parent))
     try:
-        _build(ctx, staging, keys, stamp)
+        unusable = _build(ctx, staging, keys, stamp)
         replaced = _swap(home, staging)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     _prune(home, keep={staging.name, previous or ""})
-    return replaced
+    return replaced, unusable
 
 
-def _build(ctx: Gkeys, staging: Path, keys: list[Fingerprint], stamp: str) -> None:
-    """Import the pinned keys, trust them fully, write gpg.conf and the stamp, check, seal."""
+def _build(ctx: Gkeys, staging: Path, keys: list[Fingerprint], stamp: str) -> list[Fingerprint]:
+    """Import the pinned keys, trust them fully, write gpg.conf and the stamp, check, seal; return the
+    pinned keys gpg calls revoked or expired (they stay, and gpg refuses their signatures)."""
     binpkg = ctx.config.binpkg
     selection = ctx.keyring(binpkg.category).gpg().export_exact(keys)
     gpg = GnuPG(staging, timeout=ctx.config.policy.gpg_timeout)
@@ -212,12 +218,16 @@ def _build(ctx: Gkeys, staging: Path, keys: list[Fingerprint], stamp: str) -> No
     conf = staging / GPG_CONF
     conf.write_text(GPG_CONF_TEXT, encoding="ascii")
     validity = gpg.direct_validity(conf)
-    wrong = sorted(f"{fpr}={letter}" for fpr, letter in validity.items() if fpr not in keys or letter != "f")
+    # "f": trusted.  A revoked ("r") or expired ("e") pin stays in the home so that gpg reports
+    # REVKEYSIG/EXPKEYSIG and Portage refuses it: keeping the previous home would keep trusting it.
+    wrong = sorted(f"{fpr}={letter}" for fpr, letter in validity.items()
+                   if fpr not in keys or letter not in ("f", "r", "e"))
     if wrong or set(validity) != set(keys):
         raise StateError("binary package home: gpg computes unexpected validity "
                          f"({', '.join(wrong) or 'keys missing'}); the previous home is kept")
     (staging / STAMP_FILE).write_text(stamp + "\n", encoding="ascii")
     _seal(staging)
+    return sorted(fpr for fpr, letter in validity.items() if letter != "f")
 
 
 def _seal(staging: Path) -> None:
