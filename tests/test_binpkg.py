@@ -227,3 +227,22 @@ def test_revocation_reaches_the_home_on_the_next_run(env: GkeysEnv, public_dir: 
     done = binpkg.update_home(_ctx(env), home, refresh=False)
     assert done.changed and "revoked or expired" in " ".join(done.warnings)
     assert not portage_accepts(home, signature, DATA)
+
+
+def test_first_switch_from_a_directory_is_one_exchange(tmp_path: Path) -> None:
+    """renameat2(RENAME_EXCHANGE) swaps a real directory and the new symlink in one step (no moment
+    without a home); the old directory ends up aside, nothing else is left behind."""
+    old = tmp_path / "gnupg"
+    old.mkdir()
+    (old / "pubring.kbx").write_bytes(b"getuto")
+    generation = tmp_path / ".gnupg.gkeys-new"
+    generation.mkdir()
+    replaced = binpkg._swap(old, generation)
+    assert old.is_symlink() and os.readlink(old) == generation.name
+    assert replaced is not None and (replaced / "pubring.kbx").read_bytes() == b"getuto"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["gnupg", generation.name, replaced.name])
+    link, other = tmp_path / "a", tmp_path / "b"
+    link.symlink_to("x")
+    other.mkdir()
+    assert binpkg._exchange(link, other)
+    assert other.is_symlink() and link.is_dir()

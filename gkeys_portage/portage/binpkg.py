@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import hashlib
 import os
 import shutil
@@ -249,21 +250,39 @@ def _seal(staging: Path) -> None:
 
 def _swap(home: Path, generation: Path) -> Path | None:
     """Point ``home`` at ``generation`` by renaming a new symlink over it (atomic when ``home`` is
-    absent or a symlink).  A real directory there (e.g. getuto's) is first moved aside and kept."""
+    absent or a symlink).  A real directory there (e.g. getuto's) is exchanged for the symlink in one
+    ``renameat2(RENAME_EXCHANGE)`` where the kernel and filesystem allow, else renamed aside first; it
+    is kept as ``.NAME.replaced-TIME``."""
     parent = home.parent
-    replaced = None
-    if home.is_dir() and not home.is_symlink():
-        replaced = parent / f".{home.name}.replaced-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
-        os.rename(home, replaced)
-    elif home.exists() and not home.is_symlink():
-        raise StateError(f"{home} exists and is not a directory; move it away and run again")
     link = parent / f".{home.name}.link-{os.getpid()}"
     with contextlib.suppress(FileNotFoundError):
         link.unlink()
     os.symlink(generation.name, link)
+    replaced = None
+    if home.is_dir() and not home.is_symlink():
+        replaced = parent / f".{home.name}.replaced-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
+        if _exchange(link, home):
+            os.rename(link, replaced)      # ``link`` now names the old directory
+            fsync_directory(parent)
+            return replaced
+        os.rename(home, replaced)
+    elif home.exists() and not home.is_symlink():
+        link.unlink()
+        raise StateError(f"{home} exists and is not a directory; move it away and run again")
     os.replace(link, home)
     fsync_directory(parent)
     return replaced
+
+
+def _exchange(first: Path, second: Path) -> bool:
+    """Swap two paths atomically (Linux ``renameat2`` with ``RENAME_EXCHANGE``); False if unsupported."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return bool(renameat2(at_fdcwd, os.fsencode(first), at_fdcwd, os.fsencode(second), rename_exchange) == 0)
 
 
 def _prune(home: Path, keep: set[str]) -> None:
