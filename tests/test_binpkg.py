@@ -4,6 +4,7 @@ SIGKILL and a dead network leave the previous home working."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import stat
@@ -246,3 +247,19 @@ def test_first_switch_from_a_directory_is_one_exchange(tmp_path: Path) -> None:
     other.mkdir()
     assert binpkg._exchange(link, other)
     assert other.is_symlink() and link.is_dir()
+
+
+def test_cli_binpkg_keyring_text_and_json(env: GkeysEnv, public_dir: Path) -> None:
+    """``gkeys binpkg-keyring --eroot DIR`` builds DIR/etc/portage/gnupg; a second run is 'up to date';
+    ``--json`` carries the same facts."""
+    install_gentoo(env)
+    eroot = public_dir / "root"
+    first = env.run("binpkg-keyring", "--eroot", str(eroot), "--no-refresh")
+    assert first.code == 0, first.text
+    assert env.keys.keys["releng"].fingerprint in first.text
+    home = eroot / "etc" / "portage" / "gnupg"
+    assert portage_accepts(home, _sign(env, "releng"), DATA)
+    second = env.run("--json", "binpkg-keyring", "--eroot", str(eroot), "--no-refresh")
+    assert second.code == 0
+    data = json.loads(second.out)
+    assert data["changed"] is False and data["home"] == str(home) and data["nicks"] == ["weekly"]
