@@ -59,6 +59,9 @@ def test_home_trusts_only_the_binpkg_pins(env: GkeysEnv, public_dir: Path) -> No
     assert not portage_accepts(home, _sign(env, "mallory"), DATA)    # in no seed
     assert not portage_accepts(home, _sign(env, "releng"), DATA + b"tampered")
 
+    # Verifying (as nobody) started no agent or dirmngr and wrote nothing into the home.
+    assert {p.name for p in home.iterdir()} == set(binpkg.HOME_FILES)
+
     control = getuto_home(env, public_dir / "getuto", ["releng", "alice"])
     assert portage_accepts(control, _sign(env, "alice"), DATA)       # the difference is the point
 
