@@ -266,3 +266,15 @@ def test_cli_binpkg_keyring_text_and_json(env: GkeysEnv, public_dir: Path) -> No
     assert second.code == 0
     data = json.loads(second.out)
     assert data["changed"] is False and data["home"] == str(home) and data["nicks"] == ["weekly"]
+
+
+def test_home_path_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """--gnupghome, then --eroot, then $BINPKG_GPG_VERIFY_GPG_HOME, then ${ROOT}${EPREFIX}/etc/portage/gnupg."""
+    monkeypatch.setenv("BINPKG_GPG_VERIFY_GPG_HOME", str(tmp_path / "env-home"))
+    assert binpkg.resolve_home(tmp_path / "explicit", tmp_path / "eroot") == tmp_path / "explicit"
+    assert binpkg.resolve_home(None, tmp_path / "eroot") == tmp_path / "eroot/etc/portage/gnupg"
+    assert binpkg.resolve_home() == tmp_path / "env-home"
+    monkeypatch.delenv("BINPKG_GPG_VERIFY_GPG_HOME")
+    monkeypatch.setenv("ROOT", str(tmp_path / "root"))
+    monkeypatch.setenv("EPREFIX", "/prefix")
+    assert binpkg.resolve_home() == tmp_path / "root/prefix/etc/portage/gnupg"
