@@ -278,3 +278,38 @@ def test_home_path_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     monkeypatch.setenv("ROOT", str(tmp_path / "root"))
     monkeypatch.setenv("EPREFIX", "/prefix")
     assert binpkg.resolve_home() == tmp_path / "root/prefix/etc/portage/gnupg"
+
+
+def test_noop_helper_run_starts_no_gpg(env: GkeysEnv, public_dir: Path, tmp_path: Path) -> None:
+    """Nothing changed and no refresh due: the helper decides from the stamp alone (any gpg it started
+    here would fail and leave a marker); a refresh that falls due takes the full path again."""
+    install_gentoo(env)
+    record_refresh(_ctx(env), Category("gentoo"))
+    home = public_dir / "gnupg"
+    binpkg.update_home(_ctx(env), home, refresh=False)
+    marker = tmp_path / "gpg-ran"
+    fake = tmp_path / "gpg"
+    fake.write_text(f"#!/bin/sh\ntouch {marker}\nexit 2\n")
+    fake.chmod(0o755)
+    proc = _helper(env, home, extra_env={"GKEYS_GPG": str(fake)})
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and not marker.exists() and not out, err
+    assert binpkg.is_current(load_config(env.config), home)
+    env.write_config("[policy]\nrefresh-interval = 0\n")
+    assert not binpkg.is_current(load_config(env.config), home)
+    assert binpkg.is_current(load_config(env.config), home, refresh=False)
+
+
+def test_fast_path_reads_the_files_the_library_writes(env: GkeysEnv) -> None:
+    """The stamp check reads the keybox, export and refresh record without importing gpg: the same
+    paths and record name as core.keyring and core.keyops."""
+    from gkeys_portage.core import keyops, keyring
+
+    ctx = _ctx(env)
+    ring = ctx.keyring(ctx.config.binpkg.category)
+    assert binpkg.keyring_files(ctx.layout, ctx.config) == (ring.home / keyring.KEYBOX, ring.export_path)
+    assert binpkg.REFRESH_RECORD == keyops.REFRESH_RECORD
+    install_gentoo(env)
+    assert binpkg.refresh_due(ctx.config, ctx.layout) == (keyops.last_refresh(ctx, Category("gentoo")) is None)
+    record_refresh(ctx, Category("gentoo"))
+    assert not binpkg.refresh_due(ctx.config, ctx.layout)

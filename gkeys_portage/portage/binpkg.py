@@ -34,16 +34,21 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from gkeys_portage.core.config import eprefix, load_config
-from gkeys_portage.core.context import Gkeys
+from gkeys_portage.core.config import Config, eprefix, load_config
 from gkeys_portage.core.errors import BadInputError, ConfigError, GkeysError, StateError
-from gkeys_portage.core.gpg import GnuPG
-from gkeys_portage.core.keyops import refresh_keys
-from gkeys_portage.core.keyring import KEYBOX
-from gkeys_portage.core.state import fsync_directory
+from gkeys_portage.core.seeds import SeedStore
+from gkeys_portage.core.state import Layout, fsync_directory, read_json
 from gkeys_portage.core.types import Fingerprint, Nick
 
+if TYPE_CHECKING:  # the check that nothing changed must not pay for importing gpg and HTTP (see main)
+    from gkeys_portage.core.context import Gkeys
+
+#: gpg's keybox file name (``core.keyring.KEYBOX``; a test checks they agree).
+KEYBOX = "pubring.kbx"
+#: The state record of successful refreshes (``core.keyops.REFRESH_RECORD``; a test checks they agree).
+REFRESH_RECORD = "refresh"
 HOME_VARIABLE = "BINPKG_GPG_VERIFY_GPG_HOME"
 STAMP_FILE = "gkeys-binpkg.stamp"
 GPG_CONF = "gpg.conf"
@@ -99,11 +104,11 @@ def resolve_home(gnupghome: Path | None = None, eroot: Path | None = None) -> Pa
     return root / eprefix().lstrip("/") / "etc/portage/gnupg"
 
 
-def pinned_fingerprints(ctx: Gkeys) -> list[Fingerprint]:
+def pinned_fingerprints(config: Config, seeds: SeedStore) -> list[Fingerprint]:
     """Every fingerprint the ``[binpkg]`` nicks' seeds accept (an unknown nick is an error)."""
-    binpkg = ctx.config.binpkg
+    binpkg = config.binpkg
     try:
-        return sorted(ctx.seeds.pins(binpkg.category, binpkg.nicks).pins)
+        return sorted(seeds.pins(binpkg.category, binpkg.nicks).pins)
     except BadInputError as exc:
         raise ConfigError(f"[binpkg] nicks: {exc} (fix [binpkg] in the config, or run 'gkeys fetch-seed "
                           f"-C {binpkg.category}')") from exc
@@ -117,16 +122,42 @@ def _file_digest(path: Path) -> bytes:
         return b"-"
 
 
-def wanted_stamp(ctx: Gkeys) -> str:
+def keyring_files(layout: Layout, config: Config) -> tuple[Path, Path]:
+    """The ``[binpkg]`` category's live keybox and exported keyring (``core.keyring.Keyring``'s paths)."""
+    category = config.binpkg.category
+    return layout.keyrings_dir / category / KEYBOX, layout.keyrings_dir / f"{category}.asc"
+
+
+def wanted_stamp(config: Config, layout: Layout) -> str:
     """The stamp the home must carry: the pins, the keybox they come from and the gpg.conf."""
-    binpkg = ctx.config.binpkg
-    keyring = ctx.keyring(binpkg.category)
+    binpkg = config.binpkg
     digest = hashlib.sha256(STAMP_FORMAT)
-    for part in (binpkg.category, *binpkg.nicks, *pinned_fingerprints(ctx), GPG_CONF_TEXT):
+    for part in (binpkg.category, *binpkg.nicks, *pinned_fingerprints(config, SeedStore(layout)), GPG_CONF_TEXT):
         digest.update(part.encode("utf-8") + b"\n")
-    digest.update(_file_digest(keyring.home / KEYBOX))
-    digest.update(_file_digest(keyring.export_path))
+    for path in keyring_files(layout, config):
+        digest.update(_file_digest(path))
     return digest.hexdigest()
+
+
+def refresh_due(config: Config, layout: Layout, now: float | None = None) -> bool:
+    """True unless the ``[binpkg]`` category's keys were refreshed within ``[policy] refresh-interval``
+    (``core.keyops.refresh_keys`` makes the same decision and is what actually refreshes)."""
+    last = read_json(layout.record(REFRESH_RECORD), {}).get(config.binpkg.category)
+    if not isinstance(last, int | float):
+        return True
+    return (time.time() if now is None else now) - last >= config.policy.refresh_interval
+
+
+def is_current(config: Config, home: Path, *, refresh: bool = True) -> bool:
+    """True when nothing is to be done: no refresh due (if ``refresh``) and the home's stamp matches.
+
+    Reads only the config, the seeds, the refresh record and the keybox: no gpg, no lock, no write.
+    """
+    layout = Layout(config.gkeysdir)
+    if refresh and refresh_due(config, layout):
+        return False
+    stamp = current_stamp(home)
+    return stamp is not None and stamp == wanted_stamp(config, layout)
 
 
 def current_stamp(home: Path) -> str | None:
@@ -144,6 +175,8 @@ def update_home(ctx: Gkeys, home: Path, *, refresh: bool = True, force: bool = F
     within ``[policy] max-refresh-age``, an error after it).  When the stamp in the home matches the
     pins and the keybox, nothing is touched (unless ``force``).
     """
+    from gkeys_portage.core.keyops import refresh_keys
+
     binpkg = ctx.config.binpkg
     result = BinpkgHome(home=home, changed=False, nicks=list(binpkg.nicks))
     ctx.ensure_layout()
@@ -152,7 +185,7 @@ def update_home(ctx: Gkeys, home: Path, *, refresh: bool = True, force: bool = F
             outcome = refresh_keys(ctx, binpkg.category)
             if outcome.warning:
                 result.warnings.append(outcome.warning)
-        stamp = wanted_stamp(ctx)
+        stamp = wanted_stamp(ctx.config, ctx.layout)
         if not force and current_stamp(home) == stamp:
             return result
         result.keys, missing = _select_keys(ctx)
@@ -177,7 +210,7 @@ def _select_keys(ctx: Gkeys) -> tuple[list[Fingerprint], list[Nick]]:
     if not keyring.exists():
         raise StateError(f"no {binpkg.category} keyring is installed, so no key can sign binary packages ({fix})")
     seeds = ctx.seeds.load(binpkg.category)
-    pinned = set(pinned_fingerprints(ctx))  # raises for a nick that is not in the seeds
+    pinned = set(pinned_fingerprints(ctx.config, ctx.seeds))  # raises for a nick that is not in the seeds
     installed = set(keyring.installed())
     missing = [nick for nick in binpkg.nicks if not (seeds[nick].accepted() & installed)]
     keys = sorted(pinned & installed)
@@ -208,6 +241,8 @@ def _build_and_swap(ctx: Gkeys, home: Path, keys: list[Fingerprint],
 def _build(ctx: Gkeys, staging: Path, keys: list[Fingerprint], stamp: str) -> list[Fingerprint]:
     """Import the pinned keys, trust them fully, write gpg.conf and the stamp, check, seal; return the
     pinned keys gpg calls revoked or expired (they stay, and gpg refuses their signatures)."""
+    from gkeys_portage.core.gpg import GnuPG
+
     binpkg = ctx.config.binpkg
     selection = ctx.keyring(binpkg.category).gpg().export_exact(keys)
     gpg = GnuPG(staging, timeout=ctx.config.policy.gpg_timeout)
@@ -314,8 +349,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``gkeys-trust-helper``: exit 0 when the home is ready, non-zero (one line why) otherwise."""
     args = build_parser().parse_args(argv)
     try:
-        ctx = Gkeys(load_config())
-        done = update_home(ctx, resolve_home(args.gnupghome, args.eroot), refresh=not args.no_refresh)
+        config = load_config()
+        home = resolve_home(args.gnupghome, args.eroot)
+        if is_current(config, home, refresh=not args.no_refresh):
+            return 0    # Portage runs this before every remote binary operation: stay cheap
+        from gkeys_portage.core.context import Gkeys
+
+        done = update_home(Gkeys(config), home, refresh=not args.no_refresh)
     except GkeysError as exc:
         print(f"gkeys-trust-helper: {exc}", file=sys.stderr)
         return exc.exit_code
