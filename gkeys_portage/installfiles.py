@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SHARE = "share/gkeys-portage"
-MAN_PAGES = ("gkeys.1", "gkeys-gen.1", "gkeys-ldap.1", "gkeys-fetch.1", "gkeys.conf.5")
+MAN_PAGES = ("gkeys.1", "gkeys-gen.1", "gkeys-ldap.1", "gkeys-fetch.1", "gkeys-trust-helper.1", "gkeys.conf.5")
 SAMPLE_CONFIG = "packaging/gkeys.conf"
-PROGRAMS = ("gkeys", "gkeys-gen", "gkeys-ldap", "gkeys-fetch")
+PROGRAMS = ("gkeys", "gkeys-gen", "gkeys-ldap", "gkeys-fetch", "gkeys-trust-helper")
 COMPLETION_DIR = "packaging/bash-completion"
 COMPLETION = f"{COMPLETION_DIR}/gkeys"
 # Source tree paths of the Portage hooks, relative to hooks/ (also their path under SHARE/hooks/).

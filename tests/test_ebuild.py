@@ -76,7 +76,7 @@ def test_try_ebuild_installs_every_file(tmp_path: Path) -> None:
     expected = {f"{site}/gkeys_portage/__init__.py", f"{site}/gkeys_portage/installfiles.py",
                 f"{site}/gkeys_portage/portage/sync_module.py", f"{site}/gkeys_portage/data/gentoo.seeds",
                 f"{site}/portage/sync/modules/gkeys/__init__.py", f"{site}/portage/sync/modules/gkeys/gkeyssync.py"}
-    for script_name in ("gkeys", "gkeys-gen", "gkeys-ldap", "gkeys-fetch"):
+    for script_name in installfiles.PROGRAMS:
         expected |= {f"/usr/bin/{script_name}", f"/usr/lib/python-exec/{pyver}/{script_name}"}
     missing = sorted(expected - image)
     for item in installfiles.DATA_FILES:

@@ -197,7 +197,7 @@ def test_wheel_installs_every_file(installed: Path) -> None:
     assert (site / "portage" / "sync" / "modules" / "gkeys" / "__init__.py").is_file()
     assert not (site / "portage" / "__init__.py").exists()
     assert (site / "gkeys_portage" / "installfiles.py").is_file()
-    for script in ("gkeys", "gkeys-gen", "gkeys-ldap", "gkeys-fetch"):
+    for script in installfiles.PROGRAMS:
         result = subprocess.run([str(installed / "bin" / script), "--help"], capture_output=True, text=True,
                                 check=False, cwd=installed, env={**os.environ, "PYTHONPATH": ""})
         assert result.returncode == 0 and "usage:" in result.stdout, (script, result.stderr)

@@ -31,12 +31,13 @@ class Program:
 
 
 def programs() -> tuple[Program, ...]:
-    """The four console scripts, in man-page order."""
+    """The console scripts, in man-page order."""
     from gkeys_portage.cli import gen, ldap, main
-    from gkeys_portage.portage import fetch
+    from gkeys_portage.portage import binpkg, fetch
 
     return (Program("gkeys", main.build_parser), Program("gkeys-gen", gen.build_parser),
-            Program("gkeys-ldap", ldap.build_parser), Program("gkeys-fetch", fetch.build_parser))
+            Program("gkeys-ldap", ldap.build_parser), Program("gkeys-fetch", fetch.build_parser),
+            Program("gkeys-trust-helper", binpkg.build_parser))
 
 
 # ---- argparse introspection -------------------------------------------------------------------------

@@ -12,14 +12,26 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gkeys_portage import __version__
-from gkeys_portage.cli import checks, demo, keys, media, overlays, portage_actions, publish, seeds, signing, tree
+from gkeys_portage.cli import (
+    binpkg,
+    checks,
+    demo,
+    keys,
+    media,
+    overlays,
+    portage_actions,
+    publish,
+    seeds,
+    signing,
+    tree,
+)
 from gkeys_portage.cli.common import add_common_options
 from gkeys_portage.cli.output import Console, Report
 from gkeys_portage.cli.runner import run_report
 from gkeys_portage.core.config import load_config
 from gkeys_portage.core.context import Gkeys
 
-TOPICS = (seeds, keys, signing, publish, media, overlays, tree, checks, portage_actions, demo)
+TOPICS = (seeds, keys, signing, publish, media, overlays, tree, checks, portage_actions, binpkg, demo)
 
 DESCRIPTION = """\
 Manage the OpenPGP keys that Gentoo trusts, and verify what Portage downloads with them.

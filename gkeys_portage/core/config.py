@@ -100,6 +100,35 @@ class AuthorityConfig:
     max_shrink: float = 10.0  # percent of the current seeds an update may drop
 
 
+@dataclass(frozen=True)
+class BinpkgConfig:
+    """``[binpkg]``: who may sign binary packages (the keys of Portage's GPKG verification home)."""
+
+    category: Category = Category("gentoo")
+    nicks: tuple[Nick, ...] = (Nick("weekly"),)
+
+
+BINPKG_OPTIONS = ("category", "nicks")
+
+
+def _binpkg(parser: configparser.ConfigParser) -> BinpkgConfig:
+    """Parse ``[binpkg]``; an unknown key or an empty ``nicks`` is a :class:`ConfigError`."""
+    if not parser.has_section("binpkg"):
+        return BinpkgConfig()
+    unknown = sorted(set(parser.options("binpkg")) - set(BINPKG_OPTIONS) - set(parser.defaults()))
+    if unknown:
+        raise ConfigError(f"[binpkg] unknown option(s): {', '.join(unknown)} (known: {', '.join(BINPKG_OPTIONS)})")
+    try:
+        category = parse_category(parser.get("binpkg", "category", fallback="gentoo"))
+        words = parser.get("binpkg", "nicks", fallback="weekly").replace(",", " ").split()
+        nicks = tuple(dict.fromkeys(parse_nick(word) for word in words))
+    except Exception as exc:
+        raise ConfigError(f"[binpkg] {exc}") from exc
+    if not nicks:
+        raise ConfigError("[binpkg] nicks: name at least one seed nick (e.g. 'nicks = weekly')")
+    return BinpkgConfig(category=category, nicks=nicks)
+
+
 @dataclass
 class Config:
     """The parsed configuration."""
@@ -116,6 +145,7 @@ class Config:
     parser: configparser.ConfigParser
     authority: AuthorityConfig = field(default_factory=AuthorityConfig)
     keyrings: dict[Category, str] = field(default_factory=dict)  # [keyrings] CAT = bundle URL or file
+    binpkg: BinpkgConfig = field(default_factory=BinpkgConfig)
 
     def get(self, section: str, option: str, fallback: str) -> str:
         """A raw option from any section (for the verifiers' own sections)."""
@@ -323,6 +353,7 @@ def load_config(path: Path | None = None, root: Path | None = None) -> Config:
             parser=parser,
             authority=_authority(parser),
             keyrings=_keyrings(parser),
+            binpkg=_binpkg(parser),
         )
     except ConfigError:
         raise

@@ -309,9 +309,34 @@ class GnuPG:
                            f"{len(selection.primaries)} were selected; nothing exported")
         return selection
 
+    def import_ownertrust(self, levels: Mapping[Fingerprint, int]) -> None:
+        """Set owner trust per primary fingerprint (``--import-ownertrust``; 5 full, 6 ultimate), no agent.
+
+        Under ``trust-model direct`` the owner trust *is* the key's validity; no certification counts.
+        """
+        lines = "".join(f"{parse_fingerprint(fpr)}:{int(level)}:\n" for fpr, level in sorted(levels.items()))
+        self._checked(["--no-autostart", "--trust-model", "direct", "--import-ownertrust"],
+                      lines.encode("ascii"), what="setting owner trust")
+
+    def direct_validity(self, options_file: Path) -> dict[Fingerprint, str]:
+        """Each key's validity letter under ``trust-model direct``, gpg started with ``options_file`` as
+        its gpg.conf (a gpg.conf gpg cannot start with is a :class:`GpgError`).  The command line's
+        trust model overrides a gpg.conf's, so ``direct`` is named here too."""
+        result = self._checked(["--options", str(options_file), "--trust-model", "direct",
+                                "--no-autostart", "--batch",
+                                "--with-colons", "--fixed-list-mode", "--with-fingerprint", "--list-keys"],
+                               what="reading the home with its gpg.conf")
+        return {key.fingerprint: key.primary.validity for key in parse_colons(result.stdout.decode("latin-1"))}
+
     def show_primaries(self, data: bytes) -> set[Fingerprint]:
-        """The primary fingerprints GnuPG sees in key data, without importing it (``--show-keys``)."""
-        result = self._checked(["--with-colons", "--fixed-list-mode", "--with-fingerprint", "--show-keys"],
+        """The primary fingerprints GnuPG sees in key data, without importing it (``--show-keys``).
+
+        ``--trust-model direct``: under ``always`` gpg 2.2 dies ("Fatal: can't open trustdb.gpg") on a
+        revoked key in a home without a trustdb, as every keyring home is after a revocation was merged
+        (the staging home's trustdb is not committed), which made every later export of it fail.
+        """
+        result = self._checked(["--trust-model", "direct", "--with-colons", "--fixed-list-mode",
+                                "--with-fingerprint", "--show-keys"],
                                data, what="reading exported keys")
         return {key.fingerprint for key in parse_colons(result.stdout.decode("latin-1"))}
 
