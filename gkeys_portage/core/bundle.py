@@ -79,7 +79,7 @@ def source_date_epoch(keys: Sequence[PublicKey]) -> int:
     """``$SOURCE_DATE_EPOCH`` if set (an integer, else an error), else the newest time in ``keys``."""
     text = os.environ.get("SOURCE_DATE_EPOCH")
     if text is not None:
-        if not text.strip().isdigit():
+        if not (text.strip().isascii() and text.strip().isdigit()):
             raise BadInputError(f"SOURCE_DATE_EPOCH={text!r}: expected a number of seconds since 1970")
         return int(text)
     times = [t for key in keys for t in ([p.created for p in key.all_keys()] + [u.created for u in key.uids])

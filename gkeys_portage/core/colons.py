@@ -120,7 +120,7 @@ class PublicKey:
 def _int_or_none(text: str) -> int | None:
     if not text:
         return None
-    if text.isdigit():
+    if text.isascii() and text.isdigit():
         value = int(text)
         return value or None
     try:

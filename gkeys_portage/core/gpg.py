@@ -665,7 +665,8 @@ def _import_report(result: GpgResult) -> ImportReport:
         elif keyword == "IMPORT_PROBLEM":
             problems.append(f"IMPORT_PROBLEM {value}".strip())
         elif keyword == "IMPORT_RES" and len(parts) > IMPORT_RES_NOT_IMPORTED:
-            not_imported += int(parts[IMPORT_RES_NOT_IMPORTED]) if parts[IMPORT_RES_NOT_IMPORTED].isdigit() else 0
+            not_imported += int(parts[IMPORT_RES_NOT_IMPORTED]) if parts[IMPORT_RES_NOT_IMPORTED].isascii() \
+                and parts[IMPORT_RES_NOT_IMPORTED].isdigit() else 0
     if not_imported:
         problems.insert(0, f"{not_imported} key(s) not imported")
     if not any(line.startswith("IMPORT_RES ") for line in result.status.lines):

@@ -50,7 +50,7 @@ def notify_config(config: Config) -> NotifyConfig:
     if unknown:
         raise ConfigError(f"[notify] {', '.join(unknown)}: unknown option (known: {', '.join(NOTIFY_KEYS)})")
     host, sep, port = section.get("smtp", DEFAULT_SMTP).strip().rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
         raise ConfigError(f"[notify] smtp = {section.get('smtp')!r}: expected host:port")
     sender = section.get("from", "").strip()
     if sender and address_of(sender) is None:

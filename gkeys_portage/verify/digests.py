@@ -224,7 +224,7 @@ def parse_latest(text: str | TextIO, source: str = "latest file") -> list[Latest
             continue
         where = f"{source} line {number}"
         fields = line.split()
-        if len(fields) > 2 or (len(fields) == 2 and not fields[1].isdigit()):
+        if len(fields) > 2 or (len(fields) == 2 and not (fields[1].isascii() and fields[1].isdigit())):
             raise BadInputError(f"{where}: expected '<path> <size>', got {line[:80]!r}")
         path = check_mirror_path(fields[0], where)
         entries.append(LatestEntry(path, int(fields[1]) if len(fields) == 2 else None, number))

@@ -115,7 +115,7 @@ class Downloader:
             raise _Retry(f"HTTP {status}")
         length = response.headers.get("Content-Length")
         if status == 200:
-            return 0, int(length) if length and length.isdigit() else None
+            return 0, int(length) if length and length.isascii() and length.isdigit() else None
         if status == 206:
             match = _CONTENT_RANGE.match(response.headers.get("Content-Range", ""))
             if not match or int(match.group(1)) != have:

@@ -139,7 +139,7 @@ def _check_port(port: str | None, host: str) -> list[UrlIssue]:
         return []
     if port.startswith("-"):
         return [_error("source:option", f"port {port!r} starts with '-' (would be read as an option)")]
-    if not port.isdigit() or not 0 < int(port) < 65536:
+    if not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
         return [UrlIssue(Severity.WARNING, "source:port",
                          f"port {port!r} is not a port number, so the clone will fail "
                          f"(scp-like 'user@{host}:path' needs no 'ssh://')")]
