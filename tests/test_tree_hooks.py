@@ -135,3 +135,21 @@ def test_hostile_file_names_reach_the_terminal_escaped(hook_env: Any, tmp_path: 
     assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 1
     err = capsys.readouterr().err
     assert "evil\\x1b[2J.ebuild" in err and "\x1b[2J" not in err, err
+
+
+def test_hook_leaves_sync_type_gkeys_repositories_to_the_sync_module(tmp_path: Path) -> None:
+    """The sync module verifies before merging and leaves a refused revision fetched but unmerged; the
+    hook must not report it a second time (and leave a marker) — but only when repos.conf says so."""
+    from gkeys_portage.portage.hooks import synced_by_gkeys_module
+
+    conf = tmp_path / "etc" / "portage" / "repos.conf"
+    conf.mkdir(parents=True)
+    (conf / "a.conf").write_text("[viagkeys]\nsync-type = git\n[viagit]\nsync-type = git\n")
+    (conf / "b.conf").write_text("[viagkeys]\nsync-type = gkeys\n")  # read later: wins
+    env = {"PORTAGE_CONFIGROOT": str(tmp_path)}
+    assert synced_by_gkeys_module("viagkeys", env)
+    assert not synced_by_gkeys_module("viagit", env)
+    assert not synced_by_gkeys_module("unknown", env)
+    assert not synced_by_gkeys_module("viagkeys", {})  # not run by emerge: verify
+    (conf / "c.conf").write_bytes(b"[broken\n")
+    assert not synced_by_gkeys_module("viagkeys", env)  # unreadable configuration: verify

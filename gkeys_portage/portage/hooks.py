@@ -19,9 +19,10 @@ Non-git repositories are skipped (their Manifests are Portage's business).
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from gkeys_portage.core.config import load_config
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import BadInputError, GkeysError
 from gkeys_portage.core.state import Layout, atomic_write_json, read_json
+from gkeys_portage.portage.reposconf import read_repos
 from gkeys_portage.verify.gitobjects import GitRepo
 from gkeys_portage.verify.gitspawn import SpawnSettings
 from gkeys_portage.verify.tree import TreeOptions, TreeVerifier, last_verified, record_verified
@@ -158,12 +160,31 @@ def _context() -> Gkeys:
     return ctx
 
 
+def synced_by_gkeys_module(repo_name: str, environ: Mapping[str, str] | None = None) -> bool:
+    """True when Portage's configuration (the ``PORTAGE_CONFIGROOT`` emerge gives its hooks) syncs
+    ``repo_name`` with ``sync-type = gkeys``: the sync module verified it before merging, and refused
+    revisions stay fetched but unmerged, which this hook would report a second time.  Anything unclear
+    (no config root, an unreadable repos.conf) is False: the hook then verifies as usual."""
+    env = os.environ if environ is None else environ
+    config_root = env.get("PORTAGE_CONFIGROOT")
+    if not config_root:
+        return False
+    try:
+        repos = read_repos(Path(config_root))
+    except GkeysError:
+        return False
+    repo = repos.get(repo_name)
+    return repo is not None and repo.get("sync-type") == "gkeys"
+
+
 def repo_postsync_main(argv: Sequence[str]) -> int:
     """``repo.postsync.d`` hook: ``REPO_NAME SYNC_URI LOCATION``."""
     if len(argv) < 3:
         say("error", "gkeys-verify: expected REPO_NAME SYNC_URI LOCATION")
         return 2
     repo_name, location = argv[0], Path(argv[2])
+    if synced_by_gkeys_module(repo_name):
+        return 0  # sync-type = gkeys: the sync module verified (or refused) before merging, and said so
     try:
         ok, message = verify_synced_repo(_context(), repo_name, location)
     except Exception as exc:  # e.g. no usable configuration or state: mark if at all possible
