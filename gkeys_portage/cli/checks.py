@@ -11,12 +11,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
-from gkeys_portage.cli.output import Report
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import EXIT_NOT_VERIFIED, BadInputError, ConfigError, UsageError
 from gkeys_portage.core.glep63 import DEFAULT_DAYS, DEFAULT_SPEC, SPECS, Level, check_health, check_key, get_spec
 from gkeys_portage.core.glep63.findings import count_levels
 from gkeys_portage.core.glep63.sources import KeyResult, Subject, load_subjects, parse_at, run_checks
+from gkeys_portage.ui.output import Report
 
 CONFIG_SECTION = "checks"
 

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gkeys_portage import __version__
-from gkeys_portage.cli.output import Console, Report
-from gkeys_portage.cli.runner import add_output_options, run_report
 from gkeys_portage.core import keygen
 from gkeys_portage.core.errors import BadInputError, UsageError
 from gkeys_portage.core.glep63 import Level
 from gkeys_portage.core.state import read_limited
+from gkeys_portage.ui.output import Console, Report
+from gkeys_portage.ui.runner import add_output_options, run_report
 
 MAX_PASSPHRASE_FILE = 4096
 

@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
-from gkeys_portage.cli.output import Report
 from gkeys_portage.core import keyops
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.keyinstall import KeyOutcome, KeyStatus, summarize_failure
+from gkeys_portage.ui.output import Report
 
 _LABELS = {
     KeyStatus.ADDED: "Added",

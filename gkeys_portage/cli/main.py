@@ -14,10 +14,10 @@ from pathlib import Path
 from gkeys_portage import __version__
 from gkeys_portage.cli import checks, demo, keys, media, overlays, seeds, signing, tree
 from gkeys_portage.cli.common import add_common_options
-from gkeys_portage.cli.output import Console, Report
-from gkeys_portage.cli.runner import run_report
 from gkeys_portage.core.config import load_config
 from gkeys_portage.core.context import Gkeys
+from gkeys_portage.ui.output import Console, Report
+from gkeys_portage.ui.runner import run_report
 
 TOPICS = (seeds, keys, signing, media, overlays, tree, checks, demo)
 

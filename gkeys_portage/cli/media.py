@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
-from gkeys_portage.cli.output import Report
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import UsageError
+from gkeys_portage.ui.output import Report
 from gkeys_portage.verify.media import MediaVerification, MediaVerifier, SignedBy
 from gkeys_portage.verify.mediafetch import (
     DEFAULT_CATEGORY,

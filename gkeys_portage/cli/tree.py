@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action, add_category
-from gkeys_portage.cli.output import Message, Report
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import EXIT_NOT_VERIFIED
+from gkeys_portage.ui.output import Message, Report
 from gkeys_portage.verify.tree import POLICIES, TreeOptions, TreeReport, TreeVerifier
 
 DESCRIPTION = """\

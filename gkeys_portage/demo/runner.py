@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gkeys_portage.cli.output import Report
 from gkeys_portage.core.seedbinding import category_notation
 from gkeys_portage.core.seeds import Seed, dump_seeds
 from gkeys_portage.core.types import Category, Nick
 from gkeys_portage.demo.world import KeyFactory, LoopbackServer
+from gkeys_portage.ui.output import Report
 
 
 @dataclass

@@ -46,10 +46,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from gkeys_portage.cli.output import Console
 from gkeys_portage.core.config import Config, load_config
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import EXIT_BAD_INPUT, EXIT_NOT_VERIFIED, BadInputError, GkeysError, UsageError
+from gkeys_portage.ui.output import Console
 from gkeys_portage.verify.media import MediaVerification, MediaVerifier
 from gkeys_portage.verify.mediafetch import DEFAULT_CATEGORY, fetch_siblings
 

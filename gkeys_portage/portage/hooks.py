@@ -20,39 +20,20 @@ from __future__ import annotations
 
 import contextlib
 import re
-import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from gkeys_portage.core.config import load_config
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import BadInputError, GkeysError
 from gkeys_portage.core.state import Layout, atomic_write_json, read_json
+from gkeys_portage.ui.output import say
 from gkeys_portage.verify.gitobjects import GitRepo
 from gkeys_portage.verify.gitspawn import SpawnSettings
 from gkeys_portage.verify.tree import TreeOptions, TreeVerifier, last_verified, record_verified
 from gkeys_portage.verify.worktree import describe_changes, restore_revision, unmerged_fetch, worktree_changes
 
 MARKERS = "tree-failed"
-
-
-def _output() -> Any:
-    try:
-        from portage.output import EOutput
-    except ImportError:  # the hooks also work without Portage importable (plain " * " lines)
-        return None
-    return EOutput()
-
-
-def say(level: str, text: str) -> None:
-    """Print one line in Portage style (errors and warnings on stderr)."""
-    out = _output()
-    if out is not None:
-        {"error": out.eerror, "warn": out.ewarn}.get(level, out.einfo)(text)
-        return
-    stream = sys.stderr if level in ("error", "warn") else sys.stdout
-    stream.write(f" * {text}\n")
 
 
 def marker_path(layout: Layout, repo_name: str) -> Path:

@@ -12,8 +12,8 @@ import sys
 import traceback
 from collections.abc import Callable
 
-from gkeys_portage.cli.output import Console, Report
 from gkeys_portage.core.errors import EXIT_BAD_INPUT, EXIT_NOT_VERIFIED, GkeysError
+from gkeys_portage.ui.output import Console, Report
 
 
 def add_output_options(parser: argparse.ArgumentParser) -> None:

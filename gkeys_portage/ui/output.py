@@ -1,5 +1,8 @@
-"""Presentation: Portage-style `` * `` lines (through ``portage.output`` when importable), ``--json``,
-and progress on stderr.
+"""Presentation: Portage-style `` * `` lines (coloured through ``portage.output`` when importable),
+``--json``, and progress on stderr.
+
+Colour follows one rule (:func:`use_colour`): only on a terminal, never with ``NOCOLOR`` (Portage's
+variable) or ``NO_COLOR`` (no-color.org) set, never without Portage.
 
 Actions never print.  They return a :class:`Report` (messages plus a JSON document); the
 entry point renders it once, as text or as JSON.
@@ -8,6 +11,7 @@ entry point renders it once, as text or as JSON.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -59,6 +63,10 @@ class Report:
         return self
 
 
+_STYLES = {INFO: "INFO", GOOD: "GOOD", WARN: "WARN", ERROR: "ERR"}
+_NOCOLOR_OFF = ("", "no", "false", "0")
+
+
 def _portage_output() -> Any:
     try:
         import portage.output as portage_output
@@ -67,8 +75,42 @@ def _portage_output() -> Any:
     return portage_output
 
 
+def colour_wanted(stream: TextIO, environ: Any = None) -> bool:
+    """Whether lines written to ``stream`` may carry ANSI colour.
+
+    No when ``NO_COLOR`` is set to anything non-empty, when Portage's ``NOCOLOR`` is set to
+    anything but ``no``/``false``/``0``, when ``TERM`` is ``dumb``, or when the stream is not a tty.
+    """
+    env = os.environ if environ is None else environ
+    if env.get("NO_COLOR") or env.get("NOCOLOR", "").strip().lower() not in _NOCOLOR_OFF:
+        return False
+    if env.get("TERM") == "dumb":
+        return False
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except (OSError, ValueError):  # a closed or detached stream
+        return False
+
+
+def star_line(level: str, text: str, stream: TextIO) -> str:
+    """One `` * text`` line as Portage's ``einfo``/``ewarn``/``eerror`` print it, coloured only if allowed."""
+    star = " * "
+    portage_output = _portage_output() if colour_wanted(stream) else None
+    if portage_output is not None:
+        star = portage_output.colorize(_STYLES.get(level, "INFO"), star)
+    return f"{star}{text}\n"
+
+
+def say(level: str, text: str, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> None:
+    """Print one `` * `` line at once: warnings and errors on stderr, the rest on stdout."""
+    stream = (stderr or sys.stderr) if level in (WARN, ERROR) else (stdout or sys.stdout)
+    stream.write(star_line(level, text, stream))
+    stream.flush()
+
+
 class Console:
-    """Renders reports and progress.  Uses ``portage.output.EOutput`` when Portage is importable."""
+    """Renders reports and progress in Portage's `` * `` style (see :func:`star_line`)."""
 
     def __init__(self, *, json_mode: bool = False, quiet: bool = False, verbose: bool = False,
                  stdout: TextIO | None = None, stderr: TextIO | None = None) -> None:
@@ -78,12 +120,6 @@ class Console:
         self.stdout = stdout or sys.stdout
         self.stderr = stderr or sys.stderr
         self._last_progress = 0.0
-        self._eoutput: Any = None
-        portage_output = _portage_output()
-        if portage_output is not None and self.stdout is sys.stdout:
-            if not (hasattr(self.stdout, "isatty") and self.stdout.isatty()):
-                portage_output.nocolor()
-            self._eoutput = portage_output.EOutput(quiet=quiet)
 
     def render(self, report: Report) -> None:
         """Print a report: JSON document, or its lines."""
@@ -107,13 +143,7 @@ class Console:
             self.stdout.write(text + "\n")
             self.stdout.flush()
             return
-        if self._eoutput is not None:
-            {INFO: self._eoutput.einfo, GOOD: self._eoutput.einfo, WARN: self._eoutput.ewarn,
-             ERROR: self._eoutput.eerror}[level](text)
-            return
-        stream = self.stderr if level in (WARN, ERROR) else self.stdout
-        stream.write(f" * {text}\n")
-        stream.flush()
+        say(level, text, stdout=self.stdout, stderr=self.stderr)
 
     def fail(self, text: str, exit_code: int) -> None:
         """Print a one-line failure (JSON: ``{"ok": false, "error": ...}``)."""
