@@ -70,3 +70,20 @@ def test_clear_marker_removes_one_marker_and_names_the_others(env: Any) -> None:
     assert "no failure marker for repository typo (repositories with a marker: kept)" in missing.err
     usage = env.run("verify-tree")
     assert usage.code == 2 and "--clear-marker" in usage.err
+
+
+def test_a_typo_in_a_sync_gkeys_key_fails_the_sync(env: Any, tmp_path: Path, portage_root: PortageSandbox) -> None:
+    """Issue 15 item 4: ``sync-gkeys-polcy = all`` silently fell back to a shallow, top-only first clone."""
+    install_devs(env, ("alice",))
+    up = RepoBuilder(tmp_path / "upstream", env.keys)
+    up.commit(None)  # an unsigned commit under a signed top: only policy=all sees it
+    up.commit("alice")
+    location = portage_root.add_repo("test", f"file://{up.path}", "gkeys", sync_gkeys_polcy="all")
+    result = portage_root.sync("test")
+    assert result.returncode != 0, result.stdout
+    assert ("repos.conf [test]: unknown option 'sync-gkeys-polcy' (did you mean 'sync-gkeys-policy'?)"
+            in result.stdout), result.stdout
+    assert not (location / ".git").exists()  # nothing was cloned (Portage made the empty directory)
+    portage_root.add_repo("test", f"file://{up.path}", "gkeys", sync_gkeys_policy="all")
+    result = portage_root.sync("test")  # spelled right: the whole history is checked and refused
+    assert result.returncode != 0 and "NOT verified" in result.stdout, result.stdout
