@@ -29,10 +29,18 @@ def _date(epoch: int | None) -> str:
     return "never" if epoch is None else datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d")
 
 
+#: The result word of a key that passed with a warning (check-key): says what the warning means.
+WARNED = {"expire:soon": "expires soon"}
+
+
 def _result_word(result: KeyResult, warnings_fail: bool, passed: str, failed: str) -> str:
+    """NOT INSTALLED, the failed word, what a warning means (``expires soon``), or the passed word."""
     if result.subject.key is None:
         return "NOT INSTALLED"
-    return passed if result.ok(warnings_fail=warnings_fail) else failed
+    if not result.ok(warnings_fail=warnings_fail):
+        return failed
+    warned = [WARNED[issue.code] for issue in result.issues if issue.level is Level.WARNING and issue.code in WARNED]
+    return warned[0] if warned and passed == "ok" else passed
 
 
 def _table(results: Sequence[KeyResult], warnings_fail: bool, passed: str, failed: str) -> list[str]:
@@ -62,6 +70,9 @@ def _render(report: Report, results: Sequence[KeyResult], *, warnings_fail: bool
     report.data["keys"] = [r.to_json(warnings_fail=warnings_fail) for r in results]
     report.data["ok"] = not bad
     verdict = f"{len(bad) if bad else len(results)} of {len(results)} keys {failed if bad else passed}"
+    soon = sum(1 for r in results if _result_word(r, warnings_fail, passed, failed) == WARNED["expire:soon"])
+    if soon and not bad:
+        verdict += f" ({soon} {'expires' if soon == 1 else 'expire'} soon: renew or replace before then)"
     if bad:
         report.error(verdict)
         report.exit_code = EXIT_NOT_VERIFIED
