@@ -10,7 +10,7 @@ from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import EXIT_NOT_VERIFIED, BadInputError, UsageError
 from gkeys_portage.ui.output import Message, Report
 from gkeys_portage.verify.markers import clear_marker, failure_markers
-from gkeys_portage.verify.tree import POLICIES, TreeOptions, TreeReport, TreeVerifier
+from gkeys_portage.verify.tree import POLICIES, TreeOptions, TreeReport, TreeVerifier, open_repo
 
 DESCRIPTION = """\
 Verify the OpenPGP signature of every commit of a git repository (e.g. the Gentoo tree).
@@ -72,6 +72,7 @@ def run_verify_tree(ctx: Gkeys, args: argparse.Namespace) -> Report:
         return clear_failure_marker(ctx, args.clear_marker)
     if not args.repo:
         raise UsageError("verify-tree: give the repository path REPO (or --clear-marker NAME)")
+    open_repo(Path(args.repo))  # "not a git repository" comes first, before any seed or keyring problem
     options = TreeOptions.from_config(ctx, category=args.category, top_category=args.top_category,
                                       policy=args.policy)
     verifier = TreeVerifier(ctx, options)
