@@ -13,7 +13,7 @@ from gkeys_portage.core.http import HttpClient
 from gkeys_portage.core.keyring import Keyring
 from gkeys_portage.core.seeds import SeedStore
 from gkeys_portage.core.state import Layout, StateLock
-from gkeys_portage.core.status import StatusReport
+from gkeys_portage.core.status import SigOutcome, StatusReport
 from gkeys_portage.core.types import Category, parse_category
 from gkeys_portage.core.verification import PinSet, VerifyPolicy, VerifyResult, decide
 
@@ -46,11 +46,16 @@ class SignatureVerifier:
             return decide(report, self.pins, installed, self.policy)
         except UnknownSignerError as exc:
             cat = self.keyring.category
+            pinned = [f"{pin.category}/{pin.nick}" for pin in
+                      (self.pins.get(sig.signing_fingerprint) for sig in report.signatures
+                       if sig.outcome is SigOutcome.NO_PUBKEY) if pin is not None]
             if not installed:
                 why = (f"; the {cat} keyring holds no keys at all (missing trust, not a bad signature): "
                        f"install the pinned keys with: gkeys install-key -C {cat}")
+            elif pinned:
+                why = f"; it is pinned ({', '.join(pinned)}) but not installed: gkeys install-key -C {cat}"
             else:
-                why = f"; if its seed pins it, install it with: gkeys install-key -C {cat}"
+                raise
             raise UnknownSignerError(exc.message + why, detail=exc.detail) from exc
 
 
