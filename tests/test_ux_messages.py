@@ -7,8 +7,10 @@ in the package for a bare "failed" (a verdict without its cause).
 from __future__ import annotations
 
 import ast
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 from conftest import GkeysEnv
@@ -123,3 +125,21 @@ def test_the_scan_can_fail(tmp_path: Path) -> None:
                      'def g(report):\n    report.error("NOT verified")\n'
                      'def h():\n    say("error", "fetch failed.")\n', encoding="utf-8")
     assert len(bare(tmp_path / "pkg")) == 3
+
+
+def test_demo_into_a_file_keeps_each_refusal_reason_next_to_its_title(tmp_path: Path) -> None:
+    """Issue 15 item 8: ``gkeys demo > log`` put the titles in the log and the reasons on the terminal."""
+    log = tmp_path / "log"
+    with open(log, "w", encoding="utf-8") as out:
+        result = subprocess.run([sys.executable, "-m", "gkeys_portage.cli.main", "demo"], stdout=out,
+                                stderr=subprocess.PIPE, text=True, timeout=600, check=False, cwd=tmp_path,
+                                env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)})
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    blocks = log.read_text(encoding="utf-8").split("\n\n")
+    refused = [block for block in blocks if " * REFUSED:" in block]
+    assert len(refused) >= 8
+    for block in refused:
+        why = [line for line in block.splitlines()
+               if line.strip() and " * REFUSED:" not in line and not line.startswith("   $ ")]
+        assert why, block  # after the title and the command: at least one line that says why
