@@ -86,11 +86,7 @@ def colour_wanted(stream: TextIO, environ: Any = None) -> bool:
         return False
     if env.get("TERM") == "dumb":
         return False
-    isatty = getattr(stream, "isatty", None)
-    try:
-        return bool(isatty and isatty())
-    except (OSError, ValueError):  # a closed or detached stream
-        return False
+    return _isatty(stream)
 
 
 def star_line(level: str, text: str, stream: TextIO) -> str:
@@ -153,31 +149,80 @@ class Console:
         else:
             self.message(ERROR, text)
 
-    def progress(self, label: str) -> Callable[[int, int], None]:
-        """A progress callback ``(done, total)`` that redraws at most ~10 times a second on stderr.
+    def progress(self, label: str, unit: str = "") -> Callable[[int, int], None]:
+        """A progress callback ``(done, total)`` on stderr.
 
-        On a terminal it rewrites one line; otherwise it prints a `` * `` line every 10 %.
-        Nothing is shown for five items or fewer, in quiet mode or in JSON mode.
+        On a terminal: one line redrawn at most ~10 times a second, Portage/wget style (a bar, percent,
+        ``done/total unit``, rate and ETA).  Otherwise: one final line when the work is done (no
+        noise in logs).  Nothing is shown for five items or fewer, in quiet mode or in JSON mode.
         """
-        tty = hasattr(self.stderr, "isatty") and self.stderr.isatty()
-        shown = {"decile": -1}
+        tty = _isatty(self.stderr)
+        started = time.monotonic()
+        shown = {"final": False}
 
         def callback(done: int, total: int) -> None:
-            if self.quiet or self.json_mode or total <= 5:
+            if self.quiet or self.json_mode or total <= 5 or shown["final"]:
                 return
+            now = time.monotonic()
+            finished = done >= total
             if tty:
-                now = time.monotonic()
-                if done < total and now - self._last_progress < 0.1:
+                if not finished and now - self._last_progress < 0.1:
                     return
                 self._last_progress = now
-                end = "\n" if done >= total else ""
-                self.stderr.write(f"\r * {label}: {done}/{total}{end}")
+                line = progress_line(label, done, total, now - started, unit=unit, width=_columns(self.stderr))
+                self.stderr.write(f"\r{line}" + ("\n" if finished else ""))
+            elif finished:
+                self.stderr.write(final_line(label, total, now - started, unit=unit) + "\n")
             else:
-                decile = done * 10 // total
-                if decile == shown["decile"]:
-                    return
-                shown["decile"] = decile
-                self.stderr.write(f" * {label}: {done}/{total}\n")
+                return
+            shown["final"] = finished
             self.stderr.flush()
 
         return callback
+
+
+def _isatty(stream: TextIO) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except (OSError, ValueError):
+        return False
+
+
+def _columns(stream: TextIO) -> int:
+    try:
+        columns = os.get_terminal_size(stream.fileno()).columns
+    except (OSError, ValueError, AttributeError):
+        return 80
+    return columns if columns >= 40 else 80  # a terminal that reports no size (a fresh pty) gets 80
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, int(seconds + 0.5))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+def progress_line(label: str, done: int, total: int, elapsed: float, *, unit: str = "", width: int = 80) -> str:
+    """`` * label [=====>    ]  45%  123/270 MiB  12.3 MiB/s  ETA 0:12`` fitted to ``width`` columns."""
+    done = min(done, total)
+    fraction = done / total if total else 1.0
+    suffix = f" {unit}" if unit else ""
+    rate = done / elapsed if elapsed > 0 else 0.0
+    eta = "--:--" if rate <= 0 else _duration((total - done) / rate)
+    tail = (f" {fraction * 100:3.0f}%  {done}/{total}{suffix}  {rate:.1f}{suffix or ' items'}/s  "
+            + (f"in {_duration(elapsed)}" if done >= total else f"ETA {eta}"))
+    head = f" * {label} "
+    room = width - len(head) - len(tail) - 3
+    if room < 5:  # a long label: no room for a bar, the numbers matter more
+        return (head.rstrip() + tail)[: max(width - 1, 20)]
+    filled = int(room * fraction)
+    bar = "=" * filled + (">" if filled < room else "") + " " * max(room - filled - 1, 0)
+    return f"{head}[{bar}]{tail}"
+
+
+def final_line(label: str, total: int, elapsed: float, *, unit: str = "") -> str:
+    """`` * label: 270/270 MiB in 0:22 (12.3 MiB/s)``: what a log gets instead of a bar."""
+    suffix = f" {unit}" if unit else ""
+    rate = f" ({total / elapsed:.1f}{suffix or ' items'}/s)" if elapsed > 0 else ""
+    return f" * {label}: {total}/{total}{suffix} in {_duration(elapsed)}{rate}"
