@@ -143,3 +143,9 @@ def test_demo_into_a_file_keeps_each_refusal_reason_next_to_its_title(tmp_path: 
         why = [line for line in block.splitlines()
                if line.strip() and " * REFUSED:" not in line and not line.startswith("   $ ")]
         assert why, block  # after the title and the command: at least one line that says why
+
+
+def test_key_commands_refuse_a_typo_category_instead_of_an_empty_success(env: GkeysEnv) -> None:
+    for argv in (("install-key", "-C", "gentooo"), ("list-key", "-C", "gentooo"), ("refresh-key", "-C", "gentooo")):
+        result = env.run(*argv)
+        assert result.code == 2 and "unknown category 'gentooo': the installed categories are" in result.err, argv
