@@ -7,12 +7,13 @@
   of these hooks, hence the marker.  Run as root on a tree another user owns (``sync-user``,
   ``FEATURES=usersync``), git runs as that owner, so a rollback leaves no root-owned files.
 * ``postsync.d/gkeys-verify`` runs once at the end of ``emerge --sync``; it exits non-zero (which
-  does fail emerge) while any marker exists, naming the repositories.
+  does fail emerge) while a marker of a repository in repos.conf exists, naming the repositories.
 
 A "pending" marker is written *before* verifying and removed only once the repository verified, so a
 hook that crashes or is killed half-way still fails emerge.  Any error while verifying (not only a
 refused commit: a gpg timeout, a git error, missing seeds, an unexpected exception) rolls the work
-tree back like a refused commit.  A marker is removed when a later sync of that repository verifies.
+tree back like a refused commit.  A marker is removed when a later sync of that repository verifies,
+when the repository is no longer in repos.conf (said once), or by ``gkeys verify-tree --clear-marker``.
 Non-git repositories are skipped (their Manifests are Portage's business).
 """
 
