@@ -144,7 +144,7 @@ def test_seed_validation_errors_are_one_clear_line(obj: object, message: str) ->
 def test_seed_duplicate_nick_and_bad_json_refused() -> None:
     one = json.dumps(_seed_obj())
     with pytest.raises(SeedFormatError, match="duplicate key 'alice'"):
-        parse_seeds('{"alice": %s, "alice": %s}' % (one, one))
+        parse_seeds(f'{{"alice": {one}, "alice": {one}}}')
     with pytest.raises(SeedFormatError, match="not valid JSON"):
         parse_seeds(b'{"alice": ')
     with pytest.raises(SeedFormatError, match="not UTF-8"):
