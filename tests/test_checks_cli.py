@@ -249,3 +249,13 @@ def test_a_primary_key_listed_only_under_fingerprint_is_checked(devs: GkeysEnv) 
     assert document["keys"][1]["counts"]["warning"] == 2  # bob's key was really checked (expire:soon)
     assert result.code == 0
     assert "2 of 2 keys ok" in devs.run("check-key", "-C", "gentoo-devs").out
+
+
+def test_check_key_result_column_says_expires_soon(devs: GkeysEnv) -> None:
+    """Issue 15 item 10: ``WARN 2 … ok`` read oddly; the result column says what the warning means."""
+    result = devs.run("check-key", "-C", "gentoo-devs", "--days", "800")
+    assert result.code == 0, result.text
+    rows = [line.split() for line in result.out.splitlines() if line.startswith("gentoo-devs/")]
+    assert rows and all(row[-2:] == ["expires", "soon"] for row in rows), result.out
+    assert "2 of 2 keys ok (2 expire soon" in result.out
+    assert devs.run("check-key", "-C", "gentoo-devs", "--days", "800", "--warnings-fail").code == 1

@@ -231,3 +231,27 @@ def test_multifile_status_is_matched_by_file_name_never_by_position() -> None:
     assert reports[1].signatures[0].outcome is SigOutcome.GOOD
     assert reports[2].signatures[0].outcome is SigOutcome.BAD
     assert reports[0].failures and reports[3].failures
+
+
+# -- issue 15 item 4: typos in gkeys.conf are errors, with the nearest valid name ---------------------
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("[policy]\nmax-seed-ages = 7\n", "[policy] unknown key 'max-seed-ages' (did you mean 'max-seed-age'?)"),
+    ("[tree]\npolcy = all\n", "[tree] unknown key 'polcy' (did you mean 'policy'?)"),
+    ("[polcy]\nclock-skew = 5\n", "unknown section '[polcy]' (did you mean '[policy]'?)"),
+    ("[sources]\nzzz = 1\n", "[sources] unknown key 'zzz' (valid: backoff, keyservers,"),
+])
+def test_unknown_config_keys_are_errors_naming_the_nearest(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "gkeys.conf"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as raised:
+        load_config(path, tmp_path)
+    assert raised.value.exit_code == 2
+    assert f"config {path}: " in raised.value.message and message in raised.value.message
+
+
+def test_category_sections_take_any_key(tmp_path: Path) -> None:
+    path = tmp_path / "gkeys.conf"
+    path.write_text("[seedurls]\nmy-overlay = https://example.org/x.seeds\n"
+                    "[verify-seeds]\nmy-overlay = gentoo gkeys\n[tree]\npolicy = all\n")
+    assert load_config(path, tmp_path).seedurls["my-overlay"] == "https://example.org/x.seeds"  # type: ignore[index]

@@ -4,6 +4,7 @@ release media signed by the session's releng key, a real gentoo keyring, and a l
 from __future__ import annotations
 
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -156,7 +157,7 @@ def test_signal_handlers_installed_and_restored(wrapper: Wrapper, monkeypatch: p
     """During main() SIGTERM and SIGHUP raise SystemExit(128+N); afterwards the old handlers are back."""
     seen: dict[int, object] = {}
 
-    def command_probe(command: Sequence[str]) -> int:
+    def command_probe(command: Sequence[str], **_watch: object) -> int:
         for signum in (signal.SIGTERM, signal.SIGHUP):
             seen[signum] = signal.getsignal(signum)
             with pytest.raises(SystemExit) as exited:
@@ -294,3 +295,36 @@ def test_renamed_media_from_a_distfiles_mirror_is_marked_by_config(wrapper: Wrap
     assert wrapper.run(upstream, local) == 0, wrapper.output()  # verified under the upstream name
     assert (wrapper.distdir / local).read_bytes() == media.data
     assert wrapper.leftovers() == [local]
+
+
+@pytest.mark.parametrize("tool", ["wget", "curl"])
+def test_a_404_is_a_failed_download_not_an_attack(wrapper: Wrapper, tool: str) -> None:
+    """Issue 15 item 2: wget leaves a 0-byte file on a 404 (curl -f none): "download failed", the command's
+    status passed on, the empty file removed, and not one signature looked up."""
+    if shutil.which(tool) is None:
+        pytest.skip(f"{tool} is not installed")
+    url = wrapper.env.server.url + f"/{AUTOBUILDS}/missing/{STAGE3}"
+    target = wrapper.distdir / (STAGE3 + DOWNLOAD_SUFFIX)
+    command = (["wget", "-q", "-t", "1", "-O", str(target), url] if tool == "wget"
+               else ["curl", "-s", "-f", "-o", str(target), url])
+    expected = subprocess.run(command, check=False).returncode  # the tool's own status for a 404
+    assert expected != 0
+    target.unlink(missing_ok=True)
+    wrapper.env.server.log.clear()
+    wrapper.env.capsys.readouterr()
+    status = main(["-c", str(wrapper.env.config), "--uri", url, "--file", str(target), "--", *command])
+    output = wrapper.output()
+    assert status == expected
+    assert f"{STAGE3}: download failed (the fetch command exited {expected})" in output, output
+    assert "NOT verified" not in output and "signed" not in output
+    assert wrapper.leftovers() == []
+    assert [path for path in wrapper.env.server.log if not path.endswith(STAGE3)] == []
+
+
+def test_an_empty_download_that_claims_success_is_a_failed_download(wrapper: Wrapper) -> None:
+    url = wrapper.env.server.publish(f"{AUTOBUILDS}/{STAMP}/{STAGE3}", b"")
+    wrapper.env.server.log.clear()
+    assert wrapper.run(url, STAGE3 + DOWNLOAD_SUFFIX) == 1
+    output = wrapper.output()
+    assert "download failed (the fetch command reported success but wrote nothing)" in output, output
+    assert wrapper.leftovers() == [] and [p for p in wrapper.env.server.log if not p.endswith(STAGE3)] == []

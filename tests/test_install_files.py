@@ -242,3 +242,12 @@ def test_installed_completion_completes_gkeys_ver(installed: Path) -> None:
     assert _complete(completions / "gkeys-gen", "gkeys-gen", "--al").splitlines()[1].split() == [
         "--algorithm", "--allow-any-email"]
     assert _complete(completions / "gkeys-fetch", "gkeys-fetch", "--u").splitlines()[1] == "--uri"
+
+
+def test_config_schema_is_the_sample_config() -> None:
+    """The table that refuses unknown keys (core/configschema.py) knows exactly the sample's options."""
+    from gkeys_portage.core.configschema import OPEN_SECTIONS, SCHEMA
+
+    sample = {key for key in sample_options() if key[0] not in OPEN_SECTIONS}
+    assert sample == {(section, key) for section, keys in SCHEMA.items() for key in keys}
+    assert {section for section, _ in sample_options()} <= set(SCHEMA) | OPEN_SECTIONS

@@ -386,3 +386,20 @@ def test_failed_subkey_removes_the_half_made_key(tmp_path: Path, monkeypatch: py
     assert gpg.list_keys(secret=True) == [] and gpg.list_keys() == []
     gpg.close()
     assert not (tmp_path / "o").exists()
+
+
+def test_files_go_beside_the_key_not_into_the_current_directory(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 15 item 9: without --output-dir the public key and revocation certificate went into the cwd."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    homedir = tmp_path / "gnupg"
+    code = gen.main(["--name", "Larry the Cow", "--email", "larry@gentoo.org", "--no-passphrase",
+                     "--homedir", str(homedir)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert list(cwd.iterdir()) == []
+    written = sorted(p.name for p in homedir.glob("*.asc"))
+    assert len(written) == 2 and written[0].endswith(".pub.asc") and written[1].endswith(".rev.asc")
+    assert f"public key: {homedir / written[0]}" in out and f"revocation certificate: {homedir / written[1]}" in out

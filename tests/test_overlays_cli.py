@@ -338,3 +338,22 @@ def test_settings_defaults(env: GkeysEnv) -> None:
     assert settings.output == env.state / "overlays" / "repositories.xml"
     env.write_config(extra="[overlays]\nmax-size = -1\n")
     assert env.run("verify-overlays", "x.xml").code == 2
+
+
+def test_hook_counts_url_warnings_and_lists_them_with_v(infra: GkeysEnv, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 15 item 6: 33 ssh:// warnings on every sync became one count line; -v lists them; errors stay loud."""
+    sources = tuple(("git", f"ssh://git@github.com:user{n}/repo.git") for n in range(33))
+    noisy = overlay_list(repo("noisy", sources=sources))
+    out = previous_copy(infra)
+    _hook_config(infra, out)
+    infra.server.publish("overlays/repositories.xml", noisy)
+    infra.server.publish("overlays/repositories.xml.asc", infra.keys.sign_bytes("releng", noisy, infra.root))
+    assert hook_main(["-c", str(infra.config)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert "33 source URL warnings" in err and "-v lists them" in err
+    assert out.read_bytes() == noisy
+    assert hook_main(["-c", str(infra.config), "-v"]) == 0
+    assert capsys.readouterr().err.count("is not a port number") == 33
+    # the command a user runs by hand still lists every warning
+    assert infra.run("verify-overlays", "-c", str(infra.config)).err.count("is not a port number") == 33

@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action
-from gkeys_portage.cli.output import Report
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.portage.binpkg import resolve_home, update_home
+from gkeys_portage.ui.output import Report
 
 DESCRIPTION = """\
 Build Portage's binary package verification home (BINPKG_GPG_VERIFY_GPG_HOME, by default

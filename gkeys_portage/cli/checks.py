@@ -11,13 +11,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
-from gkeys_portage.cli.output import Report
 from gkeys_portage.core import notify
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import EXIT_NOT_VERIFIED, BadInputError, ConfigError, UsageError
 from gkeys_portage.core.glep63 import DEFAULT_DAYS, DEFAULT_SPEC, SPECS, Level, check_health, check_key, get_spec
 from gkeys_portage.core.glep63.findings import count_levels
 from gkeys_portage.core.glep63.sources import KeyResult, Subject, load_subjects, parse_at, run_checks
+from gkeys_portage.ui.output import Report
 
 CONFIG_SECTION = "checks"
 
@@ -30,10 +30,18 @@ def _date(epoch: int | None) -> str:
     return "never" if epoch is None else datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d")
 
 
+#: The result word of a key that passed with a warning (check-key): says what the warning means.
+WARNED = {"expire:soon": "expires soon"}
+
+
 def _result_word(result: KeyResult, warnings_fail: bool, passed: str, failed: str) -> str:
+    """NOT INSTALLED, the failed word, what a warning means (``expires soon``), or the passed word."""
     if result.subject.key is None:
         return "NOT INSTALLED"
-    return passed if result.ok(warnings_fail=warnings_fail) else failed
+    if not result.ok(warnings_fail=warnings_fail):
+        return failed
+    warned = [WARNED[issue.code] for issue in result.issues if issue.level is Level.WARNING and issue.code in WARNED]
+    return warned[0] if warned and passed == "ok" else passed
 
 
 def _table(results: Sequence[KeyResult], warnings_fail: bool, passed: str, failed: str) -> list[str]:
@@ -63,6 +71,9 @@ def _render(report: Report, results: Sequence[KeyResult], *, warnings_fail: bool
     report.data["keys"] = [r.to_json(warnings_fail=warnings_fail) for r in results]
     report.data["ok"] = not bad
     verdict = f"{len(bad) if bad else len(results)} of {len(results)} keys {failed if bad else passed}"
+    soon = sum(1 for r in results if _result_word(r, warnings_fail, passed, failed) == WARNED["expire:soon"])
+    if soon and not bad:
+        verdict += f" ({soon} {'expires' if soon == 1 else 'expire'} soon: renew or replace before then)"
     if bad:
         report.error(verdict)
         report.exit_code = EXIT_NOT_VERIFIED

@@ -6,8 +6,8 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from gkeys_portage.cli.output import Report
 from gkeys_portage.core.context import Gkeys
+from gkeys_portage.ui.output import Report
 
 Action = Callable[[Gkeys, argparse.Namespace], Report]
 SubParsers = Any  # argparse._SubParsersAction is private; keep the annotation honest but loose

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from gkeys_portage.cli.common import SubParsers, add_action
-from gkeys_portage.cli.output import Report
 from gkeys_portage.core.context import Gkeys
+from gkeys_portage.ui.output import Report
 
 
 def run_demo(ctx: Gkeys, args: argparse.Namespace) -> Report:

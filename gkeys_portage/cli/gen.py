@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gkeys_portage import __version__
-from gkeys_portage.cli.output import Console, Report
-from gkeys_portage.cli.runner import add_output_options, run_report
 from gkeys_portage.core import keygen
 from gkeys_portage.core.errors import BadInputError, UsageError
 from gkeys_portage.core.glep63 import Level
 from gkeys_portage.core.state import read_limited
+from gkeys_portage.ui.output import Console, Report
+from gkeys_portage.ui.runner import add_output_options, run_report
 
 MAX_PASSPHRASE_FILE = 4096
 
@@ -32,8 +32,9 @@ Generate an OpenPGP key that meets GLEP 63 (v2.2), the key policy for Gentoo dev
   * SHA-2 preferences and SHA-512 self-signatures,
   * a user id "NAME <EMAIL>" with your @gentoo.org address.
 
-The public key and a revocation certificate are written to --output-dir as <FPR>.pub.asc and
-<FPR>.rev.asc; the new key is checked with the glep63-2.2 spec (as 'gkeys spec-check' does) and the
+The public key and a revocation certificate are written beside the key, in the GnuPG home (or to
+--output-dir) as <FPR>.pub.asc and <FPR>.rev.asc, never into the current directory by default; the
+new key is checked with the glep63-2.2 spec (as 'gkeys spec-check' does) and the
 next steps (backup, upload, LDAP) are printed.
 
 Without --name/--email and a passphrase option, gkeys-gen asks on the terminal.  Without a
@@ -99,8 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="leave the secret key unprotected (tests, or a key kept on an encrypted token)")
     parser.add_argument("--homedir", metavar="DIR",
                         help="GnuPG home to create the key in (default: $GNUPGHOME or ~/.gnupg)")
-    parser.add_argument("--output-dir", metavar="DIR", default=".",
-                        help="where <FPR>.pub.asc and <FPR>.rev.asc are written (default: the current directory)")
+    parser.add_argument("--output-dir", "--outdir", metavar="DIR",
+                        help="where <FPR>.pub.asc and <FPR>.rev.asc are written (default: the GnuPG home, "
+                             "beside the key)")
     parser.add_argument("--algorithm", choices=sorted(keygen.ALGORITHMS), default=keygen.DEFAULT_ALGORITHM,
                         help=f"key algorithm (default: {keygen.DEFAULT_ALGORITHM})")
     parser.add_argument("--expire", default=keygen.DEFAULT_EXPIRE, metavar="WHEN",
@@ -165,13 +167,14 @@ def run(args: argparse.Namespace, prompter: Prompter, console: Console | None = 
     homedir = Path(args.homedir) if args.homedir else _default_homedir()
     if console is not None and not console.json_mode:
         console.message("info", f"generating {spec.algorithm} key for {spec.uid} in {homedir} ...")
-    key = keygen.generate(spec, homedir, Path(args.output_dir), passphrase=passphrase)
+    outdir = Path(args.output_dir) if args.output_dir else homedir
+    key = keygen.generate(spec, homedir, outdir, passphrase=passphrase)
     report = Report(data={"action": "gkeys-gen", "ok": not key.errors, **key.to_json()})
     report.good(f"created {key.fingerprint} {key.uid}")
     report.info(f"signing subkey {key.signing_subkey}, encryption subkey {key.encryption_subkey}")
     report.info(f"expires {key.expires:%Y-%m-%d}; {'protected by a passphrase' if passphrase else 'NO passphrase'}")
     report.info(f"public key: {key.public_key_file}")
-    report.info(f"revocation certificate: {key.revocation_file}")
+    report.info(f"revocation certificate: {key.revocation_file} (keep a copy offline: it revokes the key)")
     accepted = key.accepted_errors
     for issue in key.issues:
         line = f"{keygen.DEFAULT_SPEC} {issue.level}: {issue.code} ({issue.concerns}): {issue.message}"

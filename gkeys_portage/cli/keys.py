@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
-from gkeys_portage.cli.output import Report
 from gkeys_portage.core import authority, keyops
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.keyinstall import KeyOutcome, KeyStatus, summarize_failure
+from gkeys_portage.ui.output import Report
 
 _LABELS = {
     KeyStatus.ADDED: "Added",
@@ -49,6 +49,7 @@ def _finish(report: Report, outcomes: Sequence[KeyOutcome]) -> Report:
 
 def run_install_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """Fetch and install the keys of a category (or one nick)."""
+    ctx.require_category(args.category)  # a typo lists the installed categories, it is not an empty success
     notes: list[str] = []
     outcomes = keyops.install_keys(ctx, args.category, args.nick,
                                    progress=args.console.progress(f"fetching {args.category} keys"), notes=notes)
@@ -69,7 +70,7 @@ def run_import_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
 
 def run_refresh_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """Refresh installed keys (at most once per [policy] refresh-interval unless --force)."""
-    categories = [args.category] if args.category else [c for c in ctx.seeds.categories()
+    categories = [ctx.require_category(args.category)] if args.category else [c for c in ctx.seeds.categories()
                                                           if ctx.keyring(c).exists()]
     report = Report(data={"refreshed": []})
     for category in categories:
@@ -105,6 +106,8 @@ def _date(epoch: int | None) -> str:
 
 def run_list_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """List each seed's keys and whether they are installed."""
+    if args.category:
+        ctx.require_category(args.category)
     rows = keyops.list_keys(ctx, args.category, args.nick)
     report = Report(data={"keys": []})
     for seed, key in rows:

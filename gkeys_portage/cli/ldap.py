@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gkeys_portage import __version__
-from gkeys_portage.cli.output import Console, Report
-from gkeys_portage.cli.runner import add_output_options, run_report
 from gkeys_portage.core import ldapseeds
 from gkeys_portage.core.errors import BadInputError
 from gkeys_portage.core.state import read_limited
 from gkeys_portage.core.types import parse_category
+from gkeys_portage.ui.output import Console, Report
+from gkeys_portage.ui.runner import add_output_options, run_report
 
 DESCRIPTION = """\
 Read Gentoo's LDAP developer directory (attributes uid, cn, mail, gentooStatus, gpgfingerprint) and

@@ -26,10 +26,10 @@ from gkeys_portage.cli import (
     tree,
 )
 from gkeys_portage.cli.common import add_common_options
-from gkeys_portage.cli.output import Console, Report
-from gkeys_portage.cli.runner import run_report
 from gkeys_portage.core.config import load_config
 from gkeys_portage.core.context import Gkeys
+from gkeys_portage.ui.output import Console, Report
+from gkeys_portage.ui.runner import run_report
 
 TOPICS = (seeds, keys, signing, publish, media, overlays, tree, checks, portage_actions, binpkg, demo)
 

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
-from gkeys_portage.cli.output import Report
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import UsageError
+from gkeys_portage.ui.output import Report
 from gkeys_portage.verify.media import MediaVerification, MediaVerifier, SignedBy
 from gkeys_portage.verify.mediafetch import (
     DEFAULT_CATEGORY,
     DEFAULT_MIRROR,
     Fetched,
+    LatestChoice,
     fetch_latest,
     fetch_media,
     verify_url,
@@ -30,10 +32,25 @@ def _signed_line(signed: SignedBy) -> str:
             f"made {sig.created_at:%Y-%m-%d %H:%M:%S} UTC")
 
 
+def _signed_lines(signed: Sequence[SignedBy]) -> list[str]:
+    """One line per signing key: ``A, B, C: good signature by CAT/NICK (FPR) made ...`` (the same key
+    signing three siblings is said once, not three times)."""
+    groups: dict[tuple[str, str, str], list[SignedBy]] = {}
+    for item in signed:
+        pin = item.signature.pin
+        groups.setdefault((pin.category, pin.nick, pin.fingerprint), []).append(item)
+    lines = []
+    for items in groups.values():
+        first = _signed_line(items[-1])
+        sources = ", ".join(str(item.source) for item in items)
+        lines.append(sources + first[len(str(items[-1].source)):])
+    return lines
+
+
 def describe(report: Report, result: MediaVerification) -> Report:
     """Add the facts of a verification: signers, digests per file and source, notes."""
-    for signed in result.signed:
-        report.good(_signed_line(signed))
+    for line in _signed_lines(result.signed):
+        report.good(line)
     groups: dict[tuple[str, str], list[str]] = {}
     for check in result.checks:
         if check.outcome == "match":
@@ -55,7 +72,7 @@ def run_verify_media(ctx: Gkeys, args: argparse.Namespace) -> Report:
     category = _category(ctx, args)
     name = Path(args.target).name
     if "://" in args.target:
-        progress = args.console.progress(f"downloading {name} (MiB)")
+        progress = args.console.progress(f"downloading {name}", unit="MiB")
         fetched = verify_url(ctx, args.target, category=category, nick=args.nick, progress=progress,
                              allow_unnamed=args.allow_unnamed)
         report = Report()
@@ -64,41 +81,62 @@ def run_verify_media(ctx: Gkeys, args: argparse.Namespace) -> Report:
         return describe(report, fetched.verification)
     media = MediaVerifier(ctx.verifier(category, [args.nick] if args.nick else []), category,
                           allow_unnamed=args.allow_unnamed)
-    return describe(Report(), media.verify(Path(args.target), args.console.progress(f"reading {name} (MiB)")))
+    return describe(Report(), media.verify(Path(args.target), args.console.progress(f"verifying {name}", unit="MiB")))
 
 
 def run_fetch_media(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """Download (resuming), verify in quarantine, then install into the destination directory."""
     category = _category(ctx, args)
     dest = Path(args.destination)
+    console = args.console
     if bool(args.url) == bool(args.latest):
         raise UsageError("give either a URL or --latest NAME (with --mirror)")
+    name = args.latest or Path(args.url).name
+    progress = console.progress(f"downloading {name}", unit="MiB")
+    verify_progress = console.progress(f"verifying {name}", unit="MiB")
     if args.latest:
         mirror = args.mirror or ctx.config.get("media", "mirror", DEFAULT_MIRROR)
-        progress = args.console.progress(f"downloading {args.latest} (MiB)")
+
+        def chosen(choice: LatestChoice) -> None:  # said before the download starts, not after it
+            for message in _choice_lines(choice).messages:
+                console.message(message.level, message.text)
+
         fetched = fetch_latest(ctx, args.latest, mirror, dest, category=category, nick=args.nick,
-                               arch=args.arch, progress=progress, allow_unnamed=args.allow_unnamed)
+                               arch=args.arch, progress=progress, allow_unnamed=args.allow_unnamed,
+                               verify_progress=verify_progress, chosen=chosen)
     else:
-        progress = args.console.progress(f"downloading {Path(args.url).name} (MiB)")
         fetched = fetch_media(ctx, args.url, dest, category=category, nick=args.nick, progress=progress,
-                              allow_unnamed=args.allow_unnamed)
-    return _fetch_report(fetched, dest)
+                              allow_unnamed=args.allow_unnamed, verify_progress=verify_progress)
+    return _fetch_report(fetched, dest, announced=bool(args.latest) and not console.json_mode)
 
 
-def _fetch_report(fetched: Fetched, dest: Path) -> Report:
+def _choice_lines(choice: LatestChoice) -> Report:
+    """The verified latest file and the entry chosen from it."""
+    report = Report()
+    report.good(_signed_line(choice.signed))
+    size = f", {choice.entry.size} bytes" if choice.entry.size is not None else ""
+    report.info(f"{choice.latest}: newest entry {choice.entry.path}{size}")
+    return report
+
+
+def _fetch_report(fetched: Fetched, dest: Path, *, announced: bool = False) -> Report:
     report = Report()
     if fetched.latest is not None:
         choice = fetched.latest
-        report.good(_signed_line(choice.signed))
-        size = f", {choice.entry.size} bytes" if choice.entry.size is not None else ""
-        report.info(f"{choice.latest}: newest entry {choice.entry.path}{size}")
+        if not announced:
+            report.messages.extend(_choice_lines(choice).messages)
         report.data["latest"] = {"file": choice.latest, "path": choice.entry.path, "size": choice.entry.size,
                                  "url": choice.url, **choice.signed.to_json()}
     for skipped in fetched.skipped:
         report.info(f"{skipped}: not on the mirror; skipped")
     describe(report, fetched.verification)
     report.data["installed"] = [str(p) for p in fetched.installed]
-    report.good(f"installed into {dest}: {', '.join(p.name for p in fetched.installed)}")
+    report.data["already"] = fetched.already
+    name = Path(fetched.verification.file).name
+    if fetched.already:
+        report.good(f"{name}: already verified in {dest}; nothing downloaded")
+    else:
+        report.good(f"installed into {dest}: {', '.join(p.name for p in fetched.installed)}")
     return report
 
 

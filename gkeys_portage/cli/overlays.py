@@ -6,17 +6,9 @@ import argparse
 from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
-from gkeys_portage.cli.output import Report
 from gkeys_portage.core.context import Gkeys
-from gkeys_portage.core.errors import GkeysError
-from gkeys_portage.verify.overlay_urls import Severity
-from gkeys_portage.verify.overlays import (
-    OverlaySettings,
-    OverlayVerification,
-    install_list,
-    load_list,
-    verify_overlay_list,
-)
+from gkeys_portage.ui.output import Report
+from gkeys_portage.ui.overlays import OverlayRequest, overlay_report
 
 DESCRIPTION = """\
 Verify an overlay list (repositories.xml) before eselect-repository or layman clone what it names.
@@ -54,62 +46,12 @@ exit status: 0 verified (and written), 1 not verified, refused by the checks, to
 2 not an acceptable XML document or bad usage, 3 network failure."""
 
 
-def _describe(verification: OverlayVerification, verbose: bool) -> Report:
-    """The human lines and JSON document of a verification."""
-    name, overlays = verification.source.name, verification.overlays
-    label = name.rstrip("/").rsplit("/", 1)[-1]  # findings name the file, not the whole URL
-    report = Report(data=verification.to_json())
-    signer = verification.signature.signer
-    report.good(f"{name}: good signature by {signer.pin.category}/{signer.pin.nick} ({signer.pin.fingerprint}) "
-                f"made {signer.created_at:%Y-%m-%d %H:%M:%S} UTC")
-    for note in verification.signature.ignored:
-        report.warn(f"ignored: {note}")
-    sources = ", ".join(f"{kind} {count}" for kind, count in overlays.source_counts().items()) or "none"
-    official = sum(1 for repo in overlays.repos if repo.status == "official")
-    report.info(f"{name}: {len(overlays.repos)} repositories ({official} official); sources: {sources}")
-    for finding in overlays.of(Severity.ERROR):
-        report.error(f"{label} {finding}")
-    for finding in overlays.of(Severity.WARNING):
-        report.warn(f"{label} {finding}")
-    notices = overlays.of(Severity.NOTICE)
-    if verbose:
-        for finding in notices:
-            report.info(f"{label} {finding}")
-    elif notices:
-        count = len(notices)
-        report.info(f"{name}: {count} {'source uses' if count == 1 else 'sources use'} an unauthenticated "
-                    "transport (git://, http://, rsync://, ...); -v lists them")
-    return report
-
-
 def run_verify_overlays(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """Verify the list, report every finding, and write it with -o/--install if it passed."""
-    settings = OverlaySettings.from_config(ctx.config)
-    output = Path(args.output) if args.output else (settings.output if args.install else None)
-    location = args.list or settings.url
-    signature = args.signature or (None if args.list else settings.signature_url)
-    try:
-        signed = load_list(ctx, location, signature, settings.limits)
-        verification = verify_overlay_list(ctx, signed, args.category or settings.category, nick=args.nick,
-                                           limits=settings.limits)
-    except GkeysError as exc:
-        if output is None:
-            raise
-        raise type(exc)(f"{exc.message}; {output} left unchanged", detail=exc.detail) from exc
-    report = _describe(verification, bool(getattr(args, "verbose", False)))
-    report.data["output"] = None
-    if not verification.ok:
-        errors = len(verification.overlays.errors)
-        report.error(f"{location}: refused, {errors} error{'s' if errors != 1 else ''}"
-                     + (f"; {output} left unchanged" if output else ""))
-        report.exit_code = 1
-        return report
-    if output is not None:
-        changed = install_list(ctx, verification, output)
-        report.data["output"] = str(output)
-        report.data["changed"] = changed
-        report.good(f"wrote the verified list to {output}" if changed else f"{output} is already this list")
-    return report
+    return overlay_report(ctx, OverlayRequest(
+        location=args.list, signature=args.signature, category=args.category, nick=args.nick,
+        output=Path(args.output) if args.output else None, install=args.install,
+        verbose=bool(getattr(args, "verbose", False)), list_warnings=True))
 
 
 def register(sub: SubParsers) -> None:

@@ -6,10 +6,10 @@ import argparse
 from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action, add_category
-from gkeys_portage.cli.output import Report
 from gkeys_portage.core import bundle, publish
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import EXIT_NETWORK, EXIT_NOT_VERIFIED
+from gkeys_portage.ui.output import Report
 
 
 def run_build_keyring(ctx: Gkeys, args: argparse.Namespace) -> Report:

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
 from gkeys_portage.cli.keys import outcome_lines
-from gkeys_portage.cli.output import Report
 from gkeys_portage.core import authority, keyops, seedfetch
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import BadInputError, UsageError
@@ -16,6 +15,7 @@ from gkeys_portage.core.keyinstall import summarize_failure
 from gkeys_portage.core.seeds import Seed, convert_old_seeds, dump_seeds, packaged_categories
 from gkeys_portage.core.state import atomic_write, read_limited
 from gkeys_portage.core.types import Category, Nick, parse_category, parse_fingerprint, parse_nick
+from gkeys_portage.ui.output import Report
 
 
 def seed_lines(report: Report, category: str, seed: Seed) -> None:

@@ -6,10 +6,11 @@ import argparse
 from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action
-from gkeys_portage.cli.output import Message, Report
 from gkeys_portage.core.context import Gkeys
-from gkeys_portage.core.errors import EXIT_NOT_VERIFIED
-from gkeys_portage.verify.tree import POLICIES, TreeOptions, TreeReport, TreeVerifier
+from gkeys_portage.core.errors import EXIT_NOT_VERIFIED, BadInputError, UsageError
+from gkeys_portage.ui.output import Message, Report
+from gkeys_portage.verify.markers import clear_marker, failure_markers
+from gkeys_portage.verify.tree import POLICIES, TreeOptions, TreeReport, TreeVerifier, open_repo
 
 DESCRIPTION = """\
 Verify the OpenPGP signature of every commit of a git repository (e.g. the Gentoo tree).
@@ -41,6 +42,7 @@ examples:
   gkeys verify-tree /var/db/repos/gentoo --policy all
   gkeys verify-tree ~/gentoo --range origin/master~50..origin/master
   gkeys --json verify-tree /var/db/repos/gentoo -T gentoo-infra
+  gkeys verify-tree --clear-marker myoverlay   # emerge --sync fails for a repository you removed
 
 exit status: 0 every commit verified, 1 a commit was refused (each is named with its author and
 the reason, plus the newest good ancestor), 2 bad input (not a git repository, no seeds).
@@ -57,8 +59,23 @@ def render(report: TreeReport) -> Report:
     return out
 
 
+def clear_failure_marker(ctx: Gkeys, repo_name: str) -> Report:
+    """Remove the hook's failure marker of ``repo_name`` (a repository that is gone, or fixed by hand)."""
+    if clear_marker(ctx.layout, repo_name):
+        return Report(data={"cleared": repo_name}).good(
+            f"removed the failure marker of {repo_name}; emerge --sync no longer fails for it")
+    names = sorted(marker.get("repo", "") for marker in failure_markers(ctx.layout))
+    known = ", ".join(names) if names else "none"
+    raise BadInputError(f"no failure marker for repository {repo_name} (repositories with a marker: {known})")
+
+
 def run_verify_tree(ctx: Gkeys, args: argparse.Namespace) -> Report:
-    """Verify the commits of a repository and record the verified top."""
+    """Verify the commits of a repository and record the verified top (or clear a hook's marker)."""
+    if args.clear_marker:
+        return clear_failure_marker(ctx, args.clear_marker)
+    if not args.repo:
+        raise UsageError("verify-tree: give the repository path REPO (or --clear-marker NAME)")
+    open_repo(Path(args.repo))  # "not a git repository" comes first, before any seed or keyring problem
     options = TreeOptions.from_config(ctx, category=args.category, top_category=args.top_category,
                                       policy=args.policy)
     verifier = TreeVerifier(ctx, options)
@@ -71,7 +88,10 @@ def register(sub: SubParsers) -> None:
     """Register verify-tree."""
     p = add_action(sub, "verify-tree", run_verify_tree, summary="verify the signatures of git commits",
                    description=DESCRIPTION, epilog=EPILOG)
-    p.add_argument("repo", metavar="REPO", help="path of the git repository")
+    p.add_argument("repo", metavar="REPO", nargs="?", help="path of the git repository")
+    p.add_argument("--clear-marker", metavar="NAME",
+                   help="remove the failure marker the git sync hooks left for repository NAME (one that is "
+                        "gone, or repaired by hand) and exit")
     p.add_argument("--range", metavar="A..B", help="check exactly the commits of A..B (nothing is recorded)")
     p.add_argument("--rev", default="HEAD", metavar="REV", help="the revision to verify up to (default HEAD)")
     p.add_argument("--policy", choices=POLICIES, default=None,

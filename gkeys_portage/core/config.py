@@ -14,6 +14,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gkeys_portage.core.configschema import check_known_keys
 from gkeys_portage.core.errors import ConfigError
 from gkeys_portage.core.hashpolicy import parse_weak_hashes
 from gkeys_portage.core.types import Category, Nick, parse_category, parse_nick
@@ -310,6 +311,7 @@ def load_config(path: Path | None = None, root: Path | None = None) -> Config:
         used = None
     except (OSError, UnicodeDecodeError, configparser.Error) as exc:
         raise ConfigError(f"cannot read config {path}: {exc}".splitlines()[0]) from exc
+    check_known_keys(parser, used)  # a typo is an error, never a check silently left at its default
 
     gkeysdir = Path(root) if root is not None else Path(
         parser.get("base", "gkeysdir", fallback=eprefix() + "/var/lib/gkeys"))

@@ -7,11 +7,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from gkeys_portage.core.config import Config
+from gkeys_portage.core.errors import UnknownSignerError, UsageError
 from gkeys_portage.core.gpg import DataSource
 from gkeys_portage.core.http import HttpClient
 from gkeys_portage.core.keyring import Keyring
 from gkeys_portage.core.seeds import SeedStore
 from gkeys_portage.core.state import Layout, StateLock
+from gkeys_portage.core.status import SigOutcome, StatusReport
 from gkeys_portage.core.types import Category, parse_category
 from gkeys_portage.core.verification import PinSet, VerifyPolicy, VerifyResult, decide
 
@@ -28,14 +30,33 @@ class SignatureVerifier:
     def detached(self, signature: bytes, data: DataSource) -> VerifyResult:
         """Verify a detached signature over ``data`` (bytes, path or binary stream)."""
         report = self.keyring.gpg(self.faked_time).verify_detached(signature, data)
-        return decide(report, self.pins, self.keyring.installed(), self.policy)
+        return self._decide(report)
 
     def clearsigned(self, message: bytes) -> VerifyResult:
         """Verify a clearsigned (or inline-signed) message; the result carries the signed text."""
         report, plaintext = self.keyring.gpg(self.faked_time).verify_clearsigned(message)
-        result = decide(report, self.pins, self.keyring.installed(), self.policy)
+        result = self._decide(report)
         result.plaintext = plaintext
         return result
+
+    def _decide(self, report: StatusReport) -> VerifyResult:
+        """:func:`decide`, with an unknown signer worded as missing trust and the command that adds it."""
+        installed = self.keyring.installed()
+        try:
+            return decide(report, self.pins, installed, self.policy)
+        except UnknownSignerError as exc:
+            cat = self.keyring.category
+            pinned = [f"{pin.category}/{pin.nick}" for pin in
+                      (self.pins.get(sig.signing_fingerprint) for sig in report.signatures
+                       if sig.outcome is SigOutcome.NO_PUBKEY) if pin is not None]
+            if not installed:
+                why = (f"; the {cat} keyring holds no keys at all (missing trust, not a bad signature): "
+                       f"install the pinned keys with: gkeys install-key -C {cat}")
+            elif pinned:
+                why = f"; it is pinned ({', '.join(pinned)}) but not installed: gkeys install-key -C {cat}"
+            else:
+                raise
+            raise UnknownSignerError(exc.message + why, detail=exc.detail) from exc
 
 
 class Gkeys:
@@ -79,5 +100,21 @@ class Gkeys:
         """A verifier for ``category``'s keyring pinned to its seeds (or only ``nicks`` of them)."""
         self.ensure_layout()
         cat = parse_category(category)
-        return SignatureVerifier(self.keyring(cat), pins if pins is not None else self.seeds.pins(cat, nicks),
+        if pins is None:
+            pins = self.seeds.pins(cat, nicks)
+            if not len(pins):
+                self.require_category(cat)
+        return SignatureVerifier(self.keyring(cat), pins,
                                  policy or self.policy())
+
+    def require_category(self, category: str) -> Category:
+        """``category`` if it is known (seeds or a keyring installed or packaged, or configured in
+        ``[seedurls]``, ``[verify-seeds]``, ``[authority-seeds]`` or ``[keyrings]``); otherwise a
+        :class:`UsageError` listing the installed ones (a typo is not a category to fetch from the network)."""
+        cat = parse_category(category)
+        known = (set(self.seeds.categories()) | set(self.config.seedurls) | set(self.config.verify_seeds)
+                 | set(self.config.authority.sources) | set(self.config.keyrings))
+        if cat in known or self.keyring(cat).exists():
+            return cat
+        installed = ", ".join(sorted(self.seeds.categories())) or "none"
+        raise UsageError(f"unknown category {cat!r}: the installed categories are {installed} (gkeys list-cats)")

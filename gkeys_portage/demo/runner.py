@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gkeys_portage.cli.output import Report
 from gkeys_portage.core.seedbinding import category_notation
 from gkeys_portage.core.seeds import Seed, dump_seeds
 from gkeys_portage.core.types import Category, Nick
 from gkeys_portage.demo.world import KeyFactory, LoopbackServer
+from gkeys_portage.ui.output import Report, colour_wanted
 
 
 @dataclass
@@ -178,15 +178,16 @@ def run(args: argparse.Namespace) -> Report:
     try:
         for builder in step_builders():
             for step in builder(world):
-                console.message("info", f"\033[1m{step.title}\033[0m" if sys.stdout.isatty() else step.title)
+                console.message("info", f"\033[1m{step.title}\033[0m" if colour_wanted(sys.stdout) else step.title)
                 if step.prepare:
                     step.prepare()
                 quiet = args.json or args.quiet
                 if step.run is not None:
-                    status = _quietly(step.run) if quiet else step.run()
+                    status = _quietly(step.run) if quiet else _beside_title(step.run)
                 else:
                     console.message("plain", "   $ gkeys " + " ".join(step.argv[2:]))
-                    status = _quietly(functools.partial(gkeys_main, step.argv)) if quiet else gkeys_main(step.argv)
+                    call = functools.partial(gkeys_main, step.argv)
+                    status = _quietly(call) if quiet else _beside_title(call)
                 results.append({"title": step.title, "argv": step.argv, "exit": status, "expected": step.expect,
                                 "as_expected": status == step.expect})
                 console.message("plain", "")
@@ -209,6 +210,16 @@ def run(args: argparse.Namespace) -> Report:
                 report.error(f"unexpected exit {r['exit']} (wanted {r['expected']}): {r['title']}")
         report.exit_code = 1
     return report
+
+
+def _beside_title(run: Callable[[], int]) -> int:
+    """Run a step with its error lines on stdout, so ``gkeys demo > log`` keeps each refusal's reason
+    next to its title (stderr would take them elsewhere)."""
+    import contextlib
+
+    sys.stdout.flush()
+    with contextlib.redirect_stderr(sys.stdout):
+        return run()
 
 
 def _quietly(run: Callable[[], int]) -> int:

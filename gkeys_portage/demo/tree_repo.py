@@ -111,17 +111,39 @@ class RepoBuilder:
         self.git("reset", "-q", "--hard", commit)
 
 
-def sync_module_missing() -> str | None:
+#: Run by :func:`sync_module_missing` in a child Python: one word, never a traceback.  A ``portage/``
+#: directory without Portage (the leaf ``portage/sync/modules/gkeys`` that ``pip install .`` adds) is
+#: a namespace package: ``import portage.sync`` then works but has no ``module_names``.
+SYNC_MODULE_PROBE = """\
+try:
+    import portage.sync as sync
+except Exception as exc:
+    print("no-portage", type(exc).__name__)
+else:
+    names = getattr(sync, "module_names", None)
+    print("no-portage" if names is None else "yes" if "gkeys" in names else "no-module")
+"""
+
+
+def sync_module_missing(environ: dict[str, str] | None = None) -> str | None:
     """None if ``emerge`` is on PATH and Portage offers ``sync-type = gkeys``; else the reason why not."""
     if shutil.which("emerge") is None:
-        return "emerge is not on PATH (pip install portage)"
-    probe = subprocess.run([sys.executable, "-c", "import portage.sync as s; print('gkeys' in s.module_names)"],
-                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(PACKAGE_PARENT)},
+        return "emerge is not on PATH: Portage is not installed (pip install portage), so there is no emerge to run"
+    env = {**os.environ, "PYTHONPATH": str(PACKAGE_PARENT)} if environ is None else environ
+    probe = subprocess.run([sys.executable, "-c", SYNC_MODULE_PROBE], capture_output=True, text=True, env=env,
                            cwd="/", check=False)
-    if probe.stdout.strip() != "True":
-        return ("the gkeys sync module is not installed in portage/sync/modules/gkeys (a non-editable "
-                f"`pip install .` installs it) {probe.stderr.strip()[-200:]}").strip()
-    return None
+    return probe_reason(probe.stdout)
+
+
+def probe_reason(answer: str) -> str | None:
+    """What :data:`SYNC_MODULE_PROBE` printed, as None (the module is there) or one line saying why not."""
+    word = answer.split()[:1]
+    if word == ["yes"]:
+        return None
+    if word == ["no-portage"]:
+        return "Portage is not importable by this Python (pip install portage), so there is no sync module to test"
+    return ("the gkeys sync module is not installed in Portage's portage/sync/modules/gkeys "
+            "(pip install . beside Portage installs it)")
 
 
 class PortageSandbox:

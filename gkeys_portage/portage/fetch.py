@@ -16,11 +16,14 @@ scratch folder next to the file while the file itself downloads.
 Anything short of "verified" removes the file (so Portage tries the next mirror) and exits 1 with
 one line saying why.  Other files pass through untouched.
 
-A failed command (non-zero status): if it left no file, its status is passed on.  If it left a file,
-that file is verified all the same, because Portage ignores the command's status when the file's
-Manifest digests match and would otherwise take it unverified: a file that verifies is kept and the
-command's status passed on unchanged; one that does not (a partial download, usually) is removed and
-the command's status passed on, so such a partial file is downloaded afresh, not resumed.
+A download that brought nothing (no file, or an empty one: wget's answer to a 404) is "download
+failed": the empty file is removed, the command's status passed on (1 if it claimed success), and no
+signature is asked for (the siblings are fetched only once the download holds data).
+A failed command (non-zero status) that left data: the file is verified all the same, because
+Portage ignores the command's status when the file's Manifest digests match and would otherwise take
+it unverified: a file that verifies is kept and the command's status passed on unchanged; one that
+does not (a partial download, usually) is removed and the command's status passed on, so such a
+partial file is downloaded afresh, not resumed.
 
 SIGTERM and SIGHUP end the wrapper through ``SystemExit`` (status 128+N), so an interrupted
 verification removes the unverified file as Ctrl-C does.
@@ -40,16 +43,16 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from gkeys_portage.cli.output import Console
 from gkeys_portage.core.config import Config, load_config
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import EXIT_BAD_INPUT, EXIT_NOT_VERIFIED, BadInputError, GkeysError, UsageError
+from gkeys_portage.ui.output import Console
 from gkeys_portage.verify.media import MediaVerification, MediaVerifier
 from gkeys_portage.verify.mediafetch import DEFAULT_CATEGORY, fetch_siblings
 
@@ -57,6 +60,8 @@ from gkeys_portage.verify.mediafetch import DEFAULT_CATEGORY, fetch_siblings
 DEFAULT_PATTERNS = ("stage3-*.tar.*", "install-*.iso", "admincd-*.iso", "livegui-*.iso")
 #: Portage downloads to ``FILE.__download__`` and renames the file after its digest check.
 DOWNLOAD_SUFFIX = ".__download__"
+#: How often the download is looked at for its first bytes (the signature siblings are fetched then).
+WATCH_SECONDS = 0.1
 
 
 @dataclass
@@ -145,14 +150,45 @@ def wants_verification(request: FetchRequest, globs: Sequence[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, glob) for name in request.names for glob in globs)
 
 
-def run_command(command: Sequence[str]) -> int:
-    """Run the real fetch command with the wrapper's stdio; its exit status (128+N for signal N)."""
+def run_command(command: Sequence[str], *, watch: Path | None = None,
+                on_data: Callable[[], None] | None = None) -> int:
+    """Run the real fetch command with the wrapper's stdio; its exit status (128+N for signal N).
+
+    With ``watch`` and ``on_data``: ``on_data`` is called once, as soon as ``watch`` holds data (at
+    once for a file being resumed), never for a download that writes nothing (a 404).
+    """
+    def check() -> None:
+        nonlocal on_data
+        if on_data is not None and watch is not None and has_data(watch):
+            callback, on_data = on_data, None
+            callback()
+
+    check()
     try:
-        status = subprocess.run(list(command), check=False).returncode
+        process = subprocess.Popen(list(command))
     except OSError as exc:
         sys.stderr.write(f"gkeys-fetch: cannot run {command[0]}: {exc.strerror}\n")
         return 127
+    try:
+        while True:
+            try:
+                status = process.wait(timeout=WATCH_SECONDS if on_data is not None else None)
+                break
+            except subprocess.TimeoutExpired:
+                check()
+    except BaseException:  # interrupted: the download must not outlive the wrapper
+        process.kill()
+        process.wait()
+        raise
     return 128 - status if status < 0 else status
+
+
+def has_data(path: Path) -> bool:
+    """True if ``path`` is a regular file holding at least one byte."""
+    try:
+        return path.is_file() and path.stat().st_size > 0
+    except OSError:
+        return False
 
 
 @contextlib.contextmanager
@@ -196,16 +232,26 @@ def fetch_and_verify(ctx: Gkeys, request: FetchRequest, download: Download) -> M
     """Run the download (its status goes to ``download``) while the siblings are fetched beside it, then
     verify.
 
-    Returns None if the command failed and left no file (Portage's business: next URI); otherwise the
-    verification, also after a failed command (Portage may accept a file left behind on its Manifest
-    digests alone).  Raises a :class:`GkeysError` if the file could not be verified.
+    The siblings are asked for only once the download holds data.  Returns None if the download
+    failed: the command left no file or an empty one (wget's answer to a 404; removed), whatever its
+    status.  Otherwise the verification, also after a failed command (Portage may accept a file left
+    behind on its Manifest digests alone).  Raises a :class:`GkeysError` if the file could not be
+    verified.
     """
     with scratch_directory(request) as stage, ThreadPoolExecutor(max_workers=1) as pool:
-        siblings = pool.submit(fetch_siblings, ctx, request.uri, stage, request.media_name)
-        download.status = run_command(request.command)
-        if download.status != 0 and not os.path.lexists(request.path):
+        started: list[Future[object]] = []
+
+        def fetch_signatures() -> None:
+            started.append(pool.submit(fetch_siblings, ctx, request.uri, stage, request.media_name))
+
+        download.status = run_command(request.command, watch=request.path, on_data=fetch_signatures)
+        if not has_data(request.path):
+            if os.path.lexists(request.path) and not os.path.isdir(request.path):
+                discard(request.path)
             return None
-        siblings.result()  # no signed sibling on the mirror, or a network failure: not verified
+        if not started:
+            fetch_signatures()
+        started[0].result()  # no signed sibling on the mirror, or a network failure: not verified
         if not request.path.is_file():
             raise BadInputError(f"{request.path} is missing after the download")
         return media_verifier(ctx).verify(link_media(request, stage))
@@ -241,6 +287,17 @@ def exit_on_termination() -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _download_failed(console: Console, name: str, status: int) -> int:
+    """Report a download that brought nothing (no file, or an empty one): not a verification failure."""
+    if status:
+        console.fail(f"gkeys-fetch: {name}: download failed (the fetch command exited {status}); nothing was "
+                     "verified, Portage tries the next mirror", status)
+        return status
+    console.fail(f"gkeys-fetch: {name}: download failed (the fetch command reported success but wrote "
+                 "nothing); Portage tries the next mirror", EXIT_NOT_VERIFIED)
+    return EXIT_NOT_VERIFIED
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -283,7 +340,7 @@ def _main(argv: Sequence[str] | None) -> int:
         discard(request.path)
         raise
     if result is None:
-        return download.status
+        return _download_failed(console, name, download.status)
     unbound = " (name not bound by anything signed; [fetch] allow-unnamed)" \
         if result.name_rule == "allowed-unnamed" else ""
     console.message("good", f"gkeys-fetch: {name}: verified, signed by {signers(result)}{unbound}"

@@ -7,12 +7,13 @@
   of these hooks, hence the marker.  Run as root on a tree another user owns (``sync-user``,
   ``FEATURES=usersync``), git runs as that owner, so a rollback leaves no root-owned files.
 * ``postsync.d/gkeys-verify`` runs once at the end of ``emerge --sync``; it exits non-zero (which
-  does fail emerge) while any marker exists, naming the repositories.
+  does fail emerge) while a marker of a repository in repos.conf exists, naming the repositories.
 
 A "pending" marker is written *before* verifying and removed only once the repository verified, so a
 hook that crashes or is killed half-way still fails emerge.  Any error while verifying (not only a
 refused commit: a gpg timeout, a git error, missing seeds, an unexpected exception) rolls the work
-tree back like a refused commit.  A marker is removed when a later sync of that repository verifies.
+tree back like a refused commit.  A marker is removed when a later sync of that repository verifies,
+when the repository is no longer in repos.conf (said once), or by ``gkeys verify-tree --clear-marker``.
 Non-git repositories are skipped (their Manifests are Portage's business).
 """
 
@@ -20,57 +21,19 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from gkeys_portage.core.config import load_config
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import BadInputError, GkeysError
-from gkeys_portage.core.state import Layout, atomic_write_json, read_json
 from gkeys_portage.portage.reposconf import read_repos
+from gkeys_portage.ui.output import say
 from gkeys_portage.verify.gitobjects import GitRepo
 from gkeys_portage.verify.gitspawn import SpawnSettings
+from gkeys_portage.verify.markers import failure_markers, marker_path, write_marker
 from gkeys_portage.verify.tree import TreeOptions, TreeVerifier, last_verified, record_verified
 from gkeys_portage.verify.worktree import describe_changes, restore_revision, unmerged_fetch, worktree_changes
-
-MARKERS = "tree-failed"
-
-
-def _output() -> Any:
-    try:
-        from portage.output import EOutput
-    except ImportError:  # the hooks also work without Portage importable (plain " * " lines)
-        return None
-    return EOutput()
-
-
-def say(level: str, text: str) -> None:
-    """Print one line in Portage style (errors and warnings on stderr)."""
-    out = _output()
-    if out is not None:
-        {"error": out.eerror, "warn": out.ewarn}.get(level, out.einfo)(text)
-        return
-    stream = sys.stderr if level in ("error", "warn") else sys.stdout
-    stream.write(f" * {text}\n")
-
-
-def marker_path(layout: Layout, repo_name: str) -> Path:
-    """Where the failure marker of ``repo_name`` lives."""
-    safe = re.sub(r"[^A-Za-z0-9._+-]", "_", repo_name) or "_"
-    return layout.state_dir / MARKERS / f"{safe}.json"
-
-
-def failure_markers(layout: Layout) -> list[dict[str, str]]:
-    """Every failure marker (repository, location, reason), sorted by repository."""
-    found = []
-    for path in sorted((layout.state_dir / MARKERS).glob("*.json")):
-        data = read_json(path, {})
-        if isinstance(data, dict):
-            found.append({k: str(v) for k, v in data.items()})
-    return found
 
 
 def verify_synced_repo(ctx: Gkeys, repo_name: str, location: Path) -> tuple[bool, str]:
@@ -87,7 +50,7 @@ def verify_synced_repo(ctx: Gkeys, repo_name: str, location: Path) -> tuple[bool
         marker.unlink(missing_ok=True)
         return True, f"{repo_name}: not a git repository, nothing for gkeys to verify"
     recorded = last_verified(ctx.layout, location)
-    _write_marker(marker, repo_name, location, "verification did not complete (interrupted or crashed)", "")
+    write_marker(marker, repo_name, location, "verification did not complete (interrupted or crashed)", "")
     repo: GitRepo | None = None
     spawn = SpawnSettings.owner_of(location)  # a usersync tree stays owned by its user after a rollback
     try:
@@ -123,7 +86,7 @@ def verify_synced_repo(ctx: Gkeys, repo_name: str, location: Path) -> tuple[bool
         rolled = _roll_back(repo or GitRepo(location, spawn=spawn), recorded)
     except Exception as exc:
         where = f"rolling back to {(recorded or '')[:12]} FAILED: {getattr(exc, 'message', None) or exc}"
-    _write_marker(marker, repo_name, location, reason, rolled or "")
+    write_marker(marker, repo_name, location, reason, rolled or "")
     if rolled:
         where = f"rolled back to {rolled[:12]}"
     return False, f"{repo_name}: NOT verified ({where}): {reason}"
@@ -139,11 +102,6 @@ def _disk_problem(repo: GitRepo, head: str) -> str | None:
         return (f"the fetched revision {fetched[:12]} never became HEAD (the merge failed), so it was not "
                 "verified")
     return None
-
-
-def _write_marker(marker: Path, repo_name: str, location: Path, reason: str, rolled: str) -> None:
-    atomic_write_json(marker, {"repo": repo_name, "location": str(location), "reason": reason,
-                               "rolled_back_to": rolled})
 
 
 def _roll_back(repo: GitRepo | None, recorded: str | None) -> str | None:
@@ -192,7 +150,7 @@ def repo_postsync_main(argv: Sequence[str]) -> int:
         ok, message = False, f"{repo_name}: {text}"
         try:
             ctx = _context()
-            _write_marker(marker_path(ctx.layout, repo_name), repo_name, location, text, "")
+            write_marker(marker_path(ctx.layout, repo_name), repo_name, location, text, "")
         except Exception as inner:
             message += (" (and the failure marker could not be written: "
                         f"{getattr(inner, 'message', None) or inner})")
@@ -200,17 +158,48 @@ def repo_postsync_main(argv: Sequence[str]) -> int:
     return 0 if ok else 1
 
 
-def postsync_main(argv: Sequence[str] = ()) -> int:
-    """``postsync.d`` hook: fail emerge while any repository failed verification."""
+def configured_repositories() -> set[str] | None:
+    """Names of the repositories in Portage's repos.conf (as ``emerge`` sees them through
+    ``PORTAGE_CONFIGROOT``), or None when Portage cannot tell (then every marker counts).
+
+    An empty answer is treated as "cannot tell": a hook that reads no repositories at all reads the
+    wrong configuration, and must not conclude that every marked repository is gone.
+    """
     try:
-        markers = failure_markers(_context().layout)
+        import portage
+
+        names = {str(repo.name) for repo in portage.settings.repositories}
+    except Exception:  # Portage absent or its configuration unreadable: keep failing closed
+        return None
+    return names or None
+
+
+def postsync_main(argv: Sequence[str] = ()) -> int:
+    """``postsync.d`` hook: fail emerge while any configured repository failed verification.
+
+    Markers of repositories no longer in repos.conf cannot be fixed by syncing again: each is
+    reported once and removed.
+    """
+    try:
+        layout = _context().layout
+        markers = failure_markers(layout)
     except GkeysError as exc:
         say("error", f"gkeys: cannot read the verification markers: {exc.message}")
         return 1
+    configured = configured_repositories() if markers else None
+    failed = []
     for marker in markers:
-        say("error", f"gkeys: repository {marker.get('repo')} at {marker.get('location')} is NOT verified: "
+        name = marker.get("repo", "")
+        if configured is not None and name not in configured:
+            marker_path(layout, name).unlink(missing_ok=True)
+            say("warn", f"gkeys: repository {name} is no longer in repos.conf; removed its failure marker "
+                        f"(it had failed: {marker.get('reason')})")
+            continue
+        failed.append(name)
+        say("error", f"gkeys: repository {name} at {marker.get('location')} is NOT verified: "
                      f"{marker.get('reason')}")
-    if markers:
-        say("error", "gkeys: the repositories above failed commit verification; fix the cause and sync again")
+    if failed:
+        say("error", "gkeys: the repositories above failed commit verification; fix the cause and sync again "
+                     f"(if a repository is gone for good: gkeys verify-tree --clear-marker {failed[0]})")
         return 1
     return 0

@@ -20,20 +20,25 @@ reads the options, builds the gkeys context and reports through ``portage.output
 
 from __future__ import annotations
 
+import configparser
+import io
 import os
 import shlex
 from pathlib import Path
 from typing import Any
 
 import portage
+from portage.const import USER_CONFIG_PATH
 from portage.output import EOutput
 from portage.sync.config_checks import CheckSyncConfig
 from portage.sync.syncbase import NewBase
-from portage.util import writemsg_level
+from portage.util import _recursive_file_list, writemsg_level
+from portage.util.configparser import SafeConfigParser, read_configs
 
 from gkeys_portage.core.config import load_config
+from gkeys_portage.core.configschema import unknown_name
 from gkeys_portage.core.context import Gkeys
-from gkeys_portage.core.errors import GkeysError
+from gkeys_portage.core.errors import GkeysError, UsageError
 from gkeys_portage.portage.treesync import SyncOutcome, SyncRequest, clone_verified, update_verified
 from gkeys_portage.verify.gitobjects import GitRepo
 from gkeys_portage.verify.gitspawn import SpawnSettings
@@ -61,6 +66,33 @@ class CheckGkeysConfig(CheckSyncConfig):
         if policy not in POLICIES:
             writemsg_level(f"!!! sync-gkeys-policy must be one of {', '.join(POLICIES)}, not {policy!r}\n",
                            level=self.logger.ERROR, noiselevel=-1)
+
+
+def repos_conf(settings: Any) -> configparser.ConfigParser:
+    """repos.conf as Portage reads it (``PORTAGE_REPOSITORIES``, else the global file and
+    ``${PORTAGE_CONFIGROOT}/etc/portage/repos.conf``, a file or a directory), with every key kept:
+    Portage itself drops the keys no sync module declares, typos included."""
+    parser = SafeConfigParser()
+    given = os.environ.get("PORTAGE_REPOSITORIES")  # settings has its own, rebuilt without unknown keys
+    if given is not None:
+        read_configs(parser, [io.StringIO(given)])
+        return parser
+    paths = [os.path.join(settings.global_config_path, "repos.conf"),
+             os.path.join(settings["PORTAGE_CONFIGROOT"], USER_CONFIG_PATH, "repos.conf")]
+    read_configs(parser, [found for path in paths for found in _recursive_file_list(path)])
+    return parser
+
+
+def check_gkeys_options(parser: configparser.ConfigParser, repo_name: str) -> None:
+    """Refuse an unknown ``sync-gkeys-*`` key of ``repo_name`` (or of [DEFAULT]): a typo such as
+    ``sync-gkeys-polcy = all`` must not leave the default (a shallow, top-only first check)."""
+    section = repo_name if parser.has_section(repo_name) else None
+    keys = parser.options(section) if section else list(parser.defaults())
+    for key in keys:
+        if key.startswith("sync-gkeys-") and key not in GKEYS_OPTIONS:
+            raise UsageError(f"repos.conf [{section or 'DEFAULT'}]: "
+                             + unknown_name("option", key, GKEYS_OPTIONS)
+                             + "; fix it in repos.conf and sync again")
 
 
 def _env_option(options: dict[str, str], name: str) -> dict[str, str]:
@@ -141,6 +173,7 @@ class GkeysSync(NewBase):
             printers.get(level, out.einfo)(text)
 
         try:
+            check_gkeys_options(repos_conf(self.settings), self.repo.name)
             config = self.repo.module_specific_options.get("sync-gkeys-config")
             ctx = Gkeys(load_config(Path(config) if config else None))
             request = self._request(ctx)

@@ -80,6 +80,7 @@ class Fetched:
     installed: list[Path] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     latest: LatestChoice | None = None
+    already: bool = False  # a verified copy was already in the destination: nothing downloaded
 
 
 def quarantine_dir(ctx: Gkeys) -> Path:
@@ -192,7 +193,8 @@ def fetch_siblings(ctx: Gkeys, url: str, folder: Path, name: str) -> list[str]:
 
 
 def download_and_verify(ctx: Gkeys, media: MediaVerifier, url: str, folder: Path, *,
-                        expected_size: int | None = None, progress: Progress | None = None) -> tuple[Path, Fetched]:
+                        expected_size: int | None = None, progress: Progress | None = None,
+                        verify_progress: Progress | None = None) -> tuple[Path, Fetched]:
     """Fetch ``url`` and its siblings into ``folder`` and verify; a rejected file is renamed ``.rejected``."""
     name = file_name(url)
     skipped = fetch_siblings(ctx, url, folder, name)
@@ -200,7 +202,7 @@ def download_and_verify(ctx: Gkeys, media: MediaVerifier, url: str, folder: Path
     target = folder / name
     downloader(ctx).fetch(url, target, expected_size=expected_size, progress=progress)
     try:
-        verification = media.verify(target)
+        verification = media.verify(target, verify_progress)
     except GkeysError:
         os.replace(target, folder / (name + ".rejected"))
         raise
@@ -306,17 +308,39 @@ def install(files: list[Path], dest_dir: Path) -> list[Path]:
     return installed
 
 
+def already_verified(media: MediaVerifier, existing: Path, expected_size: int | None,
+                     verify_progress: Progress | None = None) -> Fetched | None:
+    """The verification of a copy already in the destination (with the siblings installed beside it),
+    or None if there is none, it has another size than announced, or it does not verify (then it is
+    downloaded afresh and replaced)."""
+    if existing.is_symlink() or not existing.is_file():
+        return None
+    if expected_size is not None and existing.stat().st_size != expected_size:
+        return None
+    check_destination(existing.parent)
+    try:
+        return Fetched(media.verify(existing, verify_progress), already=True)
+    except GkeysError:
+        return None
+
+
 def fetch_media(ctx: Gkeys, url: str, dest_dir: Path, *, category: str, nick: str | None = None,
                 expected_size: int | None = None, progress: Progress | None = None,
-                allow_unnamed: bool = False) -> Fetched:
+                allow_unnamed: bool = False, verify_progress: Progress | None = None) -> Fetched:
     """Download ``url`` with its siblings, verify them all, then move the file and the verified siblings
-    into ``dest_dir``; siblings the verifier ignored or did not check are deleted from quarantine."""
+    into ``dest_dir``; siblings the verifier ignored or did not check are deleted from quarantine.
+
+    A copy already in ``dest_dir`` that verifies (re-verified in place) is not downloaded again.
+    """
     media = MediaVerifier(ctx.verifier(category, [nick] if nick else []), category, allow_unnamed=allow_unnamed)
     check_before_creating(dest_dir)  # before the download; again when installing
+    present = already_verified(media, dest_dir / file_name(url), expected_size, verify_progress)
+    if present is not None:
+        return present
     folder = quarantine_dir(ctx)
     with _exclusive(folder / f".{file_name(url)}.lock"):
         target, fetched = download_and_verify(ctx, media, url, folder, expected_size=expected_size,
-                                              progress=progress)
+                                              progress=progress, verify_progress=verify_progress)
         verified = set(fetched.verification.verified_files)
         siblings = [p for p in (target.with_name(target.name + s) for s in ALL_SIBLINGS) if p.exists()]
         for sibling in siblings:
@@ -328,11 +352,19 @@ def fetch_media(ctx: Gkeys, url: str, dest_dir: Path, *, category: str, nick: st
 
 
 def fetch_latest(ctx: Gkeys, name: str, mirror: str, dest_dir: Path, *, category: str, nick: str | None = None,
-                 arch: str | None = None, progress: Progress | None = None, allow_unnamed: bool = False) -> Fetched:
-    """Resolve the newest ``name`` from the mirror's signed latest file, then :func:`fetch_media` it."""
+                 arch: str | None = None, progress: Progress | None = None, allow_unnamed: bool = False,
+                 verify_progress: Progress | None = None,
+                 chosen: Callable[[LatestChoice], None] | None = None) -> Fetched:
+    """Resolve the newest ``name`` from the mirror's signed latest file, then :func:`fetch_media` it.
+
+    ``chosen`` hears the verified choice before anything is downloaded.
+    """
     choice = resolve_latest(ctx, ctx.verifier(category, [nick] if nick else []), mirror, name, arch)
+    if chosen is not None:
+        chosen(choice)
     fetched = fetch_media(ctx, choice.url, dest_dir, category=category, nick=nick,
-                          expected_size=choice.entry.size, progress=progress, allow_unnamed=allow_unnamed)
+                          expected_size=choice.entry.size, progress=progress, allow_unnamed=allow_unnamed,
+                          verify_progress=verify_progress)
     _record_latest(ctx, name, choice)
     fetched.latest = choice
     return fetched

@@ -138,7 +138,9 @@ def _fetch(ctx: Gkeys, location: str, limit: int, what: str) -> bytes:
     if "://" not in location:
         path = Path(location)
         if not path.is_file():
-            raise (NoSignatureError if what == SIGNATURE else BadInputError)(f"{what} {location}: no such file")
+            if what == SIGNATURE:
+                raise NoSignatureError(f"no signature at {location}: no such file (give -s SIG)")
+            raise BadInputError(f"{what} {location}: no such file")
         try:
             with open(path, "rb") as handle:
                 return _check_bytes(handle.read(limit + 1), location, limit, what)

@@ -281,6 +281,7 @@ class TreeVerifier:
         keyring = self.ctx.keyring(category)
         pins = self.ctx.seeds.pins(keyring.category)
         if not len(pins):
+            self.ctx.require_category(category)  # a typo lists the installed categories instead
             raise UsageError(f"no seeds installed for category {category!r} (run: gkeys update-seed -C {category})")
         return CommitVerifier(keyring, pins, policy, self.options.jobs)
 

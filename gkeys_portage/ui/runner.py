@@ -11,9 +11,11 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 
-from gkeys_portage.cli.output import Console, Report
+from gkeys_portage.core.config import default_config_path, load_config
 from gkeys_portage.core.errors import EXIT_BAD_INPUT, EXIT_NOT_VERIFIED, GkeysError
+from gkeys_portage.ui.output import WARN, Console, Report
 
 
 def add_output_options(parser: argparse.ArgumentParser) -> None:
@@ -24,8 +26,23 @@ def add_output_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("-v", "--verbose", action="store_true", help="print more detail on failure")
 
 
+def where(args: argparse.Namespace) -> str | None:
+    """``using config FILE and state directory DIR`` for the options in ``args`` (None if it has none)."""
+    if not hasattr(args, "config"):
+        return None
+    try:
+        config = load_config(Path(args.config) if args.config else None, Path(args.root) if args.root else None)
+    except GkeysError as exc:
+        return f"the configuration cannot be read: {exc.message}"
+    used = str(config.path) if config.path else f"none ({default_config_path()} does not exist: built-in defaults)"
+    return f"config file: {used}; state directory: {config.gkeysdir}"
+
+
 def run_report(args: argparse.Namespace, func: Callable[[argparse.Namespace, Console], Report]) -> int:
-    """Run ``func``, render its report (or its one-line failure) and return the exit status."""
+    """Run ``func``, render its report (or its one-line failure) and return the exit status.
+
+    With ``-v`` a failure is followed by the config file and state directory in use.
+    """
     console = Console(json_mode=args.json, quiet=args.quiet, verbose=args.verbose)
     try:
         report = func(args, console)
@@ -33,6 +50,7 @@ def run_report(args: argparse.Namespace, func: Callable[[argparse.Namespace, Con
         console.fail(exc.message, exc.exit_code)
         if args.verbose and exc.detail:
             sys.stderr.write(exc.detail + "\n")
+        _say_where(args, console)
         return exc.exit_code
     except OSError as exc:  # local I/O: disk full, permissions, read-only file system
         where = f" ({exc.filename})" if exc.filename else ""
@@ -47,4 +65,13 @@ def run_report(args: argparse.Namespace, func: Callable[[argparse.Namespace, Con
             traceback.print_exc()
         return EXIT_NOT_VERIFIED
     console.render(report)
+    if report.exit_code:
+        _say_where(args, console)
     return report.exit_code
+
+
+def _say_where(args: argparse.Namespace, console: Console) -> None:
+    if args.verbose and not args.json:
+        text = where(args)
+        if text:
+            console.message(WARN, text)

@@ -1,0 +1,3 @@
+"""Presentation shared by both faces (``cli/`` and ``portage/``): `` * `` lines, colour, progress, reports.
+
+Below ``cli/`` and ``portage/``; imports neither."""

@@ -1,0 +1,228 @@
+"""Presentation: Portage-style `` * `` lines (coloured through ``portage.output`` when importable),
+``--json``, and progress on stderr.
+
+Colour follows one rule (:func:`use_colour`): only on a terminal, never with ``NOCOLOR`` (Portage's
+variable) or ``NO_COLOR`` (no-color.org) set, never without Portage.
+
+Actions never print.  They return a :class:`Report` (messages plus a JSON document); the
+entry point renders it once, as text or as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+INFO, GOOD, WARN, ERROR, PLAIN = "info", "good", "warn", "error", "plain"
+
+
+@dataclass
+class Message:
+    """One line of human output."""
+
+    level: str
+    text: str
+
+
+@dataclass
+class Report:
+    """What an action has to say: human lines, a JSON document and an exit status."""
+
+    data: dict[str, Any] = field(default_factory=dict)
+    messages: list[Message] = field(default_factory=list)
+    exit_code: int = 0
+
+    def info(self, text: str) -> Report:
+        """Add an informational `` * `` line."""
+        self.messages.append(Message(INFO, text))
+        return self
+
+    def good(self, text: str) -> Report:
+        """Add a success line."""
+        self.messages.append(Message(GOOD, text))
+        return self
+
+    def warn(self, text: str) -> Report:
+        """Add a warning line."""
+        self.messages.append(Message(WARN, text))
+        return self
+
+    def error(self, text: str) -> Report:
+        """Add an error line (does not change the exit status by itself)."""
+        self.messages.append(Message(ERROR, text))
+        return self
+
+    def plain(self, text: str) -> Report:
+        """Add a line printed as-is (tables)."""
+        self.messages.append(Message(PLAIN, text))
+        return self
+
+
+_STYLES = {INFO: "INFO", GOOD: "GOOD", WARN: "WARN", ERROR: "ERR"}
+_NOCOLOR_OFF = ("", "no", "false", "0")
+
+
+def _portage_output() -> Any:
+    try:
+        import portage.output as portage_output
+    except Exception:  # portage is optional for the core; any import failure means plain output
+        return None
+    return portage_output
+
+
+def colour_wanted(stream: TextIO, environ: Any = None) -> bool:
+    """Whether lines written to ``stream`` may carry ANSI colour.
+
+    No when ``NO_COLOR`` is set to anything non-empty, when Portage's ``NOCOLOR`` is set to
+    anything but ``no``/``false``/``0``, when ``TERM`` is ``dumb``, or when the stream is not a tty.
+    """
+    env = os.environ if environ is None else environ
+    if env.get("NO_COLOR") or env.get("NOCOLOR", "").strip().lower() not in _NOCOLOR_OFF:
+        return False
+    if env.get("TERM") == "dumb":
+        return False
+    return _isatty(stream)
+
+
+def star_line(level: str, text: str, stream: TextIO) -> str:
+    """One `` * text`` line as Portage's ``einfo``/``ewarn``/``eerror`` print it, coloured only if allowed."""
+    star = " * "
+    portage_output = _portage_output() if colour_wanted(stream) else None
+    if portage_output is not None:
+        star = portage_output.colorize(_STYLES.get(level, "INFO"), star)
+    return f"{star}{text}\n"
+
+
+def say(level: str, text: str, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> None:
+    """Print one `` * `` line at once: warnings and errors on stderr, the rest on stdout."""
+    stream = (stderr or sys.stderr) if level in (WARN, ERROR) else (stdout or sys.stdout)
+    stream.write(star_line(level, text, stream))
+    stream.flush()
+
+
+class Console:
+    """Renders reports and progress in Portage's `` * `` style (see :func:`star_line`)."""
+
+    def __init__(self, *, json_mode: bool = False, quiet: bool = False, verbose: bool = False,
+                 stdout: TextIO | None = None, stderr: TextIO | None = None) -> None:
+        self.json_mode = json_mode
+        self.quiet = quiet
+        self.verbose = verbose
+        self.stdout = stdout or sys.stdout
+        self.stderr = stderr or sys.stderr
+        self._last_progress = 0.0
+
+    def render(self, report: Report) -> None:
+        """Print a report: JSON document, or its lines."""
+        if self.json_mode:
+            document = dict(report.data)
+            document.setdefault("exit", report.exit_code)
+            self.stdout.write(json.dumps(document, indent=2, sort_keys=True, default=str) + "\n")
+            self.stdout.flush()
+            return
+        for message in report.messages:
+            self.message(message.level, message.text)
+
+    def message(self, level: str, text: str) -> None:
+        """Print one line in Portage style (`` * text``); warnings and errors go to stderr.
+
+        Nothing is printed in JSON mode (the JSON document is the whole output).
+        """
+        if self.json_mode or (self.quiet and level in (INFO, GOOD, PLAIN)):
+            return
+        if level == PLAIN:
+            self.stdout.write(text + "\n")
+            self.stdout.flush()
+            return
+        say(level, text, stdout=self.stdout, stderr=self.stderr)
+
+    def fail(self, text: str, exit_code: int) -> None:
+        """Print a one-line failure (JSON: ``{"ok": false, "error": ...}``)."""
+        if self.json_mode:
+            self.stdout.write(json.dumps({"ok": False, "error": text, "exit": exit_code}, sort_keys=True) + "\n")
+            self.stdout.flush()
+        else:
+            self.message(ERROR, text)
+
+    def progress(self, label: str, unit: str = "") -> Callable[[int, int], None]:
+        """A progress callback ``(done, total)`` on stderr.
+
+        On a terminal: one line redrawn at most ~10 times a second, Portage/wget style (a bar, percent,
+        ``done/total unit``, rate and ETA).  Otherwise: one final line when the work is done (no
+        noise in logs).  Nothing is shown for five items or fewer, in quiet mode or in JSON mode.
+        """
+        tty = _isatty(self.stderr)
+        started = time.monotonic()
+        shown = {"final": False}
+
+        def callback(done: int, total: int) -> None:
+            if self.quiet or self.json_mode or total <= 5 or shown["final"]:
+                return
+            now = time.monotonic()
+            finished = done >= total
+            if tty:
+                if not finished and now - self._last_progress < 0.1:
+                    return
+                self._last_progress = now
+                line = progress_line(label, done, total, now - started, unit=unit, width=_columns(self.stderr))
+                self.stderr.write(f"\r{line}" + ("\n" if finished else ""))
+            elif finished:
+                self.stderr.write(final_line(label, total, now - started, unit=unit) + "\n")
+            else:
+                return
+            shown["final"] = finished
+            self.stderr.flush()
+
+        return callback
+
+
+def _isatty(stream: TextIO) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except (OSError, ValueError):
+        return False
+
+
+def _columns(stream: TextIO) -> int:
+    try:
+        columns = os.get_terminal_size(stream.fileno()).columns
+    except (OSError, ValueError, AttributeError):
+        return 80
+    return columns if columns >= 40 else 80  # a terminal that reports no size (a fresh pty) gets 80
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, int(seconds + 0.5))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+def progress_line(label: str, done: int, total: int, elapsed: float, *, unit: str = "", width: int = 80) -> str:
+    """`` * label [=====>    ]  45%  123/270 MiB  12.3 MiB/s  ETA 0:12`` fitted to ``width`` columns."""
+    done = min(done, total)
+    fraction = done / total if total else 1.0
+    suffix = f" {unit}" if unit else ""
+    rate = done / elapsed if elapsed > 0 else 0.0
+    eta = "--:--" if rate <= 0 else _duration((total - done) / rate)
+    tail = (f" {fraction * 100:3.0f}%  {done}/{total}{suffix}  {rate:.1f}{suffix or ' items'}/s  "
+            + (f"in {_duration(elapsed)}" if done >= total else f"ETA {eta}"))
+    head = f" * {label} "
+    room = width - len(head) - len(tail) - 3
+    if room < 5:  # a long label: no room for a bar, the numbers matter more
+        return (head.rstrip() + tail)[: max(width - 1, 20)]
+    filled = int(room * fraction)
+    bar = "=" * filled + (">" if filled < room else "") + " " * max(room - filled - 1, 0)
+    return f"{head}[{bar}]{tail}"
+
+
+def final_line(label: str, total: int, elapsed: float, *, unit: str = "") -> str:
+    """`` * label: 270/270 MiB in 0:22 (12.3 MiB/s)``: what a log gets instead of a bar."""
+    suffix = f" {unit}" if unit else ""
+    rate = f" ({total / elapsed:.1f}{suffix or ' items'}/s)" if elapsed > 0 else ""
+    return f" * {label}: {total}/{total}{suffix} in {_duration(elapsed)}{rate}"
