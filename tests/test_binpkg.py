@@ -94,7 +94,7 @@ def test_several_nicks_and_config_errors(env: GkeysEnv, public_dir: Path) -> Non
     assert set(done.keys) == {env.keys.keys["releng"].fingerprint, env.keys.keys["alice"].fingerprint}
     assert portage_accepts(home, _sign(env, "alice"), DATA)
 
-    for bad, word in (("nick = weekly\n", "unknown option"), ("nicks =\n", "at least one"),
+    for bad, word in (("nick = weekly\n", "unknown key 'nick' (did you mean 'nicks'?)"), ("nicks =\n", "at least one"),
                       ("nicks = weekly nobody\n", "nobody")):
         env.write_config("[binpkg]\n" + bad)
         result = env.run("binpkg-keyring", "--gnupghome", str(home), "--no-refresh")

@@ -115,7 +115,7 @@ def test_notify_config_is_checked(env: GkeysEnv) -> None:
     env.install_devs("alice")
     env.write_config("[notify]\nsmtp = 127.0.0.1:25\nform = keys@example.org\n")
     result = env.run("check-key", "-C", "gentoo-devs", "--notify")
-    assert result.code == 2 and "[notify] form" in result.text
+    assert result.code == 2 and "[notify] unknown key 'form' (did you mean 'from'?)" in result.text
 
 
 
