@@ -2,7 +2,7 @@
 """Hardening figures: run the tests SECURITY.md cites, the fuzzers and the fault injection, and count.
 
 Prints: attacks in the threat model and how many are covered by passing tests, fuzz cases tried,
-faults injected, and failures.  The README's reliability section quotes its output.
+faults injected, and failures.  The reliability section of docs/benchmarks.md quotes its output.
 
 Usage: python3 bench/hardening.py [--examples N]   (fuzz examples per property; default 1000)
 """

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from subprocess_coverage import carry_coverage_into_children
 
 from gkeys_portage.cli.main import main as gkeys_main
 from gkeys_portage.core.seedbinding import category_notation
@@ -24,6 +25,8 @@ from gkeys_portage.demo.world import KeyFactory, LoopbackServer, past
 PROJECT = Path(__file__).resolve().parent.parent
 SHARED = PROJECT.parent / "shared"
 REAL = SHARED / "fixtures" / "real"
+
+carry_coverage_into_children()
 
 
 def shared_path(*parts: str) -> Path:

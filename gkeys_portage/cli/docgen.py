@@ -83,6 +83,21 @@ def _option_names(parser: argparse.ArgumentParser) -> list[str]:
     return sorted({name for action in _own_actions(parser) for name in action.option_strings})
 
 
+
+def vocabulary() -> dict[str, dict[str, frozenset[str]]]:
+    """Program -> action (``""``: the program itself) -> every option string accepted there.
+
+    An action accepts its own options and, like argparse, those of its program; ``tests/test_docs.py``
+    checks every option and action the README and ``docs/*.md`` name against this.
+    """
+    table: dict[str, dict[str, frozenset[str]]] = {}
+    for program in programs():
+        parser = program.build()
+        own = frozenset(_option_names(parser))
+        table[program.name] = {"": own} | {name: own | frozenset(_option_names(sub))
+                                            for name, (sub, _summary) in _subparsers(parser).items()}
+    return table
+
 # ---- roff -------------------------------------------------------------------------------------------
 
 def roff(text: str) -> str:
