@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -92,6 +93,12 @@ def build_repo(repo: Path, factory: KeyFactory, nicks: list[str], commits: int, 
     return tip
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and its waited-for children so far (user + system)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def prepare(work: Path, keys: int, commits: int, branches: int) -> tuple[Path, Path, Path, str]:
     """Keys, seeds, keyring and the repository under ``work`` (reused if already built there)."""
     state = work / "state"
@@ -134,16 +141,20 @@ def main() -> int:
     env = {**git_environment(), "GNUPGHOME": str(home)}
     ours: list[float] = []
     baseline: list[float] = []
+    cpu_ours: list[float] = []
+    cpu_baseline: list[float] = []
     for round_ in range(args.rounds):
         print(f"round {round_ + 1}/{args.rounds}: gkeys verify-tree --policy all ...", flush=True)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), cpu_seconds()
         status = gkeys_main(["-c", str(config), "-q", "verify-tree", str(repo), "--policy", "all", "--no-record"])
         ours.append(time.perf_counter() - started)
+        cpu_ours.append(cpu_seconds() - cpu)
         assert status == 0, status
         print(f"round {round_ + 1}/{args.rounds}: git log --format=%G? (one gpg per commit) ...", flush=True)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), cpu_seconds()
         marks = git(repo, "-c", "log.showSignature=false", "log", "--format=%G?", tip, env=env).decode().split()
         baseline.append(time.perf_counter() - started)
+        cpu_baseline.append(cpu_seconds() - cpu)
         good = sum(1 for m in marks if m in ("G", "U"))
         assert good == total, (good, total, sorted(set(marks)))
     ratios = sorted(b / o for b, o in zip(baseline, ours, strict=True))
@@ -152,6 +163,11 @@ def main() -> int:
     print(f"gkeys verify-tree --policy all: median {mine:6.2f} s  ({total / mine:7.0f} commits/s)")
     print(f"git log --format=%G?:           median {theirs:6.2f} s  ({total / theirs:7.0f} commits/s)")
     print(f"ratio per round: {', '.join(f'{r:.1f}x' for r in ratios)}; median {statistics.median(ratios):.1f}x")
+    print(f"CPU (this process + children): gkeys median {statistics.median(cpu_ours):.2f} s "
+          f"({1000 * statistics.median(cpu_ours) / total:.2f} ms/commit), git log median "
+          f"{statistics.median(cpu_baseline):.2f} s ({1000 * statistics.median(cpu_baseline) / total:.2f} ms/commit); "
+          f"CPU ratio {statistics.median(cpu_baseline) / statistics.median(cpu_ours):.1f}x "
+          "(independent of other load; wall time on 2 cores can at best halve gkeys' CPU)")
     if args.work is None:
         subprocess.run(["rm", "-rf", str(work)], check=False)
     return 0
