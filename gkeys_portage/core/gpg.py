@@ -257,8 +257,10 @@ class GnuPG:
         wanted = {name.upper() for name in names}
         return [key for key in keys if key.fingerprint in wanted] if names else keys
 
-    def import_report(self, data: bytes, *, options: Sequence[str] = SAFE_IMPORT_OPTIONS) -> ImportReport:
-        """Import OpenPGP key data and report what GnuPG did (never raises for what the data holds).
+    def import_report(self, data: bytes | IO[bytes], *,
+                      options: Sequence[str] = SAFE_IMPORT_OPTIONS) -> ImportReport:
+        """Import OpenPGP key data (bytes, or a binary stream read to its end) and report what GnuPG
+        did (never raises for what the data holds).
 
         ``options`` are gpg's ``--import-options``: by default third-party certifications are not
         stored (``self-sigs-only``) and unusable parts are removed (``import-clean``) — trust comes from
