@@ -53,3 +53,9 @@ def test_gpg_killed_during_a_slow_fetch_still_installs_every_key(env: GkeysEnv) 
     listed = json.loads(env.run("--json", "list-key", "-C", "gentoo-devs").out)
     assert {k["fingerprint"] for k in listed["keys"] if k["installed"]} == {
         env.keys.keys["alice"].fingerprint, env.keys.keys["bob"].fingerprint}
+
+
+def test_a_feed_that_got_nothing_reports_no_problem(tmp_path: Path) -> None:
+    with _StreamedImport(GnuPG(tmp_path / "quarantine")) as feed:
+        pass
+    assert feed.report is not None and not feed.report.problem and not feed.report.imported

@@ -363,6 +363,7 @@ class _StreamedImport:
         self._chunks: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._rest = b""
         self._closed = False
+        self._fed = False
         self._thread = threading.Thread(target=self._import, daemon=True)
 
     def __enter__(self) -> _StreamedImport:
@@ -374,9 +375,12 @@ class _StreamedImport:
         self._thread.join()
         if exc[0] is not None:
             self.report = None
+        elif not self._fed:
+            self.report = ImportReport([], "")  # nothing armored arrived: gpg's "no valid data" is no problem
 
     def put(self, data: bytes) -> None:
         """Feed one armored answer (blocks are separated by a newline, as in a batch import)."""
+        self._fed = True
         self._chunks.put(data + b"\n")
 
     def read(self, size: int = -1) -> bytes:
