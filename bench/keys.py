@@ -5,12 +5,15 @@ Compares, in the same run and against the same server:
   * gkeys install-key (concurrent fetch, one quarantine import, fingerprint filter, atomic commit), and
   * the way gentoo-keys did it: one ``gpg --recv-keys <fpr>`` process per key, sequentially.
 
-Usage: python3 bench/keys.py [--keys 164] [--latency 0.1]
+Rounds alternate A and B (``--rounds``, default 3); each round's ratio and their median are printed.
+
+Usage: python3 bench/keys.py [--keys 164] [--latency 0.1] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,6 +33,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keys", type=int, default=164)
     parser.add_argument("--latency", type=float, default=0.1)
+    parser.add_argument("--rounds", type=int, default=3, help="A/B rounds, alternating (medians reported)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="gkeys-bench-keys-"))
     print(f"generating {args.keys} ed25519 keys ...", flush=True)
@@ -42,37 +46,44 @@ def main() -> int:
 
     seeds = {Nick(f"dev{i:03d}"): Seed(Nick(f"dev{i:03d}"), k.name, f"dev{i:03d}", [k.fingerprint],
                                        [k.fingerprint], [k.uid]) for i, k in enumerate(keys)}
-    state = work / "state"
-    (state / "seeds").mkdir(parents=True)
-    (state / "seeds" / "gentoo-devs.seeds").write_bytes(dump_seeds(seeds))
-    config = work / "gkeys.conf"
-    config.write_text(f"[base]\ngkeysdir = {state}\n[sources]\nkeyservers = {server.url}\nwkd = no\n"
-                      "timeout = 10\nretries = 1\n")
+    ours: list[float] = []
+    baseline: list[float] = []
+    for round_ in range(args.rounds):
+        state = work / f"state-{round_}"
+        (state / "seeds").mkdir(parents=True)
+        (state / "seeds" / "gentoo-devs.seeds").write_bytes(dump_seeds(seeds))
+        config = work / "gkeys.conf"
+        config.write_text(f"[base]\ngkeysdir = {state}\n[sources]\nkeyservers = {server.url}\nwkd = no\n"
+                          "timeout = 10\nretries = 1\n")
 
-    print(f"gkeys install-key ({args.latency * 1000:.0f} ms per request) ...", flush=True)
-    started = time.perf_counter()
-    status = gkeys_main(["-c", str(config), "-q", "install-key", "-C", "gentoo-devs"])
-    ours = time.perf_counter() - started
-    installed = len(GnuPG(state / "keyrings" / "gentoo-devs").list_keys())
-    assert status == 0 and installed == args.keys, (status, installed)
+        print(f"round {round_ + 1}/{args.rounds}: gkeys install-key ({args.latency * 1000:.0f} ms per request) ...",
+              flush=True)
+        started = time.perf_counter()
+        status = gkeys_main(["-c", str(config), "-q", "install-key", "-C", "gentoo-devs"])
+        ours.append(time.perf_counter() - started)
+        installed = len(GnuPG(state / "keyrings" / "gentoo-devs").list_keys())
+        assert status == 0 and installed == args.keys, (status, installed)
 
-    print("baseline: one gpg --recv-keys per key, sequentially ...", flush=True)
-    home = work / "baseline-home"
-    home.mkdir(mode=0o700)
-    keyserver = server.url.replace("http://", "hkp://")
-    env = minimal_environment(home)
-    started = time.perf_counter()
-    for key in keys:
-        subprocess.run(["gpg", "--homedir", str(home), "--batch", "--keyserver", keyserver,
-                        "--recv-keys", key.fingerprint], env=env, check=True, capture_output=True)
-    baseline = time.perf_counter() - started
-    subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], env=env, check=False)
+        print(f"round {round_ + 1}/{args.rounds}: one gpg --recv-keys per key, sequentially ...", flush=True)
+        home = work / f"baseline-home-{round_}"
+        home.mkdir(mode=0o700)
+        keyserver = server.url.replace("http://", "hkp://")
+        env = minimal_environment(home)
+        started = time.perf_counter()
+        for key in keys:
+            subprocess.run(["gpg", "--homedir", str(home), "--batch", "--keyserver", keyserver,
+                            "--recv-keys", key.fingerprint], env=env, check=True, capture_output=True)
+        baseline.append(time.perf_counter() - started)
+        subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], env=env, check=False)
     server.close()
+    ratios = sorted(b / o for b, o in zip(baseline, ours, strict=True))
 
     print(f"\nkeys: {args.keys}, latency {args.latency * 1000:.0f} ms/request")
-    print(f"gkeys install-key:           {ours:7.2f} s")
-    print(f"sequential gpg --recv-keys:  {baseline:7.2f} s")
-    print(f"speed-up:                    {baseline / ours:7.1f}x")
+    print(f"gkeys install-key:           median {statistics.median(ours):7.2f} s  "
+          f"({', '.join(f'{t:.2f}' for t in ours)})")
+    print(f"sequential gpg --recv-keys:  median {statistics.median(baseline):7.2f} s  "
+          f"({', '.join(f'{t:.2f}' for t in baseline)})")
+    print(f"speed-up per round: {', '.join(f'{r:.1f}x' for r in ratios)}; median {statistics.median(ratios):.1f}x")
     return 0
 
 

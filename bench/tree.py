@@ -10,7 +10,10 @@ The repository is built quickly: commit objects are made in Python (all commits 
 signed by ``--keys`` ed25519 keys round-robin on ``--branches`` branches in parallel, joined by one
 signed octopus merge, and written as loose objects.
 
-Usage: python3 bench/tree.py [--commits 2000] [--keys 50] [--branches 4]
+Rounds alternate A and B (``--rounds``, default 3); the ratio of each round and their median are printed.
+``--work DIR`` keeps the keys and repository in DIR and reuses them on the next run.
+
+Usage: python3 bench/tree.py [--commits 2000] [--keys 50] [--branches 4] [--rounds 3] [--work DIR]
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -88,55 +93,83 @@ def build_repo(repo: Path, factory: KeyFactory, nicks: list[str], commits: int, 
     return tip
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and its waited-for children so far (user + system)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def prepare(work: Path, keys: int, commits: int, branches: int) -> tuple[Path, Path, Path, str]:
+    """Keys, seeds, keyring and the repository under ``work`` (reused if already built there)."""
+    state = work / "state"
+    repo = work / "repo"
+    home = state / "keyrings" / "gentoo-devs"
+    config = work / "gkeys.conf"
+    if (work / "built").exists():
+        return config, home, repo, (work / "built").read_text().strip()
+    print(f"generating {keys} ed25519 keys ...", flush=True)
+    factory = KeyFactory(work / "secret")
+    nicks = [f"dev{i:02d}" for i in range(keys)]
+    made = [factory.create(n) for n in nicks]
+    (state / "seeds").mkdir(parents=True)
+    seeds = {Nick(n): Seed(Nick(n), k.name, n, [k.fingerprint], [k.fingerprint, k.signing_subkey], [k.uid])
+             for n, k in zip(nicks, made, strict=True)}
+    (state / "seeds" / "gentoo-devs.seeds").write_bytes(dump_seeds(seeds))
+    GnuPG(home).import_keys(factory.public(*nicks))
+    config.write_text(f"[base]\ngkeysdir = {state}\n")
+    print(f"building {commits} signed commits (+1 merge) on {branches} branches ...", flush=True)
+    started = time.perf_counter()
+    tip = build_repo(repo, factory, nicks, commits, branches)
+    factory.close()
+    print(f"  built in {time.perf_counter() - started:.1f} s", flush=True)
+    (work / "built").write_text(tip + "\n")
+    return config, home, repo, tip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--commits", type=int, default=2000)
     parser.add_argument("--keys", type=int, default=50)
     parser.add_argument("--branches", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3, help="A/B rounds, alternating (medians reported)")
+    parser.add_argument("--work", type=Path, help="build (or reuse) the keys and repository here; kept")
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="gkeys-bench-tree-"))
-    print(f"generating {args.keys} ed25519 keys ...", flush=True)
-    factory = KeyFactory(work / "secret")
-    nicks = [f"dev{i:02d}" for i in range(args.keys)]
-    keys = [factory.create(n) for n in nicks]
-
-    state = work / "state"
-    (state / "seeds").mkdir(parents=True)
-    seeds = {Nick(n): Seed(Nick(n), k.name, n, [k.fingerprint], [k.fingerprint, k.signing_subkey], [k.uid])
-             for n, k in zip(nicks, keys, strict=True)}
-    (state / "seeds" / "gentoo-devs.seeds").write_bytes(dump_seeds(seeds))
-    home = state / "keyrings" / "gentoo-devs"
-    GnuPG(home).import_keys(factory.public(*nicks))
-    config = work / "gkeys.conf"
-    config.write_text(f"[base]\ngkeysdir = {state}\n")
-
-    print(f"building {args.commits} signed commits (+1 merge) on {args.branches} branches ...", flush=True)
-    started = time.perf_counter()
-    repo = work / "repo"
-    tip = build_repo(repo, factory, nicks, args.commits, args.branches)
-    factory.close()
+    work = args.work or Path(tempfile.mkdtemp(prefix="gkeys-bench-tree-"))
+    work.mkdir(parents=True, exist_ok=True)
+    config, home, repo, tip = prepare(work, args.keys, args.commits, args.branches)
     total = int(git(repo, "rev-list", "--count", tip))
-    print(f"  built {total} commits in {time.perf_counter() - started:.1f} s", flush=True)
-
-    print("gkeys verify-tree --policy all ...", flush=True)
-    started = time.perf_counter()
-    status = gkeys_main(["-c", str(config), "-q", "verify-tree", str(repo), "--policy", "all", "--no-record"])
-    ours = time.perf_counter() - started
-    assert status == 0, status
-
-    print("baseline: git log --format=%G? (one gpg per commit) ...", flush=True)
     env = {**git_environment(), "GNUPGHOME": str(home)}
-    started = time.perf_counter()
-    marks = git(repo, "-c", "log.showSignature=false", "log", "--format=%G?", tip, env=env).decode().split()
-    baseline = time.perf_counter() - started
-    good = sum(1 for m in marks if m in ("G", "U"))
-    assert good == total, (good, total, sorted(set(marks)))
-
-    print(f"\ncommits: {total} signed by {args.keys} keys; cpus: {os.cpu_count()}")
-    print(f"gkeys verify-tree --policy all: {ours:6.2f} s  ({total / ours:7.0f} commits/s)")
-    print(f"git log --format=%G?:           {baseline:6.2f} s  ({total / baseline:7.0f} commits/s)")
-    print(f"ratio: {baseline / ours:.1f}x faster")
-    subprocess.run(["rm", "-rf", str(work)], check=False)
+    ours: list[float] = []
+    baseline: list[float] = []
+    cpu_ours: list[float] = []
+    cpu_baseline: list[float] = []
+    for round_ in range(args.rounds):
+        print(f"round {round_ + 1}/{args.rounds}: gkeys verify-tree --policy all ...", flush=True)
+        started, cpu = time.perf_counter(), cpu_seconds()
+        status = gkeys_main(["-c", str(config), "-q", "verify-tree", str(repo), "--policy", "all", "--no-record"])
+        ours.append(time.perf_counter() - started)
+        cpu_ours.append(cpu_seconds() - cpu)
+        assert status == 0, status
+        print(f"round {round_ + 1}/{args.rounds}: git log --format=%G? (one gpg per commit) ...", flush=True)
+        started, cpu = time.perf_counter(), cpu_seconds()
+        marks = git(repo, "-c", "log.showSignature=false", "log", "--format=%G?", tip, env=env).decode().split()
+        baseline.append(time.perf_counter() - started)
+        cpu_baseline.append(cpu_seconds() - cpu)
+        good = sum(1 for m in marks if m in ("G", "U"))
+        assert good == total, (good, total, sorted(set(marks)))
+    ratios = sorted(b / o for b, o in zip(baseline, ours, strict=True))
+    mine, theirs = statistics.median(ours), statistics.median(baseline)
+    print(f"\ncommits: {total} signed by {args.keys} keys; cpus: {os.cpu_count()}; rounds: {args.rounds}")
+    print(f"gkeys verify-tree --policy all: median {mine:6.2f} s  ({total / mine:7.0f} commits/s)")
+    print(f"git log --format=%G?:           median {theirs:6.2f} s  ({total / theirs:7.0f} commits/s)")
+    print(f"ratio per round: {', '.join(f'{r:.1f}x' for r in ratios)}; median {statistics.median(ratios):.1f}x")
+    print(f"CPU (this process + children): gkeys median {statistics.median(cpu_ours):.2f} s "
+          f"({1000 * statistics.median(cpu_ours) / total:.2f} ms/commit), git log median "
+          f"{statistics.median(cpu_baseline):.2f} s ({1000 * statistics.median(cpu_baseline) / total:.2f} ms/commit); "
+          f"CPU ratio {statistics.median(cpu_baseline) / statistics.median(cpu_ours):.1f}x "
+          "(independent of other load; wall time on 2 cores can at best halve gkeys' CPU)")
+    if args.work is None:
+        subprocess.run(["rm", "-rf", str(work)], check=False)
     return 0
 
 

@@ -33,7 +33,7 @@ import hashlib
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +42,7 @@ from gkeys_portage.core.config import AuthoritySource, KeyRef
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import GkeysError, NetworkError, NotVerifiedError, StateError, UsageError
 from gkeys_portage.core.gpg import GnuPG
+from gkeys_portage.core.keyblocks import Selection
 from gkeys_portage.core.keyops import RefreshResult, last_refresh, record_refresh
 from gkeys_portage.core.keysources import candidate_locations
 from gkeys_portage.core.seedfetch import SeedChanges, diff_seeds
@@ -392,11 +393,13 @@ def _check_shrink(category: Category, old: Mapping[Nick, Seed], new: Mapping[Nic
 
 
 def _install(ctx: Gkeys, category: Category, quarantine: GnuPG, staged: GnuPG | None,
-             staged_keys: Sequence[Fingerprint], kept: Sequence[Fingerprint]) -> list[Fingerprint]:
+             staged_keys: Sequence[Fingerprint], kept: Sequence[Fingerprint],
+             staged_export: Future[Selection] | None = None) -> list[Fingerprint]:
     """Replace the category keyring, atomically, by exactly the kept keys; return the removed ones.
 
     ``staged`` imported the download while the quarantine did: when it holds exactly the kept keys
-    it becomes the keyring; otherwise the kept keys are taken from the quarantine.  The installed
+    it becomes the keyring (with ``staged_export``, its checked export, as the armored keyring when
+    nothing else is merged into it); otherwise the kept keys are taken from the quarantine.  The installed
     copies of kept keys are merged in (a subkey revocation seen before survives an older
     download).  ``staged`` is None when the download is byte-for-byte the one applied last time:
     then nothing is written unless the kept set changed (a certification expired meanwhile).
@@ -419,7 +422,7 @@ def _install(ctx: Gkeys, category: Category, quarantine: GnuPG, staged: GnuPG | 
             if missing:
                 raise StateError(f"keyring {category}: {len(missing)} certified key(s) did not import "
                                  f"(disk full or gpg failure?); the previous keyring is kept")
-        keyring.adopt(home)
+        keyring.adopt(home, staged_export.result() if fast and not data and staged_export is not None else None)
     return sorted(set(installed) - set(kept))
 
 
@@ -460,28 +463,30 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
         staged = None if unchanged else GnuPG(staged_dir, timeout=timeout)
         with ThreadPoolExecutor(max_workers=1) as pool:
             # The future keyring imports the download while the quarantine imports it with the
-            # authority keys and certifications (on another core), unless it is the same download.
+            # authority keys and certifications (on another core), unless it is the same download;
+            # it is then exported (and the export checked) while the quarantine's signatures are.
             imported = pool.submit(staged.import_keys, data) if staged is not None else None
+            exported = pool.submit(staged.export_exact) if staged is not None else None
             quarantine.import_with_certifications(material)
             for blob in published:
                 quarantine.import_with_certifications(blob)
             downloaded = quarantine.import_with_certifications(data)  # IMPORT_OK: the keys of the download
             staged_keys = imported.result() if imported is not None else []
-        step(50, 100)
-        listing = quarantine.check_sigs()
-        step(75, 100)
-        _check_collisions(listing, pinned)
-        evaluation = evaluate(listing, roots, certifiers, config.domain, now=now,
-                              skew=ctx.config.policy.clock_skew, seen=seen, candidates=set(downloaded))
-        if not any(not why for why in evaluation.certifiers.values()):
-            reasons = "; ".join(f"{certifiers[f]}: {why}" for f, why in evaluation.certifiers.items())
-            raise ShrinkError(f"{cat}: no certifier is usable ({reasons}); nothing changed "
-                              f"(run 'gkeys update-seed -C gentoo-auth' or 'gkeys refresh-key -C gentoo-auth')")
-        new = seeds_from(evaluation)
-        old = ctx.seeds.load(cat) if ctx.seeds.is_installed(cat) else {}
-        _check_shrink(cat, old, new, evaluation, config.max_shrink, allow_shrink, source.location)
-        kept = sorted({v.fingerprint for v in evaluation.kept()})
-        removed = _install(ctx, cat, quarantine, staged, staged_keys, kept)
+            step(50, 100)
+            listing = quarantine.check_sigs()
+            step(75, 100)
+            _check_collisions(listing, pinned)
+            evaluation = evaluate(listing, roots, certifiers, config.domain, now=now,
+                                  skew=ctx.config.policy.clock_skew, seen=seen, candidates=set(downloaded))
+            if not any(not why for why in evaluation.certifiers.values()):
+                reasons = "; ".join(f"{certifiers[f]}: {why}" for f, why in evaluation.certifiers.items())
+                raise ShrinkError(f"{cat}: no certifier is usable ({reasons}); nothing changed "
+                                  f"(run 'gkeys update-seed -C gentoo-auth' or 'gkeys refresh-key -C gentoo-auth')")
+            new = seeds_from(evaluation)
+            old = ctx.seeds.load(cat) if ctx.seeds.is_installed(cat) else {}
+            _check_shrink(cat, old, new, evaluation, config.max_shrink, allow_shrink, source.location)
+            kept = sorted({v.fingerprint for v in evaluation.kept()})
+            removed = _install(ctx, cat, quarantine, staged, staged_keys, kept, exported)
     ctx.seeds.save(cat, new)
     record = read_json(ctx.layout.record(RECORD), {})
     record = record if isinstance(record, dict) else {}

@@ -23,7 +23,6 @@ import fcntl
 import logging
 import os
 import re
-import signal
 import subprocess
 import tempfile
 import threading
@@ -258,8 +257,10 @@ class GnuPG:
         wanted = {name.upper() for name in names}
         return [key for key in keys if key.fingerprint in wanted] if names else keys
 
-    def import_report(self, data: bytes, *, options: Sequence[str] = SAFE_IMPORT_OPTIONS) -> ImportReport:
-        """Import OpenPGP key data and report what GnuPG did (never raises for what the data holds).
+    def import_report(self, data: bytes | IO[bytes], *,
+                      options: Sequence[str] = SAFE_IMPORT_OPTIONS) -> ImportReport:
+        """Import OpenPGP key data (bytes, or a binary stream read to its end) and report what GnuPG
+        did (never raises for what the data holds).
 
         ``options`` are gpg's ``--import-options``: by default third-party certifications are not
         stored (``self-sigs-only``) and unusable parts are removed (``import-clean``) — trust comes from
@@ -424,68 +425,93 @@ class GnuPG:
         """Verify many detached signatures ``(signature_path, data_path)`` with ``jobs`` parallel
         ``gpg --verify --multifile`` processes; one report per pair, in order.
 
-        ``data_path`` must be ``signature_path`` without its suffix (gpg's rule).  gpg is run directly,
-        not through python-gnupg: python-gnupg always adds ``--batch``, and in batch mode gpg does not
-        pair a detached signature with its data file.  Each file's status is cut at gpg's
-        ``FILE_START`` lines, so an unreadable signature only fails its own file.
-
-        gpg never reads the given signature files: each is parsed (a pure detached signature, strict
-        armor) and its binary packets are written to a private directory, beside a symlink to the data.
+        ``data_path`` must be ``signature_path`` without its suffix (gpg's rule).  Both files are read
+        once and handed to :meth:`verify_detached_many`, so gpg checks exactly the bytes read here.
         """
         for sig, data in pairs:
             if sig.with_suffix("") != data:
                 raise GpgError(f"multifile verify needs {data} beside {sig}")
-        if not pairs:
+        items: list[tuple[bytes, bytes] | StatusReport] = []
+        for sig, data in pairs:
+            try:
+                items.append((sig.read_bytes(), data.read_bytes()))
+            except OSError as exc:
+                items.append(StatusReport(failures=[f"cannot read {sig} or {data}: {exc.strerror}"]))
+        checked = [item for item in items if not isinstance(item, StatusReport)]
+        reports = iter(self.verify_detached_many(checked, jobs=jobs))
+        return [item if isinstance(item, StatusReport) else next(reports) for item in items]
+
+    def verify_detached_many(self, items: Sequence[tuple[bytes, bytes]], *, jobs: int = 1, parts: int = 0,
+                             scratch: str | None = None) -> list[StatusReport]:
+        """Verify many detached signatures ``(signature, data)`` held in memory; one report per item,
+        in order.
+
+        The items are split into ``parts`` runs of ``gpg --verify --multifile`` (at least ``jobs``),
+        ``jobs`` of them at a time.  gpg is run directly, not through python-gnupg: python-gnupg
+        always adds ``--batch``, and in batch mode gpg does not pair a detached signature with its data
+        file.  Each file's status is cut at gpg's ``FILE_START`` lines, so an unreadable signature only
+        fails its own file.
+
+        gpg only ever reads bytes parsed here: each signature is parsed (a pure detached signature,
+        strict armor) and its binary packets are written, beside a copy of its data, to a private
+        directory under ``scratch`` (default ``$TMPDIR``; ``/dev/shm`` keeps it in memory).
+        """
+        if not items:
             return []
         refused: dict[int, StatusReport] = {}
-        with tempfile.TemporaryDirectory(prefix="gkeys-multifile-") as private:
-            checked: list[tuple[Path, Path]] = []
-            for index, (sig, data) in enumerate(pairs):
+        with tempfile.TemporaryDirectory(prefix="gkeys-multifile-", dir=scratch) as private:
+            names: list[str] = []
+            for index, (signature, data) in enumerate(items):
                 try:
-                    packets = detached_signature_packets(sig.read_bytes())
+                    packets = detached_signature_packets(signature)
                 except NoSignatureError as exc:
                     refused[index] = StatusReport(failures=[exc.message])
                     continue
-                except OSError as exc:
-                    refused[index] = StatusReport(failures=[f"cannot read {sig}: {exc.strerror}"])
-                    continue
-                own = Path(private) / f"{index}.sig"
-                own.write_bytes(packets)
-                (Path(private) / str(index)).symlink_to(data.absolute())
-                checked.append((own, own.with_suffix("")))
-            reports = iter(self._multifile(checked, jobs) if checked else [])
-            return [refused[index] if index in refused else next(reports) for index in range(len(pairs))]
+                name = os.path.join(private, str(index))
+                _write_new(name + ".sig", packets)
+                _write_new(name, data)
+                names.append(name + ".sig")
+            reports = iter(self._multifile(names, Path(private), jobs, parts) if names else [])
+            return [refused[index] if index in refused else next(reports) for index in range(len(items))]
 
-    def _multifile(self, pairs: Sequence[tuple[Path, Path]], jobs: int) -> list[StatusReport]:
-        size = -(-len(pairs) // max(1, jobs))
-        chunks = [list(pairs[i : i + size]) for i in range(0, len(pairs), size)]
-        command = [GPG_BINARY, "--homedir", str(self.homedir), *self.options, "--status-fd", "1",
-                   "--verify", "--multifile"]
+    def _multifile(self, names: Sequence[str], private: Path, jobs: int, parts: int) -> list[StatusReport]:
+        """Run ``names`` (signature files in ``private``) through ``parts`` gpg processes, ``jobs`` at once.
+
+        gpg writes its status lines to a file in ``private`` rather than to a pipe: no reader thread
+        wakes for every line.  The file is read only after gpg exited, and never more than the status
+        output allowed per signature.
+        """
+        count = max(1, parts, jobs)
+        size = -(-len(names) // count)
+        chunks = [list(names[i : i + size]) for i in range(0, len(names), size)]
+        command = [GPG_BINARY, "--homedir", str(self.homedir), *self.options, "--verify", "--multifile"]
         env = minimal_environment(self.homedir)
 
-        def one(chunk: list[tuple[Path, Path]]) -> list[StatusReport]:
-            names = [str(sig) for sig, _ in chunk]
-            try:
-                process = subprocess.Popen([*command, *names], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                           stderr=subprocess.DEVNULL, env=env)
-            except OSError as exc:
-                raise GpgError(f"cannot run gpg: {exc}") from exc
-            timer = threading.Timer(self.timeout, process.kill)
-            timer.daemon = True
-            timer.start()
-            try:
-                stdout, _, overflow = _drain(process, MULTIFILE_OUTPUT_PER_FILE * len(chunk))
-            finally:
-                timer.cancel()
-            if process.returncode == -signal.SIGKILL and not overflow:
-                raise GpgError("verifying signatures: gpg timed out")
-            if overflow:
+        def one(number: int, chunk: list[str]) -> list[StatusReport]:
+            limit = MULTIFILE_OUTPUT_PER_FILE * len(chunk)
+            with open(private / f"status-{number}", "w+b") as status:
+                try:
+                    process = subprocess.Popen([*command[:-2], "--status-fd", str(status.fileno()), *command[-2:],
+                                                *chunk], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                               stderr=subprocess.DEVNULL, env=env, pass_fds=(status.fileno(),))
+                except OSError as exc:
+                    raise GpgError(f"cannot run gpg: {exc}") from exc
+                try:
+                    process.wait(self.timeout)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+                    raise GpgError("verifying signatures: gpg timed out") from None
+                status.seek(0)
+                output = status.read(limit + 1)
+            if len(output) > limit:
                 return [StatusReport(failures=["gpg wrote more output than a signature check can; refused"])
                         for _ in chunk]
-            return split_file_status(stdout.decode("latin-1").splitlines(), names)
+            return split_file_status(output.decode("latin-1").splitlines(), chunk)
 
-        with ThreadPoolExecutor(max_workers=len(chunks)) as pool:
-            return [report for reports in pool.map(one, chunks) for report in reports]
+        with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(chunks)))) as pool:
+            runs = pool.map(one, range(len(chunks)), chunks)
+            return [report for reports in runs for report in reports]
 
     def sign(self, data: Path, signer: Fingerprint, *, clearsign: bool = False, armor: bool = True,
              passphrase: str | None = None, notations: Mapping[str, str] | None = None) -> bytes:
@@ -581,6 +607,13 @@ class GnuPG:
 
 
 F_SETPIPE_SZ = 1031  # Linux fcntl: set a pipe's capacity
+
+
+def _write_new(path: str, data: bytes) -> None:
+    """Write ``data`` to a file that must not exist yet (never through a planted name), owner-only."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
 
 
 def _widen_pipe(stream: IO[bytes]) -> None:

@@ -20,14 +20,17 @@ import into the keyring, however many seeds there are.
 from __future__ import annotations
 
 import enum
+import queue
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import IO, cast
 
 from gkeys_portage.core.colons import PublicKey
 from gkeys_portage.core.config import SourcesConfig
 from gkeys_portage.core.errors import GkeysError, NetworkError
-from gkeys_portage.core.gpg import GnuPG
+from gkeys_portage.core.gpg import GnuPG, ImportReport
 from gkeys_portage.core.http import HttpClient, NotFoundError
 from gkeys_portage.core.keyring import Keyring
 from gkeys_portage.core.keysources import KeyLocation, candidate_locations
@@ -166,9 +169,14 @@ class KeyInstaller:
             while pending:
                 if fetch and every_source:
                     pending = self._fetch_everywhere(pending)
-                elif fetch:
-                    pending = self._fetch_round(pending, len(wanted) - len(pending), len(wanted))
-                present = self._quarantine(quarantine, [w for w in pending if w.answers])
+                streamed: ImportReport | None = None
+                if fetch and not every_source:
+                    # The answers are imported while the others are still being fetched (one gpg import
+                    # fed as they arrive); anything but a clean run of it is imported again below.
+                    with _StreamedImport(quarantine) as feed:
+                        pending = self._fetch_round(pending, len(wanted) - len(pending), len(wanted), feed.put)
+                    streamed = feed.report
+                present = self._quarantine(quarantine, [w for w in pending if w.answers], streamed)
                 pending = [w for w in pending if w.fingerprint not in present
                            and fetch and w.next_index < len(w.locations)]
             # Only pinned fingerprints may leave quarantine, whatever else the sources sent.
@@ -178,8 +186,12 @@ class KeyInstaller:
             self.progress(len(wanted), len(wanted))
         return outcomes
 
-    def _fetch_round(self, pending: list[_Wanted], done: int, total: int) -> list[_Wanted]:
-        """Fetch the next location of every pending item concurrently; keep items with data."""
+    def _fetch_round(self, pending: list[_Wanted], done: int, total: int,
+                     arrived: Callable[[bytes], None] | None = None) -> list[_Wanted]:
+        """Fetch the next location of every pending item concurrently; keep items with data.
+
+        Each armored answer is also handed to ``arrived`` as it comes in.
+        """
         counter = [done]
 
         def fetch(item: _Wanted) -> _Wanted:
@@ -187,6 +199,8 @@ class KeyInstaller:
                 location = item.locations[item.next_index]
                 item.next_index += 1
                 if self._ask(item, location):
+                    if arrived is not None and _armored(item.answers[-1][1]):
+                        arrived(item.answers[-1][1])
                     break
             counter[0] += 1
             if self.progress:
@@ -232,8 +246,12 @@ class KeyInstaller:
         return pending
 
     @staticmethod
-    def _quarantine(quarantine: GnuPG, items: list[_Wanted]) -> dict[Fingerprint, PublicKey]:
+    def _quarantine(quarantine: GnuPG, items: list[_Wanted],
+                    streamed: ImportReport | None = None) -> dict[Fingerprint, PublicKey]:
         """Import all answers into quarantine; return the keys now present there (by primary fingerprint).
+
+        ``streamed`` is the report of an import already fed every armored answer as it arrived
+        (:class:`_StreamedImport`); without it the armored answers are imported here, in one batch.
 
         Imports use the clean path (self-signatures only).  Items whose key did not turn up, and every
         item when GnuPG reported a problem with the batch, are imported once more answer by answer,
@@ -241,9 +259,9 @@ class KeyInstaller:
         not import: then the item is refused, never silently "unchanged").
         """
         answers = [data for item in items for _source, data in item.answers]
-        armored = b"\n".join(a for a in answers if a.lstrip().startswith(b"-----BEGIN"))
-        binary = b"".join(a for a in answers if not a.lstrip().startswith(b"-----BEGIN"))
-        troubled = False
+        armored = b"\n".join(a for a in answers if _armored(a)) if streamed is None else b""
+        binary = b"".join(a for a in answers if not _armored(a))
+        troubled = bool(streamed.problem) if streamed is not None else False
         for batch in (armored, binary):
             if batch:
                 troubled = bool(quarantine.import_report(batch).problem) or troubled
@@ -287,7 +305,7 @@ class KeyInstaller:
                     item.errors.append("its keyblock carries another pinned key as a subkey; not installed")
             if not before and set(in_quarantine) == keep and not selection.aliasing and not oversized:
                 # A fresh keyring that would be an exact copy of quarantine: take its keybox as it is.
-                self.keyring.adopt(quarantine)
+                self.keyring.adopt(quarantine, selection)  # the selection is all of quarantine
                 after = in_quarantine
             elif keep:
                 # What did import is installed even when another answer for the key did not (a
@@ -324,6 +342,67 @@ class KeyInstaller:
             if item.fingerprint in oversized:
                 item.refused = True
                 item.errors.append(f"keyblock refused: {oversized[item.fingerprint]}")
+
+
+def _armored(data: bytes) -> bool:
+    return data.lstrip().startswith(b"-----BEGIN")
+
+
+class _StreamedImport:
+    """One ``gpg --import`` into quarantine, fed key data while it is being fetched.
+
+    ``put`` may be called from any thread.  On leaving the block the feed is closed and the import
+    waited for; ``report`` is its :class:`ImportReport`, or None when the import did not run to its
+    end (gpg failed or timed out while the fetch went on): then the answers are imported again in one
+    batch, as without streaming.
+    """
+
+    def __init__(self, quarantine: GnuPG) -> None:
+        self.quarantine = quarantine
+        self.report: ImportReport | None = None
+        self._chunks: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._rest = b""
+        self._closed = False
+        self._fed = False
+        self._thread = threading.Thread(target=self._import, daemon=True)
+
+    def __enter__(self) -> _StreamedImport:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._chunks.put(None)
+        self._thread.join()
+        if exc[0] is not None:
+            self.report = None
+        elif not self._fed:
+            self.report = ImportReport([], "")  # nothing armored arrived: gpg's "no valid data" is no problem
+
+    def put(self, data: bytes) -> None:
+        """Feed one armored answer (blocks are separated by a newline, as in a batch import)."""
+        self._fed = True
+        self._chunks.put(data + b"\n")
+
+    def read(self, size: int = -1) -> bytes:
+        """The next bytes for gpg's stdin (blocks until some arrive; ``b""`` once the feed is closed)."""
+        while not self._rest and not self._closed:
+            chunk = self._chunks.get()
+            if chunk is None:
+                self._closed = True
+            else:
+                self._rest = chunk
+        size = len(self._rest) if size < 0 else size
+        data, self._rest = self._rest[:size], self._rest[size:]
+        return data
+
+    def _import(self) -> None:
+        try:
+            self.report = self.quarantine.import_report(cast(IO[bytes], self))
+        except GkeysError:
+            self.report = None
+        finally:
+            while not self._closed:  # drain, so put() never waits on a reader that is gone
+                self._closed = self._chunks.get() is None
 
 
 def summarize_failure(outcomes: Sequence[KeyOutcome]) -> GkeysError | None:

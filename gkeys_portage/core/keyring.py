@@ -20,6 +20,7 @@ from pathlib import Path
 from gkeys_portage.core.colons import PublicKey
 from gkeys_portage.core.errors import StateError
 from gkeys_portage.core.gpg import GnuPG
+from gkeys_portage.core.keyblocks import Selection, armor_public_keys
 from gkeys_portage.core.state import (
     Layout,
     atomic_write,
@@ -137,21 +138,25 @@ class Keyring:
                                      f"(disk full or gpg failure?); the previous keyring is kept")
             self._commit(gpg, staging)
 
-    def adopt(self, gpg: GnuPG) -> None:
+    def adopt(self, gpg: GnuPG, exported: Selection | None = None) -> None:
         """Make the keybox of another home (on the same filesystem) this keyring, atomically.
 
-        Used when a fresh keyring would be an exact copy of it (saves a second import).
+        Used when a fresh keyring would be an exact copy of it (saves a second import).  ``exported``
+        is that home's :meth:`GnuPG.export_exact` of *every* key it holds, if the caller already made
+        it (it becomes the armored export; saves a second export and check).
         """
-        self._commit(gpg, gpg.homedir)
+        self._commit(gpg, gpg.homedir, exported)
 
-    def _commit(self, gpg: GnuPG, staging: Path) -> None:
+    def _commit(self, gpg: GnuPG, staging: Path, selection: Selection | None = None) -> None:
         new = staging / KEYBOX
         self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
         if not new.exists():
             # gpg creates the keybox lazily: an update that imported nothing leaves none.
             atomic_write(self.export_path, b"")
             return
-        exported = gpg.export_keys()
+        if selection is None:
+            selection = gpg.export_exact()
+        exported = armor_public_keys(selection.data) if selection.data else b""
         with open(new, "rb") as handle:
             os.fsync(handle.fileno())
         os.replace(new, self.home / KEYBOX)

@@ -155,6 +155,9 @@ class LoopbackServer:
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in two writes: with Nagle's algorithm the body waits for the
+            # client's delayed ACK (40 ms on Linux), on top of the latency a test asked for.
+            disable_nagle_algorithm = True
 
             def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib name
                 return

@@ -7,10 +7,10 @@ commits lie between two syncs); merge commits are no exception.  The top commit 
 signed by a key of the top-commit category.  The time rules of
 :func:`gkeys_portage.core.verification.decide` apply per commit.
 
-Speed: commits are read with one ``git cat-file --batch``; their signatures and payloads are written
-to a private scratch directory (in memory when ``/dev/shm`` exists) and checked by one
-``gpg --verify --multifile`` process per core at a time (:meth:`GnuPG.verify_many_multifile`), instead of the
-gpg process per commit that ``git log --format=%G?`` starts.  GnuPG stays the verifier of
+Speed: commits are read with one ``git cat-file --batch``; their parsed signatures and payloads are
+written to a private scratch directory (in memory when ``/dev/shm`` exists) and checked by one
+``gpg --verify --multifile`` process per core at a time (:meth:`GnuPG.verify_detached_many`), instead of
+the gpg process per commit that ``git log --format=%G?`` starts.  GnuPG stays the verifier of
 record: each commit gets its own status lines, decided by the same pinning code as every signature.
 Commits below the last verified revision (recorded per repository) are never checked again.
 """
@@ -18,7 +18,6 @@ Commits below the last verified revision (recorded per repository) are never che
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -207,32 +206,33 @@ class CommitVerifier:
         """The keyring listing (cached by the :class:`Keyring`)."""
         return self.keyring.installed()
 
-    def statuses(self, commits: Sequence[Commit], scratch: Path,
+    def statuses(self, commits: Sequence[Commit], scratch: str | None = None,
                  progress: Progress | None = None) -> dict[str, StatusReport | None]:
-        """gpg's status for each signed commit (None: no OpenPGP signature at all)."""
+        """gpg's status for each signed commit (None: no OpenPGP signature at all).
+
+        The signatures and payloads go to gpg from memory (:meth:`GnuPG.verify_detached_many`, under
+        ``scratch``): ``jobs`` gpg processes at a time, ``PARTS_PER_JOB`` runs per job so the cores
+        stay balanced and progress is reported as runs finish.
+        """
         result: dict[str, StatusReport | None] = {}
-        pairs: list[tuple[Commit, Path, Path]] = []
+        signed: list[Commit] = []
         for commit in commits:
             if commit.signature is None or not commit.signature.lstrip().startswith(ARMOR_BEGIN):
                 result[commit.hash] = None
-                continue
-            data = scratch / commit.hash
-            sig = scratch / f"{commit.hash}.asc"
-            data.write_bytes(commit.payload)
-            sig.write_bytes(commit.signature)
-            pairs.append((commit, sig, data))
-        if not pairs:
+            else:
+                signed.append(commit)
+        if not signed:
             return result
         gpg = self.keyring.gpg()
-        size = max(1, -(-len(pairs) // (self.jobs * PARTS_PER_JOB)))
-        parts = [pairs[i : i + size] for i in range(0, len(pairs), size)]
+        size = max(1, -(-len(signed) // (self.jobs * PARTS_PER_JOB)))
+        groups = [signed[i : i + size] for i in range(0, len(signed), size)]
 
-        def verify(part: list[tuple[Commit, Path, Path]]) -> list[StatusReport]:
-            return gpg.verify_many_multifile([(sig, data) for _, sig, data in part])
+        def verify(group: list[Commit]) -> list[StatusReport]:
+            return gpg.verify_detached_many([(c.signature or b"", c.payload) for c in group], scratch=scratch)
 
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
-            for part, reports in zip(parts, pool.map(verify, parts), strict=True):
-                for (commit, _, _), report in zip(part, reports, strict=True):
+            for group, reports in zip(groups, pool.map(verify, groups), strict=True):
+                for commit, report in zip(group, reports, strict=True):
                     result[commit.hash] = report
                 if progress:
                     progress(len(result), len(commits))
@@ -316,29 +316,26 @@ class TreeVerifier:
         """
         report = TreeReport(repo.path, tip, base)
         parents: dict[str, list[str]] = {}
-        with tempfile.TemporaryDirectory(prefix="gkeys-tree-", dir=scratch_parent()) as scratch_dir:
-            scratch = Path(scratch_dir)
-            for offset in range(0, len(hashes), BATCH):
-                batch = list(hashes[offset : offset + BATCH])
-                commits = repo.read_commits(batch)
-                ordered = [commits[h] for h in batch]
-                step = _offset_progress(progress, offset, len(hashes))
-                verdicts = self._judge_all(ordered, scratch, step)
-                for commit in ordered:
-                    parents[commit.hash] = commit.parents
-                    verdict = verdicts[commit.hash]
-                    if not verdict.good and commit.hash == tip and self.top is not None:
-                        verdict = self._judge_top(commit, verdict, scratch)
-                    if verdict.good and commit.hash == tip:
-                        self._check_age(verdict)
-                    report.verdicts.append(verdict)
-                for leftover in scratch.iterdir():
-                    leftover.unlink()
+        scratch = scratch_parent()
+        for offset in range(0, len(hashes), BATCH):
+            batch = list(hashes[offset : offset + BATCH])
+            commits = repo.read_commits(batch)
+            ordered = [commits[h] for h in batch]
+            step = _offset_progress(progress, offset, len(hashes))
+            verdicts = self._judge_all(ordered, scratch, step)
+            for commit in ordered:
+                parents[commit.hash] = commit.parents
+                verdict = verdicts[commit.hash]
+                if not verdict.good and commit.hash == tip and self.top is not None:
+                    verdict = self._judge_top(commit, verdict, scratch)
+                if verdict.good and commit.hash == tip:
+                    self._check_age(verdict)
+                report.verdicts.append(verdict)
         below = base if base != tip else None  # a re-checked recorded tip: what lies below is no better
         report.first_good = first_good_ancestor(hashes, parents, {v.commit for v in report.bad}, tip, below)
         return report
 
-    def _judge_all(self, commits: Sequence[Commit], scratch: Path,
+    def _judge_all(self, commits: Sequence[Commit], scratch: str | None,
                    progress: Progress | None) -> dict[str, CommitVerdict]:
         """Verdicts against the listed categories in order: a commit whose signer is unknown to (or
         not pinned in) one category is checked again against the next one; the first good verdict
@@ -367,7 +364,7 @@ class TreeVerifier:
                               f"([tree] max-age): the mirror may be frozen")
             verdict.code = "stale"
 
-    def _judge_top(self, commit: Commit, dev_verdict: CommitVerdict, scratch: Path) -> CommitVerdict:
+    def _judge_top(self, commit: Commit, dev_verdict: CommitVerdict, scratch: str | None) -> CommitVerdict:
         assert self.top is not None
         if dev_verdict.code not in ("unknown-signer", "signer-not-pinned"):
             return dev_verdict

@@ -1,0 +1,91 @@
+"""Many detached signatures checked from memory by a few ``gpg --verify --multifile`` runs.
+
+The tree verifier's fast path (:meth:`GnuPG.verify_detached_many`): each item gets its own verdict in
+order, whatever the split into gpg runs; what the strict parser refuses never reaches gpg; gpg's
+status output stays capped although it now goes to a file; nothing is left in the scratch directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gkeys_portage.core import gpg as gpg_module
+from gkeys_portage.core.gpg import GnuPG
+from gkeys_portage.core.status import SigOutcome, StatusReport
+from gkeys_portage.demo.world import KeyFactory
+
+
+def _outcomes(reports: list[StatusReport]) -> list[str]:
+    """``good``/``bad``/``refused`` per report (refused: no signature reached a verdict)."""
+    names = []
+    for report in reports:
+        if not report.signatures:
+            assert report.failures, "a report without signatures must say why"
+            names.append("refused")
+        else:
+            names.append("good" if all(s.outcome is SigOutcome.GOOD for s in report.signatures) else "bad")
+    return names
+
+
+@pytest.fixture
+def verifier(tmp_path: Path, keys: KeyFactory) -> GnuPG:
+    gpg = GnuPG(tmp_path / "home")
+    gpg.import_keys(keys.public("alice", "bob"))
+    return gpg
+
+
+def _signed(keys: KeyFactory, tmp_path: Path, nick: str, data: bytes) -> bytes:
+    path = tmp_path / f"data-{nick}-{len(data)}"
+    path.write_bytes(data)
+    return keys.sign(nick, path)
+
+
+def _items(keys: KeyFactory, tmp_path: Path) -> tuple[list[tuple[bytes, bytes]], list[str]]:
+    one, two = b"tree 1\n\nfirst commit\n", b"tree 2\n\nsecond commit, longer\n"
+    by_alice, by_bob = _signed(keys, tmp_path, "alice", one), _signed(keys, tmp_path, "bob", two)
+    message = tmp_path / "mail"
+    message.write_bytes(b"any text alice ever signed\n")
+    elsewhere = keys.sign("alice", message)  # a good signature, but over other bytes
+    items = [(by_alice, one), (by_bob, two), (by_alice, two), (b"not a signature", one), (elsewhere, one),
+             (by_bob, two)]
+    return items, ["good", "good", "bad", "refused", "bad", "good"]
+
+
+@pytest.mark.parametrize(("jobs", "parts"), [(1, 1), (2, 0), (2, 3), (4, 6)])
+def test_each_item_gets_its_own_verdict_in_order_however_the_runs_are_split(
+        verifier: GnuPG, keys: KeyFactory, tmp_path: Path, jobs: int, parts: int) -> None:
+    items, expected = _items(keys, tmp_path)
+    assert _outcomes(verifier.verify_detached_many(items, jobs=jobs, parts=parts)) == expected
+
+
+def test_the_files_api_reads_each_file_once_and_checks_those_bytes(
+        verifier: GnuPG, keys: KeyFactory, tmp_path: Path) -> None:
+    items, expected = _items(keys, tmp_path)
+    pairs = []
+    for index, (signature, data) in enumerate(items):
+        (tmp_path / f"{index}.asc").write_bytes(signature)
+        (tmp_path / str(index)).write_bytes(data)
+        pairs.append((tmp_path / f"{index}.asc", tmp_path / str(index)))
+    (tmp_path / "1").unlink()  # unreadable data: that item alone is refused
+    reports = verifier.verify_many_multifile(pairs, jobs=2)
+    assert _outcomes(reports) == [expected[0], "refused", *expected[2:]]
+
+
+def test_status_output_over_the_cap_is_refused_never_good(
+        verifier: GnuPG, keys: KeyFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    items, _ = _items(keys, tmp_path)
+    monkeypatch.setattr(gpg_module, "MULTIFILE_OUTPUT_PER_FILE", 16)
+    reports = verifier.verify_detached_many(items, jobs=2)
+    assert _outcomes(reports) == ["refused"] * len(items)
+    assert any("more output" in failure for report in reports for failure in report.failures)
+
+
+def test_nothing_is_left_in_the_scratch_directory(verifier: GnuPG, keys: KeyFactory, tmp_path: Path) -> None:
+    items, _ = _items(keys, tmp_path)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    verifier.verify_detached_many(items, jobs=2, scratch=str(scratch))
+    assert list(scratch.iterdir()) == []
+    assert verifier.verify_detached_many([]) == []
