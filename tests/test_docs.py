@@ -24,7 +24,8 @@ ACTIONS = VOCABULARY["gkeys"]
 EVERY_OPTION = frozenset().union(*(options for program in VOCABULARY.values() for options in program.values()))
 #: Options of other tools that the docs name on their own, in prose code spans.
 FOREIGN = frozenset({"--status-fd", "--verify", "--list-sigs", "--multifile", "--recv-keys", "--sync",  # gpg, emerge
-                     "--quick-generate-key", "--quick-add-key", "--upload-pack"})  # gpg, git
+                     "--quick-generate-key", "--quick-add-key", "--upload-pack", "--check-trustdb",  # gpg, git
+                     "--check-sigs"})  # gpg
 OPTION = re.compile(r"^--?[A-Za-z][A-Za-z0-9-]*")
 PLACEHOLDER = re.compile(r"^[A-Z][A-Z_.]*$")  # ACTION, OPTIONS, CAT...
 
