@@ -124,7 +124,8 @@ def parse_request(argv: Sequence[str]) -> FetchRequest:
         except ValueError as exc:
             raise UsageError(f"cannot split the fetch command {command[0]!r}: {exc}") from exc
     if not command:
-        raise UsageError("no fetch command after '--' (set FETCH_WRAPPER or FETCHCOMMAND as the README shows)")
+        raise UsageError("no fetch command after '--' (set FETCH_WRAPPER or FETCHCOMMAND as docs/portage.md "
+                         "and gkeys-fetch(1) show)")
     return FetchRequest(args.uri, Path(args.file), command,
                         Path(args.config) if args.config else None, Path(args.root) if args.root else None)
 

@@ -39,7 +39,7 @@ REPOS_FRAGMENT = ETC / "repos.conf" / "zz-gkeys.conf"
 TREE_HOOKS = ("repo.postsync.d/gkeys-verify", "postsync.d/gkeys-verify")
 OVERLAYS_HOOK = "postsync.d/gkeys-overlays"
 GENTOO_MIRROR = "https://github.com/gentoo-mirror/gentoo.git"
-# ::gentoo as the README recommends: every commit by a developer key, the top one may be the mirror's.
+# ::gentoo as docs/portage.md recommends: every commit by a developer key, the top one may be the mirror's.
 GENTOO_SETTINGS = (("sync-gkeys-category", "gentoo-devs"), ("sync-gkeys-top-category", "gentoo-infra"),
                    ("sync-gkeys-policy", "top"))
 GIT_TYPES = ("git", "gkeys")
