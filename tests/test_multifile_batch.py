@@ -7,6 +7,8 @@ status output stays capped although it now goes to a file; nothing is left in th
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -89,3 +91,22 @@ def test_nothing_is_left_in_the_scratch_directory(verifier: GnuPG, keys: KeyFact
     verifier.verify_detached_many(items, jobs=2, scratch=str(scratch))
     assert list(scratch.iterdir()) == []
     assert verifier.verify_detached_many([]) == []
+
+
+def test_scratch_of_killed_runs_is_removed_after_a_day(tmp_path: Path) -> None:
+    """A SIGKILLed verification leaves its private directory (in /dev/shm: memory until reboot); the next
+    run removes this user's directories older than a day, and nothing else."""
+    from gkeys_portage.core.gpg import SCRATCH_PREFIX, remove_stale_scratch
+
+    old = tmp_path / f"{SCRATCH_PREFIX}old"
+    old.mkdir()
+    (old / "0").write_bytes(b"payload")
+    day_ago = time.time() - 25 * 3600
+    os.utime(old, (day_ago, day_ago))
+    fresh = tmp_path / f"{SCRATCH_PREFIX}running"
+    fresh.mkdir()
+    other = tmp_path / "someone-else"
+    other.mkdir()
+    os.utime(other, (day_ago, day_ago))
+    assert remove_stale_scratch(str(tmp_path)) == 1
+    assert not old.exists() and fresh.is_dir() and other.is_dir()

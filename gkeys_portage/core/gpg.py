@@ -23,9 +23,11 @@ import fcntl
 import logging
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -459,7 +461,8 @@ class GnuPG:
         if not items:
             return []
         refused: dict[int, StatusReport] = {}
-        with tempfile.TemporaryDirectory(prefix="gkeys-multifile-", dir=scratch) as private:
+        remove_stale_scratch(scratch)
+        with tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX, dir=scratch) as private:
             names: list[str] = []
             for index, (signature, data) in enumerate(items):
                 try:
@@ -614,6 +617,31 @@ def _write_new(path: str, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
+
+
+SCRATCH_PREFIX = "gkeys-multifile-"
+STALE_SCRATCH_SECONDS = 24 * 3600
+
+
+def remove_stale_scratch(scratch: str | None, *, now: float | None = None) -> int:
+    """Remove this user's scratch directories of killed runs (older than a day) under ``scratch``.
+
+    A SIGKILLed verification cannot remove its private directory, and under ``/dev/shm`` the copies of
+    signatures and payloads would hold memory until the next reboot.  No verification runs for a day
+    (every gpg call has a timeout), so an older directory belongs to nobody.  Returns how many were removed.
+    """
+    parent = Path(scratch if scratch is not None else tempfile.gettempdir())
+    cutoff = (time.time() if now is None else now) - STALE_SCRATCH_SECONDS
+    removed = 0
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(parent):
+            with contextlib.suppress(OSError):
+                info = entry.stat(follow_symlinks=False)
+                if (entry.name.startswith(SCRATCH_PREFIX) and entry.is_dir(follow_symlinks=False)
+                        and info.st_uid == os.geteuid() and info.st_mtime < cutoff):
+                    shutil.rmtree(entry.path)
+                    removed += 1
+    return removed
 
 
 def _widen_pipe(stream: IO[bytes]) -> None:
