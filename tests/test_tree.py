@@ -164,3 +164,15 @@ def test_batches_give_the_same_verdicts(env: Any, tmp_path: Path, monkeypatch: p
     batched = verify(env, repo.path, "--policy", "all", "--no-record")
     assert whole == batched and whole[0] == 1 and len(whole[1]["bad"]) == 1
     assert whole[1]["first_good_ancestor"] == repo.git("rev-parse", "HEAD~3").strip()
+
+
+def test_committer_words_reach_the_terminal_escaped(env, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A refused commit's author is printed in the refusal line: an escape sequence in it must not reach the
+    terminal (it could clear the screen or rewrite the line that says NOT verified)."""
+    install_devs(env, ("alice",))
+    repo = build(tmp_path / "repo", env.keys, ["alice"])
+    repo.commit(None, author="Mallory \x1b[2J\x1b[1A <m@x>", message="\x1b]0;owned\x07 subject")
+    result = env.run("verify-tree", str(repo.path), "--policy", "all")
+    assert result.code == 1, result.text
+    assert "\x1b" not in result.text and "\x07" not in result.text
+    assert "Mallory \\x1b[2J\\x1b[1A <m@x>" in result.text

@@ -61,14 +61,15 @@ class RepoBuilder:
     def commit(self, signer: str | None, *, message: str | None = None, files: Mapping[str, str] | None = None,
                parents: Sequence[str] | None = None, when: datetime | None = None,
                sign_when: datetime | None = None, signature: bytes | None = None, move: bool = True,
-               header: str | None = None, index_only: Mapping[str, bytes] | None = None) -> str:
+               header: str | None = None, index_only: Mapping[str, bytes] | None = None,
+               author: str | None = None) -> str:
         """Make a commit signed by ``signer`` (None: unsigned) and move master to it.
 
         ``when`` sets the author/committer time, ``sign_when`` the signature time (default ``when``);
         ``signature`` replaces the real signature (forgery tests); ``parents`` defaults to master;
         ``header`` replaces the signature header's name (default: the object format's).
         ``index_only`` adds files that are never written here (e.g. a name no file system accepts); the
-        work tree then stays at the previous commit.
+        work tree then stays at the previous commit.  ``author`` replaces the author's name and address.
         """
         self.counter += 1
         changes = dict(files or {f"dev-test/pkg/file{self.counter}": f"change {self.counter}\n"})
@@ -86,7 +87,8 @@ class RepoBuilder:
             head = self.head()
             parents = [head] if head else []
         stamp = int(when.timestamp() if when else time.time())
-        who = f"{signer or 'anonymous'} <{signer or 'anonymous'}@gentoo.org> {stamp} +0000"
+        name = signer or "anonymous"
+        who = f"{author or f'{name} <{name}@gentoo.org>'} {stamp} +0000"
         lines = [f"tree {tree}", *[f"parent {p}" for p in parents], f"author {who}", f"committer {who}"]
         body = (message or f"commit {self.counter} by {signer or 'nobody'}") + "\n"
         payload = ("\n".join(lines) + "\n\n" + body).encode()

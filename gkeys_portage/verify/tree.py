@@ -46,7 +46,7 @@ from gkeys_portage.core.state import Layout, atomic_write_json, read_json
 from gkeys_portage.core.status import StatusReport
 from gkeys_portage.core.types import Fingerprint
 from gkeys_portage.core.verification import PinSet, VerifyPolicy, decide
-from gkeys_portage.verify.gitobjects import Commit, GitRepo
+from gkeys_portage.verify.gitobjects import Commit, GitRepo, printable
 
 DEFAULT_CATEGORY = "gentoo-devs"
 POLICIES = ("top", "all")
@@ -240,7 +240,8 @@ class CommitVerifier:
 
     def judge(self, commit: Commit, report: StatusReport | None) -> CommitVerdict:
         """Apply the pinning and time rules to one commit."""
-        verdict = CommitVerdict(commit.hash, commit.author, commit.summary)
+        # author and summary are the committer's words: escaped before they reach a terminal line
+        verdict = CommitVerdict(commit.hash, printable(commit.author, 200), printable(commit.summary, 200))
         try:
             if report is None:
                 what = "no gpgsig header" if commit.signature is None else "gpgsig is not an OpenPGP signature"
