@@ -121,6 +121,12 @@ FAULTS: dict[str, tuple[Plant, str]] = {
     "clock:behind": (_clock, "set the clock"),
 }
 FAULTS["clock:behind (seed signature)"] = (_clock_by_seed_signature, "set the clock")
+FAULTS["binpkg:trust-helper"] = (lambda env, root: (root / "etc/portage/binrepos.conf").write_text(
+    "[gentoobinhost]\nsync-uri = https://example.org/binpackages\n"), 'PORTAGE_TRUST_HELPER="gkeys-trust-helper"')
+FAULTS["binpkg:trust-helper (getuto)"] = (lambda env, root: (
+    (root / "etc/portage/binrepos.conf").write_text("[b]\nsync-uri = https://example.org/b\n"),
+    (root / "etc/portage/make.conf/binpkg.conf").write_text('PORTAGE_TRUST_HELPER="/usr/bin/getuto"\n')),
+    'PORTAGE_TRUST_HELPER="gkeys-trust-helper"')
 
 
 @pytest.mark.parametrize("code", sorted(FAULTS))
@@ -152,3 +158,11 @@ def test_keyring_unreadable_by_the_portage_user(env: Any, tmp_path: Path) -> Non
     document = doctor(env, root, "--portage-user", "nobody")
     assert [f["code"] for f in document["findings"]] == ["keyring:unreadable"], document
     assert "gkeys install-key -C gentoo-devs" in document["findings"][0]["fix"]
+
+
+def test_binary_repositories_with_the_pinned_trust_helper_are_healthy(env: Any, tmp_path: Path) -> None:
+    root = healthy_root(env, tmp_path)
+    (root / "etc/portage/binrepos.conf").write_text("[gentoobinhost]\nsync-uri = https://example.org/binpackages\n")
+    (root / "etc/portage/make.conf/binpkg.conf").write_text('PORTAGE_TRUST_HELPER="gkeys-trust-helper"\n')
+    document = doctor(env, root)
+    assert document["findings"] == [] and "PORTAGE_TRUST_HELPER = \"gkeys-trust-helper\"" in document["checked"]

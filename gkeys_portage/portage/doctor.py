@@ -15,6 +15,8 @@ only renders them.  Checked, under ``EROOT`` and the gkeys state of the configur
 * ``hook:not-executable`` / ``hook:interpreter``: a gkeys hook Portage will not run, or whose ``#!``
   interpreter is gone;
 * ``fetch:no-wrapper``: ``FETCH_WRAPPER`` does not run gkeys-fetch;
+* ``binpkg:trust-helper``: binary repositories are configured (``binrepos.conf``) but ``PORTAGE_TRUST_HELPER`` is
+  not gkeys-trust-helper, so Portage verifies binary packages against getuto's home (every release key);
 * ``gpg:missing`` / ``gpg:old``: GnuPG absent or older than 2.2;
 * ``clock:behind``: the clock is earlier than the newest signature seen (seed files) or verification recorded
   (tree, key refresh), by more than the clock skew;
@@ -52,6 +54,7 @@ from gkeys_portage.portage.setup import ETC, TREE_HOOKS
 MIN_GPG = (2, 2)
 TREE_RECORD = "tree-revisions"
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?FETCH_WRAPPER=(.*)$")
+_TRUST_HELPER = re.compile(r"^\s*(?:export\s+)?PORTAGE_TRUST_HELPER=(.*)$")
 _SOURCE = re.compile(r"^\s*source\s+[\"']?([^\"'\s]+)")
 
 
@@ -118,12 +121,30 @@ def make_conf_lines(eroot: Path) -> list[tuple[Path, str]]:
 
 def fetch_wrapper(eroot: Path) -> str | None:
     """The last ``FETCH_WRAPPER`` value set in make.conf, or None."""
+    return _last_assignment(eroot, _ASSIGN)
+
+
+def trust_helper(eroot: Path) -> str | None:
+    """The last ``PORTAGE_TRUST_HELPER`` value set in make.conf, or None (Portage's default: getuto)."""
+    return _last_assignment(eroot, _TRUST_HELPER)
+
+
+def _last_assignment(eroot: Path, pattern: re.Pattern[str]) -> str | None:
     value = None
     for _, line in make_conf_lines(eroot):
-        match = _ASSIGN.match(line)
+        match = pattern.match(line)
         if match:
             value = match.group(1).strip()
     return value
+
+
+def _first_word(value: str | None) -> str:
+    """The program a make.conf value runs (its shell quoting, then the words Portage splits it into)."""
+    try:
+        words = shlex.split(" ".join(shlex.split(value or "")))
+    except ValueError:
+        words = []
+    return words[0] if words else ""
 
 
 def can_read(path: Path, user: pwd.struct_passwd) -> bool:
@@ -172,6 +193,7 @@ class Doctor:
         if wrapper:
             categories.add(parse_category(self.ctx.config.get("fetch", "category",
                                                               self.ctx.config.get("media", "category", "gentoo"))))
+        self.check_trust_helper()
         self.check_gpg()
         for category in sorted(categories):
             self.check_category(category)
@@ -236,11 +258,7 @@ class Doctor:
         """``FETCH_WRAPPER`` must run an executable gkeys-fetch (its first word)."""
         value = fetch_wrapper(self.eroot)
         self.result.checked.append(f"FETCH_WRAPPER = {value}" if value else "FETCH_WRAPPER: not set")
-        try:  # the make.conf value (shell quoting), then the words Portage splits it into
-            words = shlex.split(" ".join(shlex.split(value or "")))
-        except ValueError:
-            words = []
-        program = words[0] if words else ""
+        program = _first_word(value)
         fix = f"gkeys setup-portage --eroot {self.eroot} --fetch-wrapper"
         if Path(program).name != "gkeys-fetch":
             self.result.add("fetch:no-wrapper", "FETCH_WRAPPER",
@@ -252,6 +270,23 @@ class Doctor:
                             f"reinstall gkeys-portage, or {fix}")
             return None
         return value
+
+    def check_trust_helper(self) -> None:
+        """With binary repositories configured, Portage's trust helper must be gkeys-trust-helper."""
+        binrepos = self.eroot / ETC / "binrepos.conf"
+        if not binrepos.exists():
+            self.result.checked.append("binary packages: no binrepos.conf")
+            return
+        value = trust_helper(self.eroot)
+        self.result.checked.append(f"PORTAGE_TRUST_HELPER = {value}" if value else "PORTAGE_TRUST_HELPER: not set")
+        if Path(_first_word(value)).name == "gkeys-trust-helper":
+            return
+        what = (f"set to {value!r}" if value else "not set (Portage runs getuto)")
+        self.result.add("binpkg:trust-helper", "PORTAGE_TRUST_HELPER",
+                        f"{what}: binary packages are verified against a home that trusts every release key "
+                        "(the mirror and snapshot keys too), not only the keys pinned for binary packages",
+                        f'add PORTAGE_TRUST_HELPER="gkeys-trust-helper" to {self.eroot / ETC}/make.conf, '
+                        "then run gkeys binpkg-keyring")
 
     # -- tools and time --------------------------------------------------------------------------
 
