@@ -213,3 +213,15 @@ def test_a_revocation_in_the_bundle_applies_on_refresh(env: GkeysEnv) -> None:
     assert result.code == 0, result.text
     states = {k["nick"]: k["state"] for k in json.loads(env.run("--json", "list-key", "-C", "gentoo-devs").out)["keys"]}
     assert states == {"alice": "valid", "carol": "revoked"}
+
+
+def test_update_seed_reports_what_a_bundle_dropped(env: GkeysEnv) -> None:
+    """update-seed installs keys through the same sources as install-key: what the bundle dropped is said
+    there too (text and --json), not only by install-key."""
+    _setup(env, env.keys.public("alice", "bob", "mallory", armor=False))
+    result = env.run("--json", "update-seed", "-C", "gentoo-devs")
+    assert result.code == 0, result.text
+    notes = json.loads(result.out)["updated"][0]["notes"]
+    assert notes and any("dropped from" in note and "not pinned" in note for note in notes), notes
+    text = env.run("update-seed", "-C", "gentoo-devs")
+    assert "dropped from" in text.text, text.text

@@ -229,11 +229,16 @@ def run_update_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:
             _change_lines(report, result.changes)
             signer = (f"seed file signed by {result.signer.pin.category}/{result.signer.pin.nick} "
                       f"({result.binding.describe()})")
-        outcomes = keyops.install_keys(ctx, category, progress=args.console.progress(f"{category} keys"))
+        notes: list[str] = []  # what a [keyrings] bundle dropped or why it was refused
+        outcomes = keyops.install_keys(ctx, category, progress=args.console.progress(f"{category} keys"),
+                                       notes=notes)
+        for note in notes:
+            report.warn(note)
         removed = keyops.prune_unpinned(ctx, category)
         report.data["updated"].append({"seed": result.to_json() if not why else {"category": category,
                                                                                  "packaged": True},
-                                       "keys": [o.to_json() for o in outcomes], "removed_keys": removed})
+                                       "keys": [o.to_json() for o in outcomes], "removed_keys": removed,
+                                       "notes": notes})
         report.good(f"{category}: {signer}; {sum(o.status.ok for o in outcomes)}/{len(outcomes)} keys installed")
         outcome_lines(report, outcomes, only_problems=True)
         for fpr in removed:
