@@ -43,7 +43,7 @@ from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import GkeysError, NetworkError, NotVerifiedError, StateError, UsageError
 from gkeys_portage.core.gpg import GnuPG
 from gkeys_portage.core.keyblocks import Selection
-from gkeys_portage.core.keyops import RefreshResult, last_refresh, record_refresh
+from gkeys_portage.core.keyops import RefreshResult, record_refresh, refresh_due, tolerate_failed_refresh
 from gkeys_portage.core.keysources import candidate_locations
 from gkeys_portage.core.seedfetch import SeedChanges, diff_seeds
 from gkeys_portage.core.seeds import Seed
@@ -505,21 +505,13 @@ def refresh(ctx: Gkeys, category: str, *, force: bool = False,
     is younger than ``max-refresh-age``, and the keys already installed stay in use."""
     cat = parse_category(category)
     ctx.ensure_layout()
-    last = last_refresh(ctx, cat)
-    policy = ctx.config.policy
-    if not force and last is not None and time.time() - last < policy.refresh_interval:
+    due, last = refresh_due(ctx, cat, force=force)
+    if not due:
         return RefreshResult(cat, skipped=True, last_success=last), None
     try:
         result = update(ctx, cat, progress=progress)
     except (NetworkError, NotVerifiedError) as exc:
-        age = None if last is None else time.time() - last
-        if age is not None and age <= policy.max_refresh_age:
-            return RefreshResult(cat, skipped=False, last_success=last,
-                                 warning=f"refresh failed ({exc.message}); keeping the keys refreshed "
-                                         f"{age / 86400:.1f} days ago"), None
-        when = "unknown" if age is None else f"{age / 86400:.0f} days old"
-        error: GkeysError = (NetworkError if isinstance(exc, NetworkError) else ShrinkError)(
-            f"refresh of {cat} failed and the last successful refresh is {when} ([policy] max-refresh-age): "
-            f"{exc.message}")
-        raise error from exc
+        error = NetworkError if isinstance(exc, NetworkError) else ShrinkError
+        warning = tolerate_failed_refresh(ctx, cat, last, exc.message, error)
+        return RefreshResult(cat, skipped=False, last_success=last, warning=warning), None
     return RefreshResult(cat, skipped=False, last_success=time.time()), result

@@ -13,7 +13,7 @@ from pathlib import Path
 from gkeys_portage.core.bundle import BundleRefusedError, load_bundle
 from gkeys_portage.core.colons import PublicKey
 from gkeys_portage.core.context import Gkeys
-from gkeys_portage.core.errors import BadInputError, NetworkError, StateError
+from gkeys_portage.core.errors import BadInputError, GkeysError, NetworkError, StateError
 from gkeys_portage.core.keyinstall import KeyInstaller, KeyOutcome, Preloaded, ProgressCallback, summarize_failure
 from gkeys_portage.core.seeds import Seed
 from gkeys_portage.core.state import atomic_write, atomic_write_json, read_json, read_limited
@@ -109,6 +109,27 @@ def last_refresh(ctx: Gkeys, category: Category) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
+def refresh_due(ctx: Gkeys, category: Category, *, force: bool = False) -> tuple[bool, float | None]:
+    """Whether a refresh of ``category`` is due (at most once per ``[policy] refresh-interval``, unless
+    ``force``), and the time of the last successful one.  The one refresh policy, shared by every key source
+    (seeds' sources and authority keyrings)."""
+    last = last_refresh(ctx, category)
+    due = force or last is None or time.time() - last >= ctx.config.policy.refresh_interval
+    return due, last
+
+
+def tolerate_failed_refresh(ctx: Gkeys, category: Category, last: float | None, reason: str,
+                            error: type[GkeysError] = NetworkError) -> str:
+    """The warning for a failed refresh while the last success is younger than ``[policy] max-refresh-age``
+    (the keys already installed stay in use); after that, raise ``error`` (a revocation may be missed)."""
+    age = None if last is None else time.time() - last
+    if age is not None and age <= ctx.config.policy.max_refresh_age:
+        return f"refresh failed ({reason}); keeping the keys refreshed {age / 86400:.1f} days ago"
+    when = "unknown" if age is None else f"{age / 86400:.0f} days old"
+    raise error(f"refresh of {category} failed and the last successful refresh is {when} "
+                f"([policy] max-refresh-age): {reason}")
+
+
 def refresh_keys(ctx: Gkeys, category: str, nick: str | None = None, *, force: bool = False,
                  progress: ProgressCallback | None = None) -> RefreshResult:
     """Refresh installed keys (new subkeys, expiry, revocations) at most once per interval.
@@ -118,9 +139,8 @@ def refresh_keys(ctx: Gkeys, category: str, nick: str | None = None, *, force: b
     """
     cat = parse_category(category)
     ctx.ensure_layout()
-    last = last_refresh(ctx, cat)
-    interval = ctx.config.policy.refresh_interval
-    if not force and last is not None and time.time() - last < interval:
+    due, last = refresh_due(ctx, cat, force=force)
+    if not due:
         return RefreshResult(cat, skipped=True, last_success=last)
     installed = ctx.keyring(cat).installed()
     seeds = [s for s in select_seeds(ctx, cat, nick) if s.accepted() & set(installed)]
@@ -140,13 +160,8 @@ def refresh_keys(ctx: Gkeys, category: str, nick: str | None = None, *, force: b
     if failure is None:
         record_refresh(ctx, cat)
         return RefreshResult(cat, skipped=False, outcomes=outcomes, last_success=time.time(), notes=notes)
-    age = None if last is None else time.time() - last
-    if age is not None and age <= ctx.config.policy.max_refresh_age:
-        return RefreshResult(cat, skipped=False, outcomes=outcomes, last_success=last, notes=notes,
-                             warning=f"refresh failed ({failure}); using keys refreshed "
-                                     f"{age / 86400:.1f} days ago")
-    raise NetworkError(f"refresh of {cat} failed and the last successful refresh is "
-                       f"{'unknown' if age is None else f'{age / 86400:.0f} days old'}: {failure}")
+    warning = tolerate_failed_refresh(ctx, cat, last, str(failure))
+    return RefreshResult(cat, skipped=False, outcomes=outcomes, last_success=last, notes=notes, warning=warning)
 
 
 def list_keys(ctx: Gkeys, category: str, nick: str | None = None) -> list[tuple[Seed, PublicKey | None]]:
