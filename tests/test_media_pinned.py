@@ -98,7 +98,7 @@ def test_file_rewritten_in_place_between_the_two_reads_is_refused(menv, keys: Ke
         writer.join(60)
     assert any(isinstance(d, OpenFile) for d in hook.gpg_data), "gpg did not read the file itself"
     assert result.code == 1, result.text
-    assert f"{STAGE3} was written to or replaced while it was verified; not verified" in result.err
+    assert f"{STAGE3} was opened for writing or replaced while it was verified; not verified" in result.err
     assert blocked == [True]  # the writer had to wait for the lease
     assert f"gkeys verify-media {path}" in result.err
     assert "Traceback" not in result.err
@@ -114,7 +114,7 @@ def test_file_swapped_by_rename_between_the_two_reads_is_refused(menv, keys: Key
     result = menv.run("verify-media", str(path))
     assert any(isinstance(d, OpenFile) for d in hook.gpg_data), "gpg did not read the file itself"
     assert result.code == 1, result.text
-    assert f"{STAGE3} was written to or replaced while it was verified; not verified" in result.err
+    assert f"{STAGE3} was opened for writing or replaced while it was verified; not verified" in result.err
 
 
 def test_unchanged_file_verifies_with_gpg_reading_it_itself(menv, keys: KeyFactory, tmp_path: Path,

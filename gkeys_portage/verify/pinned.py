@@ -80,8 +80,9 @@ def pinned(path: Path) -> Iterator[int | None]:
         except OSError:
             named = None
         if not intact or identity(os.fstat(fd)) != identity(before) or named != identity(before):
-            raise FileChangedError(f"{path.name} was written to or replaced while it was verified; not verified. "
-                                   f"Let whatever writes it finish, then run: gkeys verify-media {path}")
+            raise FileChangedError(f"{path.name} was opened for writing or replaced while it was verified; "
+                                   f"not verified. Let whatever writes it finish, then run: "
+                                   f"gkeys verify-media {path}")
     finally:
         if held:
             with contextlib.suppress(OSError):
