@@ -20,8 +20,9 @@ result names it (:data:`NAME_RULES`):
   (``stage3-amd64-openrc-20261201T170321Z.tar.xz``) and the ``.asc`` was made at or after it;
 * ``allowed-unnamed``: neither, and the caller allowed it explicitly (``--allow-unnamed``).
 
-The big file is read once: the detached signature check
-and every digest are fed from that one read (:mod:`gkeys_portage.verify.fanout`).
+gpg reads the big file itself while every digest is computed from a second read of the same open
+file, held still by a read lease (:mod:`gkeys_portage.verify.pinned`); where it cannot be held, the
+detached signature check and every digest are fed from one read (:mod:`gkeys_portage.verify.fanout`).
 """
 
 from __future__ import annotations
