@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from media_helpers import STAGE3, install_release_key, make_media
 
+from gkeys_portage.core import gpg as gpg_module
 from gkeys_portage.core.gpg import GnuPG, OpenFile
 from gkeys_portage.demo.world import KeyFactory
 from gkeys_portage.verify import fanout
@@ -141,3 +142,15 @@ def test_file_open_for_writing_falls_back_to_one_read(menv, keys: KeyFactory, tm
     with open(mixed, "r+b"):
         result = menv.run("verify-media", str(mixed))
     assert result.code == 1 and "does not match" in result.err, result.text
+
+
+def test_without_dev_fd_gpg_is_fed_through_a_pipe(menv, keys: KeyFactory, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chroot without /proc has no /dev/fd: gpg could not open the descriptor, so one read feeds it."""
+    media = make_media(keys, tmp_path / "m")
+    hook = Hook(monkeypatch, lambda: None)
+    hook.changed.set()
+    monkeypatch.setattr(gpg_module, "FD_DIR", str(tmp_path / "no-dev-fd"))
+    result = menv.run("verify-media", str(media.path))
+    assert result.code == 0, result.text
+    assert hook.gpg_data and not any(isinstance(d, OpenFile) for d in hook.gpg_data)

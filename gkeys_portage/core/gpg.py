@@ -81,12 +81,21 @@ MULTIFILE_OUTPUT_PER_FILE = 64 * 1024
 
 
 
+#: Where a process finds its open descriptors by name (Linux: ``/proc/self/fd``; missing in a bare chroot).
+FD_DIR = "/dev/fd"
+
+
 @dataclass(frozen=True)
 class OpenFile:
     """A file the caller holds open for reading: gpg reads it itself, through ``/dev/fd/N`` of that
     very descriptor (the same inode, whatever its name points at by then), not through a pipe."""
 
     fd: int
+
+    @property
+    def path(self) -> str:
+        """The name under which gpg opens the descriptor (it inherits the same number)."""
+        return f"{FD_DIR}/{self.fd}"
 
 
 DataSource = bytes | Path | IO[bytes] | OpenFile
@@ -417,7 +426,7 @@ class GnuPG:
             sigfile.write(packets)
             sigfile.flush()
             if isinstance(data, OpenFile):
-                result = self.run(["--verify", sigfile.name, f"/dev/fd/{data.fd}"], max_output=OUTPUT_SLACK * 16,
+                result = self.run(["--verify", sigfile.name, data.path], max_output=OUTPUT_SLACK * 16,
                                   pass_fds=(data.fd,))
             elif isinstance(data, Path):
                 result = self.run(["--verify", sigfile.name, str(data)], max_output=OUTPUT_SLACK * 16)

@@ -14,7 +14,8 @@ they do, or says the file changed:
   ``st_ctime_ns``) before and after.
 
 When no lease can be had (someone writes the file, it is not ours, the file system has no leases,
-or the caller is not the main thread, which alone may ignore ``SIGIO``), :func:`pinned` yields
+or the caller is not the main thread, which alone may ignore ``SIGIO``), or gpg could not open the
+descriptor by name (no ``/dev/fd``, as in a chroot without ``/proc``), :func:`pinned` yields
 ``None`` and the caller falls back to one read fed to every consumer.
 """
 
@@ -30,6 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from gkeys_portage.core.errors import BadInputError, NotVerifiedError
+from gkeys_portage.core.gpg import OpenFile
 
 Identity = tuple[int, int, int, int, int]
 
@@ -51,6 +53,14 @@ def _take_lease(fd: int) -> bool:
     return True
 
 
+def _reachable(fd: int, before: os.stat_result) -> bool:
+    """Whether gpg, inheriting ``fd``, can open it by name (``/dev/fd`` exists, e.g. not in a bare chroot)."""
+    try:
+        return identity(os.stat(OpenFile(fd).path)) == identity(before)
+    except OSError:
+        return False
+
+
 @contextlib.contextmanager
 def pinned(path: Path) -> Iterator[int | None]:
     """Open ``path`` and hold it still; yield its descriptor, or ``None`` if it cannot be held.
@@ -69,7 +79,7 @@ def pinned(path: Path) -> Iterator[int | None]:
     held = False
     try:
         before = os.fstat(fd)
-        held = stat.S_ISREG(before.st_mode) and _take_lease(fd)
+        held = stat.S_ISREG(before.st_mode) and _reachable(fd, before) and _take_lease(fd)
         if not held:
             yield None
             return
