@@ -16,6 +16,8 @@ Usage: python3 bench/media.py [--size-mib 512] [--rounds 5] [--cold] [--gkeys-on
   --rounds: alternate gkeys and the baselines this many times; medians and ranges are printed.
   --cold:   drop the page cache (``echo 3 > /proc/sys/vm/drop_caches``, root only) before every command.
   --gkeys-only: time and RSS of gkeys alone (e.g. for a 2 GiB RSS check).
+  --compare-with DIR: also time the gkeys of another source tree (e.g. an older commit unpacked by
+              ``git archive``) in the same alternating rounds.
 """
 
 from __future__ import annotations
@@ -85,16 +87,18 @@ def main() -> int:
     parser.add_argument("--size-mib", type=int, default=512)
     parser.add_argument("--gkeys-only", action="store_true", help="skip the baseline (e.g. for a 2 GiB RSS check)")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--compare-with", type=Path, help="another gkeys source tree to time alongside")
     parser.add_argument("--cold", action="store_true", help="drop the page cache before every command (root)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="gkeys-bench-media-", dir="/var/tmp" if args.cold else None))
     try:
-        return bench(work, args.size_mib, args.gkeys_only, args.rounds, args.cold)
+        return bench(work, args.size_mib, args.gkeys_only, args.rounds, args.cold, args.compare_with)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def bench(work: Path, size_mib: int, gkeys_only: bool, rounds: int = 1, cold: bool = False) -> int:
+def bench(work: Path, size_mib: int, gkeys_only: bool, rounds: int = 1, cold: bool = False,
+          other: Path | None = None) -> int:
     media = work / "media"
     media.mkdir()
     target = media / NAME
@@ -137,8 +141,9 @@ def bench(work: Path, size_mib: int, gkeys_only: bool, rounds: int = 1, cold: bo
     child_env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
     rss = {"kib": 0}
 
-    def ours() -> None:
-        process = subprocess.Popen(gkeys, env=child_env, cwd=work)
+    def ours(tree: Path | None = None) -> None:
+        environ = child_env if tree is None else dict(os.environ, PYTHONPATH=str(tree.resolve()))
+        process = subprocess.Popen(gkeys, env=environ, cwd=work)
         _pid, status, usage = os.wait4(process.pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0, "gkeys verify-media failed"
         rss["kib"] = usage.ru_maxrss
@@ -159,6 +164,8 @@ def bench(work: Path, size_mib: int, gkeys_only: bool, rounds: int = 1, cold: bo
         "handbook, six commands": handbook,
         "gpg --verify FILE.asc alone": lambda: run([*gpg, f"{NAME}.asc", NAME], env, media),
     }
+    if other is not None:
+        commands[f"gkeys of {other.name}"] = lambda: ours(other)
     for tool in ("sha512sum", "b2sum", "sha256sum"):
         commands[f"{tool} alone"] = lambda t=tool: run([t, str(target)], env, media)  # type: ignore[misc]
     results: dict[str, list[float]] = {label: [] for label in commands}
@@ -177,6 +184,10 @@ def bench(work: Path, size_mib: int, gkeys_only: bool, rounds: int = 1, cold: bo
     speedups = [h / o for h, o in zip(results["handbook, six commands"], results["gkeys verify-media"], strict=True)]
     print(f"speed-up vs handbook:            {span(speedups, 'x')}")
     print(f"gkeys / slowest single pass:     {span(ratios, 'x')}")
+    if other is not None:
+        theirs = [t / g for t, g in zip(results[f"gkeys of {other.name}"], results["gpg --verify FILE.asc alone"],
+                                        strict=True)]
+        print(f"{other.name} / slowest single pass: {span(theirs, 'x')}")
     print(f"gkeys peak RSS:                  {rss['kib'] / 1024:7.1f} MiB")
     return 0
 
