@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Benchmark: verify a >= 512 MiB release file with .asc, .DIGESTS (SHA512 + BLAKE2B) and .sha256.
 
-Compares, in the same run, on the same (page-cached) file:
-  * ``gkeys verify-media FILE`` (one read; gpg's detached check and all digests fed from it in parallel),
+Compares, in the same run, on the same (page-cached, or with --cold uncached) file:
+  * ``gkeys verify-media FILE`` (gpg reads the file itself through ``/dev/fd/N`` while every digest is
+    computed, in parallel, from a second read of the same descriptor that the page cache serves; a read
+    lease holds the file still meanwhile: :mod:`gkeys_portage.verify.pinned`),
   * the handbook's procedure in sequence: ``gpg --verify`` of the .asc, of the .DIGESTS and of the
     .sha256, then ``sha512sum -c``, ``b2sum -c`` and ``sha256sum -c``,
   * and, as the floor, the slowest single pass over the file alone (``gpg --verify FILE.asc``).
@@ -10,7 +12,12 @@ Compares, in the same run, on the same (page-cached) file:
 Both gkeys and the baseline run as separate processes (start-up included).  The peak RSS of the
 gkeys process is reported too (the issue asks for < 100 MiB on a 2 GiB file; it does not grow with size).
 
-Usage: python3 bench/media.py [--size-mib 512] [--gkeys-only]   (--gkeys-only: time and RSS of gkeys alone)
+Usage: python3 bench/media.py [--size-mib 512] [--rounds 5] [--cold] [--gkeys-only]
+  --rounds: alternate gkeys and the baselines this many times; medians and ranges are printed.
+  --cold:   drop the page cache (``echo 3 > /proc/sys/vm/drop_caches``, root only) before every command.
+  --gkeys-only: time and RSS of gkeys alone (e.g. for a 2 GiB RSS check).
+  --compare-with DIR: also time the gkeys of another source tree (e.g. an older commit unpacked by
+              ``git archive``) in the same alternating rounds.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import argparse
 import hashlib
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -50,7 +58,20 @@ def make_file(path: Path, size_mib: int) -> dict[str, str]:
     return {name: digest.hexdigest() for name, digest in digests.items()}
 
 
-def timed(label: str, action: Callable[[], object]) -> float:
+def drop_caches() -> None:
+    """Empty the page cache (root only) so that the next command reads the file from disk."""
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+
+
+def span(values: list[float], unit: str) -> str:
+    """``median (min-max)`` of ``values``."""
+    return f"{statistics.median(values):7.2f}{unit} ({min(values):.2f}-{max(values):.2f})"
+
+
+def timed(label: str, action: Callable[[], object], cold: bool = False) -> float:
+    if cold:
+        drop_caches()
     print(f"{label} ...", flush=True)
     started = time.perf_counter()
     action()
@@ -65,15 +86,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mib", type=int, default=512)
     parser.add_argument("--gkeys-only", action="store_true", help="skip the baseline (e.g. for a 2 GiB RSS check)")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--compare-with", type=Path, help="another gkeys source tree to time alongside")
+    parser.add_argument("--cold", action="store_true", help="drop the page cache before every command (root)")
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="gkeys-bench-media-"))
+    work = Path(tempfile.mkdtemp(prefix="gkeys-bench-media-", dir="/var/tmp" if args.cold else None))
     try:
-        return bench(work, args.size_mib, args.gkeys_only)
+        return bench(work, args.size_mib, args.gkeys_only, args.rounds, args.cold, args.compare_with)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def bench(work: Path, size_mib: int, gkeys_only: bool) -> int:
+def bench(work: Path, size_mib: int, gkeys_only: bool, rounds: int = 1, cold: bool = False,
+          other: Path | None = None) -> int:
     media = work / "media"
     media.mkdir()
     target = media / NAME
@@ -116,8 +141,9 @@ def bench(work: Path, size_mib: int, gkeys_only: bool) -> int:
     child_env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
     rss = {"kib": 0}
 
-    def ours() -> None:
-        process = subprocess.Popen(gkeys, env=child_env, cwd=work)
+    def ours(tree: Path | None = None) -> None:
+        environ = child_env if tree is None else dict(os.environ, PYTHONPATH=str(tree.resolve()))
+        process = subprocess.Popen(gkeys, env=environ, cwd=work)
         _pid, status, usage = os.wait4(process.pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0, "gkeys verify-media failed"
         rss["kib"] = usage.ru_maxrss
@@ -130,27 +156,38 @@ def bench(work: Path, size_mib: int, gkeys_only: bool) -> int:
             run([tool, "-c", str(work / f"check.{tool}")], env, media)
 
     if gkeys_only:
-        seconds = timed("gkeys verify-media", ours)
+        seconds = timed("gkeys verify-media", ours, cold)
         print(f"\nfile: {size_mib} MiB: gkeys verify-media {seconds:.2f} s, peak RSS {rss['kib'] / 1024:.1f} MiB")
         return 0
-    results = {
-        "gkeys verify-media": timed("gkeys verify-media", ours),
-        "handbook, six commands": timed("handbook procedure (gpg --verify x3, sha512sum, b2sum, sha256sum)",
-                                        handbook),
-        "gpg --verify FILE.asc alone": timed("slowest single pass: gpg --verify of the .asc",
-                                             lambda: run([*gpg, f"{NAME}.asc", NAME], env, media)),
+    commands: dict[str, Callable[[], object]] = {
+        "gkeys verify-media": ours,
+        "handbook, six commands": handbook,
+        "gpg --verify FILE.asc alone": lambda: run([*gpg, f"{NAME}.asc", NAME], env, media),
     }
+    if other is not None:
+        commands[f"gkeys of {other.name}"] = lambda: ours(other)
     for tool in ("sha512sum", "b2sum", "sha256sum"):
-        results[f"{tool} alone"] = timed(f"{tool} alone", lambda t=tool: run([t, str(target)], env, media))
+        commands[f"{tool} alone"] = lambda t=tool: run([t, str(target)], env, media)  # type: ignore[misc]
+    results: dict[str, list[float]] = {label: [] for label in commands}
+    ratios: list[float] = []
+    for number in range(rounds):
+        order = list(commands) if number % 2 == 0 else [*reversed(commands)]  # alternate the order
+        for label in order:
+            results[label].append(timed(f"round {number + 1}: {label}", commands[label], cold))
+        ratios.append(results["gkeys verify-media"][-1] / results["gpg --verify FILE.asc alone"][-1])
     subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], env=env, check=False)
 
-    ours_time = results["gkeys verify-media"]
-    slowest = results["gpg --verify FILE.asc alone"]
-    print(f"\nfile: {size_mib} MiB (page-cached), {os.cpu_count()} CPUs")
-    for label, seconds in results.items():
-        print(f"{label:32s} {seconds:7.2f} s")
-    print(f"speed-up vs handbook:            {results['handbook, six commands'] / ours_time:7.2f}x")
-    print(f"gkeys / slowest single pass:     {ours_time / slowest:7.2f}x")
+    print(f"\nfile: {size_mib} MiB ({'cold: page cache dropped before each command' if cold else 'page-cached'}), "
+          f"{os.cpu_count()} CPUs, {rounds} round(s): median (min-max)")
+    for label, times in results.items():
+        print(f"{label:32s} {span(times, ' s')}")
+    speedups = [h / o for h, o in zip(results["handbook, six commands"], results["gkeys verify-media"], strict=True)]
+    print(f"speed-up vs handbook:            {span(speedups, 'x')}")
+    print(f"gkeys / slowest single pass:     {span(ratios, 'x')}")
+    if other is not None:
+        theirs = [t / g for t, g in zip(results[f"gkeys of {other.name}"], results["gpg --verify FILE.asc alone"],
+                                        strict=True)]
+        print(f"{other.name} / slowest single pass: {span(theirs, 'x')}")
     print(f"gkeys peak RSS:                  {rss['kib'] / 1024:7.1f} MiB")
     return 0
 

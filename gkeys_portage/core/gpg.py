@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from queue import Empty, Queue
-from typing import IO
+from typing import IO, Any
 
 import gnupg
 
@@ -79,7 +79,26 @@ OUTPUT_SLACK = 64 * 1024
 #: Status output allowed per file of a ``--verify --multifile`` run.
 MULTIFILE_OUTPUT_PER_FILE = 64 * 1024
 
-DataSource = bytes | Path | IO[bytes]
+
+
+#: Where a process finds its open descriptors by name (Linux: ``/proc/self/fd``; missing in a bare chroot).
+FD_DIR = "/dev/fd"
+
+
+@dataclass(frozen=True)
+class OpenFile:
+    """A file the caller holds open for reading: gpg reads it itself, through ``/dev/fd/N`` of that
+    very descriptor (the same inode, whatever its name points at by then), not through a pipe."""
+
+    fd: int
+
+    @property
+    def path(self) -> str:
+        """The name under which gpg opens the descriptor (it inherits the same number)."""
+        return f"{FD_DIR}/{self.fd}"
+
+
+DataSource = bytes | Path | IO[bytes] | OpenFile
 
 #: ``--import-options`` for key data from sources and for rebuilding keyrings (see :meth:`GnuPG.import_report`).
 SAFE_IMPORT_OPTIONS = ("import-clean", "self-sigs-only")
@@ -166,14 +185,19 @@ class GnuPG:
     # -- running ---------------------------------------------------------------------------------
 
     def run(self, args: Sequence[str], stdin: DataSource | None = None,
-            passphrase: str | None = None, *, max_output: int = MAX_OUTPUT) -> GpgResult:
+            passphrase: str | None = None, *, max_output: int = MAX_OUTPUT,
+            pass_fds: tuple[int, ...] = ()) -> GpgResult:
         """Run gpg with ``args``; feed ``stdin`` (bytes, a path or a binary stream) if given.
+
+        ``pass_fds`` are descriptors gpg inherits (named in ``args`` as ``/dev/fd/N``).
 
         gpg's stdout and stderr are each read into at most ``max_output`` bytes: beyond that gpg is
         killed and the result says ``overflow`` (callers treat it as "not verified").
         """
+        if isinstance(stdin, OpenFile):
+            raise GpgError("an open file is handed to gpg as /dev/fd/N, not on stdin")
         try:
-            process = self._gpg._open_subprocess(list(args), passphrase is not None)
+            process = self._spawn(args, passphrase is not None, pass_fds)
         except OSError as exc:
             raise GpgError(f"cannot run gpg: {exc}") from exc
         if stdin is not None and not isinstance(stdin, bytes):
@@ -229,6 +253,13 @@ class GnuPG:
             timed_out=timed_out.is_set(),
             overflow=overflow,
         )
+
+    def _spawn(self, args: Sequence[str], passphrase: bool, pass_fds: tuple[int, ...]) -> Any:
+        """python-gnupg's gpg process (its command line and environment), inheriting ``pass_fds``."""
+        if not pass_fds:
+            return self._gpg._open_subprocess(list(args), passphrase)
+        return subprocess.Popen(self._gpg.make_args(list(args), passphrase), stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self._gpg.env, pass_fds=pass_fds)
 
     def _checked(self, args: Sequence[str], stdin: DataSource | None = None,
                  passphrase: str | None = None, what: str = "gpg") -> GpgResult:
@@ -381,7 +412,9 @@ class GnuPG:
     def verify_detached(self, signature: bytes, data: DataSource) -> StatusReport:
         """Verify a detached ``signature`` over ``data`` (bytes, a path, or a binary stream).
 
-        Streams are piped into gpg, so a caller can hash the same bytes while gpg reads them.
+        Streams are piped into gpg, so a caller can hash the same bytes while gpg reads them.  An
+        :class:`OpenFile` is read by gpg itself through ``/dev/fd/N`` (no pipe); the caller must make
+        sure that the file does not change meanwhile (:mod:`gkeys_portage.verify.pinned`).
         """
         try:
             packets = detached_signature_packets(signature)
@@ -392,7 +425,10 @@ class GnuPG:
         with tempfile.NamedTemporaryFile(prefix="gkeys-sig-") as sigfile:
             sigfile.write(packets)
             sigfile.flush()
-            if isinstance(data, Path):
+            if isinstance(data, OpenFile):
+                result = self.run(["--verify", sigfile.name, data.path], max_output=OUTPUT_SLACK * 16,
+                                  pass_fds=(data.fd,))
+            elif isinstance(data, Path):
                 result = self.run(["--verify", sigfile.name, str(data)], max_output=OUTPUT_SLACK * 16)
             else:
                 result = self.run(["--verify", sigfile.name, "-"], data, max_output=OUTPUT_SLACK * 16)

@@ -1,5 +1,8 @@
 """Read a big file once and feed every consumer from that one read, in parallel.
 
+(:func:`read_beside` instead hashes an open file while gpg reads the same file itself; the caller
+holds the file still, :mod:`gkeys_portage.verify.pinned`.)
+
 Each consumer (a hashlib object, or gpg verifying a detached signature through a pipe) runs in
 its own thread with a small bounded queue of chunks, so memory stays flat (at most
 ``QUEUE_DEPTH`` chunks in flight per consumer, shared between consumers) whatever the file size.
@@ -9,11 +12,12 @@ hashlib releases the GIL while hashing and gpg runs in its own process, so the p
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from queue import Queue
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 from gkeys_portage.core.errors import BadInputError
 
@@ -95,15 +99,40 @@ def read_once(path: Path, hashes: list[str], detached: Callable[[ChunkStream], T
     :meth:`~gkeys_portage.core.gpg.GnuPG.verify_detached`); an exception it raises is re-raised
     here after every consumer has finished.
     """
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise BadInputError(f"cannot read {path}: {exc.strerror}") from exc
+    with handle:
+        return _fan_out(handle.fileno(), path, hashes, detached, None, progress)
+
+
+def read_beside(fd: int, path: Path, hashes: list[str], beside: Callable[[], T],
+                progress: Callable[[int, int], None] | None = None) -> tuple[dict[str, str], T]:
+    """Hash the open file ``fd`` (named ``path`` in messages) while ``beside()`` runs in its own
+    thread (gpg reading the same file itself); return the digests and ``beside()``'s result.
+
+    The file is read with ``pread`` from offset 0, so the descriptor's offset is not used.
+    """
+    digests, result = _fan_out(fd, path, hashes, None, beside, progress)
+    return digests, cast(T, result)
+
+
+def _fan_out(fd: int, path: Path, hashes: list[str], detached: Callable[[ChunkStream], T] | None,
+             beside: Callable[[], T] | None,
+             progress: Callable[[int, int], None] | None) -> tuple[dict[str, str], T | None]:
     hashers = {name: _Consumer(name, _hash_all(name)) for name in dict.fromkeys(hashes)}
     consumers: list[_Consumer[object]] = list(hashers.values())  # type: ignore[arg-type]
     signer: _Consumer[T] | None = _Consumer("gpg", detached) if detached is not None else None
+    if beside is not None:
+        signer = _Consumer("gpg", lambda stream: beside())  # reads nothing from its queue
     if signer is not None:
         consumers.append(signer)  # type: ignore[arg-type]
     for consumer in consumers:
         consumer.thread.start()
+    fed = consumers if beside is None else consumers[:-1]
     try:
-        _feed(path, consumers, progress)
+        _feed(fd, path, fed, progress)
     finally:
         for consumer in consumers:
             consumer.queue.put(None)
@@ -116,23 +145,20 @@ def read_once(path: Path, hashes: list[str], detached: Callable[[ChunkStream], T
     return digests, (signer.result if signer is not None else None)
 
 
-def _feed(path: Path, consumers: list[_Consumer[object]], progress: Callable[[int, int], None] | None) -> None:
-    try:
-        handle = open(path, "rb")  # noqa: SIM115 - closed below
-    except OSError as exc:
-        raise BadInputError(f"cannot read {path}: {exc.strerror}") from exc
-    with handle:
-        total = path.stat().st_size
-        done = 0
-        while True:
-            try:
-                chunk = handle.read(CHUNK)
-            except OSError as exc:
-                raise BadInputError(f"cannot read {path}: {exc.strerror}") from exc
-            if not chunk:
-                break
-            for consumer in consumers:
-                consumer.queue.put(chunk)
-            done += len(chunk)
-            if progress is not None:
-                progress(done >> 20, total >> 20)
+def _feed(fd: int, path: Path, consumers: list[_Consumer[object]],
+          progress: Callable[[int, int], None] | None) -> None:
+    """Read ``fd`` from offset 0 to its end with ``pread`` and hand every chunk to every consumer."""
+    total = os.fstat(fd).st_size
+    done = 0
+    while True:
+        try:
+            chunk = os.pread(fd, CHUNK, done)
+        except OSError as exc:
+            raise BadInputError(f"cannot read {path}: {exc.strerror}") from exc
+        if not chunk:
+            break
+        for consumer in consumers:
+            consumer.queue.put(chunk)
+        done += len(chunk)
+        if progress is not None:
+            progress(done >> 20, total >> 20)

@@ -20,8 +20,9 @@ result names it (:data:`NAME_RULES`):
   (``stage3-amd64-openrc-20261201T170321Z.tar.xz``) and the ``.asc`` was made at or after it;
 * ``allowed-unnamed``: neither, and the caller allowed it explicitly (``--allow-unnamed``).
 
-The big file is read once: the detached signature check
-and every digest are fed from that one read (:mod:`gkeys_portage.verify.fanout`).
+gpg reads the big file itself while every digest is computed from a second read of the same open
+file, held still by a read lease (:mod:`gkeys_portage.verify.pinned`); where it cannot be held, the
+detached signature check and every digest are fed from one read (:mod:`gkeys_portage.verify.fanout`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import IO, cast
 
 from gkeys_portage.core.context import SignatureVerifier
 from gkeys_portage.core.errors import BadInputError, GpgError, NoSignatureError, NotVerifiedError
+from gkeys_portage.core.gpg import OpenFile
 from gkeys_portage.core.state import read_limited
 from gkeys_portage.core.verification import GoodSignature, VerifyResult
 from gkeys_portage.verify.digests import (
@@ -45,7 +47,8 @@ from gkeys_portage.verify.digests import (
     shown,
     stamp_time,
 )
-from gkeys_portage.verify.fanout import ChunkStream, read_once
+from gkeys_portage.verify.fanout import ChunkStream, read_beside, read_once
+from gkeys_portage.verify.pinned import pinned
 
 DETACHED = ".asc"
 STATEMENTS = (".DIGESTS", ".DIGESTS.asc", ".sha256")
@@ -213,12 +216,7 @@ class MediaVerifier:
         expected = self._expected(path.name, statements)
         hashes = _hash_plan(expected)
 
-        def detached(stream: ChunkStream) -> VerifyResult:
-            assert signature is not None
-            # a read()-only stream is all gpg's feeder needs
-            return checked(path.name + DETACHED, self.verifier.detached, signature, cast(IO[bytes], stream))
-
-        digests, good = read_once(path, hashes, detached if signature is not None else None, progress)
+        digests, good = self._read(path, signature, hashes, progress)
         if good is not None:
             result.signed.append(SignedBy(path.name + DETACHED, "detached signature", good.signer))
             result.verified_files.append(path.name + DETACHED)
@@ -230,6 +228,29 @@ class MediaVerifier:
             raise NoSignatureError(f"nothing signed {path.name}: no sibling verified")
         self._bind_name(path.name, statements, good, result)
         return result
+
+    def _read(self, path: Path, signature: bytes | None, hashes: list[str],
+              progress: Progress | None) -> tuple[dict[str, str], VerifyResult | None]:
+        """Digests of ``path`` and the verdict of its detached ``signature`` (if any), over the same bytes.
+
+        With a detached signature and the file held still (:mod:`gkeys_portage.verify.pinned`), gpg
+        reads the file itself while the digests are read beside it; otherwise one read feeds both.
+        """
+        if signature is None:
+            return read_once(path, hashes, None, progress)
+        source = path.name + DETACHED
+        with pinned(path) as fd:
+            if fd is not None:
+                held = fd
+                return read_beside(held, path, hashes,
+                                   lambda: checked(source, self.verifier.detached, signature, OpenFile(held)),
+                                   progress)
+
+        def detached(stream: ChunkStream) -> VerifyResult:
+            # a read()-only stream is all gpg's feeder needs
+            return checked(source, self.verifier.detached, signature, cast(IO[bytes], stream))
+
+        return read_once(path, hashes, detached, progress)
 
     def _bind_name(self, name: str, statements: list[_Statement], detached: VerifyResult | None,
                    result: MediaVerification) -> None:

@@ -1,0 +1,156 @@
+"""verify-media reads a big file twice (gpg itself, and the digests beside it): both reads must see the
+same bytes, or the file is "not verified" (issue 18 goal 1).
+
+The attack: the ``.asc`` signs an older build X, the signed ``.DIGESTS``/``.sha256`` list the new build
+Y under the same name.  A file showing X to gpg and Y to the digests would pass two independent reads.
+The hooks below make the second read happen only after gpg has finished and the file was changed.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from media_helpers import STAGE3, install_release_key, make_media
+
+from gkeys_portage.core import gpg as gpg_module
+from gkeys_portage.core.gpg import GnuPG, OpenFile
+from gkeys_portage.demo.world import KeyFactory
+from gkeys_portage.verify import fanout
+
+OLD = b"old build, signed long ago " * 9000
+NEW = b"new build, listed by DIGEST" * 9000  # same length as OLD
+
+
+@pytest.fixture
+def menv(env):  # type: ignore[no-untyped-def]
+    """A gkeys root whose category gentoo pins (and holds) the releng key."""
+    install_release_key(env)
+    return env
+
+
+def _mixed_release(keys: KeyFactory, folder: Path) -> Path:
+    """STAGE3 holding OLD, its .asc over OLD, its .DIGESTS and .sha256 listing NEW."""
+    media = make_media(keys, folder, data=NEW, siblings=(".DIGESTS", ".sha256"))
+    (folder / f"{STAGE3}.asc").write_bytes(keys.sign_bytes("releng", OLD, folder))
+    media.path.write_bytes(OLD)
+    return media.path
+
+
+class Hook:
+    """After gpg's read, ``change()`` the file; the digests' read waits for that."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, change: Callable[[], None]) -> None:
+        self.changed = threading.Event()
+        self.gpg_data: list[object] = []
+        original_verify, original_feed = GnuPG.verify_detached, fanout._feed
+
+        def verify(gpg: GnuPG, signature: bytes, data: object) -> object:
+            report = original_verify(gpg, signature, data)  # type: ignore[arg-type]
+            self.gpg_data.append(data)
+            if isinstance(data, OpenFile):  # two reads: change the file between them
+                change()
+                self.changed.set()
+            return report
+
+        def feed(*args: object) -> None:
+            self.changed.wait(30)
+            original_feed(*args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(GnuPG, "verify_detached", verify)
+        monkeypatch.setattr(fanout, "_feed", feed)
+
+
+def _rewrite_in_place(path: Path, writers: list[threading.Thread], blocked: list[bool]) -> Callable[[], None]:
+    """Overwrite ``path`` with NEW through the same inode, as a writer would (its open waits for a lease)."""
+
+    def write(flags: int) -> None:
+        fd = os.open(path, os.O_WRONLY | flags)
+        try:
+            os.pwrite(fd, NEW, 0)
+        finally:
+            os.close(fd)
+
+    def change() -> None:
+        try:
+            write(os.O_NONBLOCK)
+        except BlockingIOError as exc:  # the lease: this open now breaks it, a blocking one waits
+            assert exc.errno == errno.EWOULDBLOCK
+            blocked.append(True)
+            writer = threading.Thread(target=write, args=(0,))
+            writer.start()
+            writers.append(writer)
+
+    return change
+
+
+def test_file_rewritten_in_place_between_the_two_reads_is_refused(menv, keys: KeyFactory, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _mixed_release(keys, tmp_path / "m")
+    writers: list[threading.Thread] = []
+    blocked: list[bool] = []
+    hook = Hook(monkeypatch, _rewrite_in_place(path, writers, blocked))
+    result = menv.run("verify-media", str(path))
+    for writer in writers:
+        writer.join(60)
+    assert any(isinstance(d, OpenFile) for d in hook.gpg_data), "gpg did not read the file itself"
+    assert result.code == 1, result.text
+    assert f"{STAGE3} was opened for writing or replaced while it was verified; not verified" in result.err
+    assert blocked == [True]  # the writer had to wait for the lease
+    assert f"gkeys verify-media {path}" in result.err
+    assert "Traceback" not in result.err
+    assert path.read_bytes() == NEW  # the writer did write, after the verdict
+
+
+def test_file_swapped_by_rename_between_the_two_reads_is_refused(menv, keys: KeyFactory, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _mixed_release(keys, tmp_path / "m")
+    other = tmp_path / "new-build"
+    other.write_bytes(NEW)
+    hook = Hook(monkeypatch, lambda: os.replace(other, path))
+    result = menv.run("verify-media", str(path))
+    assert any(isinstance(d, OpenFile) for d in hook.gpg_data), "gpg did not read the file itself"
+    assert result.code == 1, result.text
+    assert f"{STAGE3} was opened for writing or replaced while it was verified; not verified" in result.err
+
+
+def test_unchanged_file_verifies_with_gpg_reading_it_itself(menv, keys: KeyFactory, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    media = make_media(keys, tmp_path / "m")
+    hook = Hook(monkeypatch, lambda: None)
+    result = menv.run("verify-media", str(media.path))
+    assert result.code == 0, result.text
+    assert any(isinstance(d, OpenFile) for d in hook.gpg_data)
+
+
+def test_file_open_for_writing_falls_back_to_one_read(menv, keys: KeyFactory, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """No lease while someone holds the file open for writing (a download still running, a writable
+    mmap): gpg is fed through a pipe from the one read that the digests see."""
+    media = make_media(keys, tmp_path / "m")
+    hook = Hook(monkeypatch, lambda: None)
+    hook.changed.set()
+    with open(media.path, "r+b"):
+        result = menv.run("verify-media", str(media.path))
+    assert result.code == 0, result.text
+    assert hook.gpg_data and not any(isinstance(d, OpenFile) for d in hook.gpg_data)
+    mixed = _mixed_release(keys, tmp_path / "x")
+    with open(mixed, "r+b"):
+        result = menv.run("verify-media", str(mixed))
+    assert result.code == 1 and "does not match" in result.err, result.text
+
+
+def test_without_dev_fd_gpg_is_fed_through_a_pipe(menv, keys: KeyFactory, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chroot without /proc has no /dev/fd: gpg could not open the descriptor, so one read feeds it."""
+    media = make_media(keys, tmp_path / "m")
+    hook = Hook(monkeypatch, lambda: None)
+    hook.changed.set()
+    monkeypatch.setattr(gpg_module, "FD_DIR", str(tmp_path / "no-dev-fd"))
+    result = menv.run("verify-media", str(media.path))
+    assert result.code == 0, result.text
+    assert hook.gpg_data and not any(isinstance(d, OpenFile) for d in hook.gpg_data)
