@@ -331,5 +331,8 @@ def test_error_words_in_file_names_are_not_import_errors() -> None:
     home = "/tmp/pytest/test_refused_bundle_is_a_failed-bad-error0/home"
     stderr = f"gpg: {home}/trustdb.gpg: trustdb created\ngpg: can't connect to the agent: IPC connect call failed\n"
     assert _import_report(GpgResult(returncode=2, status=status, stdout=b"", stderr=stderr)).problem == ""
+    quoted = ('gpg: key F1A466ECBBADBCC1: public key "L2-gone <openpgp-auth+l2-gone@gentoo.org>" imported\n'
+              'gpg: key 0123456789ABCDEF: "Bad Error <fail@x>" not changed\n')  # key id holds "BAD"; a uid anything
+    assert _import_report(GpgResult(returncode=2, status=status, stdout=b"", stderr=quoted)).problem == ""
     broken = GpgResult(returncode=2, status=status, stdout=b"", stderr="gpg: key 1234: error reading keyblock\n")
     assert "error reading keyblock" in _import_report(broken).problem

@@ -104,10 +104,12 @@ DataSource = bytes | Path | IO[bytes] | OpenFile
 SAFE_IMPORT_OPTIONS = ("import-clean", "self-sigs-only")
 #: Field of ``IMPORT_RES`` counting keys GnuPG did not import (doc/DETAILS).
 IMPORT_RES_NOT_IMPORTED = 13
-_IMPORT_ERROR_WORDS = re.compile(r"error|fail|invalid|too large|not imported|unknown|bad|can't|cannot|fatal",
+_IMPORT_ERROR_WORDS = re.compile(r"\b(?:error|fail\w*|invalid|too large|not imported|unknown|bad|can't|cannot|fatal)\b",
                                  re.IGNORECASE)
 _AGENT_TROUBLE = re.compile(r"agent", re.IGNORECASE)
-_PATHS = re.compile(r"\S*/\S*")  # file names in gpg's messages (they may contain any word)
+#: What gpg's messages quote and may contain any word: file names, user ids ("..."), key ids and fingerprints
+#: (hex: a key id like F1A466ECBBADBCC1 holds "BAD").
+_QUOTED_OR_NAMES = re.compile(r'"[^"]*"|\S*/\S*|\b[0-9A-Fa-f]{8,}\b')
 
 
 @dataclass
@@ -771,10 +773,11 @@ def _import_report(result: GpgResult) -> ImportReport:
     if result.returncode != 0:
         # gpg also exits 2 when it merely cannot reach an agent (imports never need one): the exit
         # status counts with gpg's error lines other than that one.
-        # Words are looked for outside file names: a home under a directory called "failed" is no error.
+        # Words are looked for outside what gpg quotes: a home under a directory called "failed", a key id
+        # like F1A466ECBBADBCC1 or a user id "Bad Error <x>" is no error.
         errors = [line.strip() for line in result.stderr.splitlines()
-                  if not line.startswith("[GNUPG:]") and _IMPORT_ERROR_WORDS.search(_PATHS.sub("", line))
-                  and not _AGENT_TROUBLE.search(_PATHS.sub("", line))]
+                  if not line.startswith("[GNUPG:]") and _IMPORT_ERROR_WORDS.search(_QUOTED_OR_NAMES.sub("", line))
+                  and not _AGENT_TROUBLE.search(_QUOTED_OR_NAMES.sub("", line))]
         if errors or not result.stderr.strip():
             problems.append(errors[-1] if errors else f"gpg exited with status {result.returncode}")
     return ImportReport(imported, "; ".join(problems), result.stderr)
