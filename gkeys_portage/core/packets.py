@@ -143,16 +143,22 @@ def _only_blank(lines: list[bytes]) -> bool:
     return all(line == b"" for line in lines)
 
 
-def dearmor_signature(data: bytes) -> bytes:
-    """The binary packets of exactly one ``PGP SIGNATURE`` armor block (blank lines around it only)."""
+def _only_armor_block(data: bytes, begin: bytes, kind: bytes, what: str) -> bytes:
+    """The binary packets of exactly one ``kind`` armor block starting with ``begin`` (blank lines around it
+    only); ``what`` names it in the refusal."""
     lines = _lines(data)
     start = next((i for i, line in enumerate(lines) if line != b""), len(lines))
-    if start == len(lines) or lines[start] != ARMOR_BEGIN:
-        raise NoSignatureError("not one armored detached signature (BEGIN PGP SIGNATURE at a line start)")
-    packets, after = parse_armor_block(lines, start, b"SIGNATURE")
+    if start == len(lines) or lines[start] != begin:
+        raise NoSignatureError(f"not one {what} ({begin.strip(b'-').decode()} at a line start)")
+    packets, after = parse_armor_block(lines, start, kind)
     if not _only_blank(lines[after:]):
-        raise NoSignatureError("data after the armored detached signature")
+        raise NoSignatureError(f"data after the {what}")
     return packets
+
+
+def dearmor_signature(data: bytes) -> bytes:
+    """The binary packets of exactly one ``PGP SIGNATURE`` armor block (blank lines around it only)."""
+    return _only_armor_block(data, ARMOR_BEGIN, b"SIGNATURE", "armored detached signature")
 
 
 @dataclass(frozen=True)
@@ -339,13 +345,7 @@ def signed_message_packets(data: bytes, limit: int = MAX_EXPANDED) -> bytes:
     if data[:1] and data[0] & 0x80:
         binary = data
     else:
-        lines = _lines(data)
-        start = next((i for i, line in enumerate(lines) if line != b""), len(lines))
-        if start == len(lines) or lines[start] != MESSAGE_BEGIN:
-            raise NoSignatureError("not one signed message (BEGIN PGP MESSAGE at a line start)")
-        binary, after = parse_armor_block(lines, start, b"MESSAGE")
-        if not _only_blank(lines[after:]):
-            raise NoSignatureError("data after the signed message")
+        binary = _only_armor_block(data, MESSAGE_BEGIN, b"MESSAGE", "signed message")
     packets = parse_packets(binary)
     if len(packets) == 1 and packets[0].tag == COMPRESSED_TAG:
         binary = _expand(packets[0], limit)
