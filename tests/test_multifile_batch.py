@@ -110,3 +110,18 @@ def test_scratch_of_killed_runs_is_removed_after_a_day(tmp_path: Path) -> None:
     os.utime(other, (day_ago, day_ago))
     assert remove_stale_scratch(str(tmp_path)) == 1
     assert not old.exists() and fresh.is_dir() and other.is_dir()
+
+
+def test_gpg_killed_by_a_signal_is_not_verified() -> None:
+    """A gpg killed from outside (the OOM killer) may have reported a good signature and stopped before the
+    bad one after it: its report must not count, whatever it printed so far."""
+    from gkeys_portage.core.gpg import GpgResult, _verdict
+    from gkeys_portage.core.status import parse_status
+
+    fpr = "A" * 40
+    status = parse_status([("NEWSIG", ""), ("GOODSIG", f"{fpr[-16:]} alice"),
+                           ("VALIDSIG", f"{fpr} 2026-01-01 1767225600 0 4 0 22 10 00 {fpr}")])
+    assert status.signatures  # what gpg had said before it died
+    killed = _verdict(GpgResult(returncode=-9, status=status, stdout=b"", stderr=""), "verifying")
+    assert not killed.signatures and "killed by signal 9" in killed.failures[0]
+    assert _verdict(GpgResult(returncode=2, status=status, stdout=b"", stderr=""), "verifying").signatures

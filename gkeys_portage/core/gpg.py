@@ -792,12 +792,17 @@ def _created_fingerprint(result: GpgResult, what: str) -> Fingerprint:
 
 
 def _verdict(result: GpgResult, what: str) -> StatusReport:
-    """The status of a verifying run; a timeout raises, an overflow is a report without signatures."""
+    """The status of a verifying run; a timeout raises, an overflow or a gpg killed by a signal (the OOM
+    killer, an administrator: it may have stopped before reporting a bad signature after a good one) is a
+    report without signatures.  A non-zero exit alone is not: gpg exits 2 for an ignored unknown signer."""
     if result.overflow:
         return StatusReport(failures=["gpg wrote more output than the signed data can explain (a "
                                       "decompression bomb?); refused"])
     if result.timed_out:
         raise GpgError(f"{what}: gpg timed out")
+    if result.returncode < 0:
+        return StatusReport(failures=[f"{what}: gpg was killed by signal {-result.returncode} before it finished; "
+                                      "not verified (run the command again)"])
     return result.status
 
 
