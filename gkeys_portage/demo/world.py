@@ -1,6 +1,6 @@
 """A self-contained OpenPGP world for the demo and the tests: throwaway keys and a loopback server.
 
-* :class:`KeyFactory` makes ed25519 keys (certify-only primary + signing subkey) in one throwaway
+* :class:`KeyFactory` makes keys (certify-only primary + signing subkey; ed25519 unless asked) in one throwaway
   GnuPG home, optionally "in the past" (expired keys), and signs files as any of them.
 * :class:`LoopbackServer` is a threaded HTTP server on 127.0.0.1 that serves static files, an HKP
   ``/pks/lookup`` endpoint and WKD trees, with optional per-request latency and injected faults.
@@ -53,13 +53,14 @@ class KeyFactory:
         return self.gpg if when is None else GnuPG(self.home, faked_time=when)
 
     def create(self, nick: str, *, name: str | None = None, email: str | None = None,
-               created: datetime | None = None, expire: str = "2y") -> DemoKey:
-        """A certify-only ed25519 primary with an ed25519 signing subkey (created "at" ``created``)."""
+               created: datetime | None = None, expire: str = "2y", algorithm: str = "ed25519") -> DemoKey:
+        """A certify-only primary with a signing subkey of the same ``algorithm`` (gpg's name: ed25519,
+        rsa4096, ...), created "at" ``created``."""
         gpg = self._at(created)
         email = email or f"{nick}@gentoo.org"
         name = name or nick.capitalize()
-        primary = gpg.generate_key(f"{name} <{email}>", algorithm="ed25519", usage="cert", expire=expire)
-        subkey = gpg.add_subkey(primary, algorithm="ed25519", usage="sign", expire=expire)
+        primary = gpg.generate_key(f"{name} <{email}>", algorithm=algorithm, usage="cert", expire=expire)
+        subkey = gpg.add_subkey(primary, algorithm=algorithm, usage="sign", expire=expire)
         key = DemoKey(name, email, primary, subkey)
         self.keys[nick] = key
         return key
