@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gkeys_portage.core.config import load_config  # noqa: E402
 from gkeys_portage.core.context import Gkeys  # noqa: E402
-from gkeys_portage.core.gpg import GPG_BINARY, GnuPG, minimal_environment  # noqa: E402
+from gkeys_portage.core.gpg import BASE_OPTIONS, GPG_BINARY, GnuPG, minimal_environment  # noqa: E402
 from gkeys_portage.core.packets import detached_signature_packets  # noqa: E402
 from gkeys_portage.core.seeds import Seed, dump_seeds  # noqa: E402
 from gkeys_portage.core.types import Nick  # noqa: E402
@@ -194,7 +194,7 @@ def gpg_floor(home: Path, repo: Path, tip: str, scratch: Path) -> tuple[float, f
         (scratch / f"{index}.sig").write_bytes(detached_signature_packets(commit.signature or b""))
         names.append(f"{index}.sig")
     cores = os.cpu_count() or 1
-    command = [GPG_BINARY, "--homedir", str(home), "--trust-model", "always", "--status-fd", "1", "--verify",
+    command = [GPG_BINARY, "--homedir", str(home), *BASE_OPTIONS, "--status-fd", "1", "--verify",
                "--multifile"]
     outputs = [scratch / f"status-{i}" for i in range(cores)]  # files, not pipes: no gpg waits for a reader
     started, cpu = time.perf_counter(), cpu_seconds()
