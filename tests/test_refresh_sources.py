@@ -17,6 +17,7 @@ import pytest
 from conftest import GkeysEnv
 
 from gkeys_portage.core.gpg import GnuPG
+from gkeys_portage.core.keysources import wkd_hash
 from gkeys_portage.demo.world import LoopbackServer, RequestInfo, Response
 
 CATEGORY = "gentoo-devs"
@@ -175,3 +176,20 @@ def test_wkd_answering_by_one_method_is_an_answer(installed: GkeysEnv) -> None:
     result = env.run("refresh-key", "-C", CATEGORY, "--force")
     assert result.code == 0 and "refresh failed" not in result.text, result.text
     assert "wkd gentoo.org" in _record(env, "refresh-sources")[CATEGORY]  # type: ignore[operator]
+
+
+def test_a_key_only_the_failed_source_has_is_named_with_the_source(installed: GkeysEnv,
+                                                                  keyserver: LoopbackServer) -> None:
+    """bob is not on WKD (a clean 404) and the keyserver fails: one warning for the source (and bob's
+    line), judged by the keyserver's age like any other key."""
+    env = installed
+    env.server.files = {path: data for path, data in env.server.files.items() if "/hu/" not in path
+                        or not path.endswith(wkd_hash("bob"))}
+    keyserver.routes["/pks/lookup"] = _unavailable  # type: ignore[assignment]
+    result = env.run("refresh-key", "-C", CATEGORY, "--force")
+    assert result.code == 0, result.text
+    assert result.err.count("refresh failed") == 1 and f"refresh failed for {keyserver.url}" in result.err, result.err
+    assert "bob" in result.err
+    _age_records(env, 40)
+    failed = env.run("refresh-key", "-C", CATEGORY, "--force")
+    assert failed.code == 3 and keyserver.url in failed.err, failed.text

@@ -182,8 +182,8 @@ def tolerate_unanswered_sources(ctx: Gkeys, category: Category, unanswered: Mapp
 
 
 def _network_only(outcome: KeyOutcome) -> bool:
-    """A key no source delivered only because sources failed on the network (judged per source)."""
-    return outcome.status is KeyStatus.UNREACHABLE and bool(outcome.unanswered) and not outcome.answered
+    """A key not delivered because a source failed on the network (judged per source, not per key)."""
+    return outcome.status is KeyStatus.UNREACHABLE and bool(outcome.unanswered)
 
 
 def sources_reached(outcomes: Sequence[KeyOutcome]) -> tuple[set[str], dict[str, str]]:
