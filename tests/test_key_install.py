@@ -169,7 +169,7 @@ def test_failed_refresh_warns_until_max_age(seeded: GkeysEnv) -> None:
     data["gentoo-devs"] = time.time() - 40 * 86400
     record.write_text(json.dumps(data))
     failed = env.run("refresh-key", "-C", "gentoo-devs", "--force")
-    assert failed.code == 3 and "40 days old" in failed.text
+    assert failed.code == 3 and "40 days ago" in failed.text and env.server.url in failed.text, failed.text
 
 
 def _spawn_install(env: GkeysEnv) -> subprocess.Popen[bytes]:

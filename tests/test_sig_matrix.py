@@ -1,8 +1,8 @@
 """Issue 11 "Held" list, signature side: cases that hold today, kept in the test matrix with real gpg.
 
-Text-mode signatures over CRLF data, critical unknown notations, expired signatures, revoked user ids,
-a good and a bad signature by one key.  (``GNUPGHOME`` in the environment:
-``tests/test_isolation.py::test_hostile_gnupghome_and_gpg_conf_do_not_change_the_verdict``.)
+Text-mode signatures over CRLF data (refused: a detached signature must be binary), critical unknown
+notations, expired signatures, revoked user ids, a good and a bad signature by one key.  (``GNUPGHOME`` in
+the environment: ``tests/test_isolation.py::test_hostile_gnupghome_and_gpg_conf_do_not_change_the_verdict``.)
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from conftest import GkeysEnv
 
 from gkeys_portage.core.config import load_config
 from gkeys_portage.core.context import Gkeys, SignatureVerifier
-from gkeys_portage.core.errors import BadSignatureError, ExpiredKeyError
+from gkeys_portage.core.errors import BadSignatureError, ExpiredKeyError, SignatureClassError
 from gkeys_portage.demo.world import KeyFactory
 
 CRLF = b"line one\r\nline two\r\n"
@@ -43,12 +43,14 @@ def devs(env: GkeysEnv) -> GkeysEnv:
 
 
 def test_text_mode_signature_over_crlf_data(devs: GkeysEnv) -> None:
-    """A text-mode (class 0x01) signature covers the text with canonical line ends: the same lines with
-    LF ends verify (OpenPGP semantics), any other change does not."""
+    """A text-mode (class 0x01) signature covers the text with canonical line ends, so gpg accepts the LF
+    form too; a detached signature must be binary (0x00), so both forms are refused, as is any change
+    (``tests/test_sig_class.py`` has the verifiers' cases)."""
     signature = _sign(devs.keys, "alice", CRLF, devs.root, "--textmode")
     verifier = _ctx(devs).verifier("gentoo-devs")
-    assert verifier.detached(signature, CRLF).signer.pin.nick == "alice"
-    assert verifier.detached(signature, CRLF.replace(b"\r\n", b"\n")).signer.pin.nick == "alice"
+    for same_text in (CRLF, CRLF.replace(b"\r\n", b"\n")):
+        with pytest.raises(SignatureClassError, match="text mode"):
+            verifier.detached(signature, same_text)
     for changed in (CRLF + b"\r\n", CRLF.replace(b"two", b"tw0"), b"line one\r\n"):
         with pytest.raises(BadSignatureError):
             verifier.detached(signature, changed)

@@ -8,14 +8,14 @@ from datetime import datetime
 
 from gkeys_portage.core.config import Config
 from gkeys_portage.core.errors import UnknownSignerError, UsageError
-from gkeys_portage.core.gpg import DataSource
+from gkeys_portage.core.gpg import DataSource, is_cleartext
 from gkeys_portage.core.http import HttpClient
 from gkeys_portage.core.keyring import Keyring
 from gkeys_portage.core.seeds import SeedStore
 from gkeys_portage.core.state import Layout, StateLock
 from gkeys_portage.core.status import SigOutcome, StatusReport
 from gkeys_portage.core.types import Category, parse_category
-from gkeys_portage.core.verification import PinSet, VerifyPolicy, VerifyResult, decide
+from gkeys_portage.core.verification import PinSet, SignedData, VerifyPolicy, VerifyResult, decide
 
 
 @dataclass
@@ -28,22 +28,26 @@ class SignatureVerifier:
     faked_time: datetime | None = None
 
     def detached(self, signature: bytes, data: DataSource) -> VerifyResult:
-        """Verify a detached signature over ``data`` (bytes, path or binary stream)."""
+        """Verify a detached signature over ``data`` (bytes, path or binary stream); binary signatures only
+        (class 0x00: a text-mode signature would verify ``data`` with other line endings too)."""
         report = self.keyring.gpg(self.faked_time).verify_detached(signature, data)
-        return self._decide(report)
+        return self._decide(report, SignedData.BINARY)
 
     def clearsigned(self, message: bytes) -> VerifyResult:
-        """Verify a clearsigned (or inline-signed) message; the result carries the signed text."""
+        """Verify a clearsigned (or inline-signed) message; the result carries the signed text.
+
+        A cleartext block needs a cleartext signature (class 0x01), a signed message 0x00 or 0x01
+        (:class:`SignedData`)."""
         report, plaintext = self.keyring.gpg(self.faked_time).verify_clearsigned(message)
-        result = self._decide(report)
+        result = self._decide(report, SignedData.CLEARTEXT if is_cleartext(message) else SignedData.MESSAGE)
         result.plaintext = plaintext
         return result
 
-    def _decide(self, report: StatusReport) -> VerifyResult:
+    def _decide(self, report: StatusReport, signed: SignedData) -> VerifyResult:
         """:func:`decide`, with an unknown signer worded as missing trust and the command that adds it."""
         installed = self.keyring.installed()
         try:
-            return decide(report, self.pins, installed, self.policy)
+            return decide(report, self.pins, installed, self.policy, signed)
         except UnknownSignerError as exc:
             cat = self.keyring.category
             pinned = [f"{pin.category}/{pin.nick}" for pin in

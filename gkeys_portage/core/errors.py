@@ -124,3 +124,8 @@ class UnsignedDataError(NotVerifiedError):
 
 class WeakHashError(BadSignatureError):
     """A pinned key's signature is made over a weak digest (MD5, SHA-1, RIPEMD-160)."""
+
+
+class SignatureClassError(BadSignatureError):
+    """A pinned key's signature has the wrong signature class for what it covers (a text-mode signature
+    over binary data, whose CRLF variant verifies too, or a binary signature framed as cleartext)."""

@@ -447,7 +447,7 @@ class GnuPG:
         if len(message) > MAX_INLINE:
             return StatusReport(failures=[f"signed message larger than {MAX_INLINE} bytes"]), b""
         try:
-            if _has_line(message, CLEARSIGN_BEGIN):
+            if is_cleartext(message):
                 block = find_clearsigned(message)
                 expected: bytes | None = cleartext_output(block.escaped)
                 checked = block.canonical
@@ -809,6 +809,12 @@ def _verdict(result: GpgResult, what: str) -> StatusReport:
 def _has_line(data: bytes, line: bytes) -> bool:
     """Whether ``line`` starts a line of ``data``."""
     return data.startswith(line) or b"\n" + line in data
+
+
+def is_cleartext(message: bytes) -> bool:
+    """Whether :meth:`GnuPG.verify_clearsigned` takes ``message`` as a cleartext-signed block (else as a
+    signed message): a line is the cleartext header."""
+    return _has_line(message, CLEARSIGN_BEGIN)
 
 
 def cleartext_output(escaped: Sequence[bytes]) -> bytes:

@@ -71,11 +71,14 @@ class KeyOutcome:
     source: str = ""
     dropped: list[str] = field(default_factory=list)  # other fingerprints the source returned
     errors: list[str] = field(default_factory=list)
+    answered: list[str] = field(default_factory=list)  # configured sources that answered (data or a clean 404)
+    unanswered: dict[str, str] = field(default_factory=dict)  # configured source -> its network failure
 
     def to_json(self) -> dict[str, object]:
         """Machine-readable form for ``--json``."""
         return {"nick": self.nick, "fingerprint": self.fingerprint, "status": self.status.value,
-                "source": self.source, "dropped": self.dropped, "errors": self.errors}
+                "source": self.source, "dropped": self.dropped, "errors": self.errors,
+                "unanswered_sources": self.unanswered}
 
 
 @dataclass
@@ -88,6 +91,9 @@ class _Wanted:
     source: str = ""
     errors: list[str] = field(default_factory=list)
     network_failed: bool = False  # a source failed at the network level
+    #: (configured source, "" if it answered or its network failure), one entry per location asked; appended
+    #: from several threads (list.append is atomic), summed up per source when the outcome is made
+    reached: list[tuple[str, str]] = field(default_factory=list)
     returned: list[Fingerprint] = field(default_factory=list)  # other keys sources returned
     unusable: bool = False  # a source answered with something that held no OpenPGP key
     refused: bool = False  # an answer did not import completely, or the keyblock exceeds the caps
@@ -216,11 +222,16 @@ class KeyInstaller:
             data = self.client.get(location.url, max_bytes=MAX_KEY_BYTES)
         except NotFoundError:
             item.errors.append(f"{location.kind}: not found")
+            item.reached.append((location.source, ""))  # a clean "no such key" is an answer
             return False
         except NetworkError as exc:
             item.errors.append(f"{location.kind}: {exc}")
             item.network_failed = True
+            reason = str(exc) or type(exc).__name__
+            item.reached.append((location.source, reason.split(": ", 1)[1] if reason.startswith(("http://", "https://"))
+                                 and ": " in reason else reason))  # without the URL: the source names it
             return False
+        item.reached.append((location.source, ""))
         if not data.strip():
             item.errors.append(f"{location.kind}: empty answer")
             return False
@@ -326,8 +337,10 @@ class KeyInstaller:
                           else KeyStatus.MISSING)
                 errors = list(item.errors)
             dropped = set(item.returned) | set(item.aliasing)
+            answered, unanswered = _sources_reached(item.reached)
             outcomes.append(KeyOutcome(item.seed.nick, item.fingerprint, status, item.source,
-                                       dropped=sorted(dropped), errors=errors))
+                                       dropped=sorted(dropped), errors=errors, answered=answered,
+                                       unanswered=unanswered))
         return outcomes
 
     @staticmethod
@@ -342,6 +355,18 @@ class KeyInstaller:
             if item.fingerprint in oversized:
                 item.refused = True
                 item.errors.append(f"keyblock refused: {oversized[item.fingerprint]}")
+
+
+def _sources_reached(reached: Sequence[tuple[str, str]]) -> tuple[list[str], dict[str, str]]:
+    """The configured sources that answered, and those that did not (with their first failure).
+
+    A source answered when any of its locations did (WKD: the advanced or the direct method)."""
+    answered = sorted({source for source, failure in reached if source and not failure})
+    unanswered: dict[str, str] = {}
+    for source, failure in reached:
+        if source and failure and source not in answered:
+            unanswered.setdefault(source, failure)
+    return answered, unanswered
 
 
 def _armored(data: bytes) -> bool:

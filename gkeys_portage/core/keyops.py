@@ -7,6 +7,7 @@ keyring.  Callers hold the state lock for anything that writes.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,12 +15,21 @@ from gkeys_portage.core.bundle import BundleRefusedError, load_bundle
 from gkeys_portage.core.colons import PublicKey
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import BadInputError, GkeysError, NetworkError, StateError
-from gkeys_portage.core.keyinstall import KeyInstaller, KeyOutcome, Preloaded, ProgressCallback, summarize_failure
+from gkeys_portage.core.keyinstall import (
+    KeyInstaller,
+    KeyOutcome,
+    KeyStatus,
+    Preloaded,
+    ProgressCallback,
+    summarize_failure,
+)
 from gkeys_portage.core.seeds import Seed
 from gkeys_portage.core.state import atomic_write, atomic_write_json, read_json, read_limited
 from gkeys_portage.core.types import Category, Fingerprint, Nick, parse_category
 
 REFRESH_RECORD = "refresh"
+#: When each configured key source last answered a refresh, per category ({category: {source: epoch}}).
+SOURCE_RECORD = "refresh-sources"
 MAX_KEY_FILE = 16 * 1024 * 1024
 
 
@@ -109,6 +119,84 @@ def last_refresh(ctx: Gkeys, category: Category) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
+def record_sources(ctx: Gkeys, category: Category, sources: Iterable[str], when: float) -> None:
+    """Remember that these configured key sources answered ``category``'s refresh at ``when``."""
+    path = ctx.layout.record(SOURCE_RECORD)
+    record = read_json(path, {})
+    entry = record.get(category)
+    entry = dict(entry) if isinstance(entry, dict) else {}
+    entry.update({source: when for source in sources})
+    record[category] = entry
+    atomic_write_json(path, record)
+
+
+def source_refreshes(ctx: Gkeys, category: Category) -> dict[str, float]:
+    """When each key source last answered a refresh of ``category`` (sources never seen are absent)."""
+    entry = read_json(ctx.layout.record(SOURCE_RECORD), {}).get(category)
+    if not isinstance(entry, dict):
+        return {}
+    return {str(source): float(value) for source, value in entry.items()
+            if isinstance(value, int | float) and not isinstance(value, bool)}
+
+
+def _drop_source_hint(ctx: Gkeys, source: str) -> str:
+    where = ctx.config.path or "gkeys.conf"
+    if source.startswith("wkd "):
+        return f"set '[sources] wkd = no' in {where}"
+    return f"remove {source} from '[sources] keyservers' in {where}"
+
+
+def tolerate_unanswered_sources(ctx: Gkeys, category: Category, unanswered: Mapping[str, str],
+                                last_full: float | None) -> str:
+    """The warning for key sources that did not answer this refresh (network error, 5xx: not a clean 404).
+
+    Each source's age is counted from its last answer (from the last full refresh if it never answered
+    alone).  While every one is younger than ``[policy] max-refresh-age`` the keys other sources brought
+    are kept and this warns; after that it raises :class:`NetworkError`: a revocation published only on
+    that source (the one an attacker on the network would block) would be missed.  The message names the
+    source, the command to run when it answers again and the config line that drops it for good.
+    """
+    answered = source_refreshes(ctx, category)
+    now = time.time()
+    limit = ctx.config.policy.max_refresh_age
+    fresh: list[str] = []
+    stale: dict[str, str] = {}
+    for source, reason in sorted(unanswered.items()):
+        last = answered.get(source, last_full)
+        age = None if last is None else now - last
+        since = ("last answered" if source in answered else "has not answered since the last full refresh,")
+        if age is not None and age <= limit:
+            fresh.append(f"{source} ({reason}; it {since} {age / 86400:.1f} days ago; an error after "
+                         f"{(limit - age) / 86400:.1f} more days without an answer)")
+        else:
+            when = "has never answered" if age is None else f"{since} {age / 86400:.0f} days ago"
+            stale[source] = f"{source} {when} ({reason})"
+    if stale:
+        raise NetworkError(
+            f"refresh of {category}: {'; '.join(stale.values())}, beyond [policy] max-refresh-age "
+            f"({limit / 86400:.0f} days): a revocation published only there would be missed; when it answers "
+            f"again run 'gkeys refresh-key -C {category} --force', or if it is gone for good "
+            f"{' and '.join(_drop_source_hint(ctx, source) for source in stale)}")
+    return (f"refresh failed for {', '.join(fresh)}; the installed keys and what the other sources brought "
+            f"stay in use, and it is asked again on the next refresh")
+
+
+def _network_only(outcome: KeyOutcome) -> bool:
+    """A key not delivered because a source failed on the network (judged per source, not per key)."""
+    return outcome.status is KeyStatus.UNREACHABLE and bool(outcome.unanswered)
+
+
+def sources_reached(outcomes: Sequence[KeyOutcome]) -> tuple[set[str], dict[str, str]]:
+    """The configured sources that answered for *every* key they were asked about, and the others (a source
+    that failed for one key may be exactly the one an attacker blocks for it), with a failure each."""
+    unanswered: dict[str, str] = {}
+    for outcome in outcomes:
+        for source, reason in outcome.unanswered.items():
+            unanswered.setdefault(source, reason)
+    answered = {source for outcome in outcomes for source in outcome.answered} - set(unanswered)
+    return answered, unanswered
+
+
 def refresh_due(ctx: Gkeys, category: Category, *, force: bool = False) -> tuple[bool, float | None]:
     """Whether a refresh of ``category`` is due (at most once per ``[policy] refresh-interval``, unless
     ``force``), and the time of the last successful one.  The one refresh policy, shared by every key source
@@ -135,7 +223,11 @@ def refresh_keys(ctx: Gkeys, category: str, nick: str | None = None, *, force: b
     """Refresh installed keys (new subkeys, expiry, revocations) at most once per interval.
 
     A failed refresh is a warning while the last successful one is younger than
-    ``[policy] max-refresh-age``, and an error (exit 3) after that.
+    ``[policy] max-refresh-age``, and an error (exit 3) after that.  A refresh counts as successful (and
+    is recorded, so the next one waits for ``refresh-interval``) only when every configured source asked
+    answered; each source's last answer is recorded on its own, and one that keeps failing while others
+    deliver warns, then fails once it is older than ``max-refresh-age``
+    (:func:`tolerate_unanswered_sources`).
     """
     cat = parse_category(category)
     ctx.ensure_layout()
@@ -156,12 +248,18 @@ def refresh_keys(ctx: Gkeys, category: str, nick: str | None = None, *, force: b
         notes.append(str(exc))
     outcomes = KeyInstaller(ctx.keyring(cat), ctx.http, ctx.config.sources, progress).install(
         seeds, every_source=True, preloaded=preloaded)
-    failure = summarize_failure(outcomes) or refused
-    if failure is None:
+    answered, unanswered = sources_reached(outcomes)
+    if answered:
+        record_sources(ctx, cat, answered, time.time())
+    failure = summarize_failure([o for o in outcomes if not _network_only(o)]) or refused
+    warnings = [tolerate_failed_refresh(ctx, cat, last, str(failure))] if failure is not None else []
+    if unanswered:
+        warnings.append(tolerate_unanswered_sources(ctx, cat, unanswered, last))
+    if not warnings:
         record_refresh(ctx, cat)
         return RefreshResult(cat, skipped=False, outcomes=outcomes, last_success=time.time(), notes=notes)
-    warning = tolerate_failed_refresh(ctx, cat, last, str(failure))
-    return RefreshResult(cat, skipped=False, outcomes=outcomes, last_success=last, notes=notes, warning=warning)
+    return RefreshResult(cat, skipped=False, outcomes=outcomes, last_success=last, notes=notes,
+                         warning="; ".join(warnings))
 
 
 def list_keys(ctx: Gkeys, category: str, nick: str | None = None) -> list[tuple[Seed, PublicKey | None]]:

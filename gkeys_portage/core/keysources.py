@@ -35,6 +35,9 @@ class KeyLocation:
 
     kind: str  # "wkd-advanced", "wkd-direct", "keyserver", "url", "file"
     url: str
+    #: The configured source this location belongs to (``wkd DOMAIN`` for both WKD methods, a keyserver as
+    #: written in ``[sources] keyservers``): refresh records when each one last answered.
+    source: str = ""
 
     def describe(self) -> str:
         """Short human description."""
@@ -49,8 +52,8 @@ def wkd_locations(email: str, sources: SourcesConfig) -> list[KeyLocation]:
     domain = domain.lower()
     suffix = f"/hu/{wkd_hash(local)}?l={urllib.parse.quote(local)}"
     return [
-        KeyLocation("wkd-advanced", sources.wkd_advanced_url.format(domain=domain) + suffix),
-        KeyLocation("wkd-direct", sources.wkd_direct_url.format(domain=domain) + suffix),
+        KeyLocation("wkd-advanced", sources.wkd_advanced_url.format(domain=domain) + suffix, f"wkd {domain}"),
+        KeyLocation("wkd-direct", sources.wkd_direct_url.format(domain=domain) + suffix, f"wkd {domain}"),
     ]
 
 
@@ -70,7 +73,7 @@ def keyserver_base(keyserver: str) -> str:
 def keyserver_location(keyserver: str, fingerprint: Fingerprint) -> KeyLocation:
     """The machine-readable HKP lookup URL for a full fingerprint."""
     base = keyserver_base(keyserver)
-    return KeyLocation("keyserver", f"{base}/pks/lookup?op=get&options=mr&search=0x{fingerprint}")
+    return KeyLocation("keyserver", f"{base}/pks/lookup?op=get&options=mr&search=0x{fingerprint}", keyserver)
 
 
 def candidate_locations(fingerprint: Fingerprint, emails: list[str], sources: SourcesConfig) -> list[KeyLocation]:

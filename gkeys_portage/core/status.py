@@ -80,6 +80,9 @@ class SignatureStatus:
     notations: list[Notation] = field(default_factory=list)
     pubkey_algo: int | None = None  # VALIDSIG field 7 (RFC 9580 §9.1 id)
     hash_algo: int | None = None  # VALIDSIG field 8 (RFC 9580 §9.5 id): the data digest
+    #: VALIDSIG field 9, the signature type (RFC 9580 §5.2.1): 0x00 binary (the exact bytes), 0x01 canonical
+    #: text (GnuPG hashes the data with its line endings turned into CRLF); None if gpg did not say.
+    sig_class: int | None = None
 
     @property
     def created_at(self) -> datetime | None:
@@ -115,6 +118,11 @@ def _parse_time(text: str) -> int | None:
 
 def _int_or_none(text: str) -> int | None:
     return int(text) if text.isascii() and text.isdigit() and len(text) <= 3 else None
+
+
+def _sig_class_or_none(text: str) -> int | None:
+    """VALIDSIG's signature class: exactly two hex digits (``00``, ``01``), else unknown."""
+    return int(text, 16) if len(text) == 2 and all(c in "0123456789abcdefABCDEF" for c in text) else None
 
 
 def _fingerprint_or_none(text: str) -> Fingerprint | None:
@@ -199,6 +207,8 @@ def parse_status(items: Iterable[str | tuple[str, str]]) -> StatusReport:
             if len(fields) >= 8:
                 sig.pubkey_algo = _int_or_none(fields[6])
                 sig.hash_algo = _int_or_none(fields[7])
+            if len(fields) >= 9:
+                sig.sig_class = _sig_class_or_none(fields[8])
             if len(fields) >= 10:
                 sig.primary_fingerprint = _fingerprint_or_none(fields[9])
         elif keyword.startswith("NOTATION_"):

@@ -8,6 +8,7 @@ never on python-gnupg's ``valid`` flag.
 
 from __future__ import annotations
 
+import enum
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from gkeys_portage.core.errors import (
     NoSignatureError,
     NotVerifiedError,
     RevokedKeyError,
+    SignatureClassError,
     SignerNotPinnedError,
     UnknownSignerError,
     WeakHashError,
@@ -31,6 +33,27 @@ from gkeys_portage.core.status import Notation, SignatureStatus, SigOutcome, Sta
 from gkeys_portage.core.types import Category, Fingerprint, Nick
 
 DEFAULT_CLOCK_SKEW = 600.0
+
+SIG_BINARY = 0x00  # signature of a binary document: the exact bytes
+SIG_TEXT = 0x01  # signature of a canonical text document: line endings are normalised to CRLF first
+
+
+class SignedData(enum.Enum):
+    """What a signature covers, and so which signature classes (RFC 9580 §5.2.1) may sign it.
+
+    * ``BINARY``: a detached signature over bytes (release media, statements with a detached signature,
+      seed files, overlay lists, bundles, git commits).  Only class 0x00: a text-mode (0x01) signature
+      also verifies the same data with LF turned into CRLF (and back), two byte strings under one
+      signature, and gpg, git and Portage accept both.
+    * ``CLEARTEXT``: a cleartext-signed message.  Only class 0x01, the class ``gpg --clearsign`` makes; a
+      0x00 signature there is a binary signature of CRLF bytes moved into a cleartext frame.
+    * ``MESSAGE``: an inline signed message (``gpg --sign``).  0x00 or 0x01: the message carries its own
+      literal data and gpg returns the bytes it hashed, as the signer meant them.
+    """
+
+    BINARY = frozenset({SIG_BINARY})
+    CLEARTEXT = frozenset({SIG_TEXT})
+    MESSAGE = frozenset({SIG_BINARY, SIG_TEXT})
 
 
 @dataclass(frozen=True)
@@ -169,8 +192,25 @@ def _check_times(sig: SignatureStatus, key: PublicKey, sub: SubKey, policy: Veri
     return sig.created
 
 
+def _class_refusal(sig: SignatureStatus, signed: SignedData, who: str) -> SignatureClassError | None:
+    """The error for a pinned signature whose class does not fit ``signed`` (None when it fits)."""
+    if sig.sig_class in signed.value:
+        return None
+    if sig.sig_class == SIG_TEXT:
+        return SignatureClassError(
+            f"signature by {who} is signed in text mode (class 01); a binary signature is required for "
+            f"this data (a text-mode signature also verifies a copy with other line endings): ask the signer "
+            f"to sign with gpg --detach-sign without --textmode")
+    if sig.sig_class == SIG_BINARY and signed is SignedData.CLEARTEXT:
+        return SignatureClassError(
+            f"signature by {who} in a cleartext-signed message is a binary signature (class 00), not a "
+            f"cleartext one (class 01): ask the signer to sign with gpg --clearsign")
+    shown = "unknown" if sig.sig_class is None else f"{sig.sig_class:02x}"
+    return SignatureClassError(f"signature by {who} has signature class {shown}, which does not sign data")
+
+
 def decide(report: StatusReport, pins: PinSet, keys: Mapping[Fingerprint, PublicKey],
-           policy: VerifyPolicy | None = None) -> VerifyResult:
+           policy: VerifyPolicy | None = None, signed: SignedData = SignedData.BINARY) -> VerifyResult:
     """Decide whether ``report`` shows a good signature by a pinned key.
 
     Returns a :class:`VerifyResult` listing every good pinned signature, or raises the
@@ -181,6 +221,8 @@ def decide(report: StatusReport, pins: PinSet, keys: Mapping[Fingerprint, Public
       signatures by keys that are in the keyring but not pinned for this purpose;
     * a pinned signature over a weak digest (MD5, SHA-1, RIPEMD-160) fails unless ``[policy]
       weak-hashes`` admits it for its creation time (:mod:`gkeys_portage.core.hashpolicy`);
+    * a pinned signature must have a signature class that fits ``signed`` (:class:`SignedData`: binary
+      data only class 0x00, so a text-mode signature over media or a commit fails);
     * at least one good signature by a pinned key is required.
     """
     policy = policy or VerifyPolicy()
@@ -218,6 +260,9 @@ def decide(report: StatusReport, pins: PinSet, keys: Mapping[Fingerprint, Public
         weak = weak_hash_refusal(sig.hash_algo, sig.created, policy.weak_hashes)
         if weak is not None:
             raise WeakHashError(f"signature by {pin.category}/{pin.nick}: {weak}")
+        wrong_class = _class_refusal(sig, signed, f"{pin.category}/{pin.nick}")
+        if wrong_class is not None:
+            raise wrong_class
         key, sub = _signing_key(sig, keys)
         if sub.revoked or key.primary.revoked:
             raise RevokedKeyError(f"signature by {pin.category}/{pin.nick} ({pin.fingerprint}): key is revoked")

@@ -45,7 +45,7 @@ from gkeys_portage.core.keyring import Keyring
 from gkeys_portage.core.state import Layout, atomic_write_json, read_json
 from gkeys_portage.core.status import StatusReport
 from gkeys_portage.core.types import Fingerprint
-from gkeys_portage.core.verification import PinSet, VerifyPolicy, decide
+from gkeys_portage.core.verification import PinSet, SignedData, VerifyPolicy, decide
 from gkeys_portage.verify.gitobjects import Commit, GitRepo, printable
 
 DEFAULT_CATEGORY = "gentoo-devs"
@@ -246,7 +246,8 @@ class CommitVerifier:
             if report is None:
                 what = "no gpgsig header" if commit.signature is None else "gpgsig is not an OpenPGP signature"
                 raise NoSignatureError(f"unsigned commit ({what})")
-            result = decide(report, self.pins, self.keys, self.policy)
+            # git signs commits in binary mode; a text-mode signature is refused (stricter than git verify-commit)
+            result = decide(report, self.pins, self.keys, self.policy, SignedData.BINARY)
         except NotVerifiedError as exc:
             verdict.reason = exc.message or type(exc).__name__  # never empty: an empty reason is no pass
             verdict.code = _reason_code(exc)
