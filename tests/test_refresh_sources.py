@@ -193,3 +193,28 @@ def test_a_key_only_the_failed_source_has_is_named_with_the_source(installed: Gk
     _age_records(env, 40)
     failed = env.run("refresh-key", "-C", CATEGORY, "--force")
     assert failed.code == 3 and keyserver.url in failed.err, failed.text
+
+
+
+def test_sources_failing_in_turn_still_add_up_to_a_refresh(installed: GkeysEnv, keyserver: LoopbackServer) -> None:
+    """The keyserver fails one day, WKD the next: every source answered within the two runs, so the keys count
+    as refreshed as of the older answer (``refresh-interval`` and ``gkeys doctor`` see it), with a warning each
+    time; before, the full-refresh record never moved again."""
+    env = installed
+    _age_records(env, 5)
+    full_before = _record(env, "refresh")[CATEGORY]
+    keyserver.routes["/pks/lookup"] = _unavailable  # type: ignore[assignment]
+    first = env.run("refresh-key", "-C", CATEGORY)
+    assert first.code == 0 and f"refresh failed for {keyserver.url}" in first.err, first.text
+    assert _record(env, "refresh")[CATEGORY] == full_before  # WKD alone: not complete yet
+    del keyserver.routes["/pks/lookup"]
+    for nick in NICKS:  # both WKD methods fail (one clean 404 would count as an answer)
+        for prefix in ("/wkd-advanced/gentoo.org/.well-known/openpgpkey/gentoo.org", "/wkd-direct/gentoo.org/"
+                       ".well-known/openpgpkey"):
+            env.server.routes[f"{prefix}/hu/{wkd_hash(nick)}"] = _unavailable  # type: ignore[assignment]
+    second = env.run("refresh-key", "-C", CATEGORY, "--force")
+    assert second.code == 0 and "refresh failed for wkd gentoo.org" in second.err, second.text
+    sources = _record(env, "refresh-sources")[CATEGORY]
+    assert set(sources) == {"wkd gentoo.org", keyserver.url}  # type: ignore[arg-type]
+    full_after = _record(env, "refresh")[CATEGORY]
+    assert full_after == min(sources.values()) > full_before  # type: ignore[union-attr,operator]

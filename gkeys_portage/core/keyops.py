@@ -105,12 +105,24 @@ class RefreshResult:
                 "last_success": self.last_success, "keys": [o.to_json() for o in self.outcomes]}
 
 
-def record_refresh(ctx: Gkeys, category: Category) -> None:
-    """Remember that ``category``'s keys were successfully fetched now."""
+def record_refresh(ctx: Gkeys, category: Category, when: float | None = None) -> None:
+    """Remember that ``category``'s keys were successfully fetched from every source at ``when`` (now)."""
     path = ctx.layout.record(REFRESH_RECORD)
     record = read_json(path, {})
-    record[category] = time.time()
+    record[category] = time.time() if when is None else when
     atomic_write_json(path, record)
+
+
+def record_pieced_refresh(ctx: Gkeys, category: Category, asked: Iterable[str], last: float | None) -> None:
+    """A refresh where some source failed is still complete as of the oldest last answer of the sources
+    asked, once every one of them has answered on its own since ``last`` (sources that fail in turn):
+    record that time, so ``refresh-interval`` and ``gkeys doctor`` see the keys as refreshed then."""
+    answers = source_refreshes(ctx, category)
+    asked = set(asked)
+    if asked and asked <= set(answers):
+        oldest = min(answers[source] for source in asked)
+        if last is None or oldest > last:
+            record_refresh(ctx, category, oldest)
 
 
 def last_refresh(ctx: Gkeys, category: Category) -> float | None:
@@ -255,6 +267,8 @@ def refresh_keys(ctx: Gkeys, category: str, nick: str | None = None, *, force: b
     warnings = [tolerate_failed_refresh(ctx, cat, last, str(failure))] if failure is not None else []
     if unanswered:
         warnings.append(tolerate_unanswered_sources(ctx, cat, unanswered, last))
+        if failure is None:
+            record_pieced_refresh(ctx, cat, answered | set(unanswered), last)
     if not warnings:
         record_refresh(ctx, cat)
         return RefreshResult(cat, skipped=False, outcomes=outcomes, last_success=time.time(), notes=notes)
