@@ -248,7 +248,9 @@ class CommitVerifier:
                 raise NoSignatureError(f"unsigned commit ({what})")
             result = decide(report, self.pins, self.keys, self.policy)
         except NotVerifiedError as exc:
-            verdict.reason = exc.message or type(exc).__name__  # never empty: an empty reason is no pass
+            subkey = self._revoked_subkey(report) if isinstance(exc, RevokedKeyError) and report else None
+            # never empty: an empty reason is no pass
+            verdict.reason = subkey or exc.message or type(exc).__name__
             verdict.code = _reason_code(exc)
         except BadInputError as exc:
             verdict.reason, verdict.code = exc.message or type(exc).__name__, "bad-signature"
@@ -258,6 +260,23 @@ class CommitVerifier:
             verdict.fingerprint = result.signer.pin.fingerprint
             verdict.signed = result.signer.created
         return verdict
+
+
+    def _revoked_subkey(self, report: StatusReport) -> str | None:
+        """The refusal of a pinned signature whose signing *subkey* is revoked while the key is not (a
+        rotation that revoked the old subkey as superseded), or None.  GnuPG reports REVKEYSIG for every
+        signature of a revoked subkey, however old; that verdict stands (fail closed)."""
+        for sig in report.signatures:
+            pin = self.pins.get(sig.primary_fingerprint)
+            key = self.keys.get(pin.fingerprint) if pin else None
+            sub = key.find(sig.signing_fingerprint) if key and sig.signing_fingerprint else None
+            if pin and key and sub and sub is not key.primary and sub.revoked and not key.primary.revoked:
+                return (f"signature by {pin.category}/{pin.nick} ({pin.fingerprint}): its signing subkey "
+                        f"{sub.fingerprint} is revoked (a key rotation may revoke the old subkey as superseded; "
+                        "GnuPG refuses every signature of a revoked subkey, even one made before the "
+                        "revocation): to start from the top commit instead of the whole history, run "
+                        "gkeys verify-tree REPO --policy top")
+        return None
 
 
 def _reason_code(exc: NotVerifiedError) -> str:
