@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -45,22 +46,45 @@ PROJECT = Path(__file__).resolve().parent.parent
 
 
 #: The measured child: gkeys in a bare interpreter (nothing of this benchmark imported), then its own
-#: peak RSS and that of its largest child (git or gpg), wall and CPU, as JSON into argv[1].
+#: peak RSS, wall and CPU as JSON into argv[1].  RUSAGE_CHILDREN's ru_maxrss is no use for the children:
+#: a child forked from this process reports the parent's pages it shared before exec, so a thread polls
+#: the high-water mark (VmHWM) of each running child program instead, every 20 ms (a lower bound).
 MEASURE = """\
-import json, resource, sys, time
+import json, os, resource, sys, threading, time
 from gkeys_portage.cli.main import main
+peak, done = {}, threading.Event()
+def poll():
+    while not done.wait(0.02):
+        for task in os.listdir("/proc/self/task"):
+            try:
+                kids = open(f"/proc/self/task/{task}/children").read().split()
+            except OSError:
+                continue
+            for pid in kids:
+                try:
+                    name = open(f"/proc/{pid}/comm").read().strip()
+                    status = open(f"/proc/{pid}/status").read()
+                except OSError:
+                    continue
+                hwm = [int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")]
+                if hwm and name != "python3":
+                    peak[name] = max(peak.get(name, 0), hwm[0])
+threading.Thread(target=poll, daemon=True).start()
 started = time.perf_counter()
 status = main(sys.argv[2:])
 wall = time.perf_counter() - started
+done.set()
 own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
 with open(sys.argv[1], "w") as out:
     json.dump({"status": status, "wall": wall,
                "cpu": own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime,
-               "rss_mib": own.ru_maxrss / 1024, "child_rss_mib": kids.ru_maxrss / 1024}, out)
+               "rss_mib": own.ru_maxrss / 1024,
+               "child_rss_mib": max(peak.values(), default=0) / 1024,
+               "child": max(peak, key=peak.__getitem__, default="-")}, out)
 """
 
 
-def gkeys(shape: Shape, *args: str) -> tuple[dict[str, float], str]:
+def gkeys(shape: Shape, *args: str) -> tuple[dict[str, Any], str]:
     """``gkeys -c CONFIG args`` in a measured child process: (measurements, stdout)."""
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         env = {**os.environ, "PYTHONPATH": str(PROJECT)}
@@ -121,7 +145,7 @@ def main() -> int:
     print(f"shape: {total} commits ({merges} merges, {octopus} octopus), {len(shape.keys)} keys "
           f"({kinds['expired']} expired since signing, {kinds['rotated']} with a rotated signing subkey), "
           f"{packs} pack(s); built in {shape.build_seconds:.0f} s; cpus: {os.cpu_count()}", flush=True)
-    ours: list[dict[str, float]] = []
+    ours: list[dict[str, Any]] = []
     theirs: list[tuple[float, float, int]] = []
     for round_ in range(args.rounds):
         print(f"round {round_ + 1}/{args.rounds}: gkeys verify-tree --policy all ...", flush=True)
@@ -135,12 +159,14 @@ def main() -> int:
     cpu = statistics.median(r["cpu"] for r in ours)
     rss = max(r["rss_mib"] for r in ours)
     child_rss = max(r["child_rss_mib"] for r in ours)
+    child = max(ours, key=lambda r: r["child_rss_mib"])["child"]
     scale = total / sample
     ratios = sorted(t[0] * scale / o["wall"] for t, o in zip(theirs, ours, strict=True))
     cpu_ratios = sorted(t[1] * scale / o["cpu"] for t, o in zip(theirs, ours, strict=True))
     log_wall = statistics.median(t[0] for t in theirs)
     print(f"\ngkeys verify-tree --policy all: {wall:7.1f} s wall, {cpu:7.1f} s CPU, {total / wall:6.0f} commits/s; "
-          f"peak RSS {rss:.0f} MiB (gkeys), {child_rss:.0f} MiB (largest child)")
+          f"peak RSS {rss:.0f} MiB (gkeys), {child_rss:.0f} MiB (largest child program: {child}, polled); "
+          f"rounds {', '.join(format(r['wall'], '.1f') for r in ours)} s")
     print(f"git log --format=%G?: {log_wall:6.1f} s for {sample} commits, extrapolated to {total}: "
           f"{log_wall * scale:7.1f} s ({sample / log_wall:5.0f} commits/s)")
     print(f"ratio (git log extrapolated / gkeys) per round: {', '.join(f'{r:.1f}x' for r in ratios)}; "
