@@ -39,9 +39,12 @@ from tree_shape import (  # noqa: E402
 )
 
 from gkeys_portage.cli.main import main as gkeys_main  # noqa: E402
+from gkeys_portage.core.colons import Signature, SubKey  # noqa: E402
 from gkeys_portage.core.gpg import GnuPG  # noqa: E402
+from gkeys_portage.core.types import Fingerprint  # noqa: E402
 from gkeys_portage.demo.world import KeyFactory  # noqa: E402
 from gkeys_portage.verify.gitobjects import GitRepo  # noqa: E402
+from gkeys_portage.verify.revocation import revoked_subkey_reason, subkey_revocation  # noqa: E402
 
 COMMITS = 80
 
@@ -176,13 +179,15 @@ def test_refusals_in_the_shape(shape: Shape, capsys: pytest.CaptureFixture[str],
         assert "EXPKEYSIG" in status_lines(shape, bad) and "VALIDSIG" in status_lines(shape, bad)
 
 
+@pytest.mark.parametrize(("menu", "reason"), [(2, "superseded"), (1, "compromised")])
 def test_revoked_rotated_subkey_fails_closed_and_names_the_next_step(
-        shape: Shape, capsys: pytest.CaptureFixture[str]) -> None:
-    """A rotation that *revokes* the old subkey as "superseded" (reason 2): GnuPG reports REVKEYSIG for
-    every signature of that subkey, also those made long before the revocation, and gkeys does not
-    overrule GnuPG.  The refusal says it is the subkey (not the developer's key), why, and what to do;
-    a commit the old subkey signed after the revocation is refused the same way; the new subkey's
-    commits stay good."""
+        shape: Shape, capsys: pytest.CaptureFixture[str], menu: int, reason: str) -> None:
+    """A rotation that *revokes* the old subkey (gpg's menu 2, "superseded"; or 1, "compromised"): GnuPG
+    reports REVKEYSIG for every signature of that subkey, also those made long before the revocation,
+    and gkeys does not overrule GnuPG.  The refusal names the subkey (not the developer's key), when and
+    why it was revoked, and the next step: for a rotation and a commit signed before it, start from the
+    top; for a compromise, or a commit signed after the revocation, do not trust it and ask the
+    developer.  The new subkey's commits stay good."""
     key = _rotated(shape)
     assert key.rotated is not None and key.old_expires is not None
     # the old subkey (its secret copy extended) signs after the revocation date, before gpg learns of it
@@ -190,17 +195,47 @@ def test_revoked_rotated_subkey_fails_closed_and_names_the_next_step(
     late = add_commit(shape, [shape.tip], time.time() - DAY, subkey=key.subkeys[0], nick=key.nick)
     top = add_commit(shape, [late], time.time() - 600, subkey=key.subkeys[1], nick=key.nick)
     move(shape, top)
-    revoke_first_subkey(shape.secret, key.fingerprint, key.rotated + DAY, reason=2)
+    revoke_first_subkey(shape.secret, key.fingerprint, key.rotated + DAY, reason=menu)
     refresh_verifier(shape, key.nick)
     by_old = {c for c, sub in shape.signers.items() if sub == key.subkeys[0]}
     assert by_old and "REVKEYSIG" in status_lines(shape, next(iter(by_old)))
+    assert "REVKEYSIG" in status_lines(shape, late)
     status, data = verify(shape, capsys, "--policy", "all")
     assert status == 1
     assert {b["commit"] for b in data["bad"]} == by_old | {late}
     for bad in data["bad"]:
+        text = bad["reason"]
         assert bad["code"] == "revoked-key"
-        reason = bad["reason"]
-        assert f"signing subkey {key.subkeys[0]}" in reason and "superseded" in reason, reason
-        assert "--policy top" in reason, reason  # the next step
+        assert f"signing subkey {key.subkeys[0]} was revoked" in text and f"({reason})" in text, text
+        if reason == "superseded" and bad["commit"] != late:
+            assert "after this commit was signed" in text and "--policy top" in text, text
+        else:
+            assert "--policy top" not in text and f"ask gentoo-devs/{key.nick}" in text, text
+            assert ("after the revocation" in text) == (bad["commit"] == late), text
     status, data = verify(shape, capsys, "--range", f"{late}..{top}")
     assert status == 0, data  # the new subkey is fine
+
+
+def _sub(*revocations: tuple[str, int | None]) -> SubKey:
+    sigs = [Signature("sig", "AA", 22, 100, None, "18x", 8)]
+    sigs += [Signature("rev", "AA", 22, created, None, sig_class, 8) for sig_class, created in revocations]
+    return SubKey(Fingerprint("B" * 40), "B" * 16, 22, 255, "ed25519", 100, None, "r", "s", sigs)
+
+
+@pytest.mark.parametrize(("sub", "signed", "words", "next_step"), [
+    (_sub(("28x,01", 2000)), 1000, "(superseded), after this commit was signed", "--policy top"),
+    (_sub(("28x,03", 2000)), 1000, "(retired), after this commit was signed", "--policy top"),
+    (_sub(("28x,01", 2000)), 3000, "(superseded) and this commit was signed after the revocation", "ask"),
+    (_sub(("28x,02", 2000)), 1000, "(compromised) and this commit was signed before the revocation", "ask"),
+    (_sub(("28x,00", 2000)), 1000, "(no reason given)", "ask"),
+    (_sub(("28x", 2000)), 1000, "(no reason given)", "ask"),
+    (_sub(("28x,7f", 2000)), 1000, "(reason 7f)", "ask"),
+    (_sub(("28x,02", 1500), ("28x,01", 2000)), 1000, "(superseded)", "--policy top"),  # the newest counts
+    (_sub(("28x,01", None)), 1000, "and this commit was signed", "ask"),  # no date: not "before"
+    (_sub(), 1000, "(GnuPG refuses", "ask"),  # no revocation signature listed
+])
+def test_revoked_subkey_words(sub: SubKey, signed: int, words: str, next_step: str) -> None:
+    """Only the words depend on the revocation signature (the verdict is GnuPG's REVKEYSIG, always refused)."""
+    text = revoked_subkey_reason("gentoo-devs/dev", "A" * 40, sub.fingerprint, signed, subkey_revocation(sub))
+    assert words in text and next_step in text, text
+    assert ("--policy top" in text) == (next_step == "--policy top"), text

@@ -32,6 +32,7 @@ from gkeys_portage.core.errors import (
     BadSignatureError,
     ExpiredKeyError,
     FutureSignatureError,
+    GpgError,
     NoSignatureError,
     NotVerifiedError,
     RevokedKeyError,
@@ -47,6 +48,7 @@ from gkeys_portage.core.status import StatusReport
 from gkeys_portage.core.types import Fingerprint
 from gkeys_portage.core.verification import PinSet, VerifyPolicy, decide
 from gkeys_portage.verify.gitobjects import Commit, GitRepo, printable
+from gkeys_portage.verify.revocation import Revocation, revoked_subkey_reason, subkey_revocation
 
 DEFAULT_CATEGORY = "gentoo-devs"
 POLICIES = ("top", "all")
@@ -200,6 +202,7 @@ class CommitVerifier:
         self.pins = pins
         self.policy = policy
         self.jobs = jobs or max(1, min(4, os.cpu_count() or 1))
+        self._signatures: dict[Fingerprint, PublicKey | None] = {}  # --list-sigs listings, revoked subkeys only
 
     @property
     def keys(self) -> Mapping[Fingerprint, PublicKey]:
@@ -263,20 +266,31 @@ class CommitVerifier:
 
 
     def _revoked_subkey(self, report: StatusReport) -> str | None:
-        """The refusal of a pinned signature whose signing *subkey* is revoked while the key is not (a
+        """The refusal of a pinned signature whose signing *subkey* is revoked while the key is not (e.g. a
         rotation that revoked the old subkey as superseded), or None.  GnuPG reports REVKEYSIG for every
-        signature of a revoked subkey, however old; that verdict stands (fail closed)."""
+        signature of a revoked subkey, however old; that verdict stands (fail closed), only the words and
+        the next step depend on when and why the subkey was revoked (:mod:`.revocation`)."""
         for sig in report.signatures:
             pin = self.pins.get(sig.primary_fingerprint)
             key = self.keys.get(pin.fingerprint) if pin else None
             sub = key.find(sig.signing_fingerprint) if key and sig.signing_fingerprint else None
             if pin and key and sub and sub is not key.primary and sub.revoked and not key.primary.revoked:
-                return (f"signature by {pin.category}/{pin.nick} ({pin.fingerprint}): its signing subkey "
-                        f"{sub.fingerprint} is revoked (a key rotation may revoke the old subkey as superseded; "
-                        "GnuPG refuses every signature of a revoked subkey, even one made before the "
-                        "revocation): to start from the top commit instead of the whole history, run "
-                        "gkeys verify-tree REPO --policy top")
+                return revoked_subkey_reason(f"{pin.category}/{pin.nick}", pin.fingerprint, sub.fingerprint,
+                                             sig.created, self._revocation(pin.fingerprint, sub.fingerprint))
         return None
+
+    def _revocation(self, primary: Fingerprint, subkey: Fingerprint) -> Revocation | None:
+        """The subkey's revocation, from a ``--list-sigs`` listing of its key (read once per key, and
+        only on this refusal path); None if it cannot be read."""
+        if primary not in self._signatures:
+            try:
+                listed = self.keyring.gpg().list_keys([primary], sigs=True)
+            except GpgError:
+                listed = []
+            self._signatures[primary] = next((k for k in listed if k.fingerprint == primary), None)
+        key = self._signatures[primary]
+        sub = key.find(subkey) if key else None
+        return subkey_revocation(sub) if sub else None
 
 
 def _reason_code(exc: NotVerifiedError) -> str:
