@@ -10,6 +10,7 @@ superseded), and whether this signature was made before that.  The wording never
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -54,11 +55,11 @@ def subkey_revocation(subkey: SubKey) -> Revocation | None:
 
 
 def revoked_subkey_reason(signer: str, primary: str, subkey: str, signed: int | None,
-                          revocation: Revocation | None) -> str:
+                          revocation: Revocation | None, repo: str = "REPO") -> str:
     """The refusal of a signature by ``signer`` (category/nick) whose signing ``subkey`` is revoked.
 
     A rotation (superseded or retired) revoked after the signature was made: the history is the
-    developer's own, and the next step is to start from the top commit.  Anything else (compromised,
+    developer's own, and the next step is to start from the top commit of ``repo``.  Anything else (compromised,
     no reason, signed after the revocation, no revocation found): the signature must not be trusted,
     and the next step is to ask the developer.
     """
@@ -70,7 +71,7 @@ def revoked_subkey_reason(signer: str, primary: str, subkey: str, signed: int | 
     if revocation.soft and before:
         return (f"{head} {revocation.describe()}, after this commit was signed ({_day(signed)}), as a key rotation "
                 f"does; {rule}: to start from the top commit instead of the whole history, run "
-                "gkeys verify-tree REPO --policy top")
+                f"gkeys verify-tree {shlex.quote(repo)} --policy top")
     when = (f"after the revocation ({_day(signed)})" if signed is not None and not before
             else f"before the revocation ({_day(signed)})")
     return (f"{head} {revocation.describe()} and this commit was signed {when}; {rule}: "

@@ -203,6 +203,7 @@ class CommitVerifier:
         self.policy = policy
         self.jobs = jobs or max(1, min(4, os.cpu_count() or 1))
         self._signatures: dict[Fingerprint, PublicKey | None] = {}  # --list-sigs listings, revoked subkeys only
+        self.location = "REPO"  # the repository being verified, for the commands messages name
 
     @property
     def keys(self) -> Mapping[Fingerprint, PublicKey]:
@@ -276,7 +277,8 @@ class CommitVerifier:
             sub = key.find(sig.signing_fingerprint) if key and sig.signing_fingerprint else None
             if pin and key and sub and sub is not key.primary and sub.revoked and not key.primary.revoked:
                 return revoked_subkey_reason(f"{pin.category}/{pin.nick}", pin.fingerprint, sub.fingerprint,
-                                             sig.created, self._revocation(pin.fingerprint, sub.fingerprint))
+                                             sig.created, self._revocation(pin.fingerprint, sub.fingerprint),
+                                             self.location)
         return None
 
     def _revocation(self, primary: Fingerprint, subkey: Fingerprint) -> Revocation | None:
@@ -349,6 +351,8 @@ class TreeVerifier:
         Commits are read and checked in batches, so a whole-history run keeps little in memory.
         """
         report = TreeReport(repo.path, tip, base)
+        for verifier in (*self.verifiers, *([self.top] if self.top else [])):
+            verifier.location = str(repo.path)
         parents: dict[str, list[str]] = {}
         scratch = scratch_parent()
         for offset in range(0, len(hashes), BATCH):
