@@ -40,11 +40,14 @@ from tree_shape import (  # noqa: E402
 
 from gkeys_portage.cli.main import main as gkeys_main  # noqa: E402
 from gkeys_portage.core.colons import Signature, SubKey  # noqa: E402
+from gkeys_portage.core.config import load_config  # noqa: E402
+from gkeys_portage.core.context import Gkeys  # noqa: E402
 from gkeys_portage.core.gpg import GnuPG  # noqa: E402
 from gkeys_portage.core.types import Fingerprint  # noqa: E402
 from gkeys_portage.demo.world import KeyFactory  # noqa: E402
 from gkeys_portage.verify.gitobjects import GitRepo  # noqa: E402
 from gkeys_portage.verify.revocation import revoked_subkey_reason, subkey_revocation  # noqa: E402
+from gkeys_portage.verify.tree import TreeOptions, TreeVerifier  # noqa: E402
 
 COMMITS = 80
 
@@ -240,3 +243,14 @@ def test_revoked_subkey_words(sub: SubKey, signed: int, words: str, next_step: s
     text = revoked_subkey_reason("gentoo-devs/dev", "A" * 40, sub.fingerprint, signed, subkey_revocation(sub))
     assert words in text and next_step in text, text
     assert ("--policy top" in text) == (next_step == "--policy top"), text
+
+
+def test_report_keeps_only_the_refused_verdicts(shape: Shape) -> None:
+    """A whole-history run keeps a count of the good commits, not a record of each (memory at scale)."""
+    bad = add_commit(shape, [shape.tip], time.time() - DAY, subkey=None)
+    top = add_commit(shape, [bad], time.time() - 600, subkey=_normal(shape).subkeys[0], nick="top")
+    move(shape, top)
+    verifier = TreeVerifier(Gkeys(load_config(shape.config)), TreeOptions(policy="all"))
+    report = verifier.verify_repo(shape.repo, record=False)
+    assert report.checked == COMMITS + 2 and not report.ok
+    assert [v.commit for v in report.refused] == [bad] and report.first_good == shape.tip

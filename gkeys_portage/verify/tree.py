@@ -143,18 +143,23 @@ class CommitVerdict:
 
 @dataclass
 class TreeReport:
-    """The verdicts on a range of commits, newest first."""
+    """The verdicts on a range of commits: how many were checked, and the refused ones, newest first.
+
+    Only refused verdicts are kept (a whole-history run over a large repository keeps no per-commit
+    record of the good ones: the report names only what was refused).
+    """
 
     repo: Path
     tip: str
     base: str | None
-    verdicts: list[CommitVerdict] = field(default_factory=list)
+    refused: list[CommitVerdict] = field(default_factory=list)
+    checked: int = 0
     first_good: str | None = None  # newest commit on tip's first-parent line with only good history
 
     @property
     def bad(self) -> list[CommitVerdict]:
         """The refused commits."""
-        return [v for v in self.verdicts if not v.good]
+        return [v for v in self.refused if not v.good]
 
     @property
     def ok(self) -> bool:
@@ -164,7 +169,7 @@ class TreeReport:
     def reason(self) -> str:
         """Why the range is not verified (or that it is), without the repository path."""
         if self.ok:
-            return f"{len(self.verdicts)} commit(s) verified up to {self.tip[:12]}"
+            return f"{self.checked} commit(s) verified up to {self.tip[:12]}"
         first = self.bad[0]
         more = f" (and {len(self.bad) - 1} more bad commit(s))" if len(self.bad) > 1 else ""
         return f"commit {first.commit[:12]} by {first.author}: {first.reason}{more}"
@@ -179,18 +184,18 @@ class TreeReport:
             if self.base == self.tip:
                 return [("good", f"{self.repo}: no new commits; top {self.tip[:12]} checked again")]
             base = f" above {self.base[:12]}" if self.base else ""
-            return [("good", f"{self.repo}: {len(self.verdicts)} commit(s){base} verified, top {self.tip[:12]}")]
+            return [("good", f"{self.repo}: {self.checked} commit(s){base} verified, top {self.tip[:12]}")]
         lines = [("error", f"bad commit {v.commit[:12]} (author {v.author}): {v.reason}") for v in self.bad]
         lines.append(("info", f"first good ancestor: {self.first_good[:12]}" if self.first_good
                       else "no good ancestor in the checked range"))
-        lines.append(("error", f"{self.repo}: NOT verified: {len(self.bad)} of {len(self.verdicts)} "
+        lines.append(("error", f"{self.repo}: NOT verified: {len(self.bad)} of {self.checked} "
                       "commit(s) refused"))
         return lines
 
     def to_json(self) -> dict[str, object]:
         """Machine-readable form."""
         return {"repo": str(self.repo), "tip": self.tip, "base": self.base, "verified": self.ok,
-                "checked": len(self.verdicts), "bad": [v.to_json() for v in self.bad],
+                "checked": self.checked, "bad": [v.to_json() for v in self.bad],
                 "first_good_ancestor": self.first_good}
 
 
@@ -368,7 +373,9 @@ class TreeVerifier:
                     verdict = self._judge_top(commit, verdict, scratch)
                 if verdict.good and commit.hash == tip:
                     self._check_age(verdict)
-                report.verdicts.append(verdict)
+                report.checked += 1
+                if not verdict.good:
+                    report.refused.append(verdict)
         below = base if base != tip else None  # a re-checked recorded tip: what lies below is no better
         report.first_good = first_good_ancestor(hashes, parents, {v.commit for v in report.bad}, tip, below)
         return report
