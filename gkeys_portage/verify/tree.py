@@ -270,7 +270,6 @@ class CommitVerifier:
             verdict.signed = result.signer.created
         return verdict
 
-
     def _revoked_subkey(self, report: StatusReport) -> str | None:
         """The refusal of a pinned signature whose signing *subkey* is revoked while the key is not (e.g. a
         rotation that revoked the old subkey as superseded), or None.  GnuPG reports REVKEYSIG for every
