@@ -287,10 +287,22 @@ def build_shape(work: Path, *, commits: int, keys: int, expired: int, rotated: i
 
 # -- single commits and key events (the refusal cases of tests/test_tree_shape.py) ---------------------
 
+class _Backdating(GnuPG):
+    """gpg that signs even with a key created after its clock: a signature older than its key."""
+
+    def sign(self, data: Path, signer: Fingerprint, **_options: object) -> bytes:  # type: ignore[override]
+        result = self.run(["--ignore-valid-from", "--ignore-time-conflict", "--local-user", signer,
+                           "--detach-sign", "--armor", "--output", "-", str(data)])
+        if result.returncode != 0:
+            raise RuntimeError(f"backdated signing failed: {result.stderr}")
+        return result.stdout
+
+
 def add_commit(shape: Shape, parents: list[str], when: float, *, subkey: str | None, nick: str = "nobody",
-               home: Path | None = None, message: str = "commit") -> str:
+               home: Path | None = None, message: str = "commit", backdate: bool = False) -> str:
     """One commit on ``parents`` dated ``when``, signed by exactly ``subkey`` with gpg's clock at ``when``
-    (keys in ``home``, default the shape's secret home), or unsigned when ``subkey`` is None."""
+    (keys in ``home``, default the shape's secret home), or unsigned when ``subkey`` is None.
+    ``backdate`` lets gpg sign at ``when`` even if ``subkey`` was created later."""
     tree = git(shape.repo, "mktree", stdin=b"").decode().strip()
     scratch = shape.work / "payload-single"
     if subkey is None:
@@ -299,8 +311,9 @@ def add_commit(shape: Shape, parents: list[str], when: float, *, subkey: str | N
         raw = ("\n".join(headers) + "\n\n" + message + "\n").encode()
     else:
         key = DemoKey(nick, f"{nick}@gentoo.org", Fingerprint(subkey + "!"), Fingerprint(subkey))
-        raw = signed_commit(_gpg_at(home or shape.secret, when), key, nick, tree, parents, int(when), message,
-                            scratch)
+        stamp = datetime.fromtimestamp(when, UTC)
+        gpg = _Backdating(home or shape.secret, faked_time=stamp) if backdate else _gpg_at(home or shape.secret, when)
+        raw = signed_commit(gpg, key, nick, tree, parents, int(when), message, scratch)
     return write_object(shape.repo, raw)
 
 

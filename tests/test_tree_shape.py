@@ -144,6 +144,10 @@ def bad_commit(shape: Shape, case: str) -> str:
         key = _expired(shape)
         extend_secret(shape, key.nick, key.expires - DAY, subkey=key.subkeys[0])
         return add_commit(shape, [shape.tip], when, subkey=key.subkeys[0], nick=key.nick)
+    if case == "new-subkey-backdated":  # the rotated-in subkey, signing "before" it existed
+        key = _rotated(shape)
+        return add_commit(shape, [shape.tip], key.rotated - 10 * DAY, subkey=key.subkeys[1], nick=key.nick,
+                          backdate=True)
     side = [add_commit(shape, [shape.tip], when - 60 * i, subkey=_normal(shape).subkeys[0], nick="side")
             for i in (1, 2)]
     if case == "unsigned-merge":
@@ -164,6 +168,7 @@ def bad_commit(shape: Shape, case: str) -> str:
 @pytest.mark.parametrize(("case", "code"), [
     ("old-subkey-after-expiry", "expired-key"),
     ("expired-key-after-expiry", "expired-key"),
+    ("new-subkey-backdated", "bad-signature"),  # gpg: ERRSIG rc 39 (time conflict)
     ("unsigned-merge", "no-signature"),
     ("octopus-unpinned", "signer-not-pinned"),
     ("octopus-unknown", "unknown-signer"),
@@ -180,6 +185,8 @@ def test_refusals_in_the_shape(shape: Shape, capsys: pytest.CaptureFixture[str],
     assert data["first_good_ancestor"] == shape.tip  # the good history below is named
     if case.endswith("after-expiry"):
         assert "EXPKEYSIG" in status_lines(shape, bad) and "VALIDSIG" in status_lines(shape, bad)
+    if case == "new-subkey-backdated":
+        assert "ERRSIG" in status_lines(shape, bad) and "VALIDSIG" not in status_lines(shape, bad)
 
 
 @pytest.mark.parametrize(("menu", "reason"), [(2, "superseded"), (1, "compromised")])
