@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tree import git  # noqa: E402  (bench/tree.py)
 from tree_shape import Grower, Shape, build_shape  # noqa: E402
 
+from gkeys_portage.core.gpg import GnuPG  # noqa: E402
 from gkeys_portage.verify.gitobjects import git_environment  # noqa: E402
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -175,6 +176,7 @@ def main() -> int:
     grown = Grower(shape)
     merges_before = shape.merges
     grown.grow(args.new, 3600)
+    GnuPG(shape.secret).close()  # the agent that signed them
     result, out = gkeys(shape, "--json", "verify-tree", str(shape.repo))
     data = json.loads(out)
     assert result["status"] == 0 and data["base"] == tip, (result, data)
