@@ -19,7 +19,10 @@ A commit passes only if it carries a gpgsig header, GnuPG calls the signature go
 signer's PRIMARY key fingerprint is pinned by a seed of one of the categories (-C, repeatable;
 default gentoo-devs).
 Merge commits are checked like any other.  A key that expired after the commit was signed is
-fine; a revoked key, a signature older than its key, or one dated in the future is not.
+fine; a revoked key, a signature older than its key, or one dated in the future is not.  A revoked
+signing subkey fails every commit it signed, even those made before the revocation (GnuPG reports
+them revoked); the refusal says when and why it was revoked, and for a key rotation (superseded,
+after the commit) how to start from the top commit instead (--policy top, on a first run).
 
 Without --range the commits checked are those between the last verified revision recorded for
 this repository and REV (default HEAD); a repository never verified before is checked according

@@ -32,6 +32,7 @@ from gkeys_portage.core.errors import (
     BadSignatureError,
     ExpiredKeyError,
     FutureSignatureError,
+    GpgError,
     NoSignatureError,
     NotVerifiedError,
     RevokedKeyError,
@@ -47,6 +48,7 @@ from gkeys_portage.core.status import StatusReport
 from gkeys_portage.core.types import Fingerprint
 from gkeys_portage.core.verification import PinSet, SignedData, VerifyPolicy, decide
 from gkeys_portage.verify.gitobjects import Commit, GitRepo, printable
+from gkeys_portage.verify.revocation import Revocation, revoked_subkey_reason, subkey_revocation
 
 DEFAULT_CATEGORY = "gentoo-devs"
 POLICIES = ("top", "all")
@@ -141,18 +143,23 @@ class CommitVerdict:
 
 @dataclass
 class TreeReport:
-    """The verdicts on a range of commits, newest first."""
+    """The verdicts on a range of commits: how many were checked, and the refused ones, newest first.
+
+    Only refused verdicts are kept (a whole-history run over a large repository keeps no per-commit
+    record of the good ones: the report names only what was refused).
+    """
 
     repo: Path
     tip: str
     base: str | None
-    verdicts: list[CommitVerdict] = field(default_factory=list)
+    refused: list[CommitVerdict] = field(default_factory=list)
+    checked: int = 0
     first_good: str | None = None  # newest commit on tip's first-parent line with only good history
 
     @property
     def bad(self) -> list[CommitVerdict]:
         """The refused commits."""
-        return [v for v in self.verdicts if not v.good]
+        return [v for v in self.refused if not v.good]
 
     @property
     def ok(self) -> bool:
@@ -162,7 +169,7 @@ class TreeReport:
     def reason(self) -> str:
         """Why the range is not verified (or that it is), without the repository path."""
         if self.ok:
-            return f"{len(self.verdicts)} commit(s) verified up to {self.tip[:12]}"
+            return f"{self.checked} commit(s) verified up to {self.tip[:12]}"
         first = self.bad[0]
         more = f" (and {len(self.bad) - 1} more bad commit(s))" if len(self.bad) > 1 else ""
         return f"commit {first.commit[:12]} by {first.author}: {first.reason}{more}"
@@ -177,18 +184,18 @@ class TreeReport:
             if self.base == self.tip:
                 return [("good", f"{self.repo}: no new commits; top {self.tip[:12]} checked again")]
             base = f" above {self.base[:12]}" if self.base else ""
-            return [("good", f"{self.repo}: {len(self.verdicts)} commit(s){base} verified, top {self.tip[:12]}")]
+            return [("good", f"{self.repo}: {self.checked} commit(s){base} verified, top {self.tip[:12]}")]
         lines = [("error", f"bad commit {v.commit[:12]} (author {v.author}): {v.reason}") for v in self.bad]
         lines.append(("info", f"first good ancestor: {self.first_good[:12]}" if self.first_good
                       else "no good ancestor in the checked range"))
-        lines.append(("error", f"{self.repo}: NOT verified: {len(self.bad)} of {len(self.verdicts)} "
+        lines.append(("error", f"{self.repo}: NOT verified: {len(self.bad)} of {self.checked} "
                       "commit(s) refused"))
         return lines
 
     def to_json(self) -> dict[str, object]:
         """Machine-readable form."""
         return {"repo": str(self.repo), "tip": self.tip, "base": self.base, "verified": self.ok,
-                "checked": len(self.verdicts), "bad": [v.to_json() for v in self.bad],
+                "checked": self.checked, "bad": [v.to_json() for v in self.bad],
                 "first_good_ancestor": self.first_good}
 
 
@@ -200,6 +207,8 @@ class CommitVerifier:
         self.pins = pins
         self.policy = policy
         self.jobs = jobs or max(1, min(4, os.cpu_count() or 1))
+        self._signatures: dict[Fingerprint, PublicKey | None] = {}  # --list-sigs listings, revoked subkeys only
+        self.location = "REPO"  # the repository being verified, for the commands messages name
 
     @property
     def keys(self) -> Mapping[Fingerprint, PublicKey]:
@@ -249,7 +258,9 @@ class CommitVerifier:
             # git signs commits in binary mode; a text-mode signature is refused (stricter than git verify-commit)
             result = decide(report, self.pins, self.keys, self.policy, SignedData.BINARY)
         except NotVerifiedError as exc:
-            verdict.reason = exc.message or type(exc).__name__  # never empty: an empty reason is no pass
+            subkey = self._revoked_subkey(report) if isinstance(exc, RevokedKeyError) and report else None
+            # never empty: an empty reason is no pass
+            verdict.reason = subkey or exc.message or type(exc).__name__
             verdict.code = _reason_code(exc)
         except BadInputError as exc:
             verdict.reason, verdict.code = exc.message or type(exc).__name__, "bad-signature"
@@ -259,6 +270,34 @@ class CommitVerifier:
             verdict.fingerprint = result.signer.pin.fingerprint
             verdict.signed = result.signer.created
         return verdict
+
+    def _revoked_subkey(self, report: StatusReport) -> str | None:
+        """The refusal of a pinned signature whose signing *subkey* is revoked while the key is not (e.g. a
+        rotation that revoked the old subkey as superseded), or None.  GnuPG reports REVKEYSIG for every
+        signature of a revoked subkey, however old; that verdict stands (fail closed), only the words and
+        the next step depend on when and why the subkey was revoked (:mod:`.revocation`)."""
+        for sig in report.signatures:
+            pin = self.pins.get(sig.primary_fingerprint)
+            key = self.keys.get(pin.fingerprint) if pin else None
+            sub = key.find(sig.signing_fingerprint) if key and sig.signing_fingerprint else None
+            if pin and key and sub and sub is not key.primary and sub.revoked and not key.primary.revoked:
+                return revoked_subkey_reason(f"{pin.category}/{pin.nick}", pin.fingerprint, sub.fingerprint,
+                                             sig.created, self._revocation(pin.fingerprint, sub.fingerprint),
+                                             self.location)
+        return None
+
+    def _revocation(self, primary: Fingerprint, subkey: Fingerprint) -> Revocation | None:
+        """The subkey's revocation, from a ``--list-sigs`` listing of its key (read once per key, and
+        only on this refusal path); None if it cannot be read."""
+        if primary not in self._signatures:
+            try:
+                listed = self.keyring.gpg().list_keys([primary], sigs=True)
+            except GpgError:
+                listed = []
+            self._signatures[primary] = next((k for k in listed if k.fingerprint == primary), None)
+        key = self._signatures[primary]
+        sub = key.find(subkey) if key else None
+        return subkey_revocation(sub) if sub else None
 
 
 def _reason_code(exc: NotVerifiedError) -> str:
@@ -317,6 +356,8 @@ class TreeVerifier:
         Commits are read and checked in batches, so a whole-history run keeps little in memory.
         """
         report = TreeReport(repo.path, tip, base)
+        for verifier in (*self.verifiers, *([self.top] if self.top else [])):
+            verifier.location = str(repo.path)
         parents: dict[str, list[str]] = {}
         scratch = scratch_parent()
         for offset in range(0, len(hashes), BATCH):
@@ -332,7 +373,9 @@ class TreeVerifier:
                     verdict = self._judge_top(commit, verdict, scratch)
                 if verdict.good and commit.hash == tip:
                     self._check_age(verdict)
-                report.verdicts.append(verdict)
+                report.checked += 1
+                if not verdict.good:
+                    report.refused.append(verdict)
         below = base if base != tip else None  # a re-checked recorded tip: what lies below is no better
         report.first_good = first_good_ancestor(hashes, parents, {v.commit for v in report.bad}, tip, below)
         return report
