@@ -187,6 +187,7 @@ def test_refusals_in_the_shape(shape: Shape, capsys: pytest.CaptureFixture[str],
         assert "EXPKEYSIG" in status_lines(shape, bad) and "VALIDSIG" in status_lines(shape, bad)
     if case == "new-subkey-backdated":
         assert "ERRSIG" in status_lines(shape, bad) and "VALIDSIG" not in status_lines(shape, bad)
+        assert "dated before the key that made it was created" in data["bad"][0]["reason"], data["bad"]
 
 
 @pytest.mark.parametrize(("menu", "reason"), [(2, "superseded"), (1, "compromised")])

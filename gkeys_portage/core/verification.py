@@ -209,6 +209,15 @@ def _class_refusal(sig: SignatureStatus, signed: SignedData, who: str) -> Signat
     return SignatureClassError(f"signature by {who} has signature class {shown}, which does not sign data")
 
 
+#: What the rc field of gpg's ERRSIG status line means, for the codes a signature check meets
+#: (GnuPG doc/DETAILS; the rest are libgpg-error codes, printed as numbers).
+ERRSIG_MEANINGS = {
+    "4": "gpg error code 4: an algorithm this GnuPG does not support",
+    "39": "gpg error code 39, time conflict: the signature is dated before the key that made it was "
+          "created (backdated, or the signer's clock was wrong); ask the signer to sign again",
+}
+
+
 def decide(report: StatusReport, pins: PinSet, keys: Mapping[Fingerprint, PublicKey],
            policy: VerifyPolicy | None = None, signed: SignedData = SignedData.BINARY) -> VerifyResult:
     """Decide whether ``report`` shows a good signature by a pinned key.
@@ -247,7 +256,7 @@ def decide(report: StatusReport, pins: PinSet, keys: Mapping[Fingerprint, Public
         if sig.outcome is SigOutcome.ERROR or not sig.valid:
             raise BadSignatureError(
                 f"signature from key {sig.key_id or 'unknown'} cannot be checked "
-                f"(gpg error code {sig.errsig_rc or 'none'})"
+                f"({ERRSIG_MEANINGS.get(sig.errsig_rc or '', 'gpg error code ' + (sig.errsig_rc or 'none'))})"
             )
         pin = pins.get(sig.primary_fingerprint)
         if pin is None:
