@@ -10,6 +10,13 @@ Siblings (design.md §5, ``verify-media``):
 Every sibling found is checked and must pass; at least one signed statement is required.  Only
 the text gpg says was signed is parsed.
 
+One strong digest per signed statement binds the file (:func:`to_check`): the first of
+:data:`PREFERRED` that the statement lists (SHA512, what the handbook's ``sha512sum -c`` checks, so
+that our verdict and the handbook reader's agree), the others it lists are recorded as ``unchecked``.
+``[media] all-digests = yes`` (``--all-digests``) checks every listed digest, as before.  Weak
+digests (MD5, SHA1) never count: a statement listing no strong one is checked on everything it lists,
+and a strong digest must still match somewhere.
+
 The file must also be bound to its *name* (a detached ``.asc`` names no file, so an old release with
 its genuine ``.asc`` could be served under a newer name).  One of these rules must pass, and the
 result names it (:data:`NAME_RULES`):
@@ -33,6 +40,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, cast
 
+from gkeys_portage.core.config import Config
 from gkeys_portage.core.context import SignatureVerifier
 from gkeys_portage.core.errors import BadInputError, GpgError, NoSignatureError, NotVerifiedError
 from gkeys_portage.core.gpg import OpenFile
@@ -63,6 +71,8 @@ Progress = Callable[[int, int], None]
 
 #: How a verified file was bound to its name (see the module docstring).
 NAME_RULES = ("listed", "signed-after-build", "allowed-unnamed")
+#: Strong digests in order of preference: the one a statement is checked on (see the module docstring).
+PREFERRED = ("SHA512", "BLAKE2B", "SHA256")
 
 
 class DigestMismatchError(NotVerifiedError):
@@ -92,7 +102,8 @@ class SignedBy:
 
 @dataclass(frozen=True)
 class DigestCheck:
-    """One listed hash of one file, and what became of it (``match`` or ``skipped``)."""
+    """One listed hash of one file, and what became of it: ``match``, ``skipped`` (not computable here) or
+    ``unchecked`` (another strong digest of the same statement was checked, :func:`to_check`)."""
 
     filename: str
     algorithm: str
@@ -173,6 +184,25 @@ def signed_text(data: bytes, source: str) -> str:
         raise BadInputError(f"{source}: signed text is not UTF-8") from exc
 
 
+def to_check(entries: dict[str, str], *, all_digests: bool = False) -> dict[str, str]:
+    """The listed digests ``{algorithm: hex}`` of one statement that are checked.
+
+    By default one: the first of :data:`PREFERRED` that is listed and computable here.  With
+    ``all_digests``, or when the statement lists no strong digest, every listed one (weak ones never
+    count on their own: see :meth:`MediaVerifier.verify`).
+    """
+    if not all_digests:
+        for algorithm in PREFERRED:
+            if algorithm in entries and hashlib_name(algorithm) is not None:
+                return {algorithm: entries[algorithm]}
+    return dict(entries)
+
+
+def all_digests(config: Config) -> bool:
+    """``[media] all-digests`` (default no): check every digest a statement lists, not one strong one."""
+    return config.flag("media", "all-digests", False)
+
+
 def _hash_plan(expected: list[tuple[str, dict[str, str]]]) -> list[str]:
     """The hashlib names to compute for the listed algorithms (unavailable ones are left out)."""
     plan = (hashlib_name(algorithm) for _source, entries in expected for algorithm in entries)
@@ -193,13 +223,16 @@ class MediaVerifier:
     """Checks one release file with one category's pinned keys.
 
     ``allow_unnamed`` accepts a file that only a detached signature vouches for even when nothing binds
-    it to its name (see the module docstring); off by default.
+    it to its name (see the module docstring); off by default.  ``all_digests`` checks every digest a
+    statement lists instead of its preferred strong one (:func:`to_check`).
     """
 
-    def __init__(self, verifier: SignatureVerifier, category: str, *, allow_unnamed: bool = False) -> None:
+    def __init__(self, verifier: SignatureVerifier, category: str, *, allow_unnamed: bool = False,
+                 all_digests: bool = False) -> None:
         self.verifier = verifier
         self.category = category
         self.allow_unnamed = allow_unnamed
+        self.all_digests = all_digests
 
     def verify(self, path: Path, progress: Progress | None = None) -> MediaVerification:
         """Verify ``path`` against every sibling found; raise the precise error on any failure."""
@@ -214,7 +247,7 @@ class MediaVerifier:
             raise NoSignatureError(f"nothing signed {path.name}: no {', '.join(SIGNED_SIBLINGS)} sibling"
                                    + (f" is signed (found unsigned {found})" if found else " found"))
         expected = self._expected(path.name, statements)
-        hashes = _hash_plan(expected)
+        hashes = _hash_plan(self._checked_part(expected))
 
         digests, good = self._read(path, signature, hashes, progress)
         if good is not None:
@@ -346,11 +379,18 @@ class MediaVerifier:
             expected.append((statement.source, entries))
         return expected
 
-    @staticmethod
-    def _compare(name: str, expected: list[tuple[str, dict[str, str]]], digests: dict[str, str],
+    def _checked_part(self, expected: list[tuple[str, dict[str, str]]]) -> list[tuple[str, dict[str, str]]]:
+        """``expected`` cut to the digests that are checked (:func:`to_check`)."""
+        return [(source, to_check(entries, all_digests=self.all_digests)) for source, entries in expected]
+
+    def _compare(self, name: str, expected: list[tuple[str, dict[str, str]]], digests: dict[str, str],
                  result: MediaVerification) -> None:
         for source, entries in expected:
+            checked_here = to_check(entries, all_digests=self.all_digests)
             for algorithm, listed in entries.items():
+                if algorithm not in checked_here:
+                    result.checks.append(DigestCheck(name, algorithm, source, "unchecked"))
+                    continue
                 library = hashlib_name(algorithm)
                 if library is None:
                     result.checks.append(DigestCheck(name, algorithm, source, "skipped"))
@@ -372,6 +412,6 @@ class MediaVerifier:
             if not expected:
                 result.notes.append(f"{path.name}: not listed in a signed statement; not checked")
                 continue
-            digests, _ = read_once(path, _hash_plan(expected))
+            digests, _ = read_once(path, _hash_plan(self._checked_part(expected)))
             self._compare(path.name, expected, digests, result)
             result.verified_files.append(path.name)
