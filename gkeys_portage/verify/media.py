@@ -27,13 +27,15 @@ result names it (:data:`NAME_RULES`):
   (``stage3-amd64-openrc-20261201T170321Z.tar.xz``) and the ``.asc`` was made at or after it;
 * ``allowed-unnamed``: neither, and the caller allowed it explicitly (``--allow-unnamed``).
 
-gpg reads the big file itself while every digest is computed from a second read of the same open
-file, held still by a read lease (:mod:`gkeys_portage.verify.pinned`); where it cannot be held, the
-detached signature check and every digest are fed from one read (:mod:`gkeys_portage.verify.fanout`).
+gpg reads the big file itself, started first, while the signed statements are verified and then
+every digest is computed (each in its own thread) from a second read of the same open file, held
+still by a read lease (:mod:`gkeys_portage.verify.pinned`); where it cannot be held, the detached
+signature check and every digest are fed from one read (:mod:`gkeys_portage.verify.fanout`).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -55,7 +57,7 @@ from gkeys_portage.verify.digests import (
     shown,
     stamp_time,
 )
-from gkeys_portage.verify.fanout import ChunkStream, read_beside, read_once
+from gkeys_portage.verify.fanout import Background, ChunkStream, hash_held, read_once
 from gkeys_portage.verify.pinned import pinned
 
 DETACHED = ".asc"
@@ -235,21 +237,40 @@ class MediaVerifier:
         self.all_digests = all_digests
 
     def verify(self, path: Path, progress: Progress | None = None) -> MediaVerification:
-        """Verify ``path`` against every sibling found; raise the precise error on any failure."""
+        """Verify ``path`` against every sibling found; raise the precise error on any failure.
+
+        With a detached signature and the file held still (:mod:`gkeys_portage.verify.pinned`), gpg's
+        pass over the file starts first, in its own thread; the signed statements are verified while it
+        runs, then every digest is computed beside it from a second read of the same descriptor.
+        Otherwise the statements come first and one read feeds gpg (through a pipe) and the digests.
+        """
         if not path.is_file():
             raise BadInputError(f"{path}: no such file")
         siblings = find_siblings(path)
         result = MediaVerification(str(path), self.category)
-        statements = self._statements(siblings, result)
         signature = self._detached_signature(siblings)
-        if signature is None and not statements:
-            found = ", ".join(p.name for s, p in siblings.items() if s in STATEMENTS)
-            raise NoSignatureError(f"nothing signed {path.name}: no {', '.join(SIGNED_SIBLINGS)} sibling"
-                                   + (f" is signed (found unsigned {found})" if found else " found"))
-        expected = self._expected(path.name, statements)
-        hashes = _hash_plan(self._checked_part(expected))
-
-        digests, good = self._read(path, signature, hashes, progress)
+        source = path.name + DETACHED
+        with pinned(path) if signature is not None else contextlib.nullcontext() as fd:
+            gpg_pass = None
+            if fd is not None and signature is not None:
+                held, sig = fd, signature
+                gpg_pass = Background("gpg", lambda: checked(source, self.verifier.detached, sig, OpenFile(held)))
+            try:
+                statements = self._statements(siblings, result)
+                if signature is None and not statements:
+                    found = ", ".join(p.name for s, p in siblings.items() if s in STATEMENTS)
+                    raise NoSignatureError(f"nothing signed {path.name}: no {', '.join(SIGNED_SIBLINGS)} sibling"
+                                           + (f" is signed (found unsigned {found})" if found else " found"))
+                expected = self._expected(path.name, statements)
+                hashes = _hash_plan(self._checked_part(expected))
+                good: VerifyResult | None
+                if gpg_pass is not None and fd is not None:
+                    digests, good = hash_held(fd, path, hashes, progress), gpg_pass.result()
+                else:
+                    digests, good = self._read_once(path, signature, hashes, progress)
+            finally:
+                if gpg_pass is not None:
+                    gpg_pass.join()  # never leave gpg running behind a refusal
         if good is not None:
             result.signed.append(SignedBy(path.name + DETACHED, "detached signature", good.signer))
             result.verified_files.append(path.name + DETACHED)
@@ -262,22 +283,12 @@ class MediaVerifier:
         self._bind_name(path.name, statements, good, result)
         return result
 
-    def _read(self, path: Path, signature: bytes | None, hashes: list[str],
-              progress: Progress | None) -> tuple[dict[str, str], VerifyResult | None]:
-        """Digests of ``path`` and the verdict of its detached ``signature`` (if any), over the same bytes.
-
-        With a detached signature and the file held still (:mod:`gkeys_portage.verify.pinned`), gpg
-        reads the file itself while the digests are read beside it; otherwise one read feeds both.
-        """
+    def _read_once(self, path: Path, signature: bytes | None, hashes: list[str],
+                   progress: Progress | None) -> tuple[dict[str, str], VerifyResult | None]:
+        """Digests of ``path`` and the verdict of its detached ``signature`` (if any), fed from one read."""
         if signature is None:
             return read_once(path, hashes, None, progress)
         source = path.name + DETACHED
-        with pinned(path) as fd:
-            if fd is not None:
-                held = fd
-                return read_beside(held, path, hashes,
-                                   lambda: checked(source, self.verifier.detached, signature, OpenFile(held)),
-                                   progress)
 
         def detached(stream: ChunkStream) -> VerifyResult:
             # a read()-only stream is all gpg's feeder needs
