@@ -3,14 +3,14 @@
 Two ways, one per situation:
 
 * :func:`hash_held`: the file is held still (:mod:`gkeys_portage.verify.pinned`) and gpg reads it
-  itself; every digest is computed in its own thread, each reading the open descriptor with ``pread``
-  into one reused buffer (no allocation, no queue: the page cache serves the second read), so the
-  digests and gpg run on every core at once;
+  itself; the digests are computed in as many threads as leave gpg a CPU of its own, each reading the
+  open descriptor with ``pread`` into one reused buffer (no allocation, no queue: the page cache
+  serves the second read), so the digests and gpg run on every core at once;
 * :func:`read_once`: the file cannot be held; one read feeds every consumer (a hashlib object, or gpg
   verifying a detached signature through a pipe), each in its own thread with a small bounded queue
   of chunks.
 
-Memory stays flat whatever the file size (one buffer per digest; at most ``QUEUE_DEPTH`` chunks in
+Memory stays flat whatever the file size (one buffer per hashing thread; at most ``QUEUE_DEPTH`` chunks in
 flight per consumer).  hashlib releases the GIL while hashing and gpg runs in its own process, so the
 passes overlap.
 """
@@ -184,15 +184,14 @@ class Background(Generic[T]):
 
 
 class _Hasher:
-    """One digest of an open file, computed in its own thread from ``pread`` into one reused buffer."""
+    """Digests of an open file, computed in one thread from ``pread`` into one reused buffer."""
 
-    def __init__(self, fd: int, path: Path, algorithm: str) -> None:
-        self.name = algorithm
-        self.digest = hashlib.new(algorithm)
+    def __init__(self, fd: int, path: Path, algorithms: list[str]) -> None:
+        self.digests = {name: hashlib.new(name) for name in algorithms}
         self.done = 0
         self.error: BadInputError | None = None
         self._fd, self._path = fd, path
-        self.thread = threading.Thread(target=self._run, name=f"hash-{algorithm}", daemon=True)
+        self.thread = threading.Thread(target=self._run, name=f"hash-{'-'.join(algorithms)}", daemon=True)
 
     def _run(self) -> None:
         buffer = bytearray(CHUNK)
@@ -205,7 +204,8 @@ class _Hasher:
                 return
             if not count:
                 return
-            self.digest.update(view[:count])  # hashlib releases the GIL: the threads hash at once
+            for digest in self.digests.values():
+                digest.update(view[:count])  # hashlib releases the GIL: the threads hash at once
             self.done += count
 
 
@@ -214,15 +214,23 @@ def _pread_into(fd: int, buffer: bytearray, offset: int) -> int:
     return os.preadv(fd, [buffer], offset)
 
 
+def spare_cpus() -> int:
+    """The CPUs this process may run on, less the one gpg's own pass keeps busy (at least 1)."""
+    return max(1, len(os.sched_getaffinity(0)) - 1)
+
+
 def hash_held(fd: int, path: Path, hashes: list[str],
               progress: Callable[[int, int], None] | None = None) -> dict[str, str]:
     """``{hashlib name: hex}`` of the open file ``fd`` (named ``path`` in messages), from offset 0 to its end.
 
-    Each digest runs in its own thread and reads the file itself (``pread``: the descriptor's offset is
-    not used); the caller holds the file still.  ``progress(MiB done, MiB total)`` is called from this
-    thread while they run.
+    The digests are spread over :func:`spare_cpus` threads (on 2 CPUs one thread computes them all, so
+    gpg's pass keeps a CPU of its own; with more, each digest has its own); each thread reads the file
+    itself (``pread``: the descriptor's offset is not used) and the caller holds the file still.
+    ``progress(MiB done, MiB total)`` is called from this thread while they run.
     """
-    hashers = [_Hasher(fd, path, name) for name in dict.fromkeys(hashes)]
+    names = list(dict.fromkeys(hashes))
+    count = min(len(names), spare_cpus())
+    hashers = [_Hasher(fd, path, names[number::count]) for number in range(count)]
     for hasher in hashers:
         hasher.thread.start()
     total = os.fstat(fd).st_size
@@ -234,4 +242,4 @@ def hash_held(fd: int, path: Path, hashes: list[str],
     for hasher in hashers:
         if hasher.error is not None:
             raise hasher.error
-    return {hasher.name: hasher.digest.hexdigest() for hasher in hashers}
+    return {name: digest.hexdigest() for hasher in hashers for name, digest in hasher.digests.items()}
