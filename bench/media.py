@@ -19,7 +19,9 @@ start-up, gkeys' imports, each digest over the file) closes the report.
 
 Usage: python3 bench/media.py [--size-mib 512] [--rounds 5] [--cold] [--gkeys-only]
   --rounds: alternate gkeys and the baselines this many times; medians and ranges are printed.
-  --cold:   drop the page cache (``echo 3 > /proc/sys/vm/drop_caches``, root only) before every command.
+  --cold:   evict the release file and its siblings from the page cache before every command
+            (``posix_fadvise(POSIX_FADV_DONTNEED)``: the file is read from disk, while the cache of other
+            processes on a shared machine stays untouched, unlike ``echo 3 > /proc/sys/vm/drop_caches``).
   --gkeys-only: time and RSS of gkeys alone (e.g. for a 2 GiB RSS check).
   --compare-with DIR: also time the gkeys of another source tree (e.g. an older commit unpacked by
               ``git archive``) in the same alternating rounds.
@@ -63,10 +65,15 @@ def make_file(path: Path, size_mib: int) -> dict[str, str]:
     return {name: digest.hexdigest() for name, digest in digests.items()}
 
 
-def drop_caches() -> None:
-    """Empty the page cache (root only) so that the next command reads the file from disk."""
+def evict(folder: Path) -> None:
+    """Drop the files of ``folder`` from the page cache, so that the next command reads them from disk."""
     os.sync()
-    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    for path in folder.iterdir():
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
 
 
 def span(values: list[float], unit: str) -> str:
@@ -74,10 +81,10 @@ def span(values: list[float], unit: str) -> str:
     return f"{statistics.median(values):7.2f}{unit} ({min(values):.2f}-{max(values):.2f})"
 
 
-def timed(label: str, action: Callable[[], float], cold: bool = False) -> tuple[float, float]:
-    """Wall seconds and CPU seconds (what ``action`` returns) of one command."""
-    if cold:
-        drop_caches()
+def timed(label: str, action: Callable[[], float], cold: Path | None = None) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (what ``action`` returns) of one command (``cold``: evict that folder first)."""
+    if cold is not None:
+        evict(cold)
     print(f"{label} ...", flush=True)
     started = time.perf_counter()
     cpu = action()
@@ -117,7 +124,7 @@ def main() -> int:
     parser.add_argument("--gkeys-only", action="store_true", help="skip the baseline (e.g. for a 2 GiB RSS check)")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--compare-with", type=Path, help="another gkeys source tree to time alongside")
-    parser.add_argument("--cold", action="store_true", help="drop the page cache before every command (root)")
+    parser.add_argument("--cold", action="store_true", help="evict the file from the page cache before every command")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="gkeys-bench-media-", dir="/var/tmp" if args.cold else None))
     try:
@@ -189,7 +196,7 @@ def bench(work: Path, size_mib: int, gkeys_only: bool, rounds: int = 1, cold: bo
     if other is not None:
         ours(other)
     if gkeys_only:
-        seconds, cpu = timed("gkeys verify-media", ours, cold)
+        seconds, cpu = timed("gkeys verify-media", ours, media if cold else None)
         print(f"\nfile: {size_mib} MiB: gkeys verify-media {seconds:.2f} s ({cpu:.2f} CPU-s), "
               f"peak RSS {rss['kib'] / 1024:.1f} MiB")
         return 0
@@ -208,14 +215,15 @@ def bench(work: Path, size_mib: int, gkeys_only: bool, rounds: int = 1, cold: bo
     for number in range(rounds):
         order = list(commands) if number % 2 == 0 else [*reversed(commands)]  # alternate the order
         for label in order:
-            seconds, cpu = timed(f"round {number + 1}: {label}", commands[label], cold)
+            seconds, cpu = timed(f"round {number + 1}: {label}", commands[label], media if cold else None)
             results[label].append(seconds)
             cpus[label].append(cpu)
         ratios.append(results["gkeys verify-media"][-1] / results["gpg --verify FILE.asc alone"][-1])
     parts = breakdown(work, target, child_env)
     subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], env=env, check=False)
 
-    print(f"\nfile: {size_mib} MiB ({'cold: page cache dropped before each command' if cold else 'page-cached'}), "
+    state = "cold: evicted from the page cache before each command" if cold else "page-cached"
+    print(f"\nfile: {size_mib} MiB ({state}), "
           f"{os.cpu_count()} CPUs, {rounds} round(s): median (min-max)")
     for label, times in results.items():
         print(f"{label:32s} {span(times, ' s')}   CPU {span(cpus[label], ' s')}")
