@@ -13,7 +13,7 @@ the text gpg says was signed is parsed.
 One strong digest per signed statement binds the file (:func:`to_check`): the first of
 :data:`PREFERRED` that the statement lists (SHA512, what the handbook's ``sha512sum -c`` checks, so
 that our verdict and the handbook reader's agree), the others it lists are recorded as ``unchecked``.
-``[media] all-digests = yes`` (``--all-digests``) checks every listed digest, as before.  Weak
+``[media] all-digests = yes`` checks every listed digest, as before.  Weak
 digests (MD5, SHA1) never count: a statement listing no strong one is checked on everything it lists,
 and a strong digest must still match somewhere.
 
@@ -28,9 +28,10 @@ result names it (:data:`NAME_RULES`):
 * ``allowed-unnamed``: neither, and the caller allowed it explicitly (``--allow-unnamed``).
 
 gpg reads the big file itself, started first, while the signed statements are verified and then
-every digest is computed (each in its own thread) from a second read of the same open file, held
-still by a read lease (:mod:`gkeys_portage.verify.pinned`); where it cannot be held, the detached
-signature check and every digest are fed from one read (:mod:`gkeys_portage.verify.fanout`).
+the digests are computed (:func:`~gkeys_portage.verify.fanout.hash_held`) from a second read of the
+same open file, held still by a read lease (:mod:`gkeys_portage.verify.pinned`); where it cannot be
+held, the detached signature check and every digest are fed from one read
+(:mod:`gkeys_portage.verify.fanout`).
 """
 
 from __future__ import annotations
