@@ -242,4 +242,6 @@ def hash_held(fd: int, path: Path, hashes: list[str],
     for hasher in hashers:
         if hasher.error is not None:
             raise hasher.error
+    if progress is not None and hashers:
+        progress(total >> 20, total >> 20)
     return {name: digest.hexdigest() for hasher in hashers for name, digest in hasher.digests.items()}
