@@ -27,9 +27,9 @@ def test_all_siblings_verify_and_name_signer_and_digests(menv, keys: KeyFactory,
     # one key signing three siblings is said once (issue 15 item 5: no line printed three times)
     assert f"{STAGE3}.DIGESTS, {STAGE3}.sha256, {STAGE3}.asc: good signature by gentoo/releng ({fpr})" in result.out
     assert result.out.count("good signature by") == 1
-    assert f"{STAGE3}: BLAKE2B, SHA512 match {STAGE3}.DIGESTS" in result.out
+    assert f"{STAGE3}: SHA512 match {STAGE3}.DIGESTS" in result.out  # one strong digest per statement
     assert f"{STAGE3}: SHA256 match {STAGE3}.sha256" in result.out
-    assert f"{STAGE3}.CONTENTS.gz: BLAKE2B, SHA512 match {STAGE3}.DIGESTS" in result.out
+    assert f"{STAGE3}.CONTENTS.gz: SHA512 match {STAGE3}.DIGESTS" in result.out
 
     doc = json.loads(menv.run("--json", "verify-media", str(media.path)).out)
     assert doc["verified"] is True and doc["category"] == "gentoo"
@@ -66,8 +66,6 @@ def test_older_digests_asc_forms(menv, keys: KeyFactory, tmp_path: Path) -> None
 
 
 def test_bsd_style_build_path_and_unknown_algorithm(menv, keys: KeyFactory, tmp_path: Path) -> None:
-    import hashlib
-
     data = b"iso image" * 1000
     name = "install-amd64-minimal-20260101T170000Z.iso"
     text = (f"# WHIRLPOOL HASH\n{'ab' * 64}  {name}\n"
@@ -75,8 +73,12 @@ def test_bsd_style_build_path_and_unknown_algorithm(menv, keys: KeyFactory, tmp_
     media = make_media(keys, tmp_path / "iso", name, data, siblings=(".DIGESTS",), digests_text=text)
     result = menv.run("verify-media", str(media.path))
     assert result.code == 0, result.text
-    assert "WHIRLPOOL is not available here; skipped" in result.err
+    assert "WHIRLPOOL" not in result.err  # one strong digest per statement: SHA512, the others unchecked
     assert f"{name}: SHA512 match {name}.DIGESTS" in result.out
+    menv.write_config("[media]\nall-digests = yes\n")
+    result = menv.run("verify-media", str(media.path))
+    assert result.code == 0, result.text
+    assert "WHIRLPOOL is not available here; skipped" in result.err
 
 
 def _state(menv) -> dict[str, bytes]:  # type: ignore[no-untyped-def]
@@ -183,6 +185,52 @@ def test_weak_digests_alone_are_not_enough(menv, keys: KeyFactory, tmp_path: Pat
     make_media(keys, media.folder, siblings=(".DIGESTS",), data=media.data,
                digests_text=digest_block("MD5", media.data, STAGE3))
     _refused(menv, media.path, 1, "no strong digest")
+
+
+# -- one strong digest per signed statement (issue 18 goal 1) ---------------------------------------------------
+
+
+def _digests_listing(keys: KeyFactory, folder: Path, text: str) -> Path:
+    """A release whose only sibling is a signed .DIGESTS with ``text``."""
+    media = make_media(keys, folder, siblings=())
+    make_media(keys, folder, siblings=(".DIGESTS",), digests_text=text, data=media.data)
+    return media.path
+
+
+def test_one_strong_digest_per_statement_is_checked_and_all_digests_checks_every_one(
+        menv, keys: KeyFactory, tmp_path: Path) -> None:
+    """A signed DIGESTS whose SHA512 matches and whose BLAKE2B (and MD5) do not: the SHA512 line binds the
+    file (what the handbook's ``sha512sum -c`` checks), the others are not computed; ``[media] all-digests``
+    checks them all, as before."""
+    data = hashlib.sha512(STAGE3.encode()).digest() * 4096  # make_media's default data
+    text = (digest_block("BLAKE2B", b"another build", STAGE3) + digest_block("SHA512", data, STAGE3)
+            + digest_block("MD5", b"another build", STAGE3))
+    path = _digests_listing(keys, tmp_path / "m", text)
+    result = menv.run("--json", "verify-media", str(path))
+    assert result.code == 0, result.text
+    outcomes = {d["algorithm"]: d["result"] for d in json.loads(result.out)["digests"]}
+    assert outcomes == {"SHA512": "match", "BLAKE2B": "unchecked", "MD5": "unchecked"}
+    menv.write_config("[media]\nall-digests = yes\n")
+    _refused(menv, path, 1, "BLAKE2B does not match", ".DIGESTS")
+
+
+@pytest.mark.parametrize(("listed", "checked"), [
+    (("BLAKE2B",), "BLAKE2B"),            # no SHA512: the next strong one
+    (("SHA256", "BLAKE2B"), "BLAKE2B"),
+    (("MD5", "SHA256"), "SHA256"),        # a weak digest never stands in for a strong one
+])
+def test_the_preferred_strong_digest_is_the_one_checked(menv, keys: KeyFactory, tmp_path: Path,
+                                                        listed: tuple[str, ...], checked: str) -> None:
+    data = hashlib.sha512(STAGE3.encode()).digest() * 4096
+    text = "".join(digest_block(a, data if a == checked else b"another build", STAGE3) for a in listed)
+    path = _digests_listing(keys, tmp_path / "m", text)
+    result = menv.run("verify-media", str(path))
+    assert result.code == 0, result.text
+    assert f"{STAGE3}: {checked} match {STAGE3}.DIGESTS" in result.out
+    for other in set(listed) - {checked}:  # the wrong ones are really wrong: checking all refuses
+        menv.write_config("[media]\nall-digests = yes\n")
+        _refused(menv, path, 1, f"{other} does not match")
+        menv.write_config()
 
 
 def test_contents_mismatch_and_wrong_nick(menv, keys: KeyFactory, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 from pathlib import Path
 
 import pytest
@@ -172,6 +173,37 @@ def test_read_once_reraises_a_consumer_failure_without_deadlock(tmp_path: Path) 
 
     with pytest.raises(BadInputError, match="consumer gave up"):
         fanout.read_once(path, ["sha512"], stops_early)
+
+
+@pytest.mark.parametrize("cpus", [1, 2, 5])
+def test_hash_held_matches_hashlib_whatever_the_number_of_threads(tmp_path: Path, cpus: int,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The digests of a held file, spread over 1, 2 or 3 threads (one per spare CPU, at most one per digest),
+    each reading with its own pread from offset 0 whatever the descriptor's offset."""
+    data = bytes(range(256)) * (fanout.CHUNK // 256 * 3 + 17)
+    path = tmp_path / "big"
+    path.write_bytes(data)
+    monkeypatch.setattr(fanout, "spare_cpus", lambda: cpus)
+    names = ["sha512", "blake2b", "sha256"]
+    done: list[tuple[int, int]] = []
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.lseek(fd, 12345, os.SEEK_SET)
+        digests = fanout.hash_held(fd, path, names, lambda d, t: done.append((d, t)))
+        assert fanout.hash_held(fd, path, []) == {}  # nothing listed: nothing read
+    finally:
+        os.close(fd)
+    assert digests == {name: hashlib.new(name, data).hexdigest() for name in names}
+    assert done[-1] == (len(data) >> 20, len(data) >> 20)
+
+
+def test_hash_held_turns_a_read_error_into_bad_input(tmp_path: Path) -> None:
+    fd = os.open(tmp_path, os.O_RDONLY)  # a directory: pread fails with EISDIR
+    try:
+        with pytest.raises(BadInputError, match=f"cannot read {tmp_path}"):
+            fanout.hash_held(fd, tmp_path, ["sha512"])
+    finally:
+        os.close(fd)
 
 
 PRODUCT = "stage3-amd64-hardened-openrc"

@@ -42,12 +42,13 @@ def _mixed_release(keys: KeyFactory, folder: Path) -> Path:
 
 
 class Hook:
-    """After gpg's read, ``change()`` the file; the digests' read waits for that."""
+    """After gpg's read, ``change()`` the file; the digests' read (one read fed to all, or each digest's
+    own ``pread`` of the held file) waits for that."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, change: Callable[[], None]) -> None:
         self.changed = threading.Event()
         self.gpg_data: list[object] = []
-        original_verify, original_feed = GnuPG.verify_detached, fanout._feed
+        original_verify, original_feed, original_pread = GnuPG.verify_detached, fanout._feed, fanout._pread_into
 
         def verify(gpg: GnuPG, signature: bytes, data: object) -> object:
             report = original_verify(gpg, signature, data)  # type: ignore[arg-type]
@@ -61,8 +62,13 @@ class Hook:
             self.changed.wait(30)
             original_feed(*args)  # type: ignore[arg-type]
 
+        def pread(fd: int, buffer: bytearray, offset: int) -> int:
+            self.changed.wait(30)
+            return original_pread(fd, buffer, offset)
+
         monkeypatch.setattr(GnuPG, "verify_detached", verify)
         monkeypatch.setattr(fanout, "_feed", feed)
+        monkeypatch.setattr(fanout, "_pread_into", pread)
 
 
 def _rewrite_in_place(path: Path, writers: list[threading.Thread], blocked: list[bool]) -> Callable[[], None]:
@@ -154,3 +160,35 @@ def test_without_dev_fd_gpg_is_fed_through_a_pipe(menv, keys: KeyFactory, tmp_pa
     result = menv.run("verify-media", str(media.path))
     assert result.code == 0, result.text
     assert hook.gpg_data and not any(isinstance(d, OpenFile) for d in hook.gpg_data)
+
+
+def test_gpg_pass_starts_first_and_a_swap_while_the_statements_are_checked_is_refused(
+        menv, keys: KeyFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gpg's pass over the held file starts before the signed statements are verified (they run beside it);
+    a new build renamed over the name meanwhile (the statements list it, the .asc signs the old one) is
+    refused, whatever the digests' read saw."""
+    path = _mixed_release(keys, tmp_path / "m")
+    other = tmp_path / "new-build"
+    other.write_bytes(NEW)
+    running = threading.Event()
+    seen: list[bool] = []
+    original_detached, original_clearsigned = GnuPG.verify_detached, GnuPG.verify_clearsigned
+
+    def detached(gpg: GnuPG, signature: bytes, data: object) -> object:
+        if isinstance(data, OpenFile):
+            running.set()
+        return original_detached(gpg, signature, data)  # type: ignore[arg-type]
+
+    def clearsigned(gpg: GnuPG, message: bytes) -> object:
+        seen.append(running.wait(10))  # gpg's pass is already under way
+        if other.exists():
+            os.replace(other, path)
+        return original_clearsigned(gpg, message)
+
+    monkeypatch.setattr(GnuPG, "verify_detached", detached)
+    monkeypatch.setattr(GnuPG, "verify_clearsigned", clearsigned)
+    result = menv.run("verify-media", str(path))
+    assert seen and all(seen), "the statements were verified before gpg's pass over the file started"
+    assert result.code == 1, result.text
+    assert f"{STAGE3} was opened for writing or replaced while it was verified; not verified" in result.err
+    assert "Traceback" not in result.err

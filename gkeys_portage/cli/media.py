@@ -10,7 +10,7 @@ from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_n
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import UsageError
 from gkeys_portage.ui.output import Report
-from gkeys_portage.verify.media import MediaVerification, MediaVerifier, SignedBy
+from gkeys_portage.verify.media import MediaVerification, MediaVerifier, SignedBy, all_digests
 from gkeys_portage.verify.mediafetch import (
     DEFAULT_CATEGORY,
     DEFAULT_MIRROR,
@@ -80,7 +80,7 @@ def run_verify_media(ctx: Gkeys, args: argparse.Namespace) -> Report:
             report.info(f"{skipped}: not on the server; skipped")
         return describe(report, fetched.verification)
     media = MediaVerifier(ctx.verifier(category, [args.nick] if args.nick else []), category,
-                          allow_unnamed=args.allow_unnamed)
+                          allow_unnamed=args.allow_unnamed, all_digests=all_digests(ctx.config))
     return describe(Report(), media.verify(Path(args.target), args.console.progress(f"verifying {name}", unit="MiB")))
 
 
@@ -156,9 +156,12 @@ signature was made at or after the build stamp in the name (stage3-...-20261201T
 rule "signed-after-build"); otherwise it is refused unless --allow-unnamed is given (a detached
 signature names no file, so an older release could be served under a newer name).  Signatures count only
 from keys pinned by the seeds of the category (default: [media] category, else gentoo).  Only the
-text gpg says was signed is parsed; at least one strong digest (SHA256, SHA512, BLAKE2B) must match
-and no listed digest may mismatch (digests this Python lacks, e.g. WHIRLPOOL, are reported and
-skipped).  The file is read once: the signature check and all digests are fed from that read."""
+text gpg says was signed is parsed.  Each signed statement is checked on one strong digest: SHA512
+(what the handbook's sha512sum -c checks), else BLAKE2B, else SHA256; its other digests are not
+computed ([media] all-digests = yes checks every listed one, reporting those this Python lacks, e.g.
+WHIRLPOOL, as skipped).  Weak digests (MD5, SHA1) never count.  gpg reads the file itself while the
+digests are computed from a second read of the same descriptor, held still by a read lease (a file
+changed meanwhile is refused); without a lease one read feeds both."""
 
 VERIFY_EPILOG = """\
 examples:

@@ -8,7 +8,6 @@ from pathlib import Path
 from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.ui.output import Report
-from gkeys_portage.ui.overlays import OverlayRequest, overlay_report
 
 DESCRIPTION = """\
 Verify an overlay list (repositories.xml) before eselect-repository or layman clone what it names.
@@ -48,6 +47,8 @@ exit status: 0 verified (and written), 1 not verified, refused by the checks, to
 
 def run_verify_overlays(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """Verify the list, report every finding, and write it with -o/--install if it passed."""
+    from gkeys_portage.ui.overlays import OverlayRequest, overlay_report  # not on every command's start-up
+
     return overlay_report(ctx, OverlayRequest(
         location=args.list, signature=args.signature, category=args.category, nick=args.nick,
         output=Path(args.output) if args.output else None, install=args.install,

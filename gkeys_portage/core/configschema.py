@@ -23,7 +23,7 @@ SCHEMA: dict[str, frozenset[str]] = {
     "policy": frozenset({"clock-skew", "refresh-interval", "max-refresh-age", "require-currently-valid",
                          "max-seed-age", "gpg-timeout", "unbound-seeds", "weak-hashes"}),
     "sign": frozenset({"category", "nick", "gnupghome"}),
-    "media": frozenset({"category", "mirror", "stall-timeout", "max-size", "max-age"}),
+    "media": frozenset({"category", "mirror", "stall-timeout", "max-size", "max-age", "all-digests"}),
     "overlays": frozenset({"category", "url", "signature-url", "output", "max-size", "max-age"}),
     "tree": frozenset({"category", "top-category", "policy", "max-age", "max-fetch-mib"}),
     "checks": frozenset({"spec", "expiry-days"}),

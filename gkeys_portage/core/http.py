@@ -1,5 +1,8 @@
 """All HTTP goes through here (``requests``): timeouts, retries with backoff, size limits.
 
+``requests`` is imported when first used, not with this module: it costs ~50 ms of start-up, and most
+commands (``verify-media`` of a local file, every hook) never go online.
+
 ``file://`` URLs are read from disk so a local mirror or seed directory can be configured.
 A 404 raises :class:`NotFoundError` (callers may treat it as "not on this source"); every other
 failure, after the configured retries, raises :class:`NetworkError` (exit status 3).
@@ -12,10 +15,10 @@ import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-import requests
-import requests.adapters
+if TYPE_CHECKING:
+    import requests
 
 from gkeys_portage import __version__
 from gkeys_portage.core.errors import NetworkError
@@ -44,6 +47,8 @@ class HttpClient:
     backoff: float = 0.5
 
     def __post_init__(self) -> None:
+        import requests.adapters
+
         self.session = requests.Session()
         self.session.headers["User-Agent"] = USER_AGENT
         self.session.max_redirects = MAX_REDIRECTS
@@ -77,6 +82,8 @@ class HttpClient:
             return response.status_code, body
 
     def _with_retries(self, url: str, attempt: Callable[[], _T]) -> _T:
+        import requests
+
         last: Exception | None = None
         for number in range(self.retries + 1):
             if number:
@@ -114,6 +121,8 @@ class HttpClient:
 
     @staticmethod
     def _iter_body(response: requests.Response) -> Iterator[bytes]:
+        import requests
+
         try:
             yield from response.iter_content(1 << 16)
         except requests.exceptions.ChunkedEncodingError as exc:
@@ -130,6 +139,8 @@ def describe_failure(exc: Exception | None) -> str:
     """One short line for a download failure."""
     if exc is None:
         return "failed"
+    import requests
+
     if isinstance(exc, requests.exceptions.ConnectTimeout | requests.exceptions.ReadTimeout):
         return "timed out"
     if isinstance(exc, requests.exceptions.ConnectionError):

@@ -53,7 +53,7 @@ from gkeys_portage.core.config import Config, load_config
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import EXIT_BAD_INPUT, EXIT_NOT_VERIFIED, BadInputError, GkeysError, UsageError
 from gkeys_portage.ui.output import Console
-from gkeys_portage.verify.media import MediaVerification, MediaVerifier
+from gkeys_portage.verify.media import MediaVerification, MediaVerifier, all_digests
 from gkeys_portage.verify.mediafetch import DEFAULT_CATEGORY, fetch_siblings
 
 #: Release media verified by default (``[fetch] patterns`` replaces the list).
@@ -219,7 +219,7 @@ def media_verifier(ctx: Gkeys) -> MediaVerifier:
     category = ctx.config.get("fetch", "category", ctx.config.get("media", "category", DEFAULT_CATEGORY))
     nick = ctx.config.get("fetch", "nick", "").strip()
     return MediaVerifier(ctx.verifier(category, [nick] if nick else []), category,
-                         allow_unnamed=allow_unnamed(ctx.config))
+                         allow_unnamed=allow_unnamed(ctx.config), all_digests=all_digests(ctx.config))
 
 
 @dataclass

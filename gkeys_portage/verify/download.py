@@ -19,11 +19,13 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-import requests
+from typing import TYPE_CHECKING
 
 from gkeys_portage.core.errors import BadInputError, NetworkError
 from gkeys_portage.core.http import RETRY_STATUSES, HttpClient, NotFoundError, safe_url
+
+if TYPE_CHECKING:
+    import requests  # imported when a download starts (start-up cost, see core.http)
 
 #: Network read size: a read blocks until this much arrived, so a stall loses at most this much.
 CHUNK = 1 << 16
@@ -61,6 +63,8 @@ class Downloader:
                                         f"{self.max_bytes} ([media] max-size)")
         if url.startswith("file://"):
             return self._copy_local(url, dest, expected_size)
+        import requests
+
         last: Exception | None = None
         for number in range(self.http.retries + 1):
             if number:
@@ -160,6 +164,8 @@ def _describe(exc: Exception, stall_timeout: float) -> str:
     text = str(exc)
     if "timed out" in text.lower() or "timeout" in type(exc).__name__.lower():
         return f"stalled (no data for {stall_timeout:g} s)"
+    import requests
+
     if isinstance(exc, requests.exceptions.ConnectionError):
         return "connection failed" if "refused" not in text.lower() else "connection refused"
     return text.splitlines()[0][:200] if text else type(exc).__name__

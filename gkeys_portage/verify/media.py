@@ -10,6 +10,13 @@ Siblings (design.md §5, ``verify-media``):
 Every sibling found is checked and must pass; at least one signed statement is required.  Only
 the text gpg says was signed is parsed.
 
+One strong digest per signed statement binds the file (:func:`to_check`): the first of
+:data:`PREFERRED` that the statement lists (SHA512, what the handbook's ``sha512sum -c`` checks, so
+that our verdict and the handbook reader's agree), the others it lists are recorded as ``unchecked``.
+``[media] all-digests = yes`` checks every listed digest, as before.  Weak
+digests (MD5, SHA1) never count: a statement listing no strong one is checked on everything it lists,
+and a strong digest must still match somewhere.
+
 The file must also be bound to its *name* (a detached ``.asc`` names no file, so an old release with
 its genuine ``.asc`` could be served under a newer name).  One of these rules must pass, and the
 result names it (:data:`NAME_RULES`):
@@ -20,19 +27,23 @@ result names it (:data:`NAME_RULES`):
   (``stage3-amd64-openrc-20261201T170321Z.tar.xz``) and the ``.asc`` was made at or after it;
 * ``allowed-unnamed``: neither, and the caller allowed it explicitly (``--allow-unnamed``).
 
-gpg reads the big file itself while every digest is computed from a second read of the same open
-file, held still by a read lease (:mod:`gkeys_portage.verify.pinned`); where it cannot be held, the
-detached signature check and every digest are fed from one read (:mod:`gkeys_portage.verify.fanout`).
+gpg reads the big file itself, started first, while the signed statements are verified and then
+the digests are computed (:func:`~gkeys_portage.verify.fanout.hash_held`) from a second read of the
+same open file, held still by a read lease (:mod:`gkeys_portage.verify.pinned`); where it cannot be
+held, the detached signature check and every digest are fed from one read
+(:mod:`gkeys_portage.verify.fanout`).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, cast
 
+from gkeys_portage.core.config import Config
 from gkeys_portage.core.context import SignatureVerifier
 from gkeys_portage.core.errors import BadInputError, GpgError, NoSignatureError, NotVerifiedError
 from gkeys_portage.core.gpg import OpenFile
@@ -47,7 +58,7 @@ from gkeys_portage.verify.digests import (
     shown,
     stamp_time,
 )
-from gkeys_portage.verify.fanout import ChunkStream, read_beside, read_once
+from gkeys_portage.verify.fanout import Background, ChunkStream, hash_held, read_once
 from gkeys_portage.verify.pinned import pinned
 
 DETACHED = ".asc"
@@ -63,6 +74,8 @@ Progress = Callable[[int, int], None]
 
 #: How a verified file was bound to its name (see the module docstring).
 NAME_RULES = ("listed", "signed-after-build", "allowed-unnamed")
+#: Strong digests in order of preference: the one a statement is checked on (see the module docstring).
+PREFERRED = ("SHA512", "BLAKE2B", "SHA256")
 
 
 class DigestMismatchError(NotVerifiedError):
@@ -92,7 +105,8 @@ class SignedBy:
 
 @dataclass(frozen=True)
 class DigestCheck:
-    """One listed hash of one file, and what became of it (``match`` or ``skipped``)."""
+    """One listed hash of one file, and what became of it: ``match``, ``skipped`` (not computable here) or
+    ``unchecked`` (another strong digest of the same statement was checked, :func:`to_check`)."""
 
     filename: str
     algorithm: str
@@ -173,6 +187,25 @@ def signed_text(data: bytes, source: str) -> str:
         raise BadInputError(f"{source}: signed text is not UTF-8") from exc
 
 
+def to_check(entries: dict[str, str], *, all_digests: bool = False) -> dict[str, str]:
+    """The listed digests ``{algorithm: hex}`` of one statement that are checked.
+
+    By default one: the first of :data:`PREFERRED` that is listed and computable here.  With
+    ``all_digests``, or when the statement lists no strong digest, every listed one (weak ones never
+    count on their own: see :meth:`MediaVerifier.verify`).
+    """
+    if not all_digests:
+        for algorithm in PREFERRED:
+            if algorithm in entries and hashlib_name(algorithm) is not None:
+                return {algorithm: entries[algorithm]}
+    return dict(entries)
+
+
+def all_digests(config: Config) -> bool:
+    """``[media] all-digests`` (default no): check every digest a statement lists, not one strong one."""
+    return config.flag("media", "all-digests", False)
+
+
 def _hash_plan(expected: list[tuple[str, dict[str, str]]]) -> list[str]:
     """The hashlib names to compute for the listed algorithms (unavailable ones are left out)."""
     plan = (hashlib_name(algorithm) for _source, entries in expected for algorithm in entries)
@@ -193,30 +226,52 @@ class MediaVerifier:
     """Checks one release file with one category's pinned keys.
 
     ``allow_unnamed`` accepts a file that only a detached signature vouches for even when nothing binds
-    it to its name (see the module docstring); off by default.
+    it to its name (see the module docstring); off by default.  ``all_digests`` checks every digest a
+    statement lists instead of its preferred strong one (:func:`to_check`).
     """
 
-    def __init__(self, verifier: SignatureVerifier, category: str, *, allow_unnamed: bool = False) -> None:
+    def __init__(self, verifier: SignatureVerifier, category: str, *, allow_unnamed: bool = False,
+                 all_digests: bool = False) -> None:
         self.verifier = verifier
         self.category = category
         self.allow_unnamed = allow_unnamed
+        self.all_digests = all_digests
 
     def verify(self, path: Path, progress: Progress | None = None) -> MediaVerification:
-        """Verify ``path`` against every sibling found; raise the precise error on any failure."""
+        """Verify ``path`` against every sibling found; raise the precise error on any failure.
+
+        With a detached signature and the file held still (:mod:`gkeys_portage.verify.pinned`), gpg's
+        pass over the file starts first, in its own thread; the signed statements are verified while it
+        runs, then every digest is computed beside it from a second read of the same descriptor.
+        Otherwise the statements come first and one read feeds gpg (through a pipe) and the digests.
+        """
         if not path.is_file():
             raise BadInputError(f"{path}: no such file")
         siblings = find_siblings(path)
         result = MediaVerification(str(path), self.category)
-        statements = self._statements(siblings, result)
         signature = self._detached_signature(siblings)
-        if signature is None and not statements:
-            found = ", ".join(p.name for s, p in siblings.items() if s in STATEMENTS)
-            raise NoSignatureError(f"nothing signed {path.name}: no {', '.join(SIGNED_SIBLINGS)} sibling"
-                                   + (f" is signed (found unsigned {found})" if found else " found"))
-        expected = self._expected(path.name, statements)
-        hashes = _hash_plan(expected)
-
-        digests, good = self._read(path, signature, hashes, progress)
+        source = path.name + DETACHED
+        with pinned(path) if signature is not None else contextlib.nullcontext() as fd:
+            gpg_pass = None
+            if fd is not None and signature is not None:
+                held, sig = fd, signature
+                gpg_pass = Background("gpg", lambda: checked(source, self.verifier.detached, sig, OpenFile(held)))
+            try:
+                statements = self._statements(siblings, result)
+                if signature is None and not statements:
+                    found = ", ".join(p.name for s, p in siblings.items() if s in STATEMENTS)
+                    raise NoSignatureError(f"nothing signed {path.name}: no {', '.join(SIGNED_SIBLINGS)} sibling"
+                                           + (f" is signed (found unsigned {found})" if found else " found"))
+                expected = self._expected(path.name, statements)
+                hashes = _hash_plan(self._checked_part(expected))
+                good: VerifyResult | None
+                if gpg_pass is not None and fd is not None:
+                    digests, good = hash_held(fd, path, hashes, progress), gpg_pass.result()
+                else:
+                    digests, good = self._read_once(path, signature, hashes, progress)
+            finally:
+                if gpg_pass is not None:
+                    gpg_pass.join()  # never leave gpg running behind a refusal
         if good is not None:
             result.signed.append(SignedBy(path.name + DETACHED, "detached signature", good.signer))
             result.verified_files.append(path.name + DETACHED)
@@ -229,22 +284,12 @@ class MediaVerifier:
         self._bind_name(path.name, statements, good, result)
         return result
 
-    def _read(self, path: Path, signature: bytes | None, hashes: list[str],
-              progress: Progress | None) -> tuple[dict[str, str], VerifyResult | None]:
-        """Digests of ``path`` and the verdict of its detached ``signature`` (if any), over the same bytes.
-
-        With a detached signature and the file held still (:mod:`gkeys_portage.verify.pinned`), gpg
-        reads the file itself while the digests are read beside it; otherwise one read feeds both.
-        """
+    def _read_once(self, path: Path, signature: bytes | None, hashes: list[str],
+                   progress: Progress | None) -> tuple[dict[str, str], VerifyResult | None]:
+        """Digests of ``path`` and the verdict of its detached ``signature`` (if any), fed from one read."""
         if signature is None:
             return read_once(path, hashes, None, progress)
         source = path.name + DETACHED
-        with pinned(path) as fd:
-            if fd is not None:
-                held = fd
-                return read_beside(held, path, hashes,
-                                   lambda: checked(source, self.verifier.detached, signature, OpenFile(held)),
-                                   progress)
 
         def detached(stream: ChunkStream) -> VerifyResult:
             # a read()-only stream is all gpg's feeder needs
@@ -346,11 +391,18 @@ class MediaVerifier:
             expected.append((statement.source, entries))
         return expected
 
-    @staticmethod
-    def _compare(name: str, expected: list[tuple[str, dict[str, str]]], digests: dict[str, str],
+    def _checked_part(self, expected: list[tuple[str, dict[str, str]]]) -> list[tuple[str, dict[str, str]]]:
+        """``expected`` cut to the digests that are checked (:func:`to_check`)."""
+        return [(source, to_check(entries, all_digests=self.all_digests)) for source, entries in expected]
+
+    def _compare(self, name: str, expected: list[tuple[str, dict[str, str]]], digests: dict[str, str],
                  result: MediaVerification) -> None:
         for source, entries in expected:
+            checked_here = to_check(entries, all_digests=self.all_digests)
             for algorithm, listed in entries.items():
+                if algorithm not in checked_here:
+                    result.checks.append(DigestCheck(name, algorithm, source, "unchecked"))
+                    continue
                 library = hashlib_name(algorithm)
                 if library is None:
                     result.checks.append(DigestCheck(name, algorithm, source, "skipped"))
@@ -372,6 +424,6 @@ class MediaVerifier:
             if not expected:
                 result.notes.append(f"{path.name}: not listed in a signed statement; not checked")
                 continue
-            digests, _ = read_once(path, _hash_plan(expected))
+            digests, _ = read_once(path, _hash_plan(self._checked_part(expected)))
             self._compare(path.name, expected, digests, result)
             result.verified_files.append(path.name)

@@ -45,6 +45,7 @@ from gkeys_portage.verify.media import (
     MediaVerification,
     MediaVerifier,
     SignedBy,
+    all_digests,
     checked,
     signed_text,
 )
@@ -332,7 +333,8 @@ def fetch_media(ctx: Gkeys, url: str, dest_dir: Path, *, category: str, nick: st
 
     A copy already in ``dest_dir`` that verifies (re-verified in place) is not downloaded again.
     """
-    media = MediaVerifier(ctx.verifier(category, [nick] if nick else []), category, allow_unnamed=allow_unnamed)
+    media = MediaVerifier(ctx.verifier(category, [nick] if nick else []), category, allow_unnamed=allow_unnamed,
+                          all_digests=all_digests(ctx.config))
     check_before_creating(dest_dir)  # before the download; again when installing
     present = already_verified(media, dest_dir / file_name(url), expected_size, verify_progress)
     if present is not None:
@@ -373,7 +375,8 @@ def fetch_latest(ctx: Gkeys, name: str, mirror: str, dest_dir: Path, *, category
 def verify_url(ctx: Gkeys, url: str, *, category: str, nick: str | None = None,
                progress: Progress | None = None, allow_unnamed: bool = False) -> Fetched:
     """Download ``url`` and its siblings into a private quarantine folder, verify, then delete them."""
-    media = MediaVerifier(ctx.verifier(category, [nick] if nick else []), category, allow_unnamed=allow_unnamed)
+    media = MediaVerifier(ctx.verifier(category, [nick] if nick else []), category, allow_unnamed=allow_unnamed,
+                          all_digests=all_digests(ctx.config))
     with staging_directory(quarantine_dir(ctx), "verify-") as folder:
         _target, fetched = download_and_verify(ctx, media, url, folder, progress=progress)
     fetched.verification.file = url
