@@ -166,6 +166,27 @@ def test_batches_give_the_same_verdicts(env: Any, tmp_path: Path, monkeypatch: p
     assert whole[1]["first_good_ancestor"] == repo.git("rev-parse", "HEAD~3").strip()
 
 
+
+@pytest.mark.parametrize("batch", [1, 2, 1000])
+def test_chunks_read_ahead_of_gpg_report_progress_in_order(env: Any, tmp_path: Path, batch: int,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commits are read in chunks while gpg checks earlier ones: the progress reports rise to the total,
+    and a bad commit in a middle chunk is still the one refused."""
+    from gkeys_portage.core.config import load_config
+    from gkeys_portage.core.context import Gkeys
+    from gkeys_portage.verify import tree
+
+    install_devs(env, ("alice", "bob"))
+    repo = build(tmp_path / "repo", env.keys, ["alice", "bob", "alice", None, "bob", "alice", "bob"])
+    monkeypatch.setattr(tree, "BATCH", batch)
+    verifier = tree.TreeVerifier(Gkeys(load_config(env.config, None)),
+                                 tree.TreeOptions(policy="all", jobs=2))
+    seen: list[tuple[int, int]] = []
+    report = verifier.verify_repo(repo.path, record=False, progress=lambda done, total: seen.append((done, total)))
+    assert report.checked == 7 and [v.commit for v in report.bad] == [repo.git("rev-parse", "HEAD~3").strip()]
+    assert seen and seen[-1] == (7, 7) and [d for d, _ in seen] == sorted(d for d, _ in seen)
+    assert len(seen) == (7 if batch == 1 else 4)  # one report per chunk: BATCH, else PARTS_PER_JOB per job
+
 def test_committer_words_reach_the_terminal_escaped(env, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """A refused commit's author is printed in the refusal line: an escape sequence in it must not reach the
     terminal (it could clear the screen or rewrite the line that says NOT verified)."""

@@ -7,11 +7,12 @@ commits lie between two syncs); merge commits are no exception.  The top commit 
 signed by a key of the top-commit category.  The time rules of
 :func:`gkeys_portage.core.verification.decide` apply per commit.
 
-Speed: commits are read with one ``git cat-file --batch``; their parsed signatures and payloads are
-written to a private scratch directory (in memory when ``/dev/shm`` exists) and checked by one
-``gpg --verify --multifile`` process per core at a time (:meth:`GnuPG.verify_detached_many`), instead of
-the gpg process per commit that ``git log --format=%G?`` starts.  GnuPG stays the verifier of
-record: each commit gets its own status lines, decided by the same pinning code as every signature.
+Speed: commits are read in chunks by ``git cat-file --batch`` while gpg checks the chunks read before;
+each chunk's parsed signatures and payloads are written to a private scratch directory (in memory when
+``/dev/shm`` exists) and checked by one ``gpg --verify --multifile`` run, one per core at a time
+(:meth:`GnuPG.verify_detached_many`), instead of the gpg process per commit that
+``git log --format=%G?`` starts.  GnuPG stays the verifier of record: each commit gets its own status
+lines, decided by the same pinning code as every signature.
 Commits below the last verified revision (recorded per repository) are never checked again.
 """
 
@@ -19,8 +20,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,8 +56,9 @@ DEFAULT_CATEGORY = "gentoo-devs"
 POLICIES = ("top", "all")
 RECORD = "tree-revisions"
 ARMOR_BEGIN = b"-----BEGIN PGP SIGNATURE-----"
-BATCH = 5000  # commits read and checked at a time
-PARTS_PER_JOB = 4  # gpg runs per parallel job: balances the cores and paces the progress reports
+BATCH = 1000  # most commits per gpg run of a whole-history check (bounds memory, paces progress reports)
+PARTS_PER_JOB = 2  # gpg runs per parallel job (bench/tree.py: 2 beat 1, 4 and 8 on 2,001 commits)
+READ_AHEAD = 2  # gpg runs queued per job while git reads the next commits
 
 #: Machine codes of the reasons a commit is refused (stable, for --json).
 REASON_CODES: dict[type[NotVerifiedError], str] = {
@@ -216,12 +219,12 @@ class CommitVerifier:
         return self.keyring.installed()
 
     def statuses(self, commits: Sequence[Commit], scratch: str | None = None,
-                 progress: Progress | None = None) -> dict[str, StatusReport | None]:
+                 progress: Progress | None = None, runs: int = 0) -> dict[str, StatusReport | None]:
         """gpg's status for each signed commit (None: no OpenPGP signature at all).
 
         The signatures and payloads go to gpg from memory (:meth:`GnuPG.verify_detached_many`, under
-        ``scratch``): ``jobs`` gpg processes at a time, ``PARTS_PER_JOB`` runs per job so the cores
-        stay balanced and progress is reported as runs finish.
+        ``scratch``): ``runs`` gpg runs (default ``PARTS_PER_JOB`` per job, so the cores stay balanced
+        and progress is reported as runs finish), ``jobs`` of them at a time.
         """
         result: dict[str, StatusReport | None] = {}
         signed: list[Commit] = []
@@ -233,13 +236,13 @@ class CommitVerifier:
         if not signed:
             return result
         gpg = self.keyring.gpg()
-        size = max(1, -(-len(signed) // (self.jobs * PARTS_PER_JOB)))
+        size = max(1, -(-len(signed) // (runs or self.jobs * PARTS_PER_JOB)))
         groups = [signed[i : i + size] for i in range(0, len(signed), size)]
 
         def verify(group: list[Commit]) -> list[StatusReport]:
             return gpg.verify_detached_many([(c.signature or b"", c.payload) for c in group], scratch=scratch)
 
-        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+        with ThreadPoolExecutor(max_workers=min(self.jobs, len(groups))) as pool:
             for group, reports in zip(groups, pool.map(verify, groups), strict=True):
                 for commit, report in zip(group, reports, strict=True):
                     result[commit.hash] = report
@@ -353,19 +356,24 @@ class TreeVerifier:
                progress: Progress | None = None) -> TreeReport:
         """Verify the named commits (newest first); the tip may use the top-commit category.
 
-        Commits are read and checked in batches, so a whole-history run keeps little in memory.
+        The commits are read in chunks, each chunk checked by one gpg run, ``jobs`` runs at a time; git
+        reads the next chunks while gpg checks the current ones (at most ``READ_AHEAD`` runs queued per
+        job), so a whole-history run keeps little in memory and gpg starts at once.
         """
         report = TreeReport(repo.path, tip, base)
-        for verifier in (*self.verifiers, *([self.top] if self.top else [])):
+        verifiers = (*self.verifiers, *([self.top] if self.top else []))
+        for verifier in verifiers:
             verifier.location = str(repo.path)
+            verifier.keys  # noqa: B018 - the keyring listing, read once before the worker threads share it
         parents: dict[str, list[str]] = {}
         scratch = scratch_parent()
-        for offset in range(0, len(hashes), BATCH):
-            batch = list(hashes[offset : offset + BATCH])
-            commits = repo.read_commits(batch)
-            ordered = [commits[h] for h in batch]
-            step = _offset_progress(progress, offset, len(hashes))
-            verdicts = self._judge_all(ordered, scratch, step)
+        jobs = self.verifiers[0].jobs
+        size = max(1, min(BATCH, -(-len(hashes) // (jobs * PARTS_PER_JOB))))
+        pending: deque[tuple[list[Commit], Future[dict[str, CommitVerdict]]]] = deque()
+
+        def settle() -> None:
+            ordered, future = pending.popleft()
+            verdicts = future.result()
             for commit in ordered:
                 parents[commit.hash] = commit.parents
                 verdict = verdicts[commit.hash]
@@ -376,24 +384,37 @@ class TreeVerifier:
                 report.checked += 1
                 if not verdict.good:
                     report.refused.append(verdict)
+            if progress:
+                progress(report.checked, len(hashes))
+
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            for offset in range(0, len(hashes), size):
+                names = list(hashes[offset : offset + size])
+                commits = repo.read_commits(names)
+                ordered = [commits[h] for h in names]
+                pending.append((ordered, pool.submit(self._judge_all, ordered, scratch, None, 1)))
+                while len(pending) > READ_AHEAD * jobs:
+                    settle()
+            while pending:
+                settle()
         below = base if base != tip else None  # a re-checked recorded tip: what lies below is no better
         report.first_good = first_good_ancestor(hashes, parents, {v.commit for v in report.bad}, tip, below)
         return report
 
     def _judge_all(self, commits: Sequence[Commit], scratch: str | None,
-                   progress: Progress | None) -> dict[str, CommitVerdict]:
+                   progress: Progress | None, runs: int = 0) -> dict[str, CommitVerdict]:
         """Verdicts against the listed categories in order: a commit whose signer is unknown to (or
         not pinned in) one category is checked again against the next one; the first good verdict
         wins, otherwise the first category's refusal stands.  A bad, revoked or future signature in a
         category that knows the key is final (never retried elsewhere)."""
         first, *others = self.verifiers
-        statuses = first.statuses(commits, scratch, progress)
+        statuses = first.statuses(commits, scratch, progress, runs)
         verdicts = {c.hash: first.judge(c, statuses[c.hash]) for c in commits}
         for verifier in others:
             retry = [c for c in commits if verdicts[c.hash].code in ("unknown-signer", "signer-not-pinned")]
             if not retry:
                 break
-            more = verifier.statuses(retry, scratch)
+            more = verifier.statuses(retry, scratch, runs=runs)
             for commit in retry:
                 verdict = verifier.judge(commit, more[commit.hash])
                 if verdict.good or verdict.code not in ("unknown-signer", "signer-not-pinned"):
@@ -474,14 +495,6 @@ def first_good_ancestor(order: Sequence[str], parents: Mapping[str, Sequence[str
         line = parents[current]
         current = line[0] if line else None
     return current if base is not None else None
-
-
-def _offset_progress(progress: Progress | None, offset: int, total: int) -> Progress | None:
-    """A batch's progress callback reporting on the whole run."""
-    if progress is None:
-        return None
-    report = progress
-    return lambda done, _batch_total: report(offset + done, total)
 
 
 # -- records ---------------------------------------------------------------------------------------
