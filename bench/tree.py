@@ -13,7 +13,7 @@ signatures handed to ``gpg --verify --multifile`` directly, one process per core
 The repository is built quickly: commit objects are made in Python (all commits share one tree),
 signed by ``--keys`` keys (``--algo``: ed25519, rsa4096, or a mix alternating the two, as Gentoo's
 developers have both) round-robin on ``--branches`` branches in parallel, joined by one signed octopus
-merge, and written as loose objects.
+merge, written as loose objects and then packed (as a clone is).
 
 Rounds alternate A and B (``--rounds``, default 3); the ratio of each round and their median are printed.
 ``--work DIR`` keeps the keys and repository in DIR and reuses them on the next run.
@@ -102,6 +102,8 @@ def build_repo(repo: Path, factory: KeyFactory, nicks: list[str], commits: int, 
                           "octopus merge", repo.parent / "payload-merge")
     tip = write_object(repo, merge)
     git(repo, "update-ref", "refs/heads/master", tip)
+    git(repo, "repack", "-adq")  # one packfile, as a real clone has
+    git(repo, "prune-packed")
     return tip
 
 

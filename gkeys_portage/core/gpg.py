@@ -498,9 +498,17 @@ class GnuPG:
         """
         if not items:
             return []
+        return self.verify_prepared(self.prepare_detached_many(items, scratch=scratch), jobs=jobs, parts=parts)
+
+    def prepare_detached_many(self, items: Sequence[tuple[bytes, bytes]], *,
+                              scratch: str | None = None) -> PreparedSignatures:
+        """The first half of :meth:`verify_detached_many`: parse each signature and write its binary packets
+        and its data to a new private directory under ``scratch``; gpg is not run yet.  Lets a caller write
+        the next batch while gpg checks the current one (:meth:`verify_prepared` runs and removes it)."""
         refused: dict[int, StatusReport] = {}
         remove_stale_scratch(scratch)
-        with tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX, dir=scratch) as private:
+        directory = tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX, dir=scratch)
+        try:
             names: list[str] = []
             for index, (signature, data) in enumerate(items):
                 try:
@@ -508,12 +516,25 @@ class GnuPG:
                 except NoSignatureError as exc:
                     refused[index] = StatusReport(failures=[exc.message])
                     continue
-                name = os.path.join(private, str(index))
+                name = os.path.join(directory.name, str(index))
                 _write_new(name + ".sig", packets)
                 _write_new(name, data)
                 names.append(name + ".sig")
-            reports = iter(self._multifile(names, Path(private), jobs, parts) if names else [])
-            return [refused[index] if index in refused else next(reports) for index in range(len(items))]
+        except BaseException:
+            directory.cleanup()
+            raise
+        return PreparedSignatures(len(items), names, refused, directory)
+
+    def verify_prepared(self, prepared: PreparedSignatures, *, jobs: int = 1, parts: int = 0) -> list[StatusReport]:
+        """The second half of :meth:`verify_detached_many`: gpg over a prepared directory, which is removed
+        afterwards whatever happens; one report per item, in order."""
+        try:
+            private = Path(prepared.directory.name)
+            reports = iter(self._multifile(prepared.names, private, jobs, parts) if prepared.names else [])
+            return [prepared.refused[index] if index in prepared.refused else next(reports)
+                    for index in range(prepared.count)]
+        finally:
+            prepared.directory.cleanup()
 
     def _multifile(self, names: Sequence[str], private: Path, jobs: int, parts: int) -> list[StatusReport]:
         """Run ``names`` (signature files in ``private``) through ``parts`` gpg processes, ``jobs`` at once.
@@ -650,11 +671,25 @@ class GnuPG:
 F_SETPIPE_SZ = 1031  # Linux fcntl: set a pipe's capacity
 
 
+@dataclass
+class PreparedSignatures:
+    """Detached signatures and their data written to a private directory, waiting for one gpg check."""
+
+    count: int  # items given, in order
+    names: list[str]  # the signature files gpg reads
+    refused: dict[int, StatusReport]  # items that were no detached signature (never shown to gpg)
+    directory: tempfile.TemporaryDirectory[str]
+
+
 def _write_new(path: str, data: bytes) -> None:
     """Write ``data`` to a file that must not exist yet (never through a planted name), owner-only."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
 
 
 SCRATCH_PREFIX = "gkeys-multifile-"

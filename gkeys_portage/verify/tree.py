@@ -44,6 +44,7 @@ from gkeys_portage.core.errors import (
     UnknownSignerError,
     UsageError,
 )
+from gkeys_portage.core.gpg import PreparedSignatures
 from gkeys_portage.core.keyring import Keyring
 from gkeys_portage.core.state import Layout, atomic_write_json, read_json
 from gkeys_portage.core.status import StatusReport
@@ -58,7 +59,8 @@ RECORD = "tree-revisions"
 ARMOR_BEGIN = b"-----BEGIN PGP SIGNATURE-----"
 BATCH = 1000  # most commits per gpg run of a whole-history check (bounds memory, paces progress reports)
 PARTS_PER_JOB = 2  # gpg runs per parallel job (bench/tree.py: 2 beat 1, 4 and 8 on 2,001 commits)
-READ_AHEAD = 2  # gpg runs queued per job while git reads the next commits
+FIRST_RUN = 64  # commits per gpg run in the first round, so gpg starts while git reads the rest
+READ_AHEAD = 2  # rounds of gpg runs (one per job) queued while git reads the next commits
 
 #: Machine codes of the reasons a commit is refused (stable, for --json).
 REASON_CODES: dict[type[NotVerifiedError], str] = {
@@ -202,6 +204,15 @@ class TreeReport:
                 "first_good_ancestor": self.first_good}
 
 
+@dataclass
+class PreparedCommits:
+    """Commits whose signatures wait, written out, for one gpg run (:meth:`CommitVerifier.prepare`)."""
+
+    commits: list[Commit]
+    signed: list[Commit]
+    signatures: PreparedSignatures | None
+
+
 class CommitVerifier:
     """Decides commits against one category's keyring and pins (key listing read once)."""
 
@@ -248,6 +259,22 @@ class CommitVerifier:
                     result[commit.hash] = report
                 if progress:
                     progress(len(result), len(commits))
+        return result
+
+    def prepare(self, commits: Sequence[Commit], scratch: str | None = None) -> PreparedCommits:
+        """Write the signed commits' signatures and payloads for one later gpg run (:meth:`finish`), so
+        the caller can write the next commits while gpg checks these."""
+        signed = [c for c in commits if c.signature is not None and c.signature.lstrip().startswith(ARMOR_BEGIN)]
+        prepared = (self.keyring.gpg().prepare_detached_many([(c.signature or b"", c.payload) for c in signed],
+                                                             scratch=scratch) if signed else None)
+        return PreparedCommits(list(commits), signed, prepared)
+
+    def finish(self, prepared: PreparedCommits) -> dict[str, StatusReport | None]:
+        """gpg's status for each commit of :meth:`prepare` (one gpg run; None: no OpenPGP signature)."""
+        result: dict[str, StatusReport | None] = {c.hash: None for c in prepared.commits}
+        if prepared.signatures is not None:
+            reports = self.keyring.gpg().verify_prepared(prepared.signatures)
+            result.update((commit.hash, report) for commit, report in zip(prepared.signed, reports, strict=True))
         return result
 
     def judge(self, commit: Commit, report: StatusReport | None) -> CommitVerdict:
@@ -356,9 +383,10 @@ class TreeVerifier:
                progress: Progress | None = None) -> TreeReport:
         """Verify the named commits (newest first); the tip may use the top-commit category.
 
-        The commits are read in chunks, each chunk checked by one gpg run, ``jobs`` runs at a time; git
-        reads the next chunks while gpg checks the current ones (at most ``READ_AHEAD`` runs queued per
-        job), so a whole-history run keeps little in memory and gpg starts at once.
+        The commits are read in rounds, each round split into ``jobs`` interleaved gpg runs that run at
+        once; git reads the next round while gpg checks the current one (at most ``READ_AHEAD`` rounds
+        queued), so a whole-history run keeps little in memory and gpg starts at once.  Verdicts are
+        taken in the order of ``hashes``.
         """
         report = TreeReport(repo.path, tip, base)
         verifiers = (*self.verifiers, *([self.top] if self.top else []))
@@ -367,14 +395,16 @@ class TreeVerifier:
             verifier.keys  # noqa: B018 - the keyring listing, read once before the worker threads share it
         parents: dict[str, list[str]] = {}
         scratch = scratch_parent()
-        jobs = self.verifiers[0].jobs
+        first = self.verifiers[0]
+        jobs = first.jobs
         size = max(1, min(BATCH, -(-len(hashes) // (jobs * PARTS_PER_JOB))))
-        pending: deque[tuple[list[Commit], Future[dict[str, CommitVerdict]]]] = deque()
+        pending: deque[tuple[list[str], dict[str, Commit], list[Future[dict[str, CommitVerdict]]]]] = deque()
 
         def settle() -> None:
-            ordered, future = pending.popleft()
-            verdicts = future.result()
-            for commit in ordered:
+            names, commits, lanes = pending.popleft()
+            verdicts = {name: verdict for lane in lanes for name, verdict in lane.result().items()}
+            for name in names:
+                commit = commits[name]
                 parents[commit.hash] = commit.parents
                 verdict = verdicts[commit.hash]
                 if not verdict.good and commit.hash == tip and self.top is not None:
@@ -388,12 +418,20 @@ class TreeVerifier:
                 progress(report.checked, len(hashes))
 
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            for offset in range(0, len(hashes), size):
-                names = list(hashes[offset : offset + size])
+            offset = 0
+            while offset < len(hashes):
+                span = jobs * (min(size, FIRST_RUN) if offset == 0 else size)  # a short first round: gpg starts soon
+                names = list(hashes[offset : offset + span])
+                offset += span
                 commits = repo.read_commits(names)
-                ordered = [commits[h] for h in names]
-                pending.append((ordered, pool.submit(self._judge_all, ordered, scratch, None, 1)))
-                while len(pending) > READ_AHEAD * jobs:
+                # every jobs-th commit to one gpg run: neighbours often share a signer (a branch, a busy
+                # developer), and keys differ in cost (ed25519 ~4x RSA in GnuPG), so the runs stay even
+                # the files are written here, while the workers' gpg checks the round before
+                lanes = [pool.submit(self._judge_prepared, first.prepare([commits[h] for h in names[lane::jobs]],
+                                                                         scratch), scratch)
+                         for lane in range(min(jobs, len(names)))]
+                pending.append((names, commits, lanes))
+                while len(pending) > READ_AHEAD:
                     settle()
             while pending:
                 settle()
@@ -401,20 +439,20 @@ class TreeVerifier:
         report.first_good = first_good_ancestor(hashes, parents, {v.commit for v in report.bad}, tip, below)
         return report
 
-    def _judge_all(self, commits: Sequence[Commit], scratch: str | None,
-                   progress: Progress | None, runs: int = 0) -> dict[str, CommitVerdict]:
+    def _judge_prepared(self, prepared: PreparedCommits, scratch: str | None) -> dict[str, CommitVerdict]:
         """Verdicts against the listed categories in order: a commit whose signer is unknown to (or
         not pinned in) one category is checked again against the next one; the first good verdict
         wins, otherwise the first category's refusal stands.  A bad, revoked or future signature in a
         category that knows the key is final (never retried elsewhere)."""
         first, *others = self.verifiers
-        statuses = first.statuses(commits, scratch, progress, runs)
+        commits = prepared.commits
+        statuses = first.finish(prepared)
         verdicts = {c.hash: first.judge(c, statuses[c.hash]) for c in commits}
         for verifier in others:
             retry = [c for c in commits if verdicts[c.hash].code in ("unknown-signer", "signer-not-pinned")]
             if not retry:
                 break
-            more = verifier.statuses(retry, scratch, runs=runs)
+            more = verifier.statuses(retry, scratch, runs=1)
             for commit in retry:
                 verdict = verifier.judge(commit, more[commit.hash])
                 if verdict.good or verdict.code not in ("unknown-signer", "signer-not-pinned"):
