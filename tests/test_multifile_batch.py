@@ -125,3 +125,39 @@ def test_gpg_killed_by_a_signal_is_not_verified() -> None:
     killed = _verdict(GpgResult(returncode=-9, status=status, stdout=b"", stderr=""), "verifying")
     assert not killed.signatures and "killed by signal 9" in killed.failures[0]
     assert _verdict(GpgResult(returncode=2, status=status, stdout=b"", stderr=""), "verifying").signatures
+
+
+def test_prepared_batches_are_written_ahead_and_removed_whatever_happens(
+        verifier: GnuPG, keys: KeyFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tree verifier writes the next batch (``prepare_detached_many``) while gpg checks the current one
+    (``verify_prepared``): the verdicts are those of the one-call API, and the private directory goes away
+    after the check, after a gpg failure, and when writing fails half-way."""
+    items, expected = _items(keys, tmp_path)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    first = verifier.prepare_detached_many(items, scratch=str(scratch))
+    second = verifier.prepare_detached_many(list(reversed(items)), scratch=str(scratch))
+    assert len(list(scratch.iterdir())) == 2  # both written before gpg runs
+    assert _outcomes(verifier.verify_prepared(first)) == expected
+    assert _outcomes(verifier.verify_prepared(second)) == list(reversed(expected))
+    assert list(scratch.iterdir()) == []
+
+    failing = verifier.prepare_detached_many(items, scratch=str(scratch))
+    monkeypatch.setattr(gpg_module, "GPG_BINARY", str(tmp_path / "no-such-gpg"))
+    with pytest.raises(gpg_module.GpgError):
+        verifier.verify_prepared(failing)
+    assert list(scratch.iterdir()) == []
+    monkeypatch.undo()
+
+    written: list[str] = []
+
+    def write_then_fail(path: str, data: bytes) -> None:
+        if len(written) == 3:
+            raise OSError(28, "No space left on device")
+        written.append(path)
+        Path(path).write_bytes(data)
+
+    monkeypatch.setattr(gpg_module, "_write_new", write_then_fail)
+    with pytest.raises(OSError):
+        verifier.prepare_detached_many(items, scratch=str(scratch))
+    assert written and list(scratch.iterdir()) == []
