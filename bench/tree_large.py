@@ -88,7 +88,8 @@ with open(sys.argv[1], "w") as out:
 def gkeys(shape: Shape, *args: str) -> tuple[dict[str, Any], str]:
     """``gkeys -c CONFIG args`` in a measured child process: (measurements, stdout)."""
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        env = {**os.environ, "PYTHONPATH": str(PROJECT)}
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # byte-compiled, as installed
+        env.update(PYTHONPATH=str(PROJECT), PYTHONPYCACHEPREFIX=str(shape.config.parent / "pycache"))
         run = subprocess.run([sys.executable, "-c", MEASURE, out.name, "-c", str(shape.config), *args],
                              capture_output=True, check=False, env=env)
         text = Path(out.name).read_text()
