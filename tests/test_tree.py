@@ -185,7 +185,7 @@ def test_chunks_read_ahead_of_gpg_report_progress_in_order(env: Any, tmp_path: P
     report = verifier.verify_repo(repo.path, record=False, progress=lambda done, total: seen.append((done, total)))
     assert report.checked == 7 and [v.commit for v in report.bad] == [repo.git("rev-parse", "HEAD~3").strip()]
     assert seen and seen[-1] == (7, 7) and [d for d, _ in seen] == sorted(d for d, _ in seen)
-    assert len(seen) == (7 if batch == 1 else 4)  # one report per chunk: BATCH, else PARTS_PER_JOB per job
+    assert len(seen) == (4 if batch == 1 else 2)  # one report per round of jobs runs (BATCH per run at most)
 
 def test_committer_words_reach_the_terminal_escaped(env, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """A refused commit's author is printed in the refusal line: an escape sequence in it must not reach the
