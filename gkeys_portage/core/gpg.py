@@ -19,6 +19,7 @@ Nothing else in the package knows gpg's arguments.
 from __future__ import annotations
 
 import contextlib
+import copy
 import fcntl
 import logging
 import os
@@ -158,6 +159,35 @@ def prepare_home(homedir: Path) -> Path:
     return homedir
 
 
+_PROBED: dict[str, gnupg.GPG] = {}  # gpg binary -> a python-gnupg object whose version probe ran
+_PROBE_LOCK = threading.Lock()
+
+
+def _python_gnupg(homedir: Path, options: list[str]) -> gnupg.GPG:
+    """python-gnupg bound to ``homedir`` and ``options``.
+
+    python-gnupg probes gpg (``gpg --list-config``, a process start) in every constructor; the answer (the
+    version) is the binary's, not the home's, so the probe runs once per binary and process and later
+    objects are copies with their own home, environment and options.  A gpg that cannot run fails the
+    first probe (:class:`GpgError`).
+    """
+    with _PROBE_LOCK:
+        probed = _PROBED.get(GPG_BINARY)
+        if probed is None:
+            try:
+                probed = gnupg.GPG(gpgbinary=GPG_BINARY, gnupghome=str(homedir), env=minimal_environment(homedir),
+                                   options=list(options))
+            except (OSError, ValueError) as exc:
+                raise GpgError(f"cannot run gpg: {exc}") from exc
+            _PROBED[GPG_BINARY] = probed
+    bound = copy.copy(probed)
+    bound.gnupghome = str(homedir)
+    bound.env = minimal_environment(homedir)
+    bound.options = list(options)
+    bound.encoding = "latin-1"
+    return bound
+
+
 class GnuPG:
     """GnuPG bound to one home directory.
 
@@ -177,12 +207,7 @@ class GnuPG:
             # no lock files (and keep working on a full disk).
             options.append("--lock-never")
         self.options = options
-        try:
-            self._gpg = gnupg.GPG(gpgbinary=GPG_BINARY, gnupghome=str(self.homedir),
-                                  env=minimal_environment(self.homedir), options=options)
-        except (OSError, ValueError) as exc:
-            raise GpgError(f"cannot run gpg: {exc}") from exc
-        self._gpg.encoding = "latin-1"
+        self._gpg = _python_gnupg(self.homedir, options)
 
     # -- running ---------------------------------------------------------------------------------
 
