@@ -143,15 +143,20 @@ class GkeysEnv:
                             self.keys.sign_bytes(signer, data, self.root, armor=False, **sign_kwargs))
         return data
 
+    def pin_key(self, category: str, nick: str, key: str, *, name: str | None = None) -> None:
+        """Pin the factory key ``key`` as seed ``nick`` of ``category`` and import it by hand (add-seed,
+        import-key from a file); both must succeed."""
+        fingerprint = self.keys.keys[key].fingerprint
+        result = self.run("add-seed", "-C", category, "-n", nick, "-N", name or nick, "-K", fingerprint)
+        assert result.code == 0, result.text
+        keyfile = self.root / f"{nick}.asc"
+        keyfile.write_bytes(self.keys.public(key))
+        result = self.run("import-key", "-C", category, "-n", nick, "-F", str(keyfile))
+        assert result.code == 0, result.text
+
     def bootstrap(self) -> None:
         """Pin and import the seed-signing key by hand (category seed-signers)."""
-        key = self.keys.keys["gkeys"]
-        assert self.run("add-seed", "-C", "seed-signers", "-n", "gkeys", "-N", "Seeds", "-K",
-                        key.fingerprint).code == 0
-        keyfile = self.root / "gkeys.asc"
-        keyfile.write_bytes(self.keys.public("gkeys"))
-        result = self.run("import-key", "-C", "seed-signers", "-n", "gkeys", "-F", str(keyfile))
-        assert result.code == 0, result.text
+        self.pin_key("seed-signers", "gkeys", "gkeys", name="Seeds")
 
     def install_devs(self, *nicks: str) -> None:
         """Bootstrap, publish a gentoo-devs seed for ``nicks`` and their keys, and install both."""

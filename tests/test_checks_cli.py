@@ -222,11 +222,7 @@ def test_a_key_with_a_thousand_user_ids(env: GkeysEnv) -> None:
 
 
 def test_nothing_to_check_is_refused(env: GkeysEnv, keys: KeyFactory, tmp_path: Path) -> None:
-    alice = keys.keys["alice"]
-    assert env.run("add-seed", "-C", "lone", "-n", "alice", "-N", "Alice", "-K", alice.fingerprint).code == 0
-    keyfile = tmp_path / "alice.asc"
-    keyfile.write_bytes(keys.public("alice"))
-    assert env.run("import-key", "-C", "lone", "-n", "alice", "-F", str(keyfile)).code == 0
+    env.pin_key("lone", "alice", "alice", name="Alice")
     assert env.run("remove-seed", "-C", "lone", "-n", "alice").code == 0
     # a category keyring is left, but no seed pins a key: "0 of 0 keys ok" would be a pass that checked nothing
     for action in ("check-key", "spec-check"):

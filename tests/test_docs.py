@@ -26,7 +26,7 @@ EVERY_OPTION = frozenset().union(*(options for program in VOCABULARY.values() fo
 FOREIGN = frozenset({"--status-fd", "--verify", "--list-sigs", "--multifile", "--recv-keys", "--sync",  # gpg, emerge
                      "--quick-generate-key", "--quick-add-key", "--upload-pack", "--check-trustdb",  # gpg, git
                      "--check-sigs",  # gpg
-                     "--rounds", "--cold", "--compare-with", "--algo"})  # bench/*.py (benchmarks are scripts, not gkeys)
+                     "--rounds", "--cold", "--compare-with", "--algo"})  # bench/*.py (scripts, not gkeys)
 OPTION = re.compile(r"^--?[A-Za-z][A-Za-z0-9-]*")
 PLACEHOLDER = re.compile(r"^[A-Z][A-Z_.]*$")  # ACTION, OPTIONS, CAT...
 

@@ -189,11 +189,7 @@ def test_an_older_signed_list_is_not_installed_over_a_newer_one(infra: GkeysEnv)
 
 
 def test_a_list_signed_longer_ago_than_max_age_is_refused(infra: GkeysEnv) -> None:
-    key = infra.keys.keys["expired"]  # "expired" can sign "700 days ago"
-    assert infra.run("add-seed", "-C", "gentoo-infra", "-n", "old", "-N", "Old", "-K", key.fingerprint).code == 0
-    keyfile = infra.root / "old.asc"
-    keyfile.write_bytes(infra.keys.public("expired"))
-    assert infra.run("import-key", "-C", "gentoo-infra", "-n", "old", "-F", str(keyfile)).code == 0
+    infra.pin_key("gentoo-infra", "old", "expired", name="Old")
     path = write_list(infra, GOOD, signer=None)
     path.with_name("repositories.xml.asc").write_bytes(infra.keys.sign_bytes("expired", GOOD, infra.root,
                                                                              when=past(700)))

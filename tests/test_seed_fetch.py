@@ -75,11 +75,7 @@ def test_replayed_older_seed_is_refused(installed: GkeysEnv) -> None:
 def test_seed_signed_by_other_key_of_the_signer_keyring_is_refused(installed: GkeysEnv) -> None:
     """releng is in the seed-signers keyring, but [verify-seeds] pins only gkeys."""
     env = installed
-    releng = env.keys.keys["releng"]
-    assert env.run("add-seed", "-C", "seed-signers", "-n", "releng", "-N", "R", "-K", releng.fingerprint).code == 0
-    keyfile = env.root / "releng.asc"
-    keyfile.write_bytes(env.keys.public("releng"))
-    assert env.run("import-key", "-C", "seed-signers", "-n", "releng", "-F", str(keyfile)).code == 0
+    env.pin_key("seed-signers", "releng", "releng", name="R")
     before = env.snapshot()
     env.publish_seeds("gentoo-devs", ("alice", "mallory"), signer="releng")
     result = env.run("fetch-seed", "-C", "gentoo-devs")
@@ -89,13 +85,9 @@ def test_seed_signed_by_other_key_of_the_signer_keyring_is_refused(installed: Gk
 
 def _pin_the_expired_key_as_seed_signer(env: GkeysEnv) -> None:
     """Make the session key 'expired' the pinned signer of gentoo-devs seeds (category old-signers)."""
-    key = env.keys.keys["expired"]
     conf = env.config.read_text().replace("gentoo-devs = seed-signers gkeys", "gentoo-devs = old-signers expired")
     env.config.write_text(conf)
-    assert env.run("add-seed", "-C", "old-signers", "-n", "expired", "-N", "E", "-K", key.fingerprint).code == 0
-    keyfile = env.root / "expired.asc"
-    keyfile.write_bytes(env.keys.public("expired"))
-    assert env.run("import-key", "-C", "old-signers", "-n", "expired", "-F", str(keyfile)).code == 0
+    env.pin_key("old-signers", "expired", "expired", name="E")
 
 
 def test_seed_signed_by_expired_key_is_refused(env: GkeysEnv) -> None:

@@ -147,11 +147,7 @@ def test_detached_digests_asc_in_text_mode_is_refused(menv: GkeysEnv, keys: KeyF
 
 
 def test_overlay_list_with_a_text_mode_signature_is_refused(env: GkeysEnv) -> None:
-    key = env.keys.keys["releng"]
-    assert env.run("add-seed", "-C", "gentoo-infra", "-n", "infra", "-N", "Infra", "-K", key.fingerprint).code == 0
-    keyfile = env.root / "infra.asc"
-    keyfile.write_bytes(env.keys.public("releng"))
-    assert env.run("import-key", "-C", "gentoo-infra", "-n", "infra", "-F", str(keyfile)).code == 0
+    env.pin_key("gentoo-infra", "infra", "releng", name="Infra")
     listing = (b'<?xml version="1.0" encoding="UTF-8"?>\n<repositories version="1.0">\n</repositories>\n')
     path = env.root / "repositories.xml"
     path.write_bytes(listing.replace(b"\n", b"\r\n"))

@@ -140,11 +140,7 @@ def test_parse_commit_strips_only_the_signature_header(env: Any, tmp_path: Path)
 
 def test_top_commit_may_be_signed_by_the_mirror_category(env: Any, tmp_path: Path) -> None:
     install_devs(env, ("alice",))
-    mirror = env.keys.keys["releng"]
-    assert env.run("add-seed", "-C", "gentoo-infra", "-n", "releng", "-N", "Mirror", "-K", mirror.fingerprint).code == 0
-    keyfile = tmp_path / "releng.asc"
-    keyfile.write_bytes(env.keys.public("releng"))
-    assert env.run("import-key", "-C", "gentoo-infra", "-n", "releng", "-F", str(keyfile)).code == 0
+    env.pin_key("gentoo-infra", "releng", "releng", name="Mirror")
     repo = build(tmp_path / "repo", env.keys, ["alice", "alice", "releng"])
     assert verify(env, repo.path, "--policy", "all", "--no-record")[0] == 1  # releng is no developer
     code, data = verify(env, repo.path, "--policy", "all", "-T", "gentoo-infra", "--no-record")

@@ -152,11 +152,7 @@ def test_expired_key_time_rules(tmp_path: Path, env: GkeysEnv) -> None:
 
 def test_expired_session_key_signed_while_valid(devs: GkeysEnv) -> None:
     """The session key 'expired' (made 800 days ago, 1-year expiry) signed 700 days ago: good."""
-    key = devs.keys.keys["expired"]
-    assert devs.run("add-seed", "-C", "old-devs", "-n", "expired", "-N", "E", "-K", key.fingerprint).code == 0
-    keyfile = devs.root / "expired.asc"
-    keyfile.write_bytes(devs.keys.public("expired"))
-    assert devs.run("import-key", "-C", "old-devs", "-n", "expired", "-F", str(keyfile)).code == 0
+    devs.pin_key("old-devs", "expired", "expired", name="E")
     signature = _sig(devs, "expired", when=past(700))
     assert _ctx(devs).verifier("old-devs").detached(signature, DATA).signer.pin.nick == "expired"
 
