@@ -274,7 +274,7 @@ class GnuPG:
         text = stderr.decode("latin-1")
         return GpgResult(
             returncode=process.returncode if process.returncode is not None else -1,
-            status=parse_status(line.rstrip() for line in text.splitlines() if line.startswith(STATUS_LINE_PREFIX)),
+            status=parse_status(line.rstrip() for line in status_lines(text) if line.startswith(STATUS_LINE_PREFIX)),
             stdout=stdout,
             stderr=text,
             timed_out=timed_out.is_set(),
@@ -594,7 +594,7 @@ class GnuPG:
             if len(output) > limit:
                 return [StatusReport(failures=["gpg wrote more output than a signature check can; refused"])
                         for _ in chunk]
-            return split_file_status(output.decode("latin-1").splitlines(), chunk)
+            return split_file_status(status_lines(output.decode("latin-1")), chunk)
 
         with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(chunks)))) as pool:
             runs = pool.map(one, range(len(chunks)), chunks)
@@ -892,6 +892,16 @@ def cleartext_output(escaped: Sequence[bytes]) -> bytes:
 def _last_error_line(stderr: str) -> str:
     lines = [ln for ln in stderr.splitlines() if ln.strip() and not ln.startswith("[GNUPG:]")]
     return lines[-1].strip() if lines else "no error message"
+
+
+def status_lines(text: str) -> list[str]:
+    """gpg's status output split into lines at LF only, as gpg writes them.
+
+    ``str.splitlines`` also splits at U+0085, U+001C..U+001E, VT, FF and CR: a user id or notation
+    gpg copies into a status line (it escapes only bytes below 0x20) as UTF-8 ``C2 85`` would then
+    start a forged ``[GNUPG:] VALIDSIG`` line of another key.
+    """
+    return text.split("\n")
 
 
 def split_file_status(lines: Sequence[str], names: Sequence[str]) -> list[StatusReport]:

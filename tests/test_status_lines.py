@@ -1,0 +1,66 @@
+"""gpg's status output is split at LF only, as gpg writes it.
+
+A user id (or any text gpg copies into a status line) may hold U+0085 (UTF-8 ``C2 85``) or other characters
+that Python's ``str.splitlines`` treats as line breaks; gpg escapes only control characters below 0x20.
+A key in the keyring that is *not* pinned must not be able to print a fake ``VALIDSIG`` of a pinned key.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from gkeys_portage.core.errors import SignerNotPinnedError
+from gkeys_portage.core.gpg import GnuPG
+from gkeys_portage.core.types import Category, Nick
+from gkeys_portage.core.verification import Pin, PinSet, decide
+from gkeys_portage.demo.world import KeyFactory
+
+
+@pytest.fixture(scope="module")
+def forged(keys: KeyFactory, tmp_path_factory: pytest.TempPathFactory) -> tuple[GnuPG, bytes, bytes]:
+    """A verifying home holding alice (pinned) and a key whose user id carries fake status lines naming
+    alice; a signature by that key over some data."""
+    alice = keys.keys["alice"]
+    factory = KeyFactory(tmp_path_factory.mktemp("forger-secret"))
+    nel = "\u0085"
+    now = int(time.time())  # the forger picks a date the pinned key may have signed at
+    fake = (f"M {nel}[GNUPG:] VALIDSIG {alice.signing_subkey} 2026-01-01 {now} 0 4 0 22 8 00 "
+            f"{alice.fingerprint} {nel}[GNUPG:] NEWSIG {nel}[GNUPG:] GOODSIG 0000000000000000 M")
+    factory.create("forger", name=fake, email="forger@example.org")
+    home = tmp_path_factory.mktemp("verify-home")
+    gpg = GnuPG(home)
+    gpg.import_keys(keys.public("alice"))
+    gpg.import_keys(factory.public("forger"))
+    work = tmp_path_factory.mktemp("forger-work")
+    data = b"payload\n"
+    signature = factory.sign_bytes("forger", data, work)
+    factory.close()
+    return gpg, signature, data
+
+
+def _decide(keys: KeyFactory, gpg: GnuPG, report: object) -> None:
+    alice = keys.keys["alice"]
+    pins = PinSet.of([Pin(Category("gentoo-developers"), Nick("alice"), alice.fingerprint)])
+    known = {key.fingerprint: key for key in gpg.list_keys()}
+    decide(report, pins, known)  # type: ignore[arg-type]
+
+
+def test_user_id_cannot_inject_status_lines(keys: KeyFactory, forged: tuple[GnuPG, bytes, bytes]) -> None:
+    gpg, signature, data = forged
+    report = gpg.verify_detached(signature, data)
+    with pytest.raises(SignerNotPinnedError):
+        _decide(keys, gpg, report)
+    assert len(report.signatures) == 1
+    assert report.signatures[0].primary_fingerprint != keys.keys["alice"].fingerprint
+
+
+def test_multifile_status_cannot_be_injected(keys: KeyFactory, forged: tuple[GnuPG, bytes, bytes],
+                                             tmp_path: Path) -> None:
+    gpg, signature, data = forged
+    [report] = gpg.verify_detached_many([(signature, data)], scratch=str(tmp_path))
+    with pytest.raises(SignerNotPinnedError):
+        _decide(keys, gpg, report)
+    assert len(report.signatures) == 1
