@@ -229,37 +229,10 @@ class CommitVerifier:
         """The keyring listing (cached by the :class:`Keyring`)."""
         return self.keyring.installed()
 
-    def statuses(self, commits: Sequence[Commit], scratch: str | None = None,
-                 progress: Progress | None = None, runs: int = 0) -> dict[str, StatusReport | None]:
-        """gpg's status for each signed commit (None: no OpenPGP signature at all).
-
-        The signatures and payloads go to gpg from memory (:meth:`GnuPG.verify_detached_many`, under
-        ``scratch``): ``runs`` gpg runs (default ``PARTS_PER_JOB`` per job, so the cores stay balanced
-        and progress is reported as runs finish), ``jobs`` of them at a time.
-        """
-        result: dict[str, StatusReport | None] = {}
-        signed: list[Commit] = []
-        for commit in commits:
-            if commit.signature is None or not commit.signature.lstrip().startswith(ARMOR_BEGIN):
-                result[commit.hash] = None
-            else:
-                signed.append(commit)
-        if not signed:
-            return result
-        gpg = self.keyring.gpg()
-        size = max(1, -(-len(signed) // (runs or self.jobs * PARTS_PER_JOB)))
-        groups = [signed[i : i + size] for i in range(0, len(signed), size)]
-
-        def verify(group: list[Commit]) -> list[StatusReport]:
-            return gpg.verify_detached_many([(c.signature or b"", c.payload) for c in group], scratch=scratch)
-
-        with ThreadPoolExecutor(max_workers=min(self.jobs, len(groups))) as pool:
-            for group, reports in zip(groups, pool.map(verify, groups), strict=True):
-                for commit, report in zip(group, reports, strict=True):
-                    result[commit.hash] = report
-                if progress:
-                    progress(len(result), len(commits))
-        return result
+    def statuses(self, commits: Sequence[Commit], scratch: str | None = None) -> dict[str, StatusReport | None]:
+        """gpg's status for each commit, in one gpg run (None: no OpenPGP signature at all): the
+        signatures and payloads go to gpg from memory, under ``scratch`` (:meth:`prepare`, :meth:`finish`)."""
+        return self.finish(self.prepare(commits, scratch))
 
     def prepare(self, commits: Sequence[Commit], scratch: str | None = None) -> PreparedCommits:
         """Write the signed commits' signatures and payloads for one later gpg run (:meth:`finish`), so
@@ -452,7 +425,7 @@ class TreeVerifier:
             retry = [c for c in commits if verdicts[c.hash].code in ("unknown-signer", "signer-not-pinned")]
             if not retry:
                 break
-            more = verifier.statuses(retry, scratch, runs=1)
+            more = verifier.statuses(retry, scratch)
             for commit in retry:
                 verdict = verifier.judge(commit, more[commit.hash])
                 if verdict.good or verdict.code not in ("unknown-signer", "signer-not-pinned"):
