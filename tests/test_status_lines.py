@@ -64,3 +64,12 @@ def test_multifile_status_cannot_be_injected(keys: KeyFactory, forged: tuple[Gnu
     with pytest.raises(SignerNotPinnedError):
         _decide(keys, gpg, report)
     assert len(report.signatures) == 1
+
+
+def test_an_incomplete_multifile_result_names_the_next_step_not_a_scratch_file() -> None:
+    from gkeys_portage.core.gpg import split_file_status
+
+    [report] = split_file_status(["[GNUPG:] FILE_START 1 /scratch/gkeys-multifile-x/0.sig", "[GNUPG:] NEWSIG"],
+                                 ["/scratch/gkeys-multifile-x/0.sig"])
+    assert not report.signatures
+    assert "run the command again" in report.failures[0] and "gkeys-multifile" not in report.failures[0]

@@ -894,6 +894,11 @@ def _last_error_line(stderr: str) -> str:
     return lines[-1].strip() if lines else "no error message"
 
 
+#: The failure of a file a multifile run did not report on in full (gpg killed, out of memory, a name twice).
+INCOMPLETE_RESULT = ("gpg stopped before it reported on this signature in full (killed or out of memory?); "
+                     "not verified: run the command again")
+
+
 def status_lines(text: str) -> list[str]:
     """gpg's status output split into lines at LF only, as gpg writes them.
 
@@ -934,7 +939,8 @@ def split_file_status(lines: Sequence[str], names: Sequence[str]) -> list[Status
         if name in complete and name not in seen_twice:
             reports.append(parse_status(blocks[name]))
         else:
-            reports.append(StatusReport(failures=[f"gpg reported no complete result for {name}"]))
+            # name is a file in a private scratch directory: it means nothing to the user
+            reports.append(StatusReport(failures=[INCOMPLETE_RESULT]))
     return reports
 
 
