@@ -73,3 +73,21 @@ def test_an_incomplete_multifile_result_names_the_next_step_not_a_scratch_file()
                                  ["/scratch/gkeys-multifile-x/0.sig"])
     assert not report.signatures
     assert "run the command again" in report.failures[0] and "gkeys-multifile" not in report.failures[0]
+
+
+@pytest.mark.parametrize("name", ["-", "--output=x"])
+def test_a_data_file_named_like_an_option_is_read_as_that_file(keys: KeyFactory, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """gpg gets the path it should read, never a relative name it takes for stdin ("-") or an option."""
+    home = tmp_path / "home"
+    home.mkdir()
+    gpg = GnuPG(home)
+    gpg.import_keys(keys.public("alice"))
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / name).write_bytes(b"release\n")
+    signature = keys.sign_bytes("alice", b"release\n", tmp_path)
+    monkeypatch.chdir(work)
+    report = gpg.verify_detached(signature, Path(name))
+    assert [s.primary_fingerprint for s in report.signatures] == [keys.keys["alice"].fingerprint]
+    assert not (work / "x").exists()

@@ -456,7 +456,8 @@ class GnuPG:
                 result = self.run(["--verify", sigfile.name, data.path], max_output=OUTPUT_SLACK * 16,
                                   pass_fds=(data.fd,))
             elif isinstance(data, Path):
-                result = self.run(["--verify", sigfile.name, str(data)], max_output=OUTPUT_SLACK * 16)
+                # absolute: a relative name "-" is stdin to gpg, and "--name" an option
+                result = self.run(["--verify", sigfile.name, str(data.absolute())], max_output=OUTPUT_SLACK * 16)
             else:
                 result = self.run(["--verify", sigfile.name, "-"], data, max_output=OUTPUT_SLACK * 16)
         return _verdict(result, "verifying signature")
