@@ -91,3 +91,15 @@ def test_a_data_file_named_like_an_option_is_read_as_that_file(keys: KeyFactory,
     report = gpg.verify_detached(signature, Path(name))
     assert [s.primary_fingerprint for s in report.signatures] == [keys.keys["alice"].fingerprint]
     assert not (work / "x").exists()
+
+
+def test_a_user_id_split_at_nel_is_no_import_error() -> None:
+    """gpg (LC_ALL=C) prints a user id's bytes raw on stderr; 0x85 inside the quotes must not cut them open and
+    let the user id's words count as an import error (a keyserver could fail every refresh)."""
+    from gkeys_portage.core.gpg import GpgResult, _import_report
+    from gkeys_portage.core.status import parse_status
+
+    status = parse_status([("IMPORT_OK", "1 " + "A" * 40), ("IMPORT_RES", " ".join(["1"] + ["0"] * 14))])
+    stderr = ('gpg: key 0123456789ABCDEF: public key "x\x85 Bad Error <fail@x>" imported\n'
+              "gpg: can't connect to the agent: IPC connect call failed\n")
+    assert _import_report(GpgResult(returncode=2, status=status, stdout=b"", stderr=stderr)).problem == ""

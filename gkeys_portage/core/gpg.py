@@ -836,7 +836,7 @@ def _import_report(result: GpgResult) -> ImportReport:
         # status counts with gpg's error lines other than that one.
         # Words are looked for outside what gpg quotes: a home under a directory called "failed", a key id
         # like F1A466ECBBADBCC1 or a user id "Bad Error <x>" is no error.
-        errors = [line.strip() for line in result.stderr.splitlines()
+        errors = [line.strip() for line in status_lines(result.stderr)
                   if not line.startswith("[GNUPG:]") and _IMPORT_ERROR_WORDS.search(_QUOTED_OR_NAMES.sub("", line))
                   and not _AGENT_TROUBLE.search(_QUOTED_OR_NAMES.sub("", line))]
         if errors or not result.stderr.strip():
@@ -891,7 +891,7 @@ def cleartext_output(escaped: Sequence[bytes]) -> bytes:
 
 
 def _last_error_line(stderr: str) -> str:
-    lines = [ln for ln in stderr.splitlines() if ln.strip() and not ln.startswith("[GNUPG:]")]
+    lines = [ln for ln in status_lines(stderr) if ln.strip() and not ln.startswith("[GNUPG:]")]
     return lines[-1].strip() if lines else "no error message"
 
 
@@ -901,11 +901,12 @@ INCOMPLETE_RESULT = ("gpg stopped before it reported on this signature in full (
 
 
 def status_lines(text: str) -> list[str]:
-    """gpg's status output split into lines at LF only, as gpg writes them.
+    """gpg's status output (or stderr) split into lines at LF only, as gpg writes them.
 
     ``str.splitlines`` also splits at U+0085, U+001C..U+001E, VT, FF and CR: a user id or notation
     gpg copies into a status line (it escapes only bytes below 0x20) as UTF-8 ``C2 85`` would then
-    start a forged ``[GNUPG:] VALIDSIG`` line of another key.
+    start a forged ``[GNUPG:] VALIDSIG`` line of another key.  On stderr (``LC_ALL=C``) gpg prints a user
+    id's non-ASCII bytes raw: a split quote would let its words count as gpg's own error words.
     """
     return text.split("\n")
 
