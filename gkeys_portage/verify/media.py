@@ -59,7 +59,7 @@ from gkeys_portage.verify.digests import (
     stamp_time,
 )
 from gkeys_portage.verify.fanout import Background, ChunkStream, hash_held, read_once
-from gkeys_portage.verify.pinned import pinned
+from gkeys_portage.verify.pinned import pinned, unchanged
 
 DETACHED = ".asc"
 STATEMENTS = (".DIGESTS", ".DIGESTS.asc", ".sha256")
@@ -268,7 +268,8 @@ class MediaVerifier:
                 if gpg_pass is not None and fd is not None:
                     digests, good = hash_held(fd, path, hashes, progress), gpg_pass.result()
                 else:
-                    digests, good = self._read_once(path, signature, hashes, progress)
+                    with unchanged(path):
+                        digests, good = self._read_once(path, signature, hashes, progress)
             finally:
                 if gpg_pass is not None:
                     gpg_pass.join()  # never leave gpg running behind a refusal
