@@ -22,12 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench._category import developer_category  # noqa: E402
 from gkeys_portage.cli.main import main as gkeys_main  # noqa: E402
 from gkeys_portage.core.keyring import Keyring  # noqa: E402
-from gkeys_portage.core.seeds import Seed, SeedStore  # noqa: E402
-from gkeys_portage.core.state import Layout  # noqa: E402
-from gkeys_portage.core.types import Category, Nick  # noqa: E402
-from gkeys_portage.demo.world import KeyFactory  # noqa: E402
+from gkeys_portage.core.types import Category  # noqa: E402
 
 
 def _gkeys(config: Path, *argv: str) -> float:
@@ -47,20 +45,7 @@ def main() -> None:
     os.environ["SOURCE_DATE_EPOCH"] = "1700000000"
     work = Path(tempfile.mkdtemp(prefix="gkeys-bench-bundle-"))
     print(f"generating {count} ed25519 keys in {work} ...", flush=True)
-    factory = KeyFactory(work / "secret")
-    nicks = [Nick(f"dev{i:03d}") for i in range(count)]
-    keys = [factory.create(nick) for nick in nicks]
-    exported = factory.gpg.export_keys([k.fingerprint for k in keys])
-    factory.close()
-    layout = Layout(work / "state").ensure()
-    SeedStore(layout).save(Category("gentoo-devs"), {
-        nick: Seed(nick, key.name, nick, [key.fingerprint], [key.fingerprint, key.signing_subkey], [key.uid])
-        for nick, key in zip(nicks, keys, strict=True)})
-    keyring = Keyring(layout, Category("gentoo-devs"))
-    with keyring.update() as staging:
-        staging.import_keys(exported)
-    config = work / "gkeys.conf"
-    config.write_text(f"[base]\ngkeysdir = {layout.root}\n")
+    layout, keys, config = developer_category(work, count, pin_subkeys=True)
 
     print("gkeys build-keyring -C gentoo-devs ...", flush=True)
     bundle_time = _gkeys(config, "build-keyring", "-C", "gentoo-devs", "-o", str(work / "bundle"))

@@ -28,34 +28,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from checks_helpers import T0, Part, build_key, signature, uid  # noqa: E402
 
+from bench._category import developer_category  # noqa: E402
 from gkeys_portage.cli.main import main as gkeys_main  # noqa: E402
 from gkeys_portage.core.glep63 import check_key  # noqa: E402
 from gkeys_portage.core.gpg import GnuPG  # noqa: E402
 from gkeys_portage.core.keyring import Keyring  # noqa: E402
-from gkeys_portage.core.seeds import Seed, SeedStore  # noqa: E402
-from gkeys_portage.core.state import Layout  # noqa: E402
-from gkeys_portage.core.types import Category, Nick  # noqa: E402
-from gkeys_portage.demo.world import KeyFactory  # noqa: E402
+from gkeys_portage.core.types import Category  # noqa: E402
 
 
 def category_benchmark(count: int) -> None:
     """spec-check of a whole category vs one gpg listing per key."""
     work = Path(tempfile.mkdtemp(prefix="gkeys-bench-checks-"))
     print(f"generating {count} ed25519 keys ...", flush=True)
-    factory = KeyFactory(work / "secret")
-    nicks = [Nick(f"dev{i:03d}") for i in range(count)]
-    keys = [factory.create(nick) for nick in nicks]
-    exported = factory.gpg.export_keys([k.fingerprint for k in keys])
-    factory.close()
-    layout = Layout(work / "state").ensure()
-    SeedStore(layout).save(Category("gentoo-devs"), {
-        nick: Seed(nick, key.name, nick, [key.fingerprint], [key.fingerprint], [key.uid])
-        for nick, key in zip(nicks, keys, strict=True)})
+    layout, keys, config = developer_category(work, count)
     keyring = Keyring(layout, Category("gentoo-devs"))
-    with keyring.update() as staging:
-        staging.import_keys(exported)
-    config = work / "gkeys.conf"
-    config.write_text(f"[base]\ngkeysdir = {layout.root}\n")
 
     print("gkeys spec-check -C gentoo-devs ...", flush=True)
     started = time.perf_counter()

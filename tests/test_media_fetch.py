@@ -377,3 +377,15 @@ def test_unbindable_file_is_refused_before_its_download(menv, keys: KeyFactory, 
     assert f"/{AUTOBUILDS}/{STAMP}/{name}" not in menv.server.log
     assert menv.run("fetch-media", "--allow-unnamed", url, "-d", str(dest)).code == 0
     assert (dest / name).read_bytes() == media.data
+
+
+def test_redirect_loop_on_the_download_is_not_retried(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    """The big download and every other HTTP call share one retry loop (core.http): too many redirects is
+    final there, not a transient failure worth three more rounds of redirects."""
+    media = make_media(keys, tmp_path / "src")
+    media.publish(menv.server)
+    menv.server.routes[FILE_PATH] = lambda info: Response(302, b"", {"Location": FILE_PATH})
+    publish_latest(keys, menv.server, tmp_path, FLAVOUR, f"{STAMP}/{STAGE3} {len(media.data)}")
+    dest = tmp_path / "dest"
+    _refused_fetch(menv, dest, _fetch_latest(menv, dest), 3, "too many redirects")
+    assert menv.server.log.count(FILE_PATH) == 6  # one attempt: the request and five redirects

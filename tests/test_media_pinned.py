@@ -192,3 +192,25 @@ def test_gpg_pass_starts_first_and_a_swap_while_the_statements_are_checked_is_re
     assert result.code == 1, result.text
     assert f"{STAGE3} was opened for writing or replaced while it was verified; not verified" in result.err
     assert "Traceback" not in result.err
+
+
+def test_file_written_during_the_one_read_of_the_fallback_is_refused(menv, keys: KeyFactory, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a lease (someone holds the file open for writing) the one read feeds gpg and the digests
+    alike, but the file may still be written while it is read: the verdict would then be about bytes the
+    file no longer holds.  A change of its size or times across the read is refused, as with the lease."""
+    media = make_media(keys, tmp_path / "m")
+    os.utime(media.path, (1_000_000_000, 1_000_000_000))  # a write now surely moves mtime
+    original_feed = fanout._feed
+
+    with open(media.path, "r+b") as writer:  # no lease: the fallback
+
+        def feed(*args: object) -> None:
+            original_feed(*args)  # type: ignore[arg-type]
+            os.pwrite(writer.fileno(), b"X", 0)  # after the read, before the verdict
+
+        monkeypatch.setattr(fanout, "_feed", feed)
+        result = menv.run("verify-media", str(media.path))
+    assert result.code == 1, result.text
+    assert f"{STAGE3} was opened for writing or replaced while it was verified; not verified" in result.err
+    assert "Traceback" not in result.err

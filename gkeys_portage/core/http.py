@@ -62,18 +62,18 @@ class HttpClient:
         """Download ``url`` completely (at most ``max_bytes``), retrying transient failures."""
         if url.startswith("file://"):
             return _read_file_url(url, max_bytes)
-        return self._with_retries(url, lambda: self._get_once(url, max_bytes))
+        return self.with_retries(url, lambda: self._get_once(url, max_bytes))
 
     def post_form(self, url: str, fields: Mapping[str, str], *, max_bytes: int = 1 << 20) -> tuple[int, bytes]:
         """POST an urlencoded form; ``(status, body)`` of the final answer (redirects are not followed,
         the body is cut at ``max_bytes``).  5xx, resets and timeouts are retried, then :class:`NetworkError`."""
-        return self._with_retries(url, lambda: self._post_once(url, fields, max_bytes))
+        return self.with_retries(url, lambda: self._post_once(url, fields, max_bytes))
 
     def _post_once(self, url: str, fields: Mapping[str, str], max_bytes: int) -> tuple[int, bytes]:
         with self.session.post(url, data=dict(fields), timeout=self.timeout, stream=True,
                                allow_redirects=False) as response:
             if response.status_code in RETRY_STATUSES:
-                raise _Retryable(f"HTTP {response.status_code}")
+                raise Retryable(f"HTTP {response.status_code}")
             body = b""
             for chunk in self._iter_body(response):
                 body += chunk[: max_bytes - len(body)]
@@ -81,7 +81,15 @@ class HttpClient:
                     break
             return response.status_code, body
 
-    def _with_retries(self, url: str, attempt: Callable[[], _T]) -> _T:
+    def with_retries(self, url: str, attempt: Callable[[], _T], *,
+                     describe: Callable[[Exception | None], str] | None = None, hint: str = "") -> _T:
+        """``attempt()`` until it returns, with backoff between tries: the one retry loop of every HTTP call.
+
+        :class:`Retryable` and ``requests`` failures (resets, timeouts) are tried again; a 404, a body too
+        large, too many redirects, an invalid URL and every other error are raised at once.  After the
+        last try, :class:`NetworkError` names the last failure (``describe``, default
+        :func:`describe_failure`) and ends with ``hint``.
+        """
         import requests
 
         last: Exception | None = None
@@ -92,7 +100,7 @@ class HttpClient:
                 return attempt()
             except (NotFoundError, TooLargeError):
                 raise
-            except _Retryable as exc:
+            except Retryable as exc:
                 last = exc
             except requests.exceptions.TooManyRedirects as exc:
                 raise NetworkError(f"{safe_url(url)}: too many redirects") from exc
@@ -100,14 +108,15 @@ class HttpClient:
                 raise NetworkError(f"{safe_url(url)}: invalid URL") from exc
             except requests.exceptions.RequestException as exc:
                 last = exc
-        raise NetworkError(f"{safe_url(url)}: {describe_failure(last)} (after {self.retries + 1} attempts)")
+        raise NetworkError(f"{safe_url(url)}: {(describe or describe_failure)(last)} "
+                           f"(after {self.retries + 1} attempts{hint})")
 
     def _get_once(self, url: str, max_bytes: int) -> bytes:
         with self.session.get(url, timeout=self.timeout, stream=True) as response:
             if response.status_code in (404, 410):
                 raise NotFoundError(f"{safe_url(url)}: not found (HTTP {response.status_code})")
             if response.status_code in RETRY_STATUSES:
-                raise _Retryable(f"HTTP {response.status_code}")
+                raise Retryable(f"HTTP {response.status_code}")
             if response.status_code != 200:
                 raise NetworkError(f"{safe_url(url)}: HTTP {response.status_code}")
             chunks: list[bytes] = []
@@ -126,13 +135,14 @@ class HttpClient:
         try:
             yield from response.iter_content(1 << 16)
         except requests.exceptions.ChunkedEncodingError as exc:
-            raise _Retryable(f"connection broken mid-body: {exc}") from exc
+            raise Retryable(f"connection broken mid-body: {exc}") from exc
         except requests.exceptions.ConnectionError as exc:
-            raise _Retryable(f"connection broken mid-body: {exc}") from exc
+            raise Retryable(f"connection broken mid-body: {exc}") from exc
 
 
-class _Retryable(Exception):
-    """A failure worth another attempt (5xx, reset, timeout)."""
+class Retryable(Exception):
+    """A failure worth another attempt (5xx, reset, timeout, a download cut short): see
+    :meth:`HttpClient.with_retries`."""
 
 
 def describe_failure(exc: Exception | None) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gkeys_portage.core.errors import BadInputError, NetworkError
-from gkeys_portage.core.http import RETRY_STATUSES, HttpClient, NotFoundError, safe_url
+from gkeys_portage.core.http import RETRY_STATUSES, HttpClient, NotFoundError, Retryable, describe_failure, safe_url
 
 if TYPE_CHECKING:
     import requests  # imported when a download starts (start-up cost, see core.http)
@@ -36,10 +35,6 @@ Progress = Callable[[int, int], None]
 
 class OversizeDownloadError(BadInputError):
     """The server announced or sent more bytes than allowed (the size the signed latest file gave)."""
-
-
-class _Retry(Exception):
-    """This attempt failed in a way that the next attempt (resuming) may fix."""
 
 
 @dataclass
@@ -63,22 +58,9 @@ class Downloader:
                                         f"{self.max_bytes} ([media] max-size)")
         if url.startswith("file://"):
             return self._copy_local(url, dest, expected_size)
-        import requests
-
-        last: Exception | None = None
-        for number in range(self.http.retries + 1):
-            if number:
-                time.sleep(self.http.backoff * (2 ** (number - 1)))
-            try:
-                return self._attempt(url, dest, expected_size, progress)
-            except _Retry as exc:
-                last = exc
-            except requests.exceptions.ReadTimeout:
-                last = _Retry(f"stalled (no data for {self.stall_timeout:g} s)")
-            except requests.exceptions.RequestException as exc:
-                last = _Retry(_describe(exc, self.stall_timeout))
-        raise NetworkError(f"{safe_url(url)}: {last} (after {self.http.retries + 1} attempts; "
-                           f"the partial file stays in {dest.parent})")
+        return self.http.with_retries(url, lambda: self._attempt(url, dest, expected_size, progress),
+                                      describe=lambda exc: _describe(exc, self.stall_timeout),
+                                      hint=f"; the partial file stays in {dest.parent}")
 
     def _attempt(self, url: str, dest: Path, expected_size: int | None, progress: Progress | None) -> int:
         have = dest.stat().st_size if dest.exists() else 0
@@ -101,9 +83,9 @@ class Downloader:
                                     f"the signed latest file says {expected_size}")
             size = self._write(response, dest, offset, announced or limit, progress)
         if announced is not None and size < announced:
-            raise _Retry(f"connection closed after {size} of {announced} bytes")
+            raise Retryable(f"connection closed after {size} of {announced} bytes")
         if expected_size is not None and size != expected_size:
-            raise _Retry(f"got {size} of {expected_size} bytes")
+            raise Retryable(f"got {size} of {expected_size} bytes")
         return size
 
     @staticmethod
@@ -114,9 +96,9 @@ class Downloader:
             raise NotFoundError(f"{safe_url(url)}: not found (HTTP {status})")
         if status == 416 and have:
             dest.unlink()  # our partial file is longer than the server's: start again
-            raise _Retry("the partial file did not fit the server's file (HTTP 416)")
+            raise Retryable("the partial file did not fit the server's file (HTTP 416)")
         if status in RETRY_STATUSES:
-            raise _Retry(f"HTTP {status}")
+            raise Retryable(f"HTTP {status}")
         length = response.headers.get("Content-Length")
         if status == 200:
             return 0, int(length) if length and length.isascii() and length.isdigit() else None
@@ -124,7 +106,7 @@ class Downloader:
             match = _CONTENT_RANGE.match(response.headers.get("Content-Range", ""))
             if not match or int(match.group(1)) != have:
                 dest.unlink(missing_ok=True)
-                raise _Retry("the server answered a different range")
+                raise Retryable("the server answered a different range")
             total = match.group(3)
             return have, int(total) if total != "*" else None
         raise NetworkError(f"{safe_url(url)}: HTTP {status}")
@@ -160,12 +142,10 @@ class Downloader:
         return size
 
 
-def _describe(exc: Exception, stall_timeout: float) -> str:
+def _describe(exc: Exception | None, stall_timeout: float) -> str:
+    """One short line for a failed attempt; a read timeout is a stall."""
     text = str(exc)
-    if "timed out" in text.lower() or "timeout" in type(exc).__name__.lower():
+    if exc is not None and not isinstance(exc, Retryable) and (
+            "timed out" in text.lower() or "timeout" in type(exc).__name__.lower()):
         return f"stalled (no data for {stall_timeout:g} s)"
-    import requests
-
-    if isinstance(exc, requests.exceptions.ConnectionError):
-        return "connection failed" if "refused" not in text.lower() else "connection refused"
-    return text.splitlines()[0][:200] if text else type(exc).__name__
+    return describe_failure(exc)

@@ -59,7 +59,7 @@ from gkeys_portage.verify.digests import (
     stamp_time,
 )
 from gkeys_portage.verify.fanout import Background, ChunkStream, hash_held, read_once
-from gkeys_portage.verify.pinned import pinned
+from gkeys_portage.verify.pinned import pinned, unchanged
 
 DETACHED = ".asc"
 STATEMENTS = (".DIGESTS", ".DIGESTS.asc", ".sha256")
@@ -171,12 +171,13 @@ def _has_armor(data: bytes, marker: bytes) -> bool:
     return (b"\n" + data).find(b"\n" + marker) >= 0
 
 
-def _is_detached(path: Path | None) -> bool:
-    """True if ``path`` holds an armored detached signature (not a clearsigned message)."""
+def _detached(path: Path | None) -> bytes | None:
+    """The bytes of ``path`` if it holds an armored detached signature (not a clearsigned message), else None
+    (read once: the bytes judged are the bytes gpg gets)."""
     if path is None:
-        return False
+        return None
     data = read_limited(path, MAX_STATEMENT, "signature")
-    return _has_armor(data, DETACHED_MARKER) and not _has_armor(data, CLEARSIGN_MARKER)
+    return data if _has_armor(data, DETACHED_MARKER) and not _has_armor(data, CLEARSIGN_MARKER) else None
 
 
 def signed_text(data: bytes, source: str) -> str:
@@ -268,7 +269,8 @@ class MediaVerifier:
                 if gpg_pass is not None and fd is not None:
                     digests, good = hash_held(fd, path, hashes, progress), gpg_pass.result()
                 else:
-                    digests, good = self._read_once(path, signature, hashes, progress)
+                    with unchanged(path):
+                        digests, good = self._read_once(path, signature, hashes, progress)
             finally:
                 if gpg_pass is not None:
                     gpg_pass.join()  # never leave gpg running behind a refusal
@@ -347,8 +349,7 @@ class MediaVerifier:
                 good = checked(path.name, self.verifier.clearsigned, data)
                 text = good.plaintext or b""
                 kind = "clearsigned statement"
-            elif suffix == ".DIGESTS" and _is_detached(siblings.get(".DIGESTS.asc")):
-                signature = read_limited(siblings[".DIGESTS.asc"], MAX_STATEMENT, "signature")
+            elif suffix == ".DIGESTS" and (signature := _detached(siblings.get(".DIGESTS.asc"))) is not None:
                 good = checked(siblings[".DIGESTS.asc"].name, self.verifier.detached, signature, data)
                 detached_over_digests, text, kind = True, data, "statement with detached signature"
                 result.verified_files.append(siblings[".DIGESTS.asc"].name)

@@ -16,7 +16,8 @@ they do, or says the file changed:
 When no lease can be had (someone writes the file, it is not ours, the file system has no leases,
 or the caller is not the main thread, which alone may ignore ``SIGIO``), or gpg could not open the
 descriptor by name (no ``/dev/fd``, as in a chroot without ``/proc``), :func:`pinned` yields
-``None`` and the caller falls back to one read fed to every consumer.
+``None`` and the caller falls back to one read fed to every consumer, inside :func:`unchanged` (a file
+written or replaced during that read is refused just the same, as far as its size and times tell).
 """
 
 from __future__ import annotations
@@ -61,6 +62,31 @@ def _reachable(fd: int, before: os.stat_result) -> bool:
         return False
 
 
+def _changed(path: Path) -> FileChangedError:
+    """The refusal of a file written to or replaced while it was verified, and what to do about it."""
+    return FileChangedError(f"{path.name} was opened for writing or replaced while it was verified; "
+                            f"not verified. Let whatever writes it finish, then run: gkeys verify-media {path}")
+
+
+def _named(path: Path) -> Identity | None:
+    """The identity of the file ``path`` names now (None if it names none)."""
+    try:
+        return identity(os.stat(path))
+    except OSError:
+        return None
+
+
+@contextlib.contextmanager
+def unchanged(path: Path) -> Iterator[None]:
+    """For a file that cannot be held (:func:`pinned` yielded ``None``) and is read once: on leaving
+    without an exception, raise :class:`FileChangedError` if the name now points at another file, or
+    the file's size, mtime or ctime changed meanwhile (someone wrote it while it was read)."""
+    before = _named(path)
+    yield
+    if before is None or _named(path) != before:
+        raise _changed(path)
+
+
 @contextlib.contextmanager
 def pinned(path: Path) -> Iterator[int | None]:
     """Open ``path`` and hold it still; yield its descriptor, or ``None`` if it cannot be held.
@@ -85,14 +111,9 @@ def pinned(path: Path) -> Iterator[int | None]:
             return
         yield fd
         intact = fcntl.fcntl(fd, fcntl.F_GETLEASE) == fcntl.F_RDLCK
-        try:
-            named = identity(os.stat(path))
-        except OSError:
-            named = None
+        named = _named(path)
         if not intact or identity(os.fstat(fd)) != identity(before) or named != identity(before):
-            raise FileChangedError(f"{path.name} was opened for writing or replaced while it was verified; "
-                                   f"not verified. Let whatever writes it finish, then run: "
-                                   f"gkeys verify-media {path}")
+            raise _changed(path)
     finally:
         if held:
             with contextlib.suppress(OSError):
