@@ -103,3 +103,15 @@ def test_a_user_id_split_at_nel_is_no_import_error() -> None:
     stderr = ('gpg: key 0123456789ABCDEF: public key "x\x85 Bad Error <fail@x>" imported\n'
               "gpg: can't connect to the agent: IPC connect call failed\n")
     assert _import_report(GpgResult(returncode=2, status=status, stdout=b"", stderr=stderr)).problem == ""
+
+
+def test_a_colon_listing_is_split_at_lf_only() -> None:
+    """A user id holding U+0085 stays one ``uid`` record (str.splitlines would tear it in two)."""
+    from gkeys_portage.core.colons import parse_colons
+
+    fpr = "A" * 40
+    listing = (f"pub:u:255:22:{fpr[-16:]}:1700000000:::u:::cSC:::::ed25519:::0:\n"
+               f"fpr:::::::::{fpr}:\n"
+               "uid:u::::1700000000::HASH::Mallory \u0085 fpr\\x3a <m@example.org>::::::::::0:\n")
+    (key,) = parse_colons(listing)
+    assert len(key.uids) == 1 and key.uids[0].text.endswith(" fpr: <m@example.org>"), key.uids  # not torn

@@ -167,7 +167,9 @@ def parse_colons(text: str | Iterable[str]) -> list[PublicKey]:
     Records of other kinds (``tru``, ``grp``, ``cfg``, ``sec``-only details) are skipped.
     Keys whose primary fingerprint is missing or malformed are dropped.
     """
-    lines = text.splitlines() if isinstance(text, str) else text
+    # LF only, as gpg writes records: str.splitlines would also split a user id at U+0085 (gpg leaves
+    # non-ASCII bytes of a uid as they are); ':' is escaped there, so no forged record, but no torn one either
+    lines = text.split("\n") if isinstance(text, str) else text
     keys: list[PublicKey] = []
     current_key: PublicKey | None = None
     current_sub: SubKey | None = None
