@@ -153,3 +153,19 @@ def test_hook_leaves_sync_type_gkeys_repositories_to_the_sync_module(tmp_path: P
     assert not synced_by_gkeys_module("viagkeys", {})  # not run by emerge: verify
     (conf / "c.conf").write_bytes(b"[broken\n")
     assert not synced_by_gkeys_module("viagkeys", env)  # unreadable configuration: verify
+
+
+def test_hook_reads_the_repository_configuration_emerge_synced_with(tmp_path: Path) -> None:
+    """emerge hands its hooks ``PORTAGE_REPOSITORIES`` (its merged configuration, which replaces every
+    repos.conf file when set): a repository it synced with plain git must be verified by the hook even
+    if the repos.conf files say ``sync-type = gkeys``."""
+    from gkeys_portage.portage.hooks import synced_by_gkeys_module
+
+    conf = tmp_path / "etc" / "portage" / "repos.conf"
+    conf.mkdir(parents=True)
+    (conf / "a.conf").write_text("[overlay]\nlocation = /var/db/repos/overlay\nsync-type = gkeys\n")
+    given = "[overlay]\nlocation = /var/db/repos/overlay\nsync-type = git\nsync-uri = file:///up\n"
+    assert not synced_by_gkeys_module("overlay", {"PORTAGE_CONFIGROOT": str(tmp_path),
+                                                  "PORTAGE_REPOSITORIES": given})
+    assert synced_by_gkeys_module("overlay", {"PORTAGE_CONFIGROOT": str(tmp_path),
+                                              "PORTAGE_REPOSITORIES": given.replace("= git", "= gkeys")})

@@ -64,16 +64,32 @@ def read_files(files: list[Path]) -> dict[str, RepoConfig]:
     """The merged repositories of ``files``, read in this order (a later value wins)."""
     repos: dict[str, RepoConfig] = {}
     for path in files:
-        parser = configparser.ConfigParser(interpolation=None, strict=False, default_section="\0none")
         try:
-            parser.read_string(path.read_text(encoding="utf-8"), source=str(path))
-        except (OSError, UnicodeDecodeError, configparser.Error) as exc:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
             raise BadInputError(f"cannot read {path}: {str(exc).splitlines()[0]}") from exc
-        for section in parser.sections():
-            if section == "DEFAULT":
-                continue
-            repo = repos.setdefault(section, RepoConfig(section))
-            for key, value in parser.items(section):
-                repo.options[key] = value.strip()
-                repo.origin[key] = path
+        _merge(repos, text, path)
     return repos
+
+
+def read_string(text: str, source: Path) -> dict[str, RepoConfig]:
+    """The repositories of one repos.conf text, e.g. ``PORTAGE_REPOSITORIES`` (``source`` names it)."""
+    repos: dict[str, RepoConfig] = {}
+    _merge(repos, text, source)
+    return repos
+
+
+def _merge(repos: dict[str, RepoConfig], text: str, source: Path) -> None:
+    """Merge the sections of ``text`` into ``repos`` (a later value wins; [DEFAULT] excluded)."""
+    parser = configparser.ConfigParser(interpolation=None, strict=False, default_section="\0none")
+    try:
+        parser.read_string(text, source=str(source))
+    except configparser.Error as exc:
+        raise BadInputError(f"cannot read {source}: {str(exc).splitlines()[0]}") from exc
+    for section in parser.sections():
+        if section == "DEFAULT":
+            continue
+        repo = repos.setdefault(section, RepoConfig(section))
+        for key, value in parser.items(section):
+            repo.options[key] = value.strip()
+            repo.origin[key] = source
