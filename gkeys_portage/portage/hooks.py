@@ -151,6 +151,7 @@ def repo_postsync_main(argv: Sequence[str]) -> int:
         return 2
     repo_name, location = argv[0], Path(argv[2])
     if synced_by_gkeys_module(repo_name):
+        _clear_marker_verified_by_module(repo_name, location)
         return 0  # sync-type = gkeys: the sync module verified (or refused) before merging, and said so
     try:
         ok, message = verify_synced_repo(_context(), repo_name, location)
@@ -165,6 +166,25 @@ def repo_postsync_main(argv: Sequence[str]) -> int:
                         f"{getattr(inner, 'message', None) or inner})")
     say("info" if ok else "error", f"gkeys: {message}")
     return 0 if ok else 1
+
+
+def _clear_marker_verified_by_module(repo_name: str, location: Path) -> None:
+    """Remove the marker an earlier ``sync-type = git`` sync left, once the sync module has verified HEAD.
+
+    Nothing else would: the sync module writes no markers, and this hook no longer verifies the
+    repository, so the marker would fail every ``emerge --sync`` although the tree verified.  Anything
+    unclear (no context, HEAD not the revision gkeys last verified) leaves the marker in place.
+    """
+    with contextlib.suppress(Exception):
+        layout = _context().layout
+        marker = marker_path(layout, repo_name)
+        if not marker.exists():
+            return
+        recorded = last_verified(layout, location)
+        if recorded and GitRepo(location, spawn=SpawnSettings.owner_of(location)).resolve("HEAD") == recorded:
+            marker.unlink(missing_ok=True)
+            say("info", f"gkeys: {repo_name} now syncs with sync-type = gkeys and verified; removed the failure "
+                        "marker an earlier git sync left")
 
 
 def configured_repositories() -> set[str] | None:
