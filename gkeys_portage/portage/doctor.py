@@ -50,6 +50,7 @@ from gkeys_portage.core.state import read_json
 from gkeys_portage.core.types import Category, parse_category
 from gkeys_portage.portage.reposconf import RepoConfig, read_repos
 from gkeys_portage.portage.setup import ETC, TREE_HOOKS
+from gkeys_portage.verify.tree import category_list
 
 MIN_GPG = (2, 2)
 TREE_RECORD = "tree-revisions"
@@ -138,6 +139,12 @@ def _last_assignment(eroot: Path, pattern: re.Pattern[str]) -> str | None:
     return value
 
 
+def _categories(value: str) -> set[Category]:
+    """The categories of ``sync-gkeys-category`` or ``[tree] category``: a space-separated list, read
+    as the sync module and the hooks read it (:func:`gkeys_portage.verify.tree.category_list`)."""
+    return {parse_category(name) for name in category_list(value)}
+
+
 def _first_word(value: str | None) -> str:
     """The program a make.conf value runs (its shell quoting, then the words Portage splits it into)."""
     try:
@@ -212,8 +219,8 @@ class Doctor:
             sync_type = repo.get("sync-type")
             where = repo.origin.get("sync-type") or self.eroot / ETC / "repos.conf"
             if sync_type == "gkeys":
-                categories.add(parse_category(repo.get("sync-gkeys-category") or tree.get("tree", "category",
-                                                                                          "gentoo-devs")))
+                categories |= _categories(repo.get("sync-gkeys-category") or tree.get("tree", "category",
+                                                                                     "gentoo-devs"))
                 top = repo.get("sync-gkeys-top-category") or tree.get("tree", "top-category", "")
                 if top:
                     categories.add(parse_category(top))
@@ -223,7 +230,7 @@ class Doctor:
                                     "gkeys sync refuses to clone over it, so emerge --sync fails",
                                     f"mv {blocked} {blocked}.old")
             elif sync_type == "git":
-                categories.add(parse_category(tree.get("tree", "category", "gentoo-devs")))
+                categories |= _categories(tree.get("tree", "category", "gentoo-devs"))
                 if not hooked:
                     self.result.add("repo:unverified", name, f"syncs with git ({where}) and the gkeys hooks are not "
                                     "installed: its commits are not verified",
