@@ -48,7 +48,7 @@ from gkeys_portage.core.keyops import REFRESH_RECORD, last_refresh
 from gkeys_portage.core.seedfetch import SEED_RECORD
 from gkeys_portage.core.state import read_json
 from gkeys_portage.core.types import Category, parse_category
-from gkeys_portage.portage.reposconf import RepoConfig, read_repos
+from gkeys_portage.portage.reposconf import RepoConfig, file_or_directory, read_repos
 from gkeys_portage.portage.setup import ETC, TREE_HOOKS
 from gkeys_portage.verify.tree import category_list
 
@@ -98,8 +98,7 @@ def _hooks(eroot: Path) -> list[Path]:
 
 def make_conf_lines(eroot: Path) -> list[tuple[Path, str]]:
     """The lines of make.conf (a file, or a directory's files in order) and the files they ``source``."""
-    base = eroot / ETC / "make.conf"
-    files = sorted(p for p in base.rglob("*") if p.is_file()) if base.is_dir() else [base]
+    files = file_or_directory(eroot / ETC / "make.conf")  # hidden and editor backup (~) files skipped, as Portage does
     lines: list[tuple[Path, str]] = []
     seen: set[Path] = set()
     while files:

@@ -43,15 +43,22 @@ def _visible(name: str) -> bool:
     return not name.startswith(".") and not name.endswith("~")
 
 
+def file_or_directory(path: Path) -> list[Path]:
+    """The files Portage reads for a configuration ``path`` that may be a file or a directory (repos.conf,
+    make.conf): the file itself, or the directory's files in sorted order, hidden and ``~`` names skipped
+    at every level (Portage's ``_recursive_file_list``)."""
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        return []
+    return sorted(p for p in path.rglob("*")
+                  if p.is_file() and all(_visible(part) for part in p.relative_to(path).parts))
+
+
 def config_files(eroot: Path, *, skip: Path | None = None) -> list[Path]:
     """The repos.conf files Portage reads under ``eroot``, in order (``skip`` is left out)."""
     files = [eroot / DEFAULTS] if (eroot / DEFAULTS).is_file() else []
-    user = eroot / USER
-    if user.is_file():
-        files.append(user)
-    elif user.is_dir():
-        files += sorted(p for p in user.rglob("*")
-                        if p.is_file() and all(_visible(part) for part in p.relative_to(user).parts))
+    files += file_or_directory(eroot / USER)
     return [f for f in files if skip is None or f != skip]
 
 
