@@ -166,3 +166,27 @@ def test_binary_repositories_with_the_pinned_trust_helper_are_healthy(env: Any, 
     (root / "etc/portage/make.conf/binpkg.conf").write_text('PORTAGE_TRUST_HELPER="gkeys-trust-helper"\n')
     document = doctor(env, root)
     assert document["findings"] == [] and "PORTAGE_TRUST_HELPER = \"gkeys-trust-helper\"" in document["checked"]
+
+
+def test_several_commit_categories_are_each_checked(env: Any, tmp_path: Path) -> None:
+    """``sync-gkeys-category`` is a space-separated list (as the sync module reads it): doctor checks
+    each category instead of refusing the value as one invalid category name."""
+    root = healthy_root(env, tmp_path)
+    (root / "etc/portage/repos.conf/zz-more.conf").write_text(
+        f"[more]\nlocation = {tmp_path}/repos/more\nsync-type = gkeys\nsync-uri = https://example.org/more.git\n"
+        "sync-gkeys-category = gentoo-devs gentoo-infra\n")
+    document = doctor(env, root)
+    assert "category gentoo-devs" in document["checked"] and "category gentoo-infra" in document["checked"], document
+    # gentoo-infra is checked and has no keys installed here: reported with its fix, not an error of the value
+    assert [(f["code"], f["subject"]) for f in document["findings"]] == [("keys:missing", "gentoo-infra")], document
+
+
+def test_make_conf_files_portage_skips_are_skipped(env: Any, tmp_path: Path) -> None:
+    """Portage reads no hidden or ``~`` file of a make.conf directory: a FETCH_WRAPPER left only in an editor
+    backup is not set, and doctor must say so instead of reporting a healthy set-up."""
+    root = healthy_root(env, tmp_path)
+    conf = root / "etc/portage/make.conf/gkeys-fetch.conf"
+    conf.rename(conf.with_name("gkeys-fetch.conf~"))
+    document = doctor(env, root)
+    assert [f["code"] for f in document["findings"]] == ["fetch:no-wrapper"], document
+    assert "FETCH_WRAPPER: not set" in document["checked"]

@@ -211,3 +211,21 @@ def test_an_rsync_tree_at_the_location_is_reported_not_moved(env: Any, tmp_path:
     result = env.run("setup-portage", "--eroot", str(root), "--repo", "test")
     assert result.code == 0, result.text
     assert f"mv {tree} {tree}.old" in result.err and (tree / "profiles").is_dir()
+
+
+def test_gentoo_accepts_the_mirror_key_on_every_commit(env: Any, tmp_path: Path) -> None:
+    """The Gentoo sync repository has mirror (gentoo-infra) commits between two syncs, not only on top: the
+    repos.conf setup-portage writes for ::gentoo must admit gentoo-infra for every commit (as docs/portage.md
+    shows), or each sync after two mirror pushes is refused."""
+    from gkeys_portage.core.config import load_config
+    from gkeys_portage.core.context import Gkeys
+    from gkeys_portage.portage.reposconf import read_files
+    from gkeys_portage.verify.tree import TreeOptions
+
+    root = git_repo_root(tmp_path)
+    assert env.run("setup-portage", "--eroot", str(root)).code == 0
+    gentoo = read_files([root / REPOS_FRAGMENT])["gentoo"]
+    options = TreeOptions.from_config(Gkeys(load_config(env.config)), category=gentoo.get("sync-gkeys-category"),
+                                      top_category=gentoo.get("sync-gkeys-top-category") or None,
+                                      policy=gentoo.get("sync-gkeys-policy"))
+    assert set(options.categories) == {"gentoo-devs", "gentoo-infra"}, options

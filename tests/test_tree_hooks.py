@@ -153,3 +153,44 @@ def test_hook_leaves_sync_type_gkeys_repositories_to_the_sync_module(tmp_path: P
     assert not synced_by_gkeys_module("viagkeys", {})  # not run by emerge: verify
     (conf / "c.conf").write_bytes(b"[broken\n")
     assert not synced_by_gkeys_module("viagkeys", env)  # unreadable configuration: verify
+
+
+def test_hook_reads_the_repository_configuration_emerge_synced_with(tmp_path: Path) -> None:
+    """emerge hands its hooks ``PORTAGE_REPOSITORIES`` (its merged configuration, which replaces every
+    repos.conf file when set): a repository it synced with plain git must be verified by the hook even
+    if the repos.conf files say ``sync-type = gkeys``."""
+    from gkeys_portage.portage.hooks import synced_by_gkeys_module
+
+    conf = tmp_path / "etc" / "portage" / "repos.conf"
+    conf.mkdir(parents=True)
+    (conf / "a.conf").write_text("[overlay]\nlocation = /var/db/repos/overlay\nsync-type = gkeys\n")
+    given = "[overlay]\nlocation = /var/db/repos/overlay\nsync-type = git\nsync-uri = file:///up\n"
+    assert not synced_by_gkeys_module("overlay", {"PORTAGE_CONFIGROOT": str(tmp_path),
+                                                  "PORTAGE_REPOSITORIES": given})
+    assert synced_by_gkeys_module("overlay", {"PORTAGE_CONFIGROOT": str(tmp_path),
+                                              "PORTAGE_REPOSITORIES": given.replace("= git", "= gkeys")})
+
+
+def test_a_marker_from_a_git_sync_is_cleared_once_the_sync_module_verified(hook_env: Any, tmp_path: Path) -> None:
+    """A repository that failed under sync-type = git and then moved to sync-type = gkeys: the hook skips
+    it, so it must drop the old marker once HEAD is the revision gkeys verified, or every emerge --sync
+    fails for good; while HEAD is not that revision the marker stays."""
+    from gkeys_portage.core.config import load_config
+    from gkeys_portage.core.context import Gkeys
+    from gkeys_portage.verify.tree import record_verified
+
+    repo = build(tmp_path / "repo", hook_env.keys, ["alice", "mallory"])
+    assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 1
+    assert markers(hook_env) == ["test.json"]
+    module_env = {"PORTAGE_REPOSITORIES": f"[test]\nlocation = {repo.path}\nsync-type = gkeys\n"}
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in module_env.items():
+            mp.setenv(key, value)
+        assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 0
+        assert markers(hook_env) == ["test.json"]  # HEAD (mallory's) was never verified: the marker stays
+        good = repo.commit("alice", parents=[repo.git("rev-parse", "HEAD~1").strip()])
+        ctx = Gkeys(load_config(hook_env.config))
+        record_verified(ctx, repo.path, good)  # what the sync module records after verifying
+        assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 0
+        assert markers(hook_env) == []
+    assert postsync_main() == 0

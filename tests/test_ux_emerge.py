@@ -87,3 +87,26 @@ def test_a_typo_in_a_sync_gkeys_key_fails_the_sync(env: Any, tmp_path: Path, por
     portage_root.add_repo("test", f"file://{up.path}", "gkeys", sync_gkeys_policy="all")
     result = portage_root.sync("test")  # spelled right: the whole history is checked and refused
     assert result.returncode != 0 and "NOT verified" in result.stdout, result.stdout
+
+
+def test_marker_of_a_git_sync_is_dropped_once_the_repository_syncs_verified_with_gkeys(
+        env: Any, tmp_path: Path, portage_root: PortageSandbox) -> None:
+    """A repository refused under sync-type = git, then switched to sync-type = gkeys: the first sync the
+    module verifies must not keep failing on the old marker (the repo hook no longer runs for it)."""
+    install_devs(env, ("alice", "bob"))
+    portage_root.install_hooks(PROJECT / "hooks")
+    up = RepoBuilder(tmp_path / "upstream", env.keys)
+    up.commit("alice")
+    location = portage_root.add_repo("test", f"file://{up.path}", "git", clone_depth="0", sync_depth="0")
+    assert portage_root.sync("test").returncode == 0
+    verified = head(location)
+    up.commit(None)
+    result = portage_root.sync("test")
+    assert result.returncode != 0 and _markers(env) == ["test"], result.stdout
+    up.force(verified)
+    good = up.commit("bob")
+    portage_root.add_repo("test", f"file://{up.path}", "gkeys", clone_depth="0")
+    result = portage_root.sync("test")
+    assert result.returncode == 0, result.stdout
+    assert head(location) == good and _markers(env) == []
+    assert "removed the failure marker" in result.stdout

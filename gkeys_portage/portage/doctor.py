@@ -48,8 +48,9 @@ from gkeys_portage.core.keyops import REFRESH_RECORD, last_refresh
 from gkeys_portage.core.seedfetch import SEED_RECORD
 from gkeys_portage.core.state import read_json
 from gkeys_portage.core.types import Category, parse_category
-from gkeys_portage.portage.reposconf import RepoConfig, read_repos
+from gkeys_portage.portage.reposconf import RepoConfig, file_or_directory, read_repos
 from gkeys_portage.portage.setup import ETC, TREE_HOOKS
+from gkeys_portage.verify.tree import category_list
 
 MIN_GPG = (2, 2)
 TREE_RECORD = "tree-revisions"
@@ -97,8 +98,7 @@ def _hooks(eroot: Path) -> list[Path]:
 
 def make_conf_lines(eroot: Path) -> list[tuple[Path, str]]:
     """The lines of make.conf (a file, or a directory's files in order) and the files they ``source``."""
-    base = eroot / ETC / "make.conf"
-    files = sorted(p for p in base.rglob("*") if p.is_file()) if base.is_dir() else [base]
+    files = file_or_directory(eroot / ETC / "make.conf")  # hidden and editor backup (~) files skipped, as Portage does
     lines: list[tuple[Path, str]] = []
     seen: set[Path] = set()
     while files:
@@ -136,6 +136,12 @@ def _last_assignment(eroot: Path, pattern: re.Pattern[str]) -> str | None:
         if match:
             value = match.group(1).strip()
     return value
+
+
+def _categories(value: str) -> set[Category]:
+    """The categories of ``sync-gkeys-category`` or ``[tree] category``: a space-separated list, read
+    as the sync module and the hooks read it (:func:`gkeys_portage.verify.tree.category_list`)."""
+    return {parse_category(name) for name in category_list(value)}
 
 
 def _first_word(value: str | None) -> str:
@@ -212,8 +218,8 @@ class Doctor:
             sync_type = repo.get("sync-type")
             where = repo.origin.get("sync-type") or self.eroot / ETC / "repos.conf"
             if sync_type == "gkeys":
-                categories.add(parse_category(repo.get("sync-gkeys-category") or tree.get("tree", "category",
-                                                                                          "gentoo-devs")))
+                categories |= _categories(repo.get("sync-gkeys-category") or tree.get("tree", "category",
+                                                                                     "gentoo-devs"))
                 top = repo.get("sync-gkeys-top-category") or tree.get("tree", "top-category", "")
                 if top:
                     categories.add(parse_category(top))
@@ -223,7 +229,7 @@ class Doctor:
                                     "gkeys sync refuses to clone over it, so emerge --sync fails",
                                     f"mv {blocked} {blocked}.old")
             elif sync_type == "git":
-                categories.add(parse_category(tree.get("tree", "category", "gentoo-devs")))
+                categories |= _categories(tree.get("tree", "category", "gentoo-devs"))
                 if not hooked:
                     self.result.add("repo:unverified", name, f"syncs with git ({where}) and the gkeys hooks are not "
                                     "installed: its commits are not verified",

@@ -27,7 +27,7 @@ from pathlib import Path
 from gkeys_portage.core.config import load_config
 from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import BadInputError, GkeysError
-from gkeys_portage.portage.reposconf import read_repos
+from gkeys_portage.portage.reposconf import read_repos, read_string
 from gkeys_portage.ui.output import say
 from gkeys_portage.verify.gitobjects import GitRepo
 from gkeys_portage.verify.gitspawn import SpawnSettings
@@ -119,16 +119,25 @@ def _context() -> Gkeys:
 
 
 def synced_by_gkeys_module(repo_name: str, environ: Mapping[str, str] | None = None) -> bool:
-    """True when Portage's configuration (the ``PORTAGE_CONFIGROOT`` emerge gives its hooks) syncs
-    ``repo_name`` with ``sync-type = gkeys``: the sync module verified it before merging, and refused
-    revisions stay fetched but unmerged, which this hook would report a second time.  Anything unclear
-    (no config root, an unreadable repos.conf) is False: the hook then verifies as usual."""
+    """True when Portage's configuration syncs ``repo_name`` with ``sync-type = gkeys``: the sync module
+    verified it before merging, and refused revisions stay fetched but unmerged, which this hook would
+    report a second time.  Anything unclear (no config root, an unreadable repos.conf) is False: the
+    hook then verifies as usual.
+
+    The configuration is the one emerge synced with: ``PORTAGE_REPOSITORIES``, which emerge puts in
+    its hooks' environment (and which, when set, replaces every repos.conf file for Portage); only
+    without it the repos.conf files under ``PORTAGE_CONFIGROOT``.  Reading the files while emerge
+    used ``PORTAGE_REPOSITORIES`` would skip a repository emerge synced with plain git, unverified."""
     env = os.environ if environ is None else environ
+    given = env.get("PORTAGE_REPOSITORIES")
     config_root = env.get("PORTAGE_CONFIGROOT")
-    if not config_root:
-        return False
     try:
-        repos = read_repos(Path(config_root))
+        if given is not None:
+            repos = read_string(given, Path("PORTAGE_REPOSITORIES"))
+        elif config_root:
+            repos = read_repos(Path(config_root))
+        else:
+            return False
     except GkeysError:
         return False
     repo = repos.get(repo_name)
@@ -142,6 +151,7 @@ def repo_postsync_main(argv: Sequence[str]) -> int:
         return 2
     repo_name, location = argv[0], Path(argv[2])
     if synced_by_gkeys_module(repo_name):
+        _clear_marker_verified_by_module(repo_name, location)
         return 0  # sync-type = gkeys: the sync module verified (or refused) before merging, and said so
     try:
         ok, message = verify_synced_repo(_context(), repo_name, location)
@@ -156,6 +166,25 @@ def repo_postsync_main(argv: Sequence[str]) -> int:
                         f"{getattr(inner, 'message', None) or inner})")
     say("info" if ok else "error", f"gkeys: {message}")
     return 0 if ok else 1
+
+
+def _clear_marker_verified_by_module(repo_name: str, location: Path) -> None:
+    """Remove the marker an earlier ``sync-type = git`` sync left, once the sync module has verified HEAD.
+
+    Nothing else would: the sync module writes no markers, and this hook no longer verifies the
+    repository, so the marker would fail every ``emerge --sync`` although the tree verified.  Anything
+    unclear (no context, HEAD not the revision gkeys last verified) leaves the marker in place.
+    """
+    with contextlib.suppress(Exception):
+        layout = _context().layout
+        marker = marker_path(layout, repo_name)
+        if not marker.exists():
+            return
+        recorded = last_verified(layout, location)
+        if recorded and GitRepo(location, spawn=SpawnSettings.owner_of(location)).resolve("HEAD") == recorded:
+            marker.unlink(missing_ok=True)
+            say("info", f"gkeys: {repo_name} now syncs with sync-type = gkeys and verified; removed the failure "
+                        "marker an earlier git sync left")
 
 
 def configured_repositories() -> set[str] | None:

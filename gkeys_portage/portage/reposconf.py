@@ -43,15 +43,22 @@ def _visible(name: str) -> bool:
     return not name.startswith(".") and not name.endswith("~")
 
 
+def file_or_directory(path: Path) -> list[Path]:
+    """The files Portage reads for a configuration ``path`` that may be a file or a directory (repos.conf,
+    make.conf): the file itself, or the directory's files in sorted order, hidden and ``~`` names skipped
+    at every level (Portage's ``_recursive_file_list``)."""
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        return []
+    return sorted(p for p in path.rglob("*")
+                  if p.is_file() and all(_visible(part) for part in p.relative_to(path).parts))
+
+
 def config_files(eroot: Path, *, skip: Path | None = None) -> list[Path]:
     """The repos.conf files Portage reads under ``eroot``, in order (``skip`` is left out)."""
     files = [eroot / DEFAULTS] if (eroot / DEFAULTS).is_file() else []
-    user = eroot / USER
-    if user.is_file():
-        files.append(user)
-    elif user.is_dir():
-        files += sorted(p for p in user.rglob("*")
-                        if p.is_file() and all(_visible(part) for part in p.relative_to(user).parts))
+    files += file_or_directory(eroot / USER)
     return [f for f in files if skip is None or f != skip]
 
 
@@ -64,16 +71,32 @@ def read_files(files: list[Path]) -> dict[str, RepoConfig]:
     """The merged repositories of ``files``, read in this order (a later value wins)."""
     repos: dict[str, RepoConfig] = {}
     for path in files:
-        parser = configparser.ConfigParser(interpolation=None, strict=False, default_section="\0none")
         try:
-            parser.read_string(path.read_text(encoding="utf-8"), source=str(path))
-        except (OSError, UnicodeDecodeError, configparser.Error) as exc:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
             raise BadInputError(f"cannot read {path}: {str(exc).splitlines()[0]}") from exc
-        for section in parser.sections():
-            if section == "DEFAULT":
-                continue
-            repo = repos.setdefault(section, RepoConfig(section))
-            for key, value in parser.items(section):
-                repo.options[key] = value.strip()
-                repo.origin[key] = path
+        _merge(repos, text, path)
     return repos
+
+
+def read_string(text: str, source: Path) -> dict[str, RepoConfig]:
+    """The repositories of one repos.conf text, e.g. ``PORTAGE_REPOSITORIES`` (``source`` names it)."""
+    repos: dict[str, RepoConfig] = {}
+    _merge(repos, text, source)
+    return repos
+
+
+def _merge(repos: dict[str, RepoConfig], text: str, source: Path) -> None:
+    """Merge the sections of ``text`` into ``repos`` (a later value wins; [DEFAULT] excluded)."""
+    parser = configparser.ConfigParser(interpolation=None, strict=False, default_section="\0none")
+    try:
+        parser.read_string(text, source=str(source))
+    except configparser.Error as exc:
+        raise BadInputError(f"cannot read {source}: {str(exc).splitlines()[0]}") from exc
+    for section in parser.sections():
+        if section == "DEFAULT":
+            continue
+        repo = repos.setdefault(section, RepoConfig(section))
+        for key, value in parser.items(section):
+            repo.options[key] = value.strip()
+            repo.origin[key] = source

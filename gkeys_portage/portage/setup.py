@@ -39,8 +39,10 @@ REPOS_FRAGMENT = ETC / "repos.conf" / "zz-gkeys.conf"
 TREE_HOOKS = ("repo.postsync.d/gkeys-verify", "postsync.d/gkeys-verify")
 OVERLAYS_HOOK = "postsync.d/gkeys-overlays"
 GENTOO_MIRROR = "https://github.com/gentoo-mirror/gentoo.git"
-# ::gentoo as docs/portage.md recommends: every commit by a developer key, the top one may be the mirror's.
-GENTOO_SETTINGS = (("sync-gkeys-category", "gentoo-devs"), ("sync-gkeys-top-category", "gentoo-infra"),
+# ::gentoo as docs/portage.md recommends: every commit by a developer key or the mirror key (the sync
+# repository's merge and timestamp commits lie between two syncs, not only on top).  The top-category
+# line is implied by the category list (redundant, harmless).
+GENTOO_SETTINGS = (("sync-gkeys-category", "gentoo-devs gentoo-infra"), ("sync-gkeys-top-category", "gentoo-infra"),
                    ("sync-gkeys-policy", "top"))
 GIT_TYPES = ("git", "gkeys")
 REPO_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_+-]*")  # Portage's repository names
