@@ -239,7 +239,8 @@ def refresh_keys(ctx: Gkeys, category: str, nick: str | None = None, *, force: b
     is recorded, so the next one waits for ``refresh-interval``) only when every configured source asked
     answered; each source's last answer is recorded on its own, and one that keeps failing while others
     deliver warns, then fails once it is older than ``max-refresh-age``
-    (:func:`tolerate_unanswered_sources`).
+    (:func:`tolerate_unanswered_sources`).  A refresh of one ``nick`` records nothing: it is no refresh of
+    the category.
     """
     cat = parse_category(category)
     ctx.ensure_layout()
@@ -260,17 +261,21 @@ def refresh_keys(ctx: Gkeys, category: str, nick: str | None = None, *, force: b
         notes.append(str(exc))
     outcomes = KeyInstaller(ctx.keyring(cat), ctx.http, ctx.config.sources, progress).install(
         seeds, every_source=True, preloaded=preloaded)
+    # One nick's refresh asked about one key: it is no refresh of the category, and no source's answer for
+    # every key (recording it would make the next full refresh "refreshed recently" and skip the others).
+    whole = nick is None
     answered, unanswered = sources_reached(outcomes)
-    if answered:
+    if answered and whole:
         record_sources(ctx, cat, answered, time.time())
     failure = summarize_failure([o for o in outcomes if not _network_only(o)]) or refused
     warnings = [tolerate_failed_refresh(ctx, cat, last, str(failure))] if failure is not None else []
     if unanswered:
         warnings.append(tolerate_unanswered_sources(ctx, cat, unanswered, last))
-        if failure is None:
+        if failure is None and whole:
             record_pieced_refresh(ctx, cat, answered | set(unanswered), last)
     if not warnings:
-        record_refresh(ctx, cat)
+        if whole:
+            record_refresh(ctx, cat)
         return RefreshResult(cat, skipped=False, outcomes=outcomes, last_success=time.time(), notes=notes)
     return RefreshResult(cat, skipped=False, outcomes=outcomes, last_success=last, notes=notes,
                          warning="; ".join(warnings))
