@@ -28,7 +28,6 @@ from gkeys_portage.core.state import Layout, atomic_write_json, read_json
 from gkeys_portage.core.types import Nick, parse_category
 
 RECORD = "notified"
-NOTIFY_KEYS = ("smtp", "from")
 DEFAULT_SMTP = "localhost:25"
 
 
@@ -42,11 +41,8 @@ class NotifyConfig:
 
 
 def notify_config(config: Config) -> NotifyConfig:
-    """Parse ``[notify]`` (unknown keys are errors)."""
+    """Parse ``[notify]`` (unknown keys are refused by :func:`~gkeys_portage.core.configschema.check_known_keys`)."""
     section = dict(config.parser.items("notify")) if config.parser.has_section("notify") else {}
-    unknown = sorted(set(section) - set(NOTIFY_KEYS))
-    if unknown:
-        raise ConfigError(f"[notify] {', '.join(unknown)}: unknown option (known: {', '.join(NOTIFY_KEYS)})")
     host, sep, port = section.get("smtp", DEFAULT_SMTP).strip().rpartition(":")
     if not sep or not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
         raise ConfigError(f"[notify] smtp = {section.get('smtp')!r}: expected host:port")
