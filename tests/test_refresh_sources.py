@@ -233,3 +233,15 @@ def test_refreshing_one_nick_does_not_count_as_a_refresh_of_the_category(
     result = env.run("refresh-key", "-C", CATEGORY)
     assert result.code == 0 and "skipped" not in result.text, result.text
     assert _bob_is_revoked(env)
+
+
+
+def test_a_refresh_record_that_is_not_an_object_counts_as_never_refreshed(installed: GkeysEnv) -> None:
+    """A hand-edited ``state/refresh.json`` holding ``[]`` failed every refresh ("internal error:
+    AttributeError") for ever; now it counts as no record (refresh due) and the refresh rewrites it."""
+    env = installed
+    path = env.state / "state" / "refresh.json"
+    path.write_text("[]\n")
+    result = env.run("refresh-key", "-C", CATEGORY)
+    assert result.code == 0 and "internal error" not in result.text, result.text
+    assert isinstance(_record(env, "refresh").get(CATEGORY), float)
