@@ -389,7 +389,7 @@ def _check_shrink(category: Category, old: Mapping[Nick, Seed], new: Mapping[Nic
         raise ShrinkError(f"{category}: the keyring from {location} would remove {lost} of {len(old)} seeds "
                           f"({lost * 100.0 / len(old):.0f}%, more than [authority] max-shrink = {max_shrink:g}%); "
                           f"a truncated or substituted download? Nothing changed. Check the source, then "
-                          f"re-run with --allow-shrink to apply it")
+                          f"apply it with: gkeys update-seed -C {category} --allow-shrink")
 
 
 def _install(ctx: Gkeys, category: Category, quarantine: GnuPG, staged: GnuPG | None,
