@@ -452,7 +452,8 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
         published = fetching.result()
     step(25, 100)
     record = read_json(ctx.layout.record(RECORD), {})
-    entry = record.get(cat) if isinstance(record, dict) else None
+    record = record if isinstance(record, dict) else {}
+    entry = record.get(cat)
     seen = Seen.from_json(entry)
     digest = hashlib.sha256(data).hexdigest()
     unchanged = isinstance(entry, dict) and entry.get("sha256") == digest and ctx.keyring(cat).exists()
@@ -488,8 +489,6 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
             kept = sorted({v.fingerprint for v in evaluation.kept()})
             removed = _install(ctx, cat, quarantine, staged, staged_keys, kept, exported)
     ctx.seeds.save(cat, new)
-    record = read_json(ctx.layout.record(RECORD), {})
-    record = record if isinstance(record, dict) else {}
     record[cat] = {**seen.to_json(), "sha256": digest}
     atomic_write_json(ctx.layout.record(RECORD), record)
     record_refresh(ctx, cat)
