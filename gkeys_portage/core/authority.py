@@ -339,8 +339,8 @@ def _published_certifiers(ctx: Gkeys, refs: Sequence[KeyRef]) -> list[bytes]:
     certifications: installed keyrings keep keys without them, and the root's certification of a
     certifier is what this check needs.  First source that answers, per key; failures are skipped
     (the installed copy may still carry the certification)."""
-    wanted = [(fpr, ctx.seeds.load(ref.category)[ref.nick]) for ref in refs
-              for fpr in ctx.seeds.load(ref.category)[ref.nick].keys]
+    seeds = [ctx.seeds.load(ref.category)[ref.nick] for ref in refs]
+    wanted = [(fpr, seed) for seed in seeds for fpr in seed.keys]
 
     def fetch(item: tuple[Fingerprint, Seed]) -> bytes:
         fpr, seed = item
