@@ -47,7 +47,7 @@ from gkeys_portage.core.keyops import RefreshResult, record_refresh, refresh_due
 from gkeys_portage.core.keysources import candidate_locations
 from gkeys_portage.core.seedfetch import SeedChanges, diff_seeds
 from gkeys_portage.core.seeds import Seed
-from gkeys_portage.core.state import atomic_write_json, read_json, read_limited, staging_directory
+from gkeys_portage.core.state import atomic_write_json, read_json_object, read_limited, staging_directory
 from gkeys_portage.core.types import Category, Fingerprint, Nick, parse_category, parse_nick
 
 MAX_KEYRING_BYTES = 64 * 1024 * 1024  # active-devs.gpg is ~10 MiB
@@ -451,8 +451,7 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
         data = read_source(ctx, source.location)
         published = fetching.result()
     step(25, 100)
-    record = read_json(ctx.layout.record(RECORD), {})
-    record = record if isinstance(record, dict) else {}
+    record = read_json_object(ctx.layout.record(RECORD))
     entry = record.get(cat)
     seen = Seen.from_json(entry)
     digest = hashlib.sha256(data).hexdigest()

@@ -24,7 +24,7 @@ from gkeys_portage.core.keyinstall import (
     summarize_failure,
 )
 from gkeys_portage.core.seeds import Seed
-from gkeys_portage.core.state import atomic_write, atomic_write_json, read_json, read_limited
+from gkeys_portage.core.state import atomic_write, atomic_write_json, read_json_object, read_limited
 from gkeys_portage.core.types import Category, Fingerprint, Nick, parse_category
 
 REFRESH_RECORD = "refresh"
@@ -105,18 +105,10 @@ class RefreshResult:
                 "last_success": self.last_success, "keys": [o.to_json() for o in self.outcomes]}
 
 
-def _read_record(path: Path) -> dict[str, object]:
-    """A refresh record; one whose top level is not an object (edited by hand) counts as empty: every
-    category is then due and never refreshed (fail closed), and the next successful refresh rewrites it,
-    instead of every refresh failing on it for ever."""
-    record = read_json(path, {})
-    return record if isinstance(record, dict) else {}
-
-
 def record_refresh(ctx: Gkeys, category: Category, when: float | None = None) -> None:
     """Remember that ``category``'s keys were successfully fetched from every source at ``when`` (now)."""
     path = ctx.layout.record(REFRESH_RECORD)
-    record = _read_record(path)
+    record = read_json_object(path)
     record[category] = time.time() if when is None else when
     atomic_write_json(path, record)
 
@@ -135,14 +127,14 @@ def record_pieced_refresh(ctx: Gkeys, category: Category, asked: Iterable[str], 
 
 def last_refresh(ctx: Gkeys, category: Category) -> float | None:
     """When ``category``'s keys were last fetched successfully."""
-    value = _read_record(ctx.layout.record(REFRESH_RECORD)).get(category)
+    value = read_json_object(ctx.layout.record(REFRESH_RECORD)).get(category)
     return float(value) if isinstance(value, int | float) else None
 
 
 def record_sources(ctx: Gkeys, category: Category, sources: Iterable[str], when: float) -> None:
     """Remember that these configured key sources answered ``category``'s refresh at ``when``."""
     path = ctx.layout.record(SOURCE_RECORD)
-    record = _read_record(path)
+    record = read_json_object(path)
     entry = record.get(category)
     entry = dict(entry) if isinstance(entry, dict) else {}
     entry.update({source: when for source in sources})
@@ -152,7 +144,7 @@ def record_sources(ctx: Gkeys, category: Category, sources: Iterable[str], when:
 
 def source_refreshes(ctx: Gkeys, category: Category) -> dict[str, float]:
     """When each key source last answered a refresh of ``category`` (sources never seen are absent)."""
-    entry = _read_record(ctx.layout.record(SOURCE_RECORD)).get(category)
+    entry = read_json_object(ctx.layout.record(SOURCE_RECORD)).get(category)
     if not isinstance(entry, dict):
         return {}
     return {str(source): float(value) for source, value in entry.items()
