@@ -245,3 +245,18 @@ def test_a_refresh_record_that_is_not_an_object_counts_as_never_refreshed(instal
     result = env.run("refresh-key", "-C", CATEGORY)
     assert result.code == 0 and "internal error" not in result.text, result.text
     assert isinstance(_record(env, "refresh").get(CATEGORY), float)
+
+
+def test_installing_one_nick_does_not_count_as_a_refresh_of_the_category(
+        installed: GkeysEnv, keyserver: LoopbackServer) -> None:
+    """``install-key -n alice`` fetches alice's key only: like ``refresh-key -n``, it must not make the
+    category's next refresh "refreshed recently" while bob's revocation waits on the keyserver."""
+    env = installed
+    _revoke_on(env, keyserver, "bob")
+    _age_records(env, 2)  # a refresh is due
+    before = _record(env, "refresh")
+    assert env.run("install-key", "-C", CATEGORY, "-n", "alice").code == 0
+    assert _record(env, "refresh") == before
+    result = env.run("refresh-key", "-C", CATEGORY)
+    assert result.code == 0 and "skipped" not in result.text, result.text
+    assert _bob_is_revoked(env)

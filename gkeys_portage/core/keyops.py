@@ -68,7 +68,7 @@ def install_keys(ctx: Gkeys, category: str, nick: str | None = None,
     installer = KeyInstaller(ctx.keyring(category), ctx.http, ctx.config.sources, progress)
     seeds = select_seeds(ctx, category, nick)
     outcomes = installer.install(seeds, preloaded=bundle_source(ctx, category, seeds, notes))
-    if all(o.status.ok for o in outcomes):
+    if nick is None and all(o.status.ok for o in outcomes):  # one nick's install is no refresh of the category
         record_refresh(ctx, parse_category(category))
     return outcomes
 
