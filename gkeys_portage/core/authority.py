@@ -35,7 +35,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from gkeys_portage.core.colons import PublicKey, Signature, SubKey, UserId
 from gkeys_portage.core.config import AuthoritySource, KeyRef
@@ -43,11 +42,17 @@ from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import GkeysError, NetworkError, NotVerifiedError, StateError, UsageError
 from gkeys_portage.core.gpg import GnuPG
 from gkeys_portage.core.keyblocks import Selection
-from gkeys_portage.core.keyops import RefreshResult, record_refresh, refresh_due, tolerate_failed_refresh
+from gkeys_portage.core.keyops import (
+    RefreshResult,
+    read_location,
+    record_refresh,
+    refresh_due,
+    tolerate_failed_refresh,
+)
 from gkeys_portage.core.keysources import candidate_locations
 from gkeys_portage.core.seedfetch import SeedChanges, diff_seeds
 from gkeys_portage.core.seeds import Seed
-from gkeys_portage.core.state import atomic_write_json, read_json_object, read_limited, staging_directory
+from gkeys_portage.core.state import atomic_write_json, read_json_object, staging_directory
 from gkeys_portage.core.types import Category, Fingerprint, Nick, parse_category, parse_nick
 
 MAX_KEYRING_BYTES = 64 * 1024 * 1024  # active-devs.gpg is ~10 MiB
@@ -357,13 +362,6 @@ def _published_certifiers(ctx: Gkeys, refs: Sequence[KeyRef]) -> list[bytes]:
         return [blob for blob in pool.map(fetch, wanted) if blob]
 
 
-def read_source(ctx: Gkeys, location: str) -> bytes:
-    """The authority keyring: an http(s)/file URL (one download) or a local file, size-capped."""
-    if "://" in location:
-        return ctx.http.get(location, max_bytes=MAX_KEYRING_BYTES)
-    return read_limited(Path(location), MAX_KEYRING_BYTES, "authority keyring")
-
-
 def _check_collisions(listing: Sequence[PublicKey], pinned: Mapping[Fingerprint, str]) -> None:
     ids = {f[-16:]: name for f, name in pinned.items()}
     for key in listing:
@@ -448,7 +446,7 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
     step(0, 100)
     with ThreadPoolExecutor(max_workers=1) as pool:  # both downloads at once
         fetching = pool.submit(_published_certifiers, ctx, source.certifiers)
-        data = read_source(ctx, source.location)
+        data = read_location(ctx, source.location, MAX_KEYRING_BYTES, "authority keyring")
         published = fetching.result()
     step(25, 100)
     record = read_json_object(ctx.layout.record(RECORD))

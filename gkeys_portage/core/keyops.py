@@ -73,18 +73,18 @@ def install_keys(ctx: Gkeys, category: str, nick: str | None = None,
     return outcomes
 
 
-def read_key_source(ctx: Gkeys, source: str) -> bytes:
-    """Key data from a local file or an http(s):// / file:// URL."""
-    if "://" in source:
-        return ctx.http.get(source, max_bytes=MAX_KEY_FILE)
-    return read_limited(Path(source), MAX_KEY_FILE, "key file")
+def read_location(ctx: Gkeys, location: str, limit: int = MAX_KEY_FILE, what: str = "key file") -> bytes:
+    """Key data from a local file or an http(s):// / file:// URL (one download), at most ``limit`` bytes."""
+    if "://" in location:
+        return ctx.http.get(location, max_bytes=limit)
+    return read_limited(Path(location), limit, what)
 
 
 def import_key(ctx: Gkeys, category: str, nick: str, source: str) -> list[KeyOutcome]:
     """Import the keys of one seed from a file or URL; anything not pinned by it is dropped."""
     ctx.ensure_layout()
     seed = select_seeds(ctx, category, nick)[0]
-    data = read_key_source(ctx, source)
+    data = read_location(ctx, source)
     return KeyInstaller(ctx.keyring(category), ctx.http, ctx.config.sources).import_data(seed, data, source)
 
 
