@@ -132,6 +132,7 @@ def test_root_certification_comes_from_the_published_certifier(env: GkeysEnv, ch
     state = env.snapshot()
     refused = env.run("update-seed", "-C", "devs")
     assert refused.code == 1 and "no certifier is usable" in refused.err, refused.text
+    assert "gkeys update-seed -C auth" in refused.err and "gentoo-auth" not in refused.err  # the pinned category
     assert env.snapshot() == state
     env.server.hkp[chain.keys.keys["l2-dev"].fingerprint] = chain.keys.public("l2-dev")
     code, data = _update(env)

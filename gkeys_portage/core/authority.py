@@ -372,14 +372,20 @@ def _check_collisions(listing: Sequence[PublicKey], pinned: Mapping[Fingerprint,
                                      f"refusing the whole keyring (a forged certifier?)")
 
 
+def _update_keys_hint(refs: Iterable[KeyRef]) -> str:
+    """The commands that update the pinned root and certifier keys (their categories, as configured)."""
+    return " and ".join(f"'gkeys update-seed -C {cat}' or 'gkeys refresh-key -C {cat}'"
+                        for cat in sorted({ref.category for ref in refs}))
+
+
 def _check_shrink(category: Category, old: Mapping[Nick, Seed], new: Mapping[Nick, Seed], evaluation: Evaluation,
-                  max_shrink: float, allow_shrink: bool, location: str) -> None:
+                  max_shrink: float, allow_shrink: bool, location: str, hint: str) -> None:
     """Refuse an empty result, or one that loses too many seeds.  Seeds whose every key the keyring
     shows revoked (key or certification: signed evidence no substitution can forge) do not count as
     lost, so a revocation applies at once whatever ``max-shrink`` says."""
     if not new:
         raise ShrinkError(f"{category}: no key in {location} carries a valid certification; refusing to empty "
-                          f"the seeds (check the source and the authority keys: gkeys update-seed -C gentoo-auth)")
+                          f"the seeds (check the source, and the authority keys: {hint})")
     revoked = {v.fingerprint for v in evaluation.verdicts
                if v.verdict in (Verdict.CERTIFICATION_REVOKED, Verdict.KEY_REVOKED)}
     lost = len({nick for nick in set(old) - set(new) if not set(old[nick].keys) <= revoked})
@@ -441,6 +447,7 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
     roots = _pinned(ctx, config.roots, "root")
     certifiers = _pinned(ctx, source.certifiers, "certifier")
     pinned = {**roots, **certifiers}
+    hint = _update_keys_hint((*config.roots, *source.certifiers))
     material = _pinned_material(ctx, pinned)
     step = progress or (lambda _done, _total: None)
     step(0, 100)
@@ -479,10 +486,10 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
             if not any(not why for why in evaluation.certifiers.values()):
                 reasons = "; ".join(f"{certifiers[f]}: {why}" for f, why in evaluation.certifiers.items())
                 raise ShrinkError(f"{cat}: no certifier is usable ({reasons}); nothing changed "
-                                  f"(run 'gkeys update-seed -C gentoo-auth' or 'gkeys refresh-key -C gentoo-auth')")
+                                  f"(run {hint})")
             new = seeds_from(evaluation)
             old = ctx.seeds.load(cat) if ctx.seeds.is_installed(cat) else {}
-            _check_shrink(cat, old, new, evaluation, config.max_shrink, allow_shrink, source.location)
+            _check_shrink(cat, old, new, evaluation, config.max_shrink, allow_shrink, source.location, hint)
             kept = sorted({v.fingerprint for v in evaluation.kept()})
             removed = _install(ctx, cat, quarantine, staged, staged_keys, kept, exported)
     ctx.seeds.save(cat, new)
