@@ -132,6 +132,7 @@ def test_root_certification_comes_from_the_published_certifier(env: GkeysEnv, ch
     state = env.snapshot()
     refused = env.run("update-seed", "-C", "devs")
     assert refused.code == 1 and "no certifier is usable" in refused.err, refused.text
+    assert "gkeys update-seed -C auth" in refused.err and "gentoo-auth" not in refused.err  # the pinned category
     assert env.snapshot() == state
     env.server.hkp[chain.keys.keys["l2-dev"].fingerprint] = chain.keys.public("l2-dev")
     code, data = _update(env)
@@ -207,6 +208,16 @@ def test_refresh_rereads_the_keyring_and_survives_a_bad_network(env: GkeysEnv, c
     result = env.run("--json", "refresh-key", "-C", "devs", "--force")
     assert result.code == 0, result.text
     assert json.loads(result.out)["authority"][0]["changes"]["removed"] == ["frank", "gina"]
+
+
+
+def test_a_shrink_refused_during_refresh_names_the_command_that_applies_it(env: GkeysEnv, chain: Chain) -> None:
+    """refresh-key has no --allow-shrink: the refusal names the update-seed command that has it."""
+    _authority_env(env, chain)
+    assert _update(env)[0] == 0
+    env.server.publish("output/active-devs.gpg", chain.keys.public("alice", armor=False))
+    result = env.run("refresh-key", "-C", "devs", "--force")
+    assert result.code == 0 and "gkeys update-seed -C devs --allow-shrink" in result.err, result.text
 
 
 def test_unpinned_certifier_or_missing_authority_key_fails_closed(env: GkeysEnv, chain: Chain) -> None:

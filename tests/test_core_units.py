@@ -240,6 +240,7 @@ def test_multifile_status_is_matched_by_file_name_never_by_position() -> None:
     ("[tree]\npolcy = all\n", "[tree] unknown key 'polcy' (did you mean 'policy'?)"),
     ("[polcy]\nclock-skew = 5\n", "unknown section '[polcy]' (did you mean '[policy]'?)"),
     ("[sources]\nzzz = 1\n", "[sources] unknown key 'zzz' (valid: backoff, keyservers,"),
+    ("[DEFAULT]\nmax-seed-ages = 7\n", "[DEFAULT] unknown key 'max-seed-ages' (did you mean 'max-seed-age'?)"),
 ])
 def test_unknown_config_keys_are_errors_naming_the_nearest(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "gkeys.conf"

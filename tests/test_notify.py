@@ -85,6 +85,23 @@ def test_owner_is_mailed_once_per_expiry(env: GkeysEnv, smtp: tuple[Mailbox, int
     assert len(mailbox.messages) == 1
 
 
+
+@pytest.mark.parametrize("record", ["[]\n", '{"PART": "garbage"}\n'])
+def test_a_hand_edited_notified_record_does_not_block_reminders(env: GkeysEnv, smtp: tuple[Mailbox, int],
+                                                                record: str) -> None:
+    """A ``notified.json`` of another shape failed every --notify run ("internal error"); it now counts
+    as nothing mailed (a reminder may go again) and is rewritten."""
+    mailbox, port = smtp
+    _setup(env, port)
+    path = env.state / "state" / "notified.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(record.replace("PART", env.keys.keys["soon"].fingerprint))
+    result = env.run("check-key", "-C", "gentoo-devs", "--days", "30", "--notify")
+    assert result.code == 0 and "internal error" not in result.text, result.text
+    assert len(mailbox.messages) == 1
+    assert isinstance(json.loads(path.read_text())[env.keys.keys["soon"].fingerprint], dict)
+
+
 def test_a_refused_recipient_is_reported_and_the_others_get_it(env: GkeysEnv, smtp: tuple[Mailbox, int]) -> None:
     mailbox, port = smtp
     _setup(env, port)

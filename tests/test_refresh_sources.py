@@ -218,3 +218,45 @@ def test_sources_failing_in_turn_still_add_up_to_a_refresh(installed: GkeysEnv, 
     assert set(sources) == {"wkd gentoo.org", keyserver.url}  # type: ignore[arg-type]
     full_after = _record(env, "refresh")[CATEGORY]
     assert full_after == min(sources.values()) > full_before  # type: ignore[union-attr,operator]
+
+
+def test_refreshing_one_nick_does_not_count_as_a_refresh_of_the_category(
+        installed: GkeysEnv, keyserver: LoopbackServer) -> None:
+    """``refresh-key -n alice`` fetches alice's key only: it must not make the category's next refresh
+    "refreshed recently" (bob's revocation, on the keyserver, would wait for refresh-interval)."""
+    env = installed
+    _revoke_on(env, keyserver, "bob")
+    _age_records(env, 2)  # a refresh is due
+    before = (_record(env, "refresh"), _record(env, "refresh-sources"))
+    assert env.run("refresh-key", "-C", CATEGORY, "-n", "alice").code == 0
+    assert (_record(env, "refresh"), _record(env, "refresh-sources")) == before
+    result = env.run("refresh-key", "-C", CATEGORY)
+    assert result.code == 0 and "skipped" not in result.text, result.text
+    assert _bob_is_revoked(env)
+
+
+
+def test_a_refresh_record_that_is_not_an_object_counts_as_never_refreshed(installed: GkeysEnv) -> None:
+    """A hand-edited ``state/refresh.json`` holding ``[]`` failed every refresh ("internal error:
+    AttributeError") for ever; now it counts as no record (refresh due) and the refresh rewrites it."""
+    env = installed
+    path = env.state / "state" / "refresh.json"
+    path.write_text("[]\n")
+    result = env.run("refresh-key", "-C", CATEGORY)
+    assert result.code == 0 and "internal error" not in result.text, result.text
+    assert isinstance(_record(env, "refresh").get(CATEGORY), float)
+
+
+def test_installing_one_nick_does_not_count_as_a_refresh_of_the_category(
+        installed: GkeysEnv, keyserver: LoopbackServer) -> None:
+    """``install-key -n alice`` fetches alice's key only: like ``refresh-key -n``, it must not make the
+    category's next refresh "refreshed recently" while bob's revocation waits on the keyserver."""
+    env = installed
+    _revoke_on(env, keyserver, "bob")
+    _age_records(env, 2)  # a refresh is due
+    before = _record(env, "refresh")
+    assert env.run("install-key", "-C", CATEGORY, "-n", "alice").code == 0
+    assert _record(env, "refresh") == before
+    result = env.run("refresh-key", "-C", CATEGORY)
+    assert result.code == 0 and "skipped" not in result.text, result.text
+    assert _bob_is_revoked(env)

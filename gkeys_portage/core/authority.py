@@ -35,7 +35,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from gkeys_portage.core.colons import PublicKey, Signature, SubKey, UserId
 from gkeys_portage.core.config import AuthoritySource, KeyRef
@@ -43,11 +42,17 @@ from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import GkeysError, NetworkError, NotVerifiedError, StateError, UsageError
 from gkeys_portage.core.gpg import GnuPG
 from gkeys_portage.core.keyblocks import Selection
-from gkeys_portage.core.keyops import RefreshResult, record_refresh, refresh_due, tolerate_failed_refresh
+from gkeys_portage.core.keyops import (
+    RefreshResult,
+    read_location,
+    record_refresh,
+    refresh_due,
+    tolerate_failed_refresh,
+)
 from gkeys_portage.core.keysources import candidate_locations
 from gkeys_portage.core.seedfetch import SeedChanges, diff_seeds
 from gkeys_portage.core.seeds import Seed
-from gkeys_portage.core.state import atomic_write_json, read_json, read_limited, staging_directory
+from gkeys_portage.core.state import atomic_write_json, read_json_object, staging_directory
 from gkeys_portage.core.types import Category, Fingerprint, Nick, parse_category, parse_nick
 
 MAX_KEYRING_BYTES = 64 * 1024 * 1024  # active-devs.gpg is ~10 MiB
@@ -339,8 +344,8 @@ def _published_certifiers(ctx: Gkeys, refs: Sequence[KeyRef]) -> list[bytes]:
     certifications: installed keyrings keep keys without them, and the root's certification of a
     certifier is what this check needs.  First source that answers, per key; failures are skipped
     (the installed copy may still carry the certification)."""
-    wanted = [(fpr, ctx.seeds.load(ref.category)[ref.nick]) for ref in refs
-              for fpr in ctx.seeds.load(ref.category)[ref.nick].keys]
+    seeds = [ctx.seeds.load(ref.category)[ref.nick] for ref in refs]
+    wanted = [(fpr, seed) for seed in seeds for fpr in seed.keys]
 
     def fetch(item: tuple[Fingerprint, Seed]) -> bytes:
         fpr, seed = item
@@ -357,13 +362,6 @@ def _published_certifiers(ctx: Gkeys, refs: Sequence[KeyRef]) -> list[bytes]:
         return [blob for blob in pool.map(fetch, wanted) if blob]
 
 
-def read_source(ctx: Gkeys, location: str) -> bytes:
-    """The authority keyring: an http(s)/file URL (one download) or a local file, size-capped."""
-    if "://" in location:
-        return ctx.http.get(location, max_bytes=MAX_KEYRING_BYTES)
-    return read_limited(Path(location), MAX_KEYRING_BYTES, "authority keyring")
-
-
 def _check_collisions(listing: Sequence[PublicKey], pinned: Mapping[Fingerprint, str]) -> None:
     ids = {f[-16:]: name for f, name in pinned.items()}
     for key in listing:
@@ -374,14 +372,20 @@ def _check_collisions(listing: Sequence[PublicKey], pinned: Mapping[Fingerprint,
                                      f"refusing the whole keyring (a forged certifier?)")
 
 
+def _update_keys_hint(refs: Iterable[KeyRef]) -> str:
+    """The commands that update the pinned root and certifier keys (their categories, as configured)."""
+    return " and ".join(f"'gkeys update-seed -C {cat}' or 'gkeys refresh-key -C {cat}'"
+                        for cat in sorted({ref.category for ref in refs}))
+
+
 def _check_shrink(category: Category, old: Mapping[Nick, Seed], new: Mapping[Nick, Seed], evaluation: Evaluation,
-                  max_shrink: float, allow_shrink: bool, location: str) -> None:
+                  max_shrink: float, allow_shrink: bool, location: str, hint: str) -> None:
     """Refuse an empty result, or one that loses too many seeds.  Seeds whose every key the keyring
     shows revoked (key or certification: signed evidence no substitution can forge) do not count as
     lost, so a revocation applies at once whatever ``max-shrink`` says."""
     if not new:
         raise ShrinkError(f"{category}: no key in {location} carries a valid certification; refusing to empty "
-                          f"the seeds (check the source and the authority keys: gkeys update-seed -C gentoo-auth)")
+                          f"the seeds (check the source, and the authority keys: {hint})")
     revoked = {v.fingerprint for v in evaluation.verdicts
                if v.verdict in (Verdict.CERTIFICATION_REVOKED, Verdict.KEY_REVOKED)}
     lost = len({nick for nick in set(old) - set(new) if not set(old[nick].keys) <= revoked})
@@ -389,7 +393,7 @@ def _check_shrink(category: Category, old: Mapping[Nick, Seed], new: Mapping[Nic
         raise ShrinkError(f"{category}: the keyring from {location} would remove {lost} of {len(old)} seeds "
                           f"({lost * 100.0 / len(old):.0f}%, more than [authority] max-shrink = {max_shrink:g}%); "
                           f"a truncated or substituted download? Nothing changed. Check the source, then "
-                          f"re-run with --allow-shrink to apply it")
+                          f"apply it with: gkeys update-seed -C {category} --allow-shrink")
 
 
 def _install(ctx: Gkeys, category: Category, quarantine: GnuPG, staged: GnuPG | None,
@@ -443,16 +447,17 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
     roots = _pinned(ctx, config.roots, "root")
     certifiers = _pinned(ctx, source.certifiers, "certifier")
     pinned = {**roots, **certifiers}
+    hint = _update_keys_hint((*config.roots, *source.certifiers))
     material = _pinned_material(ctx, pinned)
     step = progress or (lambda _done, _total: None)
     step(0, 100)
     with ThreadPoolExecutor(max_workers=1) as pool:  # both downloads at once
         fetching = pool.submit(_published_certifiers, ctx, source.certifiers)
-        data = read_source(ctx, source.location)
+        data = read_location(ctx, source.location, MAX_KEYRING_BYTES, "authority keyring")
         published = fetching.result()
     step(25, 100)
-    record = read_json(ctx.layout.record(RECORD), {})
-    entry = record.get(cat) if isinstance(record, dict) else None
+    record = read_json_object(ctx.layout.record(RECORD))
+    entry = record.get(cat)
     seen = Seen.from_json(entry)
     digest = hashlib.sha256(data).hexdigest()
     unchanged = isinstance(entry, dict) and entry.get("sha256") == digest and ctx.keyring(cat).exists()
@@ -481,15 +486,13 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
             if not any(not why for why in evaluation.certifiers.values()):
                 reasons = "; ".join(f"{certifiers[f]}: {why}" for f, why in evaluation.certifiers.items())
                 raise ShrinkError(f"{cat}: no certifier is usable ({reasons}); nothing changed "
-                                  f"(run 'gkeys update-seed -C gentoo-auth' or 'gkeys refresh-key -C gentoo-auth')")
+                                  f"(run {hint})")
             new = seeds_from(evaluation)
             old = ctx.seeds.load(cat) if ctx.seeds.is_installed(cat) else {}
-            _check_shrink(cat, old, new, evaluation, config.max_shrink, allow_shrink, source.location)
+            _check_shrink(cat, old, new, evaluation, config.max_shrink, allow_shrink, source.location, hint)
             kept = sorted({v.fingerprint for v in evaluation.kept()})
             removed = _install(ctx, cat, quarantine, staged, staged_keys, kept, exported)
     ctx.seeds.save(cat, new)
-    record = read_json(ctx.layout.record(RECORD), {})
-    record = record if isinstance(record, dict) else {}
     record[cat] = {**seen.to_json(), "sha256": digest}
     atomic_write_json(ctx.layout.record(RECORD), record)
     record_refresh(ctx, cat)

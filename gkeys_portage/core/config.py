@@ -28,7 +28,6 @@ DEFAULT_VERIFY_SEEDS: dict[str, str] = {}
 DEFAULT_AUTHORITY_SEEDS = {
     "gentoo-devs": "https://qa-reports.gentoo.org/output/active-devs.gpg gentoo-auth/l2-dev",
 }
-AUTHORITY_OPTIONS = ("roots", "domain", "max-shrink")
 DEFAULT_WKD_ADVANCED = "https://openpgpkey.{domain}/.well-known/openpgpkey/{domain}"
 DEFAULT_WKD_DIRECT = "https://{domain}/.well-known/openpgpkey"
 
@@ -109,16 +108,11 @@ class BinpkgConfig:
     nicks: tuple[Nick, ...] = (Nick("weekly"),)
 
 
-BINPKG_OPTIONS = ("category", "nicks")
-
 
 def _binpkg(parser: configparser.ConfigParser) -> BinpkgConfig:
-    """Parse ``[binpkg]``; an unknown key or an empty ``nicks`` is a :class:`ConfigError`."""
+    """Parse ``[binpkg]``; an empty ``nicks`` is a :class:`ConfigError` (unknown keys: :mod:`configschema`)."""
     if not parser.has_section("binpkg"):
         return BinpkgConfig()
-    unknown = sorted(set(parser.options("binpkg")) - set(BINPKG_OPTIONS) - set(parser.defaults()))
-    if unknown:
-        raise ConfigError(f"[binpkg] unknown option(s): {', '.join(unknown)} (known: {', '.join(BINPKG_OPTIONS)})")
     try:
         category = parse_category(parser.get("binpkg", "category", fallback="gentoo"))
         words = parser.get("binpkg", "nicks", fallback="weekly").replace(",", " ").split()
@@ -235,7 +229,7 @@ def _authority(parser: configparser.ConfigParser) -> AuthorityConfig:
     A config file's ``[authority-seeds]`` section replaces the built-in line(s) as a whole; a
     ``[seedurls]`` line in the config file wins over a *built-in* authority line for its category,
     while the same category in both sections of the file is an error.  Unknown keys in
-    ``[authority]`` are errors.
+    ``[authority]`` are errors (:func:`~gkeys_portage.core.configschema.check_known_keys`).
     """
     configured_urls = set(parser.options("seedurls")) if parser.has_section("seedurls") else set()
     if parser.has_section("authority-seeds"):
@@ -257,11 +251,6 @@ def _authority(parser: configparser.ConfigParser) -> AuthorityConfig:
             raise ConfigError(f"{where}: {exc}") from exc
         sources[category] = AuthoritySource(category, parts[0],
                                             tuple(parse_keyref(p, where) for p in parts[1:]))
-    if parser.has_section("authority"):
-        unknown = sorted(set(parser.options("authority")) - set(AUTHORITY_OPTIONS) - set(parser.defaults()))
-        if unknown:
-            raise ConfigError(f"[authority]: unknown key(s) {', '.join(unknown)} "
-                              f"(known: {', '.join(AUTHORITY_OPTIONS)})")
     roots = tuple(parse_keyref(p, "[authority] roots")
                   for p in parser.get("authority", "roots", fallback="gentoo-auth/l1").split())
     if not roots and sources:

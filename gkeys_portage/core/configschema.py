@@ -53,6 +53,10 @@ def unknown_name(kind: str, word: str, candidates: Iterable[str]) -> str:
 def check_known_keys(parser: configparser.ConfigParser, path: Path | None) -> None:
     """Raise :class:`ConfigError` for the first unknown section or key of a loaded ``gkeys.conf``."""
     where = f"config {path}: " if path is not None else ""
+    every = frozenset().union(*SCHEMA.values())
+    for key in parser.defaults():  # [DEFAULT] reaches every section: a key no section knows is a typo
+        if key not in every:
+            raise ConfigError(f"{where}[DEFAULT] " + unknown_name("key", key, every))
     for section in parser.sections():
         if section in OPEN_SECTIONS:
             continue

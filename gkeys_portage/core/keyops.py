@@ -24,7 +24,7 @@ from gkeys_portage.core.keyinstall import (
     summarize_failure,
 )
 from gkeys_portage.core.seeds import Seed
-from gkeys_portage.core.state import atomic_write, atomic_write_json, read_json, read_limited
+from gkeys_portage.core.state import atomic_write, atomic_write_json, read_json_object, read_limited
 from gkeys_portage.core.types import Category, Fingerprint, Nick, parse_category
 
 REFRESH_RECORD = "refresh"
@@ -68,23 +68,23 @@ def install_keys(ctx: Gkeys, category: str, nick: str | None = None,
     installer = KeyInstaller(ctx.keyring(category), ctx.http, ctx.config.sources, progress)
     seeds = select_seeds(ctx, category, nick)
     outcomes = installer.install(seeds, preloaded=bundle_source(ctx, category, seeds, notes))
-    if all(o.status.ok for o in outcomes):
+    if nick is None and all(o.status.ok for o in outcomes):  # one nick's install is no refresh of the category
         record_refresh(ctx, parse_category(category))
     return outcomes
 
 
-def read_key_source(ctx: Gkeys, source: str) -> bytes:
-    """Key data from a local file or an http(s):// / file:// URL."""
-    if "://" in source:
-        return ctx.http.get(source, max_bytes=MAX_KEY_FILE)
-    return read_limited(Path(source), MAX_KEY_FILE, "key file")
+def read_location(ctx: Gkeys, location: str, limit: int = MAX_KEY_FILE, what: str = "key file") -> bytes:
+    """Key data from a local file or an http(s):// / file:// URL (one download), at most ``limit`` bytes."""
+    if "://" in location:
+        return ctx.http.get(location, max_bytes=limit)
+    return read_limited(Path(location), limit, what)
 
 
 def import_key(ctx: Gkeys, category: str, nick: str, source: str) -> list[KeyOutcome]:
     """Import the keys of one seed from a file or URL; anything not pinned by it is dropped."""
     ctx.ensure_layout()
     seed = select_seeds(ctx, category, nick)[0]
-    data = read_key_source(ctx, source)
+    data = read_location(ctx, source)
     return KeyInstaller(ctx.keyring(category), ctx.http, ctx.config.sources).import_data(seed, data, source)
 
 
@@ -108,7 +108,7 @@ class RefreshResult:
 def record_refresh(ctx: Gkeys, category: Category, when: float | None = None) -> None:
     """Remember that ``category``'s keys were successfully fetched from every source at ``when`` (now)."""
     path = ctx.layout.record(REFRESH_RECORD)
-    record = read_json(path, {})
+    record = read_json_object(path)
     record[category] = time.time() if when is None else when
     atomic_write_json(path, record)
 
@@ -127,14 +127,14 @@ def record_pieced_refresh(ctx: Gkeys, category: Category, asked: Iterable[str], 
 
 def last_refresh(ctx: Gkeys, category: Category) -> float | None:
     """When ``category``'s keys were last fetched successfully."""
-    value = read_json(ctx.layout.record(REFRESH_RECORD), {}).get(category)
+    value = read_json_object(ctx.layout.record(REFRESH_RECORD)).get(category)
     return float(value) if isinstance(value, int | float) else None
 
 
 def record_sources(ctx: Gkeys, category: Category, sources: Iterable[str], when: float) -> None:
     """Remember that these configured key sources answered ``category``'s refresh at ``when``."""
     path = ctx.layout.record(SOURCE_RECORD)
-    record = read_json(path, {})
+    record = read_json_object(path)
     entry = record.get(category)
     entry = dict(entry) if isinstance(entry, dict) else {}
     entry.update({source: when for source in sources})
@@ -144,7 +144,7 @@ def record_sources(ctx: Gkeys, category: Category, sources: Iterable[str], when:
 
 def source_refreshes(ctx: Gkeys, category: Category) -> dict[str, float]:
     """When each key source last answered a refresh of ``category`` (sources never seen are absent)."""
-    entry = read_json(ctx.layout.record(SOURCE_RECORD), {}).get(category)
+    entry = read_json_object(ctx.layout.record(SOURCE_RECORD)).get(category)
     if not isinstance(entry, dict):
         return {}
     return {str(source): float(value) for source, value in entry.items()
@@ -239,7 +239,8 @@ def refresh_keys(ctx: Gkeys, category: str, nick: str | None = None, *, force: b
     is recorded, so the next one waits for ``refresh-interval``) only when every configured source asked
     answered; each source's last answer is recorded on its own, and one that keeps failing while others
     deliver warns, then fails once it is older than ``max-refresh-age``
-    (:func:`tolerate_unanswered_sources`).
+    (:func:`tolerate_unanswered_sources`).  A refresh of one ``nick`` records nothing: it is no refresh of
+    the category.
     """
     cat = parse_category(category)
     ctx.ensure_layout()
@@ -260,17 +261,21 @@ def refresh_keys(ctx: Gkeys, category: str, nick: str | None = None, *, force: b
         notes.append(str(exc))
     outcomes = KeyInstaller(ctx.keyring(cat), ctx.http, ctx.config.sources, progress).install(
         seeds, every_source=True, preloaded=preloaded)
+    # One nick's refresh asked about one key: it is no refresh of the category, and no source's answer for
+    # every key (recording it would make the next full refresh "refreshed recently" and skip the others).
+    whole = nick is None
     answered, unanswered = sources_reached(outcomes)
-    if answered:
+    if answered and whole:
         record_sources(ctx, cat, answered, time.time())
     failure = summarize_failure([o for o in outcomes if not _network_only(o)]) or refused
     warnings = [tolerate_failed_refresh(ctx, cat, last, str(failure))] if failure is not None else []
     if unanswered:
         warnings.append(tolerate_unanswered_sources(ctx, cat, unanswered, last))
-        if failure is None:
+        if failure is None and whole:
             record_pieced_refresh(ctx, cat, answered | set(unanswered), last)
     if not warnings:
-        record_refresh(ctx, cat)
+        if whole:
+            record_refresh(ctx, cat)
         return RefreshResult(cat, skipped=False, outcomes=outcomes, last_success=time.time(), notes=notes)
     return RefreshResult(cat, skipped=False, outcomes=outcomes, last_success=last, notes=notes,
                          warning="; ".join(warnings))

@@ -24,11 +24,10 @@ from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import ConfigError, NetworkError
 from gkeys_portage.core.glep63.sources import Subject
 from gkeys_portage.core.publish import address_of
-from gkeys_portage.core.state import Layout, atomic_write_json, read_json
+from gkeys_portage.core.state import Layout, atomic_write_json, read_json_object
 from gkeys_portage.core.types import Nick, parse_category
 
 RECORD = "notified"
-NOTIFY_KEYS = ("smtp", "from")
 DEFAULT_SMTP = "localhost:25"
 
 
@@ -42,11 +41,8 @@ class NotifyConfig:
 
 
 def notify_config(config: Config) -> NotifyConfig:
-    """Parse ``[notify]`` (unknown keys are errors)."""
+    """Parse ``[notify]`` (unknown keys are refused by :func:`~gkeys_portage.core.configschema.check_known_keys`)."""
     section = dict(config.parser.items("notify")) if config.parser.has_section("notify") else {}
-    unknown = sorted(set(section) - set(NOTIFY_KEYS))
-    if unknown:
-        raise ConfigError(f"[notify] {', '.join(unknown)}: unknown option (known: {', '.join(NOTIFY_KEYS)})")
     host, sep, port = section.get("smtp", DEFAULT_SMTP).strip().rpartition(":")
     if not sep or not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
         raise ConfigError(f"[notify] smtp = {section.get('smtp')!r}: expected host:port")
@@ -127,15 +123,22 @@ def reminders_for(ctx: Gkeys, subjects: Sequence[Subject], days: int, now: float
     return found
 
 
+def _mailed(layout: Layout) -> dict[str, dict[str, int]]:
+    """The record: key part -> {expiry: when mailed}; entries of another shape (edited by hand) count as
+    nothing mailed and are replaced when the record is next written."""
+    record = read_json_object(layout.record(RECORD))
+    return {part: entry for part, entry in record.items() if isinstance(entry, dict)}
+
+
 def due(layout: Layout, reminders: Sequence[Reminder]) -> list[Reminder]:
     """The reminders with a (part, expiry) not mailed about before."""
-    done = read_json(layout.record(RECORD), {})
+    done = _mailed(layout)
     return [r for r in reminders if any(str(expires) not in done.get(part, {}) for part, expires in r.parts)]
 
 
 def _remember(layout: Layout, sent: Sequence[Reminder]) -> None:
     path = layout.record(RECORD)
-    done = read_json(path, {})
+    done = _mailed(layout)
     for item in sent:
         for part, expires in item.parts:
             done.setdefault(part, {})[str(expires)] = int(time.time())

@@ -77,6 +77,14 @@ def read_json(path: Path, default: Any) -> Any:
         raise StateError(f"state file {path} is unreadable: {exc}") from exc
 
 
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """A JSON state record holding an object; missing, or another kind of JSON (edited by hand), it
+    counts as empty (callers treat an empty record as "never done": fail closed), and the next write
+    replaces it, so such a file never fails every run.  Unparseable JSON is still a :class:`StateError`."""
+    value = read_json(path, {})
+    return value if isinstance(value, dict) else {}
+
 def check_safe_directory(path: Path) -> None:
     """Refuse a state directory that is a symlink or writable by others."""
     try:
