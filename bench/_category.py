@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gkeys_portage.core.keyring import Keyring
-from gkeys_portage.core.seeds import Seed, SeedStore
 from gkeys_portage.core.state import Layout
 from gkeys_portage.core.types import Category, Nick
 from gkeys_portage.demo.world import DemoKey, KeyFactory
+from gkeys_portage.keys.keyring import Keyring
+from gkeys_portage.keys.seeds import Seed, SeedStore
 
 
 def developer_category(work: Path, count: int, *, pin_subkeys: bool = False) -> tuple[Layout, list[DemoKey], Path]:

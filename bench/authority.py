@@ -32,10 +32,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gkeys_portage.cli.main import main as gkeys_main  # noqa: E402
-from gkeys_portage.core.colons import parse_colons  # noqa: E402
-from gkeys_portage.core.gpg import GnuPG  # noqa: E402
 from gkeys_portage.core.http import HttpClient  # noqa: E402
 from gkeys_portage.demo.world import KeyFactory, LoopbackServer  # noqa: E402
+from gkeys_portage.openpgp.colons import parse_colons  # noqa: E402
+from gkeys_portage.openpgp.gnupg import GnuPG  # noqa: E402
 
 
 def build_world(work: Path, count: int) -> tuple[KeyFactory, list[str]]:

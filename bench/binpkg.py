@@ -25,11 +25,11 @@ PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
 
 from gkeys_portage.core.config import load_config  # noqa: E402
-from gkeys_portage.core.context import Gkeys  # noqa: E402
-from gkeys_portage.core.keyops import record_refresh  # noqa: E402
-from gkeys_portage.core.seeds import Seed, dump_seeds  # noqa: E402
 from gkeys_portage.core.types import Category, Nick  # noqa: E402
 from gkeys_portage.demo.world import KeyFactory  # noqa: E402
+from gkeys_portage.keys.context import Gkeys  # noqa: E402
+from gkeys_portage.keys.refresh import record_refresh  # noqa: E402
+from gkeys_portage.keys.seeds import Seed, dump_seeds  # noqa: E402
 from gkeys_portage.portage.binpkg import update_home  # noqa: E402
 
 

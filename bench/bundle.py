@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._category import developer_category  # noqa: E402
 from gkeys_portage.cli.main import main as gkeys_main  # noqa: E402
-from gkeys_portage.core.keyring import Keyring  # noqa: E402
 from gkeys_portage.core.types import Category  # noqa: E402
+from gkeys_portage.keys.keyring import Keyring  # noqa: E402
 
 
 def _gkeys(config: Path, *argv: str) -> float:

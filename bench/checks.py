@@ -29,11 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from checks_helpers import T0, Part, build_key, signature, uid  # noqa: E402
 
 from bench._category import developer_category  # noqa: E402
+from gkeys_portage.checks.glep63 import check_key  # noqa: E402
 from gkeys_portage.cli.main import main as gkeys_main  # noqa: E402
-from gkeys_portage.core.glep63 import check_key  # noqa: E402
-from gkeys_portage.core.gpg import GnuPG  # noqa: E402
-from gkeys_portage.core.keyring import Keyring  # noqa: E402
 from gkeys_portage.core.types import Category  # noqa: E402
+from gkeys_portage.keys.keyring import Keyring  # noqa: E402
+from gkeys_portage.openpgp.gnupg import GnuPG  # noqa: E402
 
 
 def category_benchmark(count: int) -> None:

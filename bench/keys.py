@@ -23,10 +23,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gkeys_portage.cli.main import main as gkeys_main  # noqa: E402
-from gkeys_portage.core.gpg import GnuPG, minimal_environment  # noqa: E402
-from gkeys_portage.core.seeds import Seed, dump_seeds  # noqa: E402
 from gkeys_portage.core.types import Nick  # noqa: E402
 from gkeys_portage.demo.world import KeyFactory, LoopbackServer  # noqa: E402
+from gkeys_portage.keys.seeds import Seed, dump_seeds  # noqa: E402
+from gkeys_portage.openpgp.gnupg import GnuPG, minimal_environment  # noqa: E402
 
 
 def main() -> int:

@@ -4,7 +4,7 @@
 Compares, in the same run, on the same (page-cached, or with --cold uncached) file:
   * ``gkeys verify-media FILE`` (gpg reads the file itself through ``/dev/fd/N`` while every digest is
     computed, in parallel, from a second read of the same descriptor that the page cache serves; a read
-    lease holds the file still meanwhile: :mod:`gkeys_portage.verify.pinned`),
+    lease holds the file still meanwhile: :mod:`gkeys_portage.verify.media.pinned`),
   * the handbook's procedure in sequence: ``gpg --verify`` of the .asc, of the .DIGESTS and of the
     .sha256, then ``sha512sum -c``, ``b2sum -c`` and ``sha256sum -c``,
   * and, as the floor, the slowest single pass over the file alone (``gpg --verify FILE.asc``).
@@ -44,10 +44,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gkeys_portage.cli.main import main as gkeys_main  # noqa: E402
-from gkeys_portage.core.gpg import minimal_environment  # noqa: E402
-from gkeys_portage.core.seeds import Seed, dump_seeds  # noqa: E402
 from gkeys_portage.core.types import Nick  # noqa: E402
 from gkeys_portage.demo.world import KeyFactory  # noqa: E402
+from gkeys_portage.keys.seeds import Seed, dump_seeds  # noqa: E402
+from gkeys_portage.openpgp.gnupg import minimal_environment  # noqa: E402
 
 NAME = "stage3-amd64-openrc-20260101T170000Z.tar.xz"
 

@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gkeys_portage.cli.main import main as gkeys_main  # noqa: E402
 from gkeys_portage.core.config import load_config  # noqa: E402
-from gkeys_portage.core.context import Gkeys  # noqa: E402
 from gkeys_portage.demo.world import KeyFactory  # noqa: E402
-from gkeys_portage.verify.overlays import load_list, verify_overlay_list  # noqa: E402
+from gkeys_portage.keys.context import Gkeys  # noqa: E402
+from gkeys_portage.verify.overlays.verifier import load_list, verify_overlay_list  # noqa: E402
 
 REAL = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "real" / "overlays" / "repositories.xml"
 

@@ -40,14 +40,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gkeys_portage.core.config import load_config  # noqa: E402
-from gkeys_portage.core.context import Gkeys  # noqa: E402
-from gkeys_portage.core.gpg import BASE_OPTIONS, GPG_BINARY, GnuPG, minimal_environment  # noqa: E402
-from gkeys_portage.core.packets import detached_signature_packets  # noqa: E402
-from gkeys_portage.core.seeds import Seed, dump_seeds  # noqa: E402
 from gkeys_portage.core.types import Nick  # noqa: E402
 from gkeys_portage.demo.world import DemoKey, KeyFactory  # noqa: E402
-from gkeys_portage.verify.gitobjects import git_environment  # noqa: E402
-from gkeys_portage.verify.tree import TreeVerifier, open_repo  # noqa: E402
+from gkeys_portage.keys.context import Gkeys  # noqa: E402
+from gkeys_portage.keys.seeds import Seed, dump_seeds  # noqa: E402
+from gkeys_portage.openpgp.gnupg import BASE_OPTIONS, GPG_BINARY, GnuPG, minimal_environment  # noqa: E402
+from gkeys_portage.openpgp.packets import detached_signature_packets  # noqa: E402
+from gkeys_portage.verify.git.objects import git_environment  # noqa: E402
+from gkeys_portage.verify.git.tree import TreeVerifier, open_repo  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 ALGORITHMS = {"ed25519": ("ed25519",), "rsa4096": ("rsa4096",), "mix": ("ed25519", "rsa4096")}

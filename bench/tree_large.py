@@ -40,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tree import git  # noqa: E402  (bench/tree.py)
 from tree_shape import Grower, Shape, build_shape  # noqa: E402
 
-from gkeys_portage.core.gpg import GnuPG  # noqa: E402
-from gkeys_portage.verify.gitobjects import git_environment  # noqa: E402
+from gkeys_portage.openpgp.gnupg import GnuPG  # noqa: E402
+from gkeys_portage.verify.git.objects import git_environment  # noqa: E402
 
 PROJECT = Path(__file__).resolve().parent.parent
 

@@ -35,10 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tree import git, signed_commit, write_object  # noqa: E402  (bench/tree.py)
 
-from gkeys_portage.core.gpg import GnuPG  # noqa: E402
-from gkeys_portage.core.seeds import Seed, dump_seeds  # noqa: E402
 from gkeys_portage.core.types import Fingerprint, Nick  # noqa: E402
 from gkeys_portage.demo.world import DemoKey, KeyFactory  # noqa: E402
+from gkeys_portage.keys.seeds import Seed, dump_seeds  # noqa: E402
+from gkeys_portage.openpgp.gnupg import GnuPG  # noqa: E402
 
 DAY = 86400
 KINDS = ("normal", "expired", "rotated")

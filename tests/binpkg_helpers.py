@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from conftest import GkeysEnv
 
-from gkeys_portage.core.gpg import GnuPG
-from gkeys_portage.core.seeds import Seed, dump_seeds
 from gkeys_portage.core.types import Nick
+from gkeys_portage.keys.seeds import Seed, dump_seeds
+from gkeys_portage.openpgp.gnupg import GnuPG
 from gkeys_portage.portage.binpkg import GPG_CONF_TEXT
 
 #: Which session key plays which Gentoo role: ``weekly`` is pinned for binpkgs, ``snapshot`` is in the

@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from gkeys_portage.core.colons import PublicKey, parse_colons
+from gkeys_portage.openpgp.colons import PublicKey, parse_colons
 
 PRIMARY_FPR = "A" * 24 + "0123456789ABCDEF"
 T0 = 1_700_000_000  # creation time of the constructed keys

@@ -17,10 +17,10 @@ import pytest
 from subprocess_coverage import carry_coverage_into_children
 
 from gkeys_portage.cli.main import main as gkeys_main
-from gkeys_portage.core.seedbinding import category_notation
-from gkeys_portage.core.seeds import Seed, dump_seeds
 from gkeys_portage.core.types import Category, Nick
 from gkeys_portage.demo.world import KeyFactory, LoopbackServer, past
+from gkeys_portage.keys.seedbinding import category_notation
+from gkeys_portage.keys.seeds import Seed, dump_seeds
 
 PROJECT = Path(__file__).resolve().parent.parent
 SHARED = PROJECT.parent / "shared"

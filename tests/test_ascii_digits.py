@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from gkeys_portage.core.colons import parse_colons
 from gkeys_portage.core.errors import BadInputError
-from gkeys_portage.verify.digests import parse_latest
-from gkeys_portage.verify.overlay_urls import Severity, check_source
+from gkeys_portage.openpgp.colons import parse_colons
+from gkeys_portage.verify.media.digests import parse_latest
+from gkeys_portage.verify.overlays.urls import Severity, check_source
 
 SUPERSCRIPT_TWO = "\u00b2"
 

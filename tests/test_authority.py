@@ -1,4 +1,4 @@
-"""Seeds from authority certifications (issue 13 item 1; core/authority.py).
+"""Seeds from authority certifications (issue 13 item 1; keys/authority.py).
 
 An L1 -> L2 -> developers chain built with real gpg in the test: every case of the issue is a
 developer key, and the keyring is served over HTTP on 127.0.0.1 as Gentoo serves active-devs.gpg.
@@ -16,12 +16,12 @@ import pytest
 from conftest import REAL, GkeysEnv, shared_path
 
 from gkeys_portage.cli.main import main
-from gkeys_portage.core.authority import CollisionError, Verdict, _check_collisions, evaluate, root_certifiers
-from gkeys_portage.core.colons import parse_colons
 from gkeys_portage.core.config import load_config
-from gkeys_portage.core.gpg import GnuPG
 from gkeys_portage.core.types import Fingerprint
 from gkeys_portage.demo.world import KeyFactory, past
+from gkeys_portage.keys.authority import CollisionError, Verdict, _check_collisions, evaluate, root_certifiers
+from gkeys_portage.openpgp.colons import parse_colons
+from gkeys_portage.openpgp.gnupg import GnuPG
 
 CERTIFIED = ("alice", "amy", "ann", "abe", "frank")
 CASES = {

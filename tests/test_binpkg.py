@@ -18,9 +18,9 @@ from binpkg_helpers import getuto_home, install_gentoo, portage_accepts, public_
 from conftest import PROJECT, GkeysEnv
 
 from gkeys_portage.core.config import load_config
-from gkeys_portage.core.context import Gkeys
-from gkeys_portage.core.keyops import record_refresh
 from gkeys_portage.core.types import Category
+from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.keys.refresh import record_refresh
 from gkeys_portage.portage import binpkg
 
 __all__ = ["public_dir"]  # the fixture is used by name
@@ -303,7 +303,8 @@ def test_noop_helper_run_starts_no_gpg(env: GkeysEnv, public_dir: Path, tmp_path
 def test_fast_path_reads_the_files_the_library_writes(env: GkeysEnv) -> None:
     """The stamp check reads the keybox, export and refresh record without importing gpg: the same
     paths and record name as core.keyring and core.keyops."""
-    from gkeys_portage.core import keyops, keyring
+    from gkeys_portage.keys import keyring
+    from gkeys_portage.keys import refresh as keyops
 
     ctx = _ctx(env)
     ring = ctx.keyring(ctx.config.binpkg.category)

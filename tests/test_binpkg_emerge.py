@@ -20,9 +20,9 @@ from conftest import PROJECT, GkeysEnv
 from fetch_helpers import PortageRoot
 
 from gkeys_portage.core.config import load_config
-from gkeys_portage.core.context import Gkeys
-from gkeys_portage.core.keyops import record_refresh
 from gkeys_portage.core.types import Category
+from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.keys.refresh import record_refresh
 
 __all__ = ["public_dir"]  # the fixture is used by name
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import GkeysEnv
 
-from gkeys_portage.core.gpg import GnuPG
-from gkeys_portage.core.keyblocks import split_keyblocks
+from gkeys_portage.openpgp.gnupg import GnuPG
+from gkeys_portage.openpgp.keyblocks import split_keyblocks
 
 NICKS = ("alice", "bob", "carol")
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from conftest import GkeysEnv
 
-from gkeys_portage.core.gpg import GnuPG
-from gkeys_portage.core.keyblocks import _packets, armor_public_keys
 from gkeys_portage.demo.world import KeyFactory
+from gkeys_portage.openpgp.gnupg import GnuPG
+from gkeys_portage.openpgp.keyblocks import _packets, armor_public_keys
 
 BUNDLE = "bundles/gentoo-devs.gpg"
 USER_ID_TAG, SIGNATURE_TAG, PUBLIC_SUBKEY_TAG = 13, 2, 14

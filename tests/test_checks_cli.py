@@ -10,12 +10,12 @@ import pytest
 from checks_helpers import split_packets, v3_key_file
 from conftest import GkeysEnv, shared_path
 
-from gkeys_portage.core.glep63 import check_key
-from gkeys_portage.core.glep63.sources import file_subjects, parse_at
-from gkeys_portage.core.gpg import GnuPG
-from gkeys_portage.core.seeds import Seed, dump_seeds
+from gkeys_portage.checks.glep63 import check_key
+from gkeys_portage.checks.glep63.sources import file_subjects, parse_at
 from gkeys_portage.core.types import Nick
 from gkeys_portage.demo.world import KeyFactory
+from gkeys_portage.keys.seeds import Seed, dump_seeds
+from gkeys_portage.openpgp.gnupg import GnuPG
 
 CONFORMANCE = ("conformance", "glep63-check", "keys")
 

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from conftest import REAL, shared_path
 
-from gkeys_portage.core.colons import parse_colons
 from gkeys_portage.core.config import load_config
 from gkeys_portage.core.errors import BadInputError, ConfigError, SeedFormatError
-from gkeys_portage.core.keysources import candidate_locations, keyserver_base, wkd_hash, zbase32
-from gkeys_portage.core.seeds import convert_old_seeds, dump_seeds, parse_seeds
-from gkeys_portage.core.status import SigOutcome, parse_status
 from gkeys_portage.core.types import Fingerprint, parse_fingerprint
+from gkeys_portage.keys.seeds import convert_old_seeds, dump_seeds, parse_seeds
+from gkeys_portage.keys.sources import candidate_locations, keyserver_base, wkd_hash, zbase32
+from gkeys_portage.openpgp.colons import parse_colons
+from gkeys_portage.openpgp.status import SigOutcome, parse_status
 
 FPR = "A93B16B16998A428D54D96C60E2548BBC607E5AE"
 SUB = "C287167569B3C1F9E9CED677A41DBBD9151C3FC7"
@@ -220,7 +220,7 @@ def test_real_fixture_dir_is_referenced_not_copied() -> None:
 
 
 def test_multifile_status_is_matched_by_file_name_never_by_position() -> None:
-    from gkeys_portage.core.gpg import split_file_status
+    from gkeys_portage.openpgp.gnupg import split_file_status
 
     good = GOOD_LINES[1:]
     lines = ["[GNUPG:] FILE_START 1 /t/b.sig", *good, "[GNUPG:] FILE_DONE",  # a.sig skipped by gpg

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gkeys_portage.core.errors import BadInputError
-from gkeys_portage.verify.digests import parse_digests
+from gkeys_portage.verify.media.digests import parse_digests
 
 SHA512SUM = shutil.which("sha512sum")
 EXAMPLES = min(100, int(os.environ.get("GKEYS_FUZZ_EXAMPLES", "200")))

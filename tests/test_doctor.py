@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from tree_helpers import install_devs
 
-from gkeys_portage.core import gpg
 from gkeys_portage.core.state import atomic_write_json
+from gkeys_portage.openpgp import gnupg as gpg
 
 Plant = Callable[[Any, Path], None]
 

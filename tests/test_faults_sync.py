@@ -21,10 +21,10 @@ SYNC_SCRIPT = """
 import sys
 from pathlib import Path
 from gkeys_portage.core.config import load_config
-from gkeys_portage.core.context import Gkeys
+from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.demo.tree_repo import git_environment
 from gkeys_portage.portage.treesync import SyncRequest, clone_verified, update_verified
-from gkeys_portage.verify.tree import TreeOptions
+from gkeys_portage.verify.git.tree import TreeOptions
 
 config, location, uri = sys.argv[1:4]
 ctx = Gkeys(load_config(Path(config)))

@@ -1,6 +1,6 @@
 """Parser differential (issue 11 item 1): the project's armor/packet parser and gpg must agree.
 
-The same bytes go to :mod:`gkeys_portage.core.packets` and to gpg (``--dearmor`` and ``--list-packets``
+The same bytes go to :mod:`gkeys_portage.openpgp.packets` and to gpg (``--dearmor`` and ``--list-packets``
 in a throwaway home).  Property: whatever the project accepts as a detached signature, gpg decodes to
 exactly the same packets, all of them signatures; whatever it accepts as a cleartext-signed block, gpg
 sees one literal text and the same signature packets.  (gpg is never handed these bytes by the
@@ -24,14 +24,14 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from gkeys_portage.core.errors import NoSignatureError
-from gkeys_portage.core.gpg import GnuPG, cleartext_output
-from gkeys_portage.core.packets import (
+from gkeys_portage.demo.world import KeyFactory
+from gkeys_portage.openpgp.gnupg import GnuPG, cleartext_output
+from gkeys_portage.openpgp.packets import (
     detached_signature_packets,
     find_clearsigned,
     parse_packets,
     signed_message_packets,
 )
-from gkeys_portage.demo.world import KeyFactory
 
 EXAMPLES = int(os.environ.get("GKEYS_FUZZ_EXAMPLES", "200"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None,

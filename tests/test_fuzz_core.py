@@ -17,14 +17,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gkeys_portage.core.colons import parse_colons
 from gkeys_portage.core.config import load_config
 from gkeys_portage.core.errors import GkeysError, NoSignatureError, NotVerifiedError
-from gkeys_portage.core.packets import detached_signature_packets, find_clearsigned, signed_message_packets
-from gkeys_portage.core.seeds import parse_seeds
-from gkeys_portage.core.status import parse_status
 from gkeys_portage.core.types import Category, Fingerprint, Nick, parse_fingerprint
-from gkeys_portage.core.verification import Pin, PinSet, decide
+from gkeys_portage.keys.seeds import parse_seeds
+from gkeys_portage.openpgp.colons import parse_colons
+from gkeys_portage.openpgp.packets import detached_signature_packets, find_clearsigned, signed_message_packets
+from gkeys_portage.openpgp.status import parse_status
+from gkeys_portage.openpgp.verdict import Pin, PinSet, decide
 
 EXAMPLES = int(os.environ.get("GKEYS_FUZZ_EXAMPLES", "200"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])

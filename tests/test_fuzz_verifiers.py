@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gkeys_portage.core.errors import GkeysError
-from gkeys_portage.verify.digests import parse_digests, parse_latest
-from gkeys_portage.verify.overlay_format import check_document
-from gkeys_portage.verify.overlay_urls import Severity, check_source
-from gkeys_portage.verify.overlay_xml import parse_document
+from gkeys_portage.verify.media.digests import parse_digests, parse_latest
+from gkeys_portage.verify.overlays.format import check_document
+from gkeys_portage.verify.overlays.urls import Severity, check_source
+from gkeys_portage.verify.overlays.xmltree import parse_document
 
 EXAMPLES = int(os.environ.get("GKEYS_FUZZ_EXAMPLES", "200"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -17,13 +17,14 @@ import pytest
 from tree_helpers import build, head, install_devs
 
 from gkeys_portage.core.config import load_config
-from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import BadInputError, UntrustedRepositoryError
 from gkeys_portage.demo.tree_repo import RepoBuilder
+from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.portage.hooks import postsync_main, repo_postsync_main
 from gkeys_portage.portage.treesync import SyncRequest, clone_verified, update_verified
-from gkeys_portage.verify import gitobjects, tree
-from gkeys_portage.verify.gitobjects import GitRepo, git_environment
+from gkeys_portage.verify.git import objects as gitobjects
+from gkeys_portage.verify.git import tree
+from gkeys_portage.verify.git.objects import GitRepo, git_environment
 
 NOBODY = 65534
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gkeys_portage.verify.gitobjects import INVALID_SIGNATURE, parse_commit
+from gkeys_portage.verify.git.objects import INVALID_SIGNATURE, parse_commit
 
 ARMOR = b"-----BEGIN PGP SIGNATURE-----\n \n AAAA\n -----END PGP SIGNATURE-----"
 HEAD = b"tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\nauthor a <a@g.org> 1 +0000\ncommitter a <a@g.org> 1 +0000\n"

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from conftest import SHARED, GkeysEnv, shared_path
 
-from gkeys_portage.core.colons import PublicKey
-from gkeys_portage.core.glep63 import SPECS, check_key
-from gkeys_portage.core.glep63.findings import Issue
-from gkeys_portage.core.glep63.sources import file_subjects
+from gkeys_portage.checks.glep63 import SPECS, check_key
+from gkeys_portage.checks.glep63.findings import Issue
+from gkeys_portage.checks.glep63.sources import file_subjects
+from gkeys_portage.openpgp.colons import PublicKey
 
 CONFORMANCE = ("conformance", "glep63-check")
 _EXPECTED = SHARED.joinpath(*CONFORMANCE, "expected.json")

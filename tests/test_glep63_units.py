@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from checks_helpers import DAY, PRIMARY_FPR, T0, Part, build_key, good_key, signature, uid
 
-from gkeys_portage.core.colons import parse_colons
+from gkeys_portage.checks.glep63 import DEFAULT_SPEC, SPECS, Level, check_health, check_key, exit_status, get_spec
+from gkeys_portage.checks.glep63.findings import MAX_PER_CODE, Issue, Target
+from gkeys_portage.checks.glep63.sources import parse_at
 from gkeys_portage.core.errors import UsageError
-from gkeys_portage.core.glep63 import DEFAULT_SPEC, SPECS, Level, check_health, check_key, exit_status, get_spec
-from gkeys_portage.core.glep63.findings import MAX_PER_CODE, Issue, Target
-from gkeys_portage.core.glep63.sources import parse_at
+from gkeys_portage.openpgp.colons import parse_colons
 
 AT = datetime.fromtimestamp(T0 + 10 * DAY, UTC)
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import gnupg
 import pytest
 
-from gkeys_portage.core import gpg as gpg_module
 from gkeys_portage.core.errors import GpgError
-from gkeys_portage.core.gpg import GnuPG
+from gkeys_portage.openpgp import gnupg as gpg_module
+from gkeys_portage.openpgp.gnupg import GnuPG
 
 
 def test_the_version_probe_runs_once_and_each_object_keeps_its_own_home(tmp_path: Path,

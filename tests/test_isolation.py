@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import GkeysEnv
 
-from gkeys_portage.core.gpg import GnuPG
+from gkeys_portage.openpgp.gnupg import GnuPG
 
 
 def test_hostile_gnupghome_and_gpg_conf_do_not_change_the_verdict(env: GkeysEnv, tmp_path: Path,

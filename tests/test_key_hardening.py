@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 from conftest import GkeysEnv
 
-from gkeys_portage.core.gpg import GnuPG, GpgResult, _import_report
-from gkeys_portage.core.keyblocks import split_keyblocks
-from gkeys_portage.core.status import parse_status
 from gkeys_portage.core.types import Fingerprint
 from gkeys_portage.demo.world import KeyFactory
+from gkeys_portage.openpgp.gnupg import GnuPG, GpgResult, _import_report
+from gkeys_portage.openpgp.keyblocks import split_keyblocks
+from gkeys_portage.openpgp.status import parse_status
 
 CATEGORY = "gentoo-devs"
 
@@ -154,7 +154,7 @@ def _certification(when: int, issuer: bytes) -> bytes:
 
 def flooded(key: bytes, count: int, start: int) -> bytes:
     """``key`` (binary, one keyblock) with ``count`` distinct third-party certifications on its first uid."""
-    from gkeys_portage.core.keyblocks import _packets
+    from gkeys_portage.openpgp.keyblocks import _packets
 
     packets = list(_packets(key))
     cut = packets[2][3]  # after the first user id's self-signature
@@ -236,8 +236,8 @@ def test_import_keys_reports_what_gpg_did_not_import(tmp_path: Path, keys: KeyFa
 
 
 def test_import_status_parser_on_recorded_output() -> None:
-    from gkeys_portage.core.gpg import GpgResult, _import_report
-    from gkeys_portage.core.status import StatusReport, parse_status
+    from gkeys_portage.openpgp.gnupg import GpgResult, _import_report
+    from gkeys_portage.openpgp.status import StatusReport, parse_status
 
     fpr = "A" * 40
     def status(*lines: str) -> StatusReport:
@@ -300,7 +300,7 @@ def test_refresh_succeeds_when_one_source_is_down(seeded: GkeysEnv) -> None:
 
 def test_keyblock_filter_keeps_primaries_drops_aliasing_and_caps(
         keys: KeyFactory, aliasing: tuple[Fingerprint, bytes], tmp_path: Path) -> None:
-    from gkeys_portage.core.keyblocks import MAX_KEYBLOCK_SIGNATURES, armor_public_keys, select_keyblocks
+    from gkeys_portage.openpgp.keyblocks import MAX_KEYBLOCK_SIGNATURES, armor_public_keys, select_keyblocks
 
     attacker, attack_key = aliasing
     alice, bob = keys.keys["alice"].fingerprint, keys.keys["bob"].fingerprint

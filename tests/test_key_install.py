@@ -56,7 +56,7 @@ def test_extra_keys_alongside_the_right_one_are_dropped(seeded: GkeysEnv) -> Non
     assert _installed(env) == {env.keys.keys["alice"].fingerprint, env.keys.keys["bob"].fingerprint}
     # The exported keyring for Portage holds exactly the pinned keys too.
     check = env.root / "check-home"
-    from gkeys_portage.core.gpg import GnuPG
+    from gkeys_portage.openpgp.gnupg import GnuPG
 
     imported = set(GnuPG(check).import_keys(_exported(env)))
     assert imported == {env.keys.keys["alice"].fingerprint, env.keys.keys["bob"].fingerprint}
@@ -139,7 +139,7 @@ def test_refresh_applies_a_revocation_and_respects_the_interval(seeded: GkeysEnv
     skipped = env.run("refresh-key", "-C", "gentoo-devs")
     assert skipped.code == 0 and "skipped" in skipped.text
     # The keyserver now knows that bob's key is revoked.
-    from gkeys_portage.core.gpg import GnuPG
+    from gkeys_portage.openpgp.gnupg import GnuPG
 
     scratch = GnuPG(env.root / "scratch")
     scratch.import_keys(env.keys.public("bob"))

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from conftest import GkeysEnv
 
-from gkeys_portage.core.gpg import GnuPG
-from gkeys_portage.core.keyinstall import _StreamedImport
 from gkeys_portage.demo.world import KeyFactory
+from gkeys_portage.keys.install import _StreamedImport
+from gkeys_portage.openpgp.gnupg import GnuPG
 
 
 def test_answers_fed_from_many_threads_make_one_import(tmp_path: Path, keys: KeyFactory) -> None:

@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pytest
 
+from gkeys_portage.checks import keygen
+from gkeys_portage.checks.glep63 import Level, check_key
 from gkeys_portage.cli import gen
 from gkeys_portage.cli.main import main as gkeys_main
-from gkeys_portage.core import keygen
-from gkeys_portage.core.colons import PublicKey
 from gkeys_portage.core.errors import BadInputError, GpgError, UsageError
-from gkeys_portage.core.glep63 import Level, check_key
-from gkeys_portage.core.gpg import GnuPG
+from gkeys_portage.openpgp.colons import PublicKey
+from gkeys_portage.openpgp.gnupg import GnuPG
 
 UID = "Larry the Cow <larry@gentoo.org>"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from conftest import GkeysEnv
 from test_authority import CERTIFIED, Chain, _authority_env, _update, chain  # noqa: F401 - chain is a fixture
 
-from gkeys_portage.core.gpg import GnuPG
+from gkeys_portage.openpgp.gnupg import GnuPG
 
 
 def _asc_and_keybox(env: GkeysEnv, category: str) -> tuple[set[str], set[str]]:

@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 from gkeys_portage.cli import ldap as ldap_cli
-from gkeys_portage.core import ldapseeds
 from gkeys_portage.core.errors import BadInputError
-from gkeys_portage.core.seeds import Seed, dump_seeds, parse_seeds
 from gkeys_portage.core.types import Fingerprint, Nick
+from gkeys_portage.keys import ldapseeds
+from gkeys_portage.keys.seeds import Seed, dump_seeds, parse_seeds
 
 SUFFIX = "dc=gentoo,dc=org"
 BASE = f"ou=devs,{SUFFIX}"

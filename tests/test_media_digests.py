@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from gkeys_portage.core.errors import BadInputError
-from gkeys_portage.verify import fanout
-from gkeys_portage.verify.digests import (
+from gkeys_portage.verify.media import fanout
+from gkeys_portage.verify.media.digests import (
     WrongProductError,
     hashlib_name,
     latest_timestamp,

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from media_helpers import STAGE3, install_release_key, make_media
 
-from gkeys_portage.core import gpg as gpg_module
-from gkeys_portage.core.gpg import GnuPG, OpenFile
 from gkeys_portage.demo.world import KeyFactory
-from gkeys_portage.verify import fanout
+from gkeys_portage.openpgp import gnupg as gpg_module
+from gkeys_portage.openpgp.gnupg import GnuPG, OpenFile
+from gkeys_portage.verify.media import fanout
 
 OLD = b"old build, signed long ago " * 9000
 NEW = b"new build, listed by DIGEST" * 9000  # same length as OLD

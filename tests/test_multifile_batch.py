@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from gkeys_portage.core import gpg as gpg_module
-from gkeys_portage.core.gpg import GnuPG
-from gkeys_portage.core.status import SigOutcome, StatusReport
 from gkeys_portage.demo.world import KeyFactory
+from gkeys_portage.openpgp import gnupg as gpg_module
+from gkeys_portage.openpgp.gnupg import GnuPG
+from gkeys_portage.openpgp.status import SigOutcome, StatusReport
 
 
 def _outcomes(reports: list[StatusReport]) -> list[str]:
@@ -96,7 +96,7 @@ def test_nothing_is_left_in_the_scratch_directory(verifier: GnuPG, keys: KeyFact
 def test_scratch_of_killed_runs_is_removed_after_a_day(tmp_path: Path) -> None:
     """A SIGKILLed verification leaves its private directory (in /dev/shm: memory until reboot); the next
     run removes this user's directories older than a day, and nothing else."""
-    from gkeys_portage.core.gpg import SCRATCH_PREFIX, remove_stale_scratch
+    from gkeys_portage.openpgp.gnupg import SCRATCH_PREFIX, remove_stale_scratch
 
     old = tmp_path / f"{SCRATCH_PREFIX}old"
     old.mkdir()
@@ -115,8 +115,8 @@ def test_scratch_of_killed_runs_is_removed_after_a_day(tmp_path: Path) -> None:
 def test_gpg_killed_by_a_signal_is_not_verified() -> None:
     """A gpg killed from outside (the OOM killer) may have reported a good signature and stopped before the
     bad one after it: its report must not count, whatever it printed so far."""
-    from gkeys_portage.core.gpg import GpgResult, _verdict
-    from gkeys_portage.core.status import parse_status
+    from gkeys_portage.openpgp.gnupg import GpgResult, _verdict
+    from gkeys_portage.openpgp.status import parse_status
 
     fpr = "A" * 40
     status = parse_status([("NEWSIG", ""), ("GOODSIG", f"{fpr[-16:]} alice"),

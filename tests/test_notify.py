@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from conftest import GkeysEnv
 
+from gkeys_portage.checks.notify import expiring_parts, reminder
 from gkeys_portage.core.config import load_config
-from gkeys_portage.core.context import Gkeys
-from gkeys_portage.core.notify import expiring_parts, reminder
-from gkeys_portage.core.publish import address_of
 from gkeys_portage.demo.world import KeyFactory
+from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.keys.publish import address_of
 
 aiosmtpd_controller = pytest.importorskip("aiosmtpd.controller")
 

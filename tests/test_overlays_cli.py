@@ -24,13 +24,13 @@ from overlays_helpers import GOOD, overlay_list, repo
 from test_overlays_rules import BILLION_LAUGHS, XXE
 
 from gkeys_portage.core.config import load_config
-from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import NotVerifiedError
 from gkeys_portage.core.state import read_json
 from gkeys_portage.demo.world import past
+from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.portage.overlays_hook import main as hook_main
-from gkeys_portage.verify.overlay_xml import OverlayXmlError
-from gkeys_portage.verify.overlays import OverlaySettings, load_list, verify_overlay_list
+from gkeys_portage.verify.overlays.verifier import OverlaySettings, load_list, verify_overlay_list
+from gkeys_portage.verify.overlays.xmltree import OverlayXmlError
 
 PREVIOUS = b"<!-- the previous verified copy -->\n"
 HOOK = PROJECT / "hooks" / "postsync.d" / "gkeys-overlays"

@@ -13,9 +13,9 @@ from conftest import shared_path
 from overlays_helpers import GOOD, HEADER, overlay_list, repo
 
 from gkeys_portage.demo.world import LoopbackServer
-from gkeys_portage.verify.overlay_format import OverlayList, check_document
-from gkeys_portage.verify.overlay_urls import Severity, check_source
-from gkeys_portage.verify.overlay_xml import OverlayXmlError, XmlLimits, parse_document
+from gkeys_portage.verify.overlays.format import OverlayList, check_document
+from gkeys_portage.verify.overlays.urls import Severity, check_source
+from gkeys_portage.verify.overlays.xmltree import OverlayXmlError, XmlLimits, parse_document
 
 
 def check(data: bytes) -> OverlayList:
@@ -402,6 +402,6 @@ def test_the_real_list_validates_with_its_real_problems_as_warnings() -> None:
 ])
 def test_utf8_errors_are_located_across_chunk_boundaries(monkeypatch: pytest.MonkeyPatch, data: bytes,
                                                          where: str) -> None:
-    monkeypatch.setattr("gkeys_portage.verify.overlay_xml.CHUNK", 4)
+    monkeypatch.setattr("gkeys_portage.verify.overlays.xmltree.CHUNK", 4)
     with pytest.raises(OverlayXmlError, match=where.replace("(", r"\(").replace(")", r"\)")):
         parse_document(data, "small-chunks.xml")

@@ -16,9 +16,11 @@ from conftest import GkeysEnv
 from tree_helpers import build, head, install_devs
 
 from gkeys_portage.core.config import load_config
-from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import NoSignatureError, NotVerifiedError
-from gkeys_portage.core.packets import (
+from gkeys_portage.demo.tree_repo import git_environment
+from gkeys_portage.demo.world import KeyFactory
+from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.openpgp.packets import (
     ARMOR_BEGIN,
     armor,
     crc24,
@@ -26,11 +28,9 @@ from gkeys_portage.core.packets import (
     detached_signature_packets,
     parse_packets,
 )
-from gkeys_portage.demo.tree_repo import git_environment
-from gkeys_portage.demo.world import KeyFactory
 from gkeys_portage.portage.hooks import repo_postsync_main
 from gkeys_portage.portage.treesync import SyncRequest, clone_verified, update_verified
-from gkeys_portage.verify.tree import TreeOptions
+from gkeys_portage.verify.git.tree import TreeOptions
 
 
 def _armor(packets: bytes) -> bytes:

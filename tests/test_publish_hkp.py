@@ -7,8 +7,8 @@ import urllib.parse
 
 from conftest import GkeysEnv
 
-from gkeys_portage.core.gpg import GnuPG
 from gkeys_portage.demo.world import RequestInfo, Response
+from gkeys_portage.openpgp.gnupg import GnuPG
 
 
 def _keytext(info: RequestInfo) -> str:

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from conftest import GkeysEnv
 
-from gkeys_portage.core.colons import parse_colons
-from gkeys_portage.core.gpg import GnuPG
-from gkeys_portage.core.keysources import wkd_hash
 from gkeys_portage.demo.world import KeyFactory, LoopbackServer
+from gkeys_portage.keys.sources import wkd_hash
+from gkeys_portage.openpgp.colons import parse_colons
+from gkeys_portage.openpgp.gnupg import GnuPG
 
 DORA_UIDS = ("Dora <dora@example.org>", "Dora <dörte@gentoo.org>")
 

@@ -16,9 +16,9 @@ from collections.abc import Iterator
 import pytest
 from conftest import GkeysEnv
 
-from gkeys_portage.core.gpg import GnuPG
-from gkeys_portage.core.keysources import wkd_hash
 from gkeys_portage.demo.world import LoopbackServer, RequestInfo, Response
+from gkeys_portage.keys.sources import wkd_hash
+from gkeys_portage.openpgp.gnupg import GnuPG
 
 CATEGORY = "gentoo-devs"
 NICKS = ("alice", "bob")

@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gkeys_portage.core.errors import GpgError, NoSignatureError, SeedCategoryError, UnboundSeedError
-from gkeys_portage.core.seedbinding import CATEGORY_NOTATION, check_binding
-from gkeys_portage.core.status import Notation, parse_status
 from gkeys_portage.core.types import Category, Fingerprint, Nick
-from gkeys_portage.core.verification import GoodSignature, Pin
+from gkeys_portage.keys.seedbinding import CATEGORY_NOTATION, check_binding
+from gkeys_portage.openpgp.status import Notation, parse_status
+from gkeys_portage.openpgp.verdict import GoodSignature, Pin
 
 FUZZ = settings(max_examples=int(os.environ.get("GKEYS_FUZZ_EXAMPLES", "200")), deadline=None,
                 suppress_health_check=[HealthCheck.too_slow])

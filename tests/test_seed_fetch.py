@@ -107,7 +107,7 @@ def test_update_seed_reports_added_updated_removed_and_prunes_keys(installed: Gk
     carol = env.seed("carol")
     bob = env.seed("bob")
     bob.name = "Robert"
-    from gkeys_portage.core.seeds import dump_seeds
+    from gkeys_portage.keys.seeds import dump_seeds
 
     data = dump_seeds({"alice": env.seed("alice"), "bob": bob, "carol": carol})  # type: ignore[dict-item]
     env.server.hkp[env.keys.keys["carol"].fingerprint] = env.keys.public("carol")

@@ -218,9 +218,9 @@ def test_gentoo_accepts_the_mirror_key_on_every_commit(env: Any, tmp_path: Path)
     repos.conf setup-portage writes for ::gentoo must admit gentoo-infra for every commit (as docs/portage.md
     shows), or each sync after two mirror pushes is refused."""
     from gkeys_portage.core.config import load_config
-    from gkeys_portage.core.context import Gkeys
+    from gkeys_portage.keys.context import Gkeys
     from gkeys_portage.portage.reposconf import read_files
-    from gkeys_portage.verify.tree import TreeOptions
+    from gkeys_portage.verify.git.tree import TreeOptions
 
     root = git_repo_root(tmp_path)
     assert env.run("setup-portage", "--eroot", str(root)).code == 0

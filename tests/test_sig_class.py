@@ -20,10 +20,10 @@ from media_helpers import STAGE3, digest_block, install_release_key, make_media
 from tree_helpers import build, install_devs
 
 from gkeys_portage.core.config import load_config
-from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import BadSignatureError, SignatureClassError
-from gkeys_portage.core.status import StatusReport, parse_status
 from gkeys_portage.demo.world import KeyFactory
+from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.openpgp.status import StatusReport, parse_status
 
 LF = b"line one\nline two\n"
 CRLF = LF.replace(b"\n", b"\r\n")

@@ -15,9 +15,9 @@ import pytest
 from conftest import GkeysEnv
 
 from gkeys_portage.core.config import load_config
-from gkeys_portage.core.context import Gkeys, SignatureVerifier
 from gkeys_portage.core.errors import BadSignatureError, ExpiredKeyError, SignatureClassError
 from gkeys_portage.demo.world import KeyFactory
+from gkeys_portage.keys.context import Gkeys, SignatureVerifier
 
 CRLF = b"line one\r\nline two\r\n"
 

@@ -14,10 +14,10 @@ import pytest
 from conftest import GkeysEnv
 
 from gkeys_portage.core.config import load_config
-from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import ConfigError, NoSignatureError, WeakHashError
-from gkeys_portage.core.packets import armor, find_clearsigned, signed_message_packets
 from gkeys_portage.demo.world import DemoKey, KeyFactory
+from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.openpgp.packets import armor, find_clearsigned, signed_message_packets
 
 PROJECT = Path(__file__).resolve().parent.parent
 

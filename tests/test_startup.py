@@ -31,5 +31,5 @@ def test_the_cli_imports_no_network_library_until_it_goes_online() -> None:
 def test_building_the_parser_imports_no_action_of_another_topic() -> None:
     """Every ``gkeys`` command builds the whole parser; the mail reminders (``check-key --notify``) and the
     overlay-list verifier are imported by the actions that run them."""
-    assert _loaded_after("gkeys_portage.cli.main", ("gkeys_portage.core.notify", "gkeys_portage.ui.overlays",
-                                                    "gkeys_portage.core.glep63.sources")) == []
+    assert _loaded_after("gkeys_portage.cli.main", ("gkeys_portage.checks.notify", "gkeys_portage.ui.overlays",
+                                                    "gkeys_portage.checks.glep63.sources")) == []

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from gkeys_portage.core.errors import SignerNotPinnedError
-from gkeys_portage.core.gpg import GnuPG
 from gkeys_portage.core.types import Category, Nick
-from gkeys_portage.core.verification import Pin, PinSet, decide
 from gkeys_portage.demo.world import KeyFactory
+from gkeys_portage.openpgp.gnupg import GnuPG
+from gkeys_portage.openpgp.verdict import Pin, PinSet, decide
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +67,7 @@ def test_multifile_status_cannot_be_injected(keys: KeyFactory, forged: tuple[Gnu
 
 
 def test_an_incomplete_multifile_result_names_the_next_step_not_a_scratch_file() -> None:
-    from gkeys_portage.core.gpg import split_file_status
+    from gkeys_portage.openpgp.gnupg import split_file_status
 
     [report] = split_file_status(["[GNUPG:] FILE_START 1 /scratch/gkeys-multifile-x/0.sig", "[GNUPG:] NEWSIG"],
                                  ["/scratch/gkeys-multifile-x/0.sig"])
@@ -96,8 +96,8 @@ def test_a_data_file_named_like_an_option_is_read_as_that_file(keys: KeyFactory,
 def test_a_user_id_split_at_nel_is_no_import_error() -> None:
     """gpg (LC_ALL=C) prints a user id's bytes raw on stderr; 0x85 inside the quotes must not cut them open and
     let the user id's words count as an import error (a keyserver could fail every refresh)."""
-    from gkeys_portage.core.gpg import GpgResult, _import_report
-    from gkeys_portage.core.status import parse_status
+    from gkeys_portage.openpgp.gnupg import GpgResult, _import_report
+    from gkeys_portage.openpgp.status import parse_status
 
     status = parse_status([("IMPORT_OK", "1 " + "A" * 40), ("IMPORT_RES", " ".join(["1"] + ["0"] * 14))])
     stderr = ('gpg: key 0123456789ABCDEF: public key "x\x85 Bad Error <fail@x>" imported\n'
@@ -107,7 +107,7 @@ def test_a_user_id_split_at_nel_is_no_import_error() -> None:
 
 def test_a_colon_listing_is_split_at_lf_only() -> None:
     """A user id holding U+0085 stays one ``uid`` record (str.splitlines would tear it in two)."""
-    from gkeys_portage.core.colons import parse_colons
+    from gkeys_portage.openpgp.colons import parse_colons
 
     fpr = "A" * 40
     listing = (f"pub:u:255:22:{fpr[-16:]}:1700000000:::u:::cSC:::::ed25519:::0:\n"

@@ -12,7 +12,7 @@ import pytest
 from tree_helpers import build, expiring_key, extend_secret_key, install_devs, records, revoke
 
 from gkeys_portage.demo.tree_repo import GARBAGE_SIGNATURE, RepoBuilder
-from gkeys_portage.verify.gitobjects import GitRepo, parse_commit
+from gkeys_portage.verify.git.objects import GitRepo, parse_commit
 
 
 def verify(env: Any, repo: Path, *args: str) -> tuple[int, dict[str, Any]]:
@@ -151,7 +151,7 @@ def test_top_commit_may_be_signed_by_the_mirror_category(env: Any, tmp_path: Pat
 
 
 def test_batches_give_the_same_verdicts(env: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gkeys_portage.verify import tree
+    from gkeys_portage.verify.git import tree
 
     install_devs(env, ("alice", "bob"))
     repo = build(tmp_path / "repo", env.keys, ["alice", "bob", None, "alice", "bob"])
@@ -169,8 +169,8 @@ def test_chunks_read_ahead_of_gpg_report_progress_in_order(env: Any, tmp_path: P
     """Commits are read in chunks while gpg checks earlier ones: the progress reports rise to the total,
     and a bad commit in a middle chunk is still the one refused."""
     from gkeys_portage.core.config import load_config
-    from gkeys_portage.core.context import Gkeys
-    from gkeys_portage.verify import tree
+    from gkeys_portage.keys.context import Gkeys
+    from gkeys_portage.verify.git import tree
 
     install_devs(env, ("alice", "bob"))
     repo = build(tmp_path / "repo", env.keys, ["alice", "bob", "alice", None, "bob", "alice", "bob"])

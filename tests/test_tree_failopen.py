@@ -10,11 +10,11 @@ import pytest
 from tree_helpers import build, head, install_devs, records
 
 from gkeys_portage.core.errors import BadInputError, GpgError, NotVerifiedError, SignerNotPinnedError
-from gkeys_portage.core.status import StatusReport
 from gkeys_portage.demo.world import past
+from gkeys_portage.openpgp.status import StatusReport
 from gkeys_portage.portage.hooks import postsync_main, repo_postsync_main
-from gkeys_portage.verify import tree
-from gkeys_portage.verify.gitobjects import GitRepo, parse_commit
+from gkeys_portage.verify.git import tree
+from gkeys_portage.verify.git.objects import GitRepo, parse_commit
 
 
 def set_tree_config(env: Any, text: str) -> None:
@@ -50,8 +50,8 @@ def test_frozen_recorded_tip_ages_out(env: Any, tmp_path: Path, monkeypatch: pyt
 
 def test_sync_module_refuses_a_frozen_recorded_tip(env: Any, tmp_path: Path) -> None:
     from gkeys_portage.core.config import load_config
-    from gkeys_portage.core.context import Gkeys
     from gkeys_portage.demo.tree_repo import git_environment
+    from gkeys_portage.keys.context import Gkeys
     from gkeys_portage.portage.treesync import SyncRequest, clone_verified, update_verified
 
     install_devs(env, ("expired",))

@@ -17,7 +17,7 @@ from tree_helpers import build, install_devs
 
 from gkeys_portage.demo.tree_repo import git_environment
 from gkeys_portage.portage.hooks import postsync_main, repo_postsync_main
-from gkeys_portage.verify.gitobjects import GitRepo
+from gkeys_portage.verify.git.objects import GitRepo
 
 
 @pytest.fixture
@@ -176,8 +176,8 @@ def test_a_marker_from_a_git_sync_is_cleared_once_the_sync_module_verified(hook_
     it, so it must drop the old marker once HEAD is the revision gkeys verified, or every emerge --sync
     fails for good; while HEAD is not that revision the marker stays."""
     from gkeys_portage.core.config import load_config
-    from gkeys_portage.core.context import Gkeys
-    from gkeys_portage.verify.tree import record_verified
+    from gkeys_portage.keys.context import Gkeys
+    from gkeys_portage.verify.git.tree import record_verified
 
     repo = build(tmp_path / "repo", hook_env.keys, ["alice", "mallory"])
     assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 1

@@ -39,15 +39,15 @@ from tree_shape import (  # noqa: E402
 )
 
 from gkeys_portage.cli.main import main as gkeys_main  # noqa: E402
-from gkeys_portage.core.colons import Signature, SubKey  # noqa: E402
 from gkeys_portage.core.config import load_config  # noqa: E402
-from gkeys_portage.core.context import Gkeys  # noqa: E402
-from gkeys_portage.core.gpg import GnuPG  # noqa: E402
 from gkeys_portage.core.types import Fingerprint  # noqa: E402
 from gkeys_portage.demo.world import KeyFactory  # noqa: E402
-from gkeys_portage.verify.gitobjects import GitRepo  # noqa: E402
-from gkeys_portage.verify.revocation import revoked_subkey_reason, subkey_revocation  # noqa: E402
-from gkeys_portage.verify.tree import TreeOptions, TreeVerifier  # noqa: E402
+from gkeys_portage.keys.context import Gkeys  # noqa: E402
+from gkeys_portage.openpgp.colons import Signature, SubKey  # noqa: E402
+from gkeys_portage.openpgp.gnupg import GnuPG  # noqa: E402
+from gkeys_portage.verify.git.objects import GitRepo  # noqa: E402
+from gkeys_portage.verify.git.revocation import revoked_subkey_reason, subkey_revocation  # noqa: E402
+from gkeys_portage.verify.git.tree import TreeOptions, TreeVerifier  # noqa: E402
 
 COMMITS = 80
 

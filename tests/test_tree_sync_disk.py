@@ -19,8 +19,8 @@ from tree_helpers import build, context, head, install_devs, records
 
 from gkeys_portage.demo.tree_repo import RepoBuilder, git_environment
 from gkeys_portage.portage.treesync import SyncOutcome, SyncRequest, clone_verified, update_verified
-from gkeys_portage.verify.gitobjects import GitRepo
-from gkeys_portage.verify.tree import TreeOptions, TreeReport, TreeVerifier
+from gkeys_portage.verify.git.objects import GitRepo
+from gkeys_portage.verify.git.tree import TreeOptions, TreeReport, TreeVerifier
 
 LONG_NAME = "dev-test/" + "z" * 300  # a path component over 255 bytes: the checkout fails part-way
 

@@ -11,9 +11,9 @@ import pytest
 from tree_helpers import PROJECT, head, install_devs
 
 from gkeys_portage.core.config import load_config
-from gkeys_portage.core.context import Gkeys
 from gkeys_portage.demo.tree_repo import PortageSandbox, RepoBuilder, sync_module_missing
-from gkeys_portage.verify.markers import failure_markers, marker_path, write_marker
+from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.verify.git.markers import failure_markers, marker_path, write_marker
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,6 @@ import pytest
 from conftest import GkeysEnv, shared_path
 
 from gkeys_portage.core.config import load_config
-from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import (
     BadSignatureError,
     ExpiredKeyError,
@@ -26,6 +25,7 @@ from gkeys_portage.core.errors import (
     UnknownSignerError,
 )
 from gkeys_portage.demo.world import KeyFactory, past
+from gkeys_portage.keys.context import Gkeys
 
 DATA = b"Gentoo test data\n"
 

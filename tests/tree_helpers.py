@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from gkeys_portage.core.config import load_config
-from gkeys_portage.core.context import Gkeys
 from gkeys_portage.demo.tree_repo import RepoBuilder
 from gkeys_portage.demo.world import KeyFactory, past
-from gkeys_portage.verify.gitobjects import GitRepo
+from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.verify.git.objects import GitRepo
 
 
 def install_devs(env: Any, nicks: tuple[str, ...], public: dict[str, bytes] | None = None) -> None:

@@ -1,6 +1,6 @@
 """CLI actions ``check-key`` (is each key usable?) and ``spec-check`` (GLEP 63 compliance).
 
-Presentation only: the checks live in :mod:`gkeys_portage.core.glep63`.
+Presentation only: the checks live in :mod:`gkeys_portage.checks.glep63`.
 """
 
 from __future__ import annotations
@@ -11,21 +11,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gkeys_portage.checks.glep63 import DEFAULT_DAYS, DEFAULT_SPEC, SPECS, Level, check_health, check_key, get_spec
+from gkeys_portage.checks.glep63.findings import count_levels
 from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
-from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import EXIT_NOT_VERIFIED, BadInputError, ConfigError, UsageError
-from gkeys_portage.core.glep63 import DEFAULT_DAYS, DEFAULT_SPEC, SPECS, Level, check_health, check_key, get_spec
-from gkeys_portage.core.glep63.findings import count_levels
+from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Report
 
 if TYPE_CHECKING:  # imported by the actions that use them: every gkeys command builds this parser
-    from gkeys_portage.core.glep63.sources import KeyResult, Subject
+    from gkeys_portage.checks.glep63.sources import KeyResult, Subject
 
 CONFIG_SECTION = "checks"
 
 
 def _when(args: argparse.Namespace) -> datetime | None:
-    from gkeys_portage.core.glep63.sources import parse_at
+    from gkeys_portage.checks.glep63.sources import parse_at
 
     return parse_at(args.at) if args.at else None
 
@@ -109,7 +109,7 @@ def _days(ctx: Gkeys, args: argparse.Namespace) -> int:
 
 def run_check_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """Check that keys are valid, unrevoked, unexpired, can sign, and do not expire soon."""
-    from gkeys_portage.core.glep63.sources import load_subjects, run_checks
+    from gkeys_portage.checks.glep63.sources import load_subjects, run_checks
 
     at = _when(args)
     days = _days(ctx, args)
@@ -127,7 +127,7 @@ def run_check_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
 def _notify(ctx: Gkeys, args: argparse.Namespace, report: Report, subjects: Sequence[Subject], days: int,
             now: float) -> None:
     """``--notify``: mail the owners of keys expiring within ``days`` (``--dry-run``: print the messages)."""
-    from gkeys_portage.core import notify
+    from gkeys_portage.checks import notify
 
     config = notify.notify_config(ctx.config)
     ctx.ensure_layout()
@@ -157,7 +157,7 @@ def run_spec_check(ctx: Gkeys, args: argparse.Namespace) -> Report:
         for name, spec in SPECS.items():
             report.plain(f"{name:<26}{spec.doc}{'  [default]' if name == DEFAULT_SPEC else ''}")
         return report
-    from gkeys_portage.core.glep63.sources import load_subjects, run_checks
+    from gkeys_portage.checks.glep63.sources import load_subjects, run_checks
 
     spec = get_spec(args.spec or ctx.config.get(CONFIG_SECTION, "spec", DEFAULT_SPEC))
     at = _when(args)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from gkeys_portage.cli.common import SubParsers, add_action
-from gkeys_portage.core.context import Gkeys
+from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Report
 
 
@@ -13,7 +13,7 @@ def run_demo(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """Run the offline demo."""
     from gkeys_portage.demo.runner import run
 
-    return run(args)
+    return run(args, args.gkeys_main)
 
 
 def register(sub: SubParsers) -> None:

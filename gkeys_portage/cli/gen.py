@@ -1,6 +1,6 @@
 """``gkeys-gen``: generate a GLEP 63 compliant OpenPGP key for a Gentoo developer.
 
-Argument parsing, prompting and presentation only; :mod:`gkeys_portage.core.keygen` does the work.
+Argument parsing, prompting and presentation only; :mod:`gkeys_portage.checks.keygen` does the work.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gkeys_portage import __version__
-from gkeys_portage.core import keygen
+from gkeys_portage.checks import keygen
+from gkeys_portage.checks.glep63 import Level
 from gkeys_portage.core.errors import BadInputError, UsageError
-from gkeys_portage.core.glep63 import Level
 from gkeys_portage.core.state import read_limited
 from gkeys_portage.ui.output import Console, Report
 from gkeys_portage.ui.runner import add_output_options, run_report

@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
-from gkeys_portage.core import authority, keyops
-from gkeys_portage.core.context import Gkeys
-from gkeys_portage.core.keyinstall import KeyOutcome, KeyStatus, summarize_failure
+from gkeys_portage.keys import authority, refresh
+from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.keys.install import KeyOutcome, KeyStatus, summarize_failure
 from gkeys_portage.ui.output import Report
 
 _LABELS = {
@@ -51,7 +51,7 @@ def run_install_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """Fetch and install the keys of a category (or one nick)."""
     ctx.require_category(args.category)  # a typo lists the installed categories, it is not an empty success
     notes: list[str] = []
-    outcomes = keyops.install_keys(ctx, args.category, args.nick,
+    outcomes = refresh.install_keys(ctx, args.category, args.nick,
                                    progress=args.console.progress(f"fetching {args.category} keys"), notes=notes)
     report = Report(data={"category": args.category, "notes": notes})
     for note in notes:
@@ -62,7 +62,7 @@ def run_install_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
 
 def run_import_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """Import a seed's keys from a file or URL (fingerprint-checked)."""
-    outcomes = keyops.import_key(ctx, args.category, args.nick, args.file)
+    outcomes = refresh.import_key(ctx, args.category, args.nick, args.file)
     report = Report(data={"category": args.category, "nick": args.nick, "source": args.file})
     outcome_lines(report, outcomes)
     return _finish(report, outcomes)
@@ -84,7 +84,7 @@ def run_refresh_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
                     if nicks:
                         report.info(f"{category}: {label}: {', '.join(nicks)}")
         else:
-            result = keyops.refresh_keys(ctx, category, args.nick, force=args.force,
+            result = refresh.refresh_keys(ctx, category, args.nick, force=args.force,
                                          progress=args.console.progress(f"refreshing {category}"))
         report.data["refreshed"].append(result.to_json())
         if result.skipped:
@@ -108,7 +108,7 @@ def run_list_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """List each seed's keys and whether they are installed."""
     if args.category:
         ctx.require_category(args.category)
-    rows = keyops.list_keys(ctx, args.category, args.nick)
+    rows = refresh.list_keys(ctx, args.category, args.nick)
     report = Report(data={"keys": []})
     for seed, key in rows:
         if key is None:
@@ -131,7 +131,7 @@ def run_list_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
 
 def run_remove_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """Remove a seed's keys from the category keyring."""
-    removed = keyops.remove_keys(ctx, args.category, args.nick)
+    removed = refresh.remove_keys(ctx, args.category, args.nick)
     report = Report(data={"removed": removed})
     if removed:
         report.good(f"removed {', '.join(removed)} from {args.category}")
@@ -142,7 +142,7 @@ def run_remove_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
 
 def run_export_keyring(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """Export a category keyring for Portage or eclasses."""
-    count = keyops.export_keyring(ctx, args.category, Path(args.output), armor=args.armor)
+    count = refresh.export_keyring(ctx, args.category, Path(args.output), armor=args.armor)
     return Report(data={"category": args.category, "output": args.output, "keys": count}).good(
         f"exported {count} keys of {args.category} to {args.output}")
 

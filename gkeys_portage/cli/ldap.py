@@ -1,6 +1,6 @@
 """``gkeys-ldap``: search Gentoo's developer directory and build the developer seed file from it.
 
-Argument parsing and presentation only; :mod:`gkeys_portage.core.ldapseeds` does the work.
+Argument parsing and presentation only; :mod:`gkeys_portage.keys.ldapseeds` does the work.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gkeys_portage import __version__
-from gkeys_portage.core import ldapseeds
 from gkeys_portage.core.errors import BadInputError
 from gkeys_portage.core.state import read_limited
 from gkeys_portage.core.types import parse_category
+from gkeys_portage.keys import ldapseeds
 from gkeys_portage.ui.output import Console, Report
 from gkeys_portage.ui.runner import add_output_options, run_report
 

@@ -27,7 +27,7 @@ from gkeys_portage.cli import (
 )
 from gkeys_portage.cli.common import add_common_options
 from gkeys_portage.core.config import load_config
-from gkeys_portage.core.context import Gkeys
+from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Console, Report
 from gkeys_portage.ui.runner import run_report
 
@@ -88,6 +88,7 @@ def _run_action(args: argparse.Namespace, console: Console) -> Report:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``gkeys``; return the exit status (also used by the console script)."""
     args = build_parser().parse_args(argv)
+    args.gkeys_main = main  # the demo runs its steps through this same entry point
     return run_report(args, _run_action)
 
 

@@ -7,11 +7,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
-from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import UsageError
+from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Report
-from gkeys_portage.verify.media import MediaVerification, MediaVerifier, SignedBy, all_digests
-from gkeys_portage.verify.mediafetch import (
+from gkeys_portage.verify.media.fetch import (
     DEFAULT_CATEGORY,
     DEFAULT_MIRROR,
     Fetched,
@@ -20,6 +19,7 @@ from gkeys_portage.verify.mediafetch import (
     fetch_media,
     verify_url,
 )
+from gkeys_portage.verify.media.verifier import MediaVerification, MediaVerifier, SignedBy, all_digests
 
 
 def _category(ctx: Gkeys, args: argparse.Namespace) -> str:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
-from gkeys_portage.core.context import Gkeys
+from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Report
 
 DESCRIPTION = """\

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action
 from gkeys_portage.core.config import eprefix, load_config
-from gkeys_portage.core.context import Gkeys
+from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.portage import doctor as portage_doctor
 from gkeys_portage.portage import setup as portage_setup
 from gkeys_portage.ui.output import Report

@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action, add_category
-from gkeys_portage.core import bundle, publish
-from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import EXIT_NETWORK, EXIT_NOT_VERIFIED
+from gkeys_portage.keys import bundle, publish
+from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Report
 
 

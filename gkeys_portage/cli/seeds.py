@@ -8,13 +8,13 @@ from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
 from gkeys_portage.cli.keys import outcome_lines
-from gkeys_portage.core import authority, keyops, seedfetch
-from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import BadInputError, UsageError
-from gkeys_portage.core.keyinstall import summarize_failure
-from gkeys_portage.core.seeds import Seed, convert_old_seeds, dump_seeds, packaged_categories
 from gkeys_portage.core.state import atomic_write, read_limited
 from gkeys_portage.core.types import Category, Nick, parse_category, parse_fingerprint, parse_nick
+from gkeys_portage.keys import authority, refresh, seedfetch
+from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.keys.install import summarize_failure
+from gkeys_portage.keys.seeds import Seed, convert_old_seeds, dump_seeds, packaged_categories
 from gkeys_portage.ui.output import Report
 
 
@@ -230,11 +230,11 @@ def run_update_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:
             signer = (f"seed file signed by {result.signer.pin.category}/{result.signer.pin.nick} "
                       f"({result.binding.describe()})")
         notes: list[str] = []  # what a [keyrings] bundle dropped or why it was refused
-        outcomes = keyops.install_keys(ctx, category, progress=args.console.progress(f"{category} keys"),
+        outcomes = refresh.install_keys(ctx, category, progress=args.console.progress(f"{category} keys"),
                                        notes=notes)
         for note in notes:
             report.warn(note)
-        removed = keyops.prune_unpinned(ctx, category)
+        removed = refresh.prune_unpinned(ctx, category)
         report.data["updated"].append({"seed": result.to_json() if not why else {"category": category,
                                                                                  "packaged": True},
                                        "keys": [o.to_json() for o in outcomes], "removed_keys": removed,

@@ -6,13 +6,13 @@ import argparse
 from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
-from gkeys_portage.core import signing
-from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import UsageError
-from gkeys_portage.core.fileverify import default_categories, locate, locate_message, verify_input
 from gkeys_portage.core.state import atomic_write
 from gkeys_portage.core.types import parse_category
+from gkeys_portage.keys import signing
+from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Report
+from gkeys_portage.verify.file import default_categories, locate, locate_message, verify_input
 
 
 def run_verify(ctx: Gkeys, args: argparse.Namespace) -> Report:

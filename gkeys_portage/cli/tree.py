@@ -6,11 +6,11 @@ import argparse
 from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action
-from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import EXIT_NOT_VERIFIED, BadInputError, UsageError
+from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Message, Report
-from gkeys_portage.verify.markers import clear_marker, failure_markers
-from gkeys_portage.verify.tree import POLICIES, TreeOptions, TreeReport, TreeVerifier, open_repo
+from gkeys_portage.verify.git.markers import clear_marker, failure_markers
+from gkeys_portage.verify.git.tree import POLICIES, TreeOptions, TreeReport, TreeVerifier, open_repo
 
 DESCRIPTION = """\
 Verify the OpenPGP signature of every commit of a git repository (e.g. the Gentoo tree).

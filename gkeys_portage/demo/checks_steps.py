@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from gkeys_portage.demo.runner import DemoWorld, Step
+from gkeys_portage.demo.scene import DemoWorld, Step
 
 CATEGORY = "gentoo-checks"
 

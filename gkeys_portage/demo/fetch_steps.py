@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gkeys_portage.demo.media_steps import STAMP, make_media
-from gkeys_portage.demo.runner import DemoWorld, Step
+from gkeys_portage.demo.scene import DemoWorld, Step
 from gkeys_portage.portage.fetch import DOWNLOAD_SUFFIX
 from gkeys_portage.portage.fetch import main as fetch_main
 

@@ -16,7 +16,7 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gkeys_portage.demo.runner import DemoWorld, Step
+from gkeys_portage.demo.scene import DemoWorld, Step
 from gkeys_portage.demo.world import KeyFactory, LoopbackServer
 
 STAMP = "20260101T170000Z"

@@ -7,7 +7,7 @@ Self-contained: the scene makes its own infrastructure key, pins it in ``gentoo-
 
 from __future__ import annotations
 
-from gkeys_portage.demo.runner import DemoWorld, Step
+from gkeys_portage.demo.scene import DemoWorld, Step
 
 _REPO = """  <repo quality="{quality}" status="{status}">
     <name>{name}</name>

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import gkeys_portage
 from gkeys_portage.demo.world import KeyFactory, LoopbackServer
-from gkeys_portage.verify.gitobjects import GitRepo, git_environment
+from gkeys_portage.verify.git.objects import GitRepo, git_environment
 
 #: The directory holding this copy of ``gkeys_portage`` (PYTHONPATH for emerge and the hooks).
 PACKAGE_PARENT = Path(gkeys_portage.__file__).resolve().parent.parent

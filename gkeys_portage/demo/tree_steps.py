@@ -12,9 +12,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from gkeys_portage.demo.runner import DemoWorld, Step
+from gkeys_portage.demo.scene import DemoWorld, Step
 from gkeys_portage.demo.tree_repo import PortageSandbox, RepoBuilder, serve_repo, sync_module_missing
-from gkeys_portage.verify.gitobjects import GitRepo
+from gkeys_portage.verify.git.objects import GitRepo
 
 SHOWN = (" * ", ">>> ", "!!! gkeys", "=== ", "Action: ")
 

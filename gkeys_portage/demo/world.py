@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gkeys_portage.core.gpg import GnuPG
-from gkeys_portage.core.keysources import wkd_hash
 from gkeys_portage.core.types import Fingerprint
+from gkeys_portage.keys.sources import wkd_hash
+from gkeys_portage.openpgp.gnupg import GnuPG
 
 
 @dataclass

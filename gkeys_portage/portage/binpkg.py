@@ -38,12 +38,12 @@ from typing import TYPE_CHECKING
 
 from gkeys_portage.core.config import Config, eprefix, load_config
 from gkeys_portage.core.errors import BadInputError, ConfigError, GkeysError, StateError
-from gkeys_portage.core.seeds import SeedStore
 from gkeys_portage.core.state import Layout, fsync_directory, read_json
 from gkeys_portage.core.types import Fingerprint, Nick
+from gkeys_portage.keys.seeds import SeedStore
 
 if TYPE_CHECKING:  # the check that nothing changed must not pay for importing gpg and HTTP (see main)
-    from gkeys_portage.core.context import Gkeys
+    from gkeys_portage.keys.context import Gkeys
 
 #: gpg's keybox file name (``core.keyring.KEYBOX``; a test checks they agree).
 KEYBOX = "pubring.kbx"
@@ -175,7 +175,7 @@ def update_home(ctx: Gkeys, home: Path, *, refresh: bool = True, force: bool = F
     within ``[policy] max-refresh-age``, an error after it).  When the stamp in the home matches the
     pins and the keybox, nothing is touched (unless ``force``).
     """
-    from gkeys_portage.core.keyops import refresh_keys
+    from gkeys_portage.keys.refresh import refresh_keys
 
     binpkg = ctx.config.binpkg
     result = BinpkgHome(home=home, changed=False, nicks=list(binpkg.nicks))
@@ -241,7 +241,7 @@ def _build_and_swap(ctx: Gkeys, home: Path, keys: list[Fingerprint],
 def _build(ctx: Gkeys, staging: Path, keys: list[Fingerprint], stamp: str) -> list[Fingerprint]:
     """Import the pinned keys, trust them fully, write gpg.conf and the stamp, check, seal; return the
     pinned keys gpg calls revoked or expired (they stay, and gpg refuses their signatures)."""
-    from gkeys_portage.core.gpg import GnuPG
+    from gkeys_portage.openpgp.gnupg import GnuPG
 
     binpkg = ctx.config.binpkg
     selection = ctx.keyring(binpkg.category).gpg().export_exact(keys)
@@ -353,7 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         home = resolve_home(args.gnupghome, args.eroot)
         if is_current(config, home, refresh=not args.no_refresh):
             return 0    # Portage runs this before every remote binary operation: stay cheap
-        from gkeys_portage.core.context import Gkeys
+        from gkeys_portage.keys.context import Gkeys
 
         done = update_home(Gkeys(config), home, refresh=not args.no_refresh)
     except GkeysError as exc:

@@ -40,17 +40,17 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gkeys_portage.core.context import Gkeys
+from gkeys_portage.checks.glep63.health import DEFAULT_DAYS, check_health
 from gkeys_portage.core.errors import BadInputError, GkeysError
-from gkeys_portage.core.glep63.health import DEFAULT_DAYS, check_health
-from gkeys_portage.core.gpg import gpg_version
-from gkeys_portage.core.keyops import REFRESH_RECORD, last_refresh
-from gkeys_portage.core.seedfetch import SEED_RECORD
 from gkeys_portage.core.state import read_json
 from gkeys_portage.core.types import Category, parse_category
+from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.keys.refresh import REFRESH_RECORD, last_refresh
+from gkeys_portage.keys.seedfetch import SEED_RECORD
+from gkeys_portage.openpgp.gnupg import gpg_version
 from gkeys_portage.portage.reposconf import RepoConfig, file_or_directory, read_repos
 from gkeys_portage.portage.setup import ETC, TREE_HOOKS
-from gkeys_portage.verify.tree import category_list
+from gkeys_portage.verify.git.tree import category_list
 
 MIN_GPG = (2, 2)
 TREE_RECORD = "tree-revisions"
@@ -140,7 +140,7 @@ def _last_assignment(eroot: Path, pattern: re.Pattern[str]) -> str | None:
 
 def _categories(value: str) -> set[Category]:
     """The categories of ``sync-gkeys-category`` or ``[tree] category``: a space-separated list, read
-    as the sync module and the hooks read it (:func:`gkeys_portage.verify.tree.category_list`)."""
+    as the sync module and the hooks read it (:func:`gkeys_portage.verify.git.tree.category_list`)."""
     return {parse_category(name) for name in category_list(value)}
 
 

@@ -50,11 +50,11 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from gkeys_portage.core.config import Config, load_config
-from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import EXIT_BAD_INPUT, EXIT_NOT_VERIFIED, BadInputError, GkeysError, UsageError
+from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Console
-from gkeys_portage.verify.media import MediaVerification, MediaVerifier, all_digests
-from gkeys_portage.verify.mediafetch import DEFAULT_CATEGORY, fetch_siblings
+from gkeys_portage.verify.media.fetch import DEFAULT_CATEGORY, fetch_siblings
+from gkeys_portage.verify.media.verifier import MediaVerification, MediaVerifier, all_digests
 
 #: Release media verified by default (``[fetch] patterns`` replaces the list).
 DEFAULT_PATTERNS = ("stage3-*.tar.*", "install-*.iso", "admincd-*.iso", "livegui-*.iso")

@@ -25,15 +25,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gkeys_portage.core.config import load_config
-from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import BadInputError, GkeysError
+from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.portage.reposconf import read_repos, read_string
 from gkeys_portage.ui.output import say
-from gkeys_portage.verify.gitobjects import GitRepo
-from gkeys_portage.verify.gitspawn import SpawnSettings
-from gkeys_portage.verify.markers import failure_markers, marker_path, write_marker
-from gkeys_portage.verify.tree import TreeOptions, TreeVerifier, last_verified, record_verified
-from gkeys_portage.verify.worktree import describe_changes, restore_revision, unmerged_fetch, worktree_changes
+from gkeys_portage.verify.git.markers import failure_markers, marker_path, write_marker
+from gkeys_portage.verify.git.objects import GitRepo
+from gkeys_portage.verify.git.spawn import SpawnSettings
+from gkeys_portage.verify.git.tree import TreeOptions, TreeVerifier, last_verified, record_verified
+from gkeys_portage.verify.git.worktree import describe_changes, restore_revision, unmerged_fetch, worktree_changes
 
 
 def verify_synced_repo(ctx: Gkeys, repo_name: str, location: Path) -> tuple[bool, str]:

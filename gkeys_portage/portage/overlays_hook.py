@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gkeys_portage.core.config import load_config
-from gkeys_portage.core.context import Gkeys
+from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Console, Report
 from gkeys_portage.ui.overlays import OverlayRequest, overlay_report
 from gkeys_portage.ui.runner import add_output_options, run_report

@@ -37,12 +37,12 @@ from portage.util.configparser import SafeConfigParser, read_configs
 
 from gkeys_portage.core.config import load_config
 from gkeys_portage.core.configschema import unknown_name
-from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import GkeysError, UsageError
+from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.portage.treesync import SyncOutcome, SyncRequest, clone_verified, update_verified
-from gkeys_portage.verify.gitobjects import GitRepo
-from gkeys_portage.verify.gitspawn import SpawnSettings
-from gkeys_portage.verify.tree import POLICIES, TreeOptions
+from gkeys_portage.verify.git.objects import GitRepo
+from gkeys_portage.verify.git.spawn import SpawnSettings
+from gkeys_portage.verify.git.tree import POLICIES, TreeOptions
 
 DOC = """gkeys plug-in module for portage.
 Syncs git repositories and verifies the OpenPGP signature of every new commit against keys

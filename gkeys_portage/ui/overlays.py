@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from gkeys_portage.core.context import Gkeys
 from gkeys_portage.core.errors import GkeysError
+from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Report
-from gkeys_portage.verify.overlay_urls import Severity
-from gkeys_portage.verify.overlays import (
+from gkeys_portage.verify.overlays.urls import Severity
+from gkeys_portage.verify.overlays.verifier import (
     OverlaySettings,
     OverlayVerification,
     install_list,

@@ -1,0 +1,189 @@
+"""Keyrings: one GnuPG home per category, updated atomically (design.md §3 rule 6, §4).
+
+Readers use the live home.  Writers get a staging copy of the keybox; only when the whole
+update succeeded is the new ``pubring.kbx`` fsynced and renamed over the live one, and the
+exported ``keyrings/<category>.asc`` is rewritten atomically.  A crash (even SIGKILL) in the
+middle of an update leaves the previous keyring in place and working.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import weakref
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+from gkeys_portage.core.errors import StateError
+from gkeys_portage.core.state import (
+    Layout,
+    atomic_write,
+    check_safe_directory,
+    fsync_directory,
+    staging_directory,
+)
+from gkeys_portage.core.types import Category, Fingerprint, parse_category
+from gkeys_portage.openpgp.colons import PublicKey
+from gkeys_portage.openpgp.gnupg import GnuPG
+from gkeys_portage.openpgp.keyblocks import Selection, armor_public_keys
+
+KEYBOX = "pubring.kbx"
+#: Set to ``1`` to verify from the exported keyrings even as the owner (see :meth:`Keyring.owned`).
+READ_ONLY_VARIABLE = "GKEYS_READ_ONLY_KEYRINGS"
+
+
+class Keyring:
+    """The keyring of one category."""
+
+    def __init__(self, layout: Layout, category: Category, *, timeout: float = 300.0) -> None:
+        self.layout = layout
+        self.category = parse_category(category)
+        self.home = layout.keyrings_dir / self.category
+        self.export_path = layout.keyrings_dir / f"{self.category}.asc"
+        self.timeout = timeout
+        self._keys: dict[Fingerprint, PublicKey] | None = None
+        self._reader: Path | None = None
+        # python-gnupg runs ``gpg --list-config`` whenever a GPG object is made: make one per clock.
+        self._readers: dict[datetime | None, GnuPG] = {}
+
+    def exists(self) -> bool:
+        """True if the keyring has a keybox (or, for a reader that does not own it, a non-empty export)."""
+        if not self.owned():
+            return self.export_path.is_file() and self.export_path.stat().st_size > 0
+        return (self.home / KEYBOX).is_file()
+
+    def owned(self) -> bool:
+        """True unless the live home exists and belongs to another user, or ``$GKEYS_READ_ONLY_KEYRINGS``
+        is ``1``.
+
+        Portage fetches (``FEATURES=userfetch``) and builds (``userpriv``) as the unprivileged ``portage``
+        user, who can neither open root's 0700 GnuPG home nor let gpg lock it; such readers verify
+        against the exported ``keyrings/<category>.asc`` instead (see :meth:`gpg`).  The eclass and the
+        bashrc hook set the variable so that an ebuild phase never writes into the live home (gpg's
+        lock files there would be sandbox violations when a build runs as root).
+        """
+        if os.environ.get(READ_ONLY_VARIABLE) == "1":
+            return False
+        try:
+            return self.home.stat().st_uid == os.geteuid()
+        except FileNotFoundError:
+            return True
+
+    def gpg(self, faked_time: datetime | None = None) -> GnuPG:
+        """GnuPG on the live home, for reading and verifying (refused if the home is a symlink).
+
+        A process that does not own the home gets a private throwaway home holding the exported
+        keyring (the same pinned keys, revocations included), removed when this object goes away.
+        """
+        if not self.owned():
+            home, read_only = self._reader_home(), False
+        else:
+            check_safe_directory(self.home)
+            home, read_only = self.home, True
+        cached = self._readers.get(faked_time)
+        if cached is None or cached.homedir != home:
+            cached = GnuPG(home, faked_time=faked_time, timeout=self.timeout, read_only=read_only)
+            self._readers[faked_time] = cached
+        return cached
+
+    def _reader_home(self) -> Path:
+        """The throwaway home of a non-owner (created on first use from the export)."""
+        if self._reader is None:
+            try:
+                exported = self.export_path.read_bytes()
+            except OSError as exc:
+                raise StateError(f"cannot read the exported keyring {self.export_path} as uid {os.geteuid()}: "
+                                 f"{exc.strerror} (run as the keyring's owner, or run 'gkeys install-key "
+                                 f"-C {self.category}' to write it)") from exc
+            home = Path(tempfile.mkdtemp(prefix=f"gkeys-reader-{self.category}-"))
+            weakref.finalize(self, shutil.rmtree, home, True)
+            gpg = GnuPG(home, timeout=self.timeout)
+            if exported:
+                gpg.import_keys(exported)
+            self._reader = home
+        return self._reader
+
+    def installed(self) -> dict[Fingerprint, PublicKey]:
+        """The keys of this keyring by primary fingerprint (cached for this object)."""
+        if self._keys is None:
+            self._keys = {key.fingerprint: key for key in self.gpg().list_keys()} if self.exists() else {}
+        return self._keys
+
+    @contextlib.contextmanager
+    def update(self) -> Iterator[GnuPG]:
+        """Yield GnuPG on a staging home; commit it atomically if the block succeeds.
+
+        The staging home is rebuilt from the live keyring's exact export through the clean import path
+        (:data:`~gkeys_portage.openpgp.gnupg.SAFE_IMPORT_OPTIONS`), not copied: third-party certifications an
+        older version stored, and keyblocks that carry another key's primary as a subkey, do not survive
+        the next update.  The caller must hold the state lock.
+        """
+        check_safe_directory(self.home)
+        with staging_directory(self.layout.keyrings_dir, f".staging-{self.category}-") as staging:
+            gpg = GnuPG(staging, timeout=self.timeout)
+            before: set[Fingerprint] = set()
+            if (self.home / KEYBOX).is_file() and self.installed():
+                live = self.gpg().export_exact()
+                before = live.primaries
+                if live.kept:
+                    gpg.import_keys(live.data)
+            yield gpg
+            if (staging / KEYBOX).exists():
+                lost = before - {key.fingerprint for key in gpg.list_keys()}
+                if lost:
+                    raise StateError(f"keyring {self.category}: the update lost {len(lost)} key(s) "
+                                     f"(disk full or gpg failure?); the previous keyring is kept")
+            self._commit(gpg, staging)
+
+    def adopt(self, gpg: GnuPG, exported: Selection | None = None) -> None:
+        """Make the keybox of another home (on the same filesystem) this keyring, atomically.
+
+        Used when a fresh keyring would be an exact copy of it (saves a second import).  ``exported``
+        is that home's :meth:`GnuPG.export_exact` of *every* key it holds, if the caller already made
+        it (it becomes the armored export; saves a second export and check).
+        """
+        self._commit(gpg, gpg.homedir, exported)
+
+    def _commit(self, gpg: GnuPG, staging: Path, selection: Selection | None = None) -> None:
+        new = staging / KEYBOX
+        self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not new.exists():
+            # gpg creates the keybox lazily: an update that imported nothing leaves none.
+            atomic_write(self.export_path, b"")
+            return
+        if selection is None:
+            selection = gpg.export_exact()
+        exported = armor_public_keys(selection.data) if selection.data else b""
+        with open(new, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(new, self.home / KEYBOX)
+        fsync_directory(self.home)
+        atomic_write(self.export_path, exported)
+        self._keys = None
+
+    def remove_keys(self, fingerprints: set[Fingerprint]) -> list[Fingerprint]:
+        """Remove keys by rebuilding the keyring without them (no gpg-agent needed); atomic."""
+        installed = self.installed()
+        removed = sorted(f for f in fingerprints if f in installed)
+        if not removed:
+            return []
+        kept = sorted(f for f in installed if f not in fingerprints)
+        data = self.gpg().export_keys(kept, armor=False) if kept else b""
+        with staging_directory(self.layout.keyrings_dir, f".staging-{self.category}-") as staging:
+            gpg = GnuPG(staging, timeout=self.timeout)
+            if data:
+                gpg.import_keys(data)
+            else:
+                gpg.list_keys()  # creates an empty keybox; raises if gpg cannot
+            self._commit(gpg, staging)
+        return removed
+
+    def remove(self) -> None:
+        """Delete the whole keyring of this category (home and export)."""
+        shutil.rmtree(self.home, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            self.export_path.unlink()
+        self._keys = None

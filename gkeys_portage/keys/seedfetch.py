@@ -1,0 +1,120 @@
+"""Fetch signed seed files: download, verify with signer pinning, refuse rollback, install atomically.
+
+The signature is looked for at ``<url>.sig`` then ``<url>.asc``.  It must be a good signature by
+the key named in ``[verify-seeds]`` for that category (``<category> <nick>``), checked against
+that category's keyring, and it must be made for that category (:mod:`gkeys_portage.keys.seedbinding`:
+a ``seed-category@gentoo.org`` notation; unbound old signatures only where ``[policy] unbound-seeds``
+allows them).  A seed whose signature is older than the installed one's is refused (rollback to an
+old list of trusted keys).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+
+from gkeys_portage.core.errors import NoSignatureError, RollbackError, StaleError, UsageError
+from gkeys_portage.core.http import NotFoundError
+from gkeys_portage.core.state import atomic_write_json, read_json
+from gkeys_portage.core.types import Category, Nick, parse_category
+from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.keys.seedbinding import Binding, check_binding
+from gkeys_portage.keys.seeds import MAX_SEED_FILE, Seed, parse_seeds
+from gkeys_portage.openpgp.verdict import GoodSignature
+
+SIGNATURE_SUFFIXES = (".sig", ".asc")
+MAX_SIGNATURE = 1024 * 1024
+SEED_RECORD = "seeds"
+
+
+@dataclass
+class SeedChanges:
+    """Added / Updated / Removed nicks between two versions of a category."""
+
+    added: list[Nick] = field(default_factory=list)
+    updated: list[Nick] = field(default_factory=list)
+    removed: list[Nick] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, list[str]]:
+        """Machine-readable form for ``--json``."""
+        return {"added": list(self.added), "updated": list(self.updated), "removed": list(self.removed)}
+
+
+def diff_seeds(old: dict[Nick, Seed], new: dict[Nick, Seed]) -> SeedChanges:
+    """Compare two versions of a category's seeds."""
+    return SeedChanges(
+        added=sorted(set(new) - set(old)),
+        updated=sorted(n for n in set(new) & set(old) if new[n].to_json() != old[n].to_json()),
+        removed=sorted(set(old) - set(new)),
+    )
+
+
+@dataclass
+class SeedFetchResult:
+    """What fetch-seed did for one category."""
+
+    category: Category
+    url: str
+    signature_url: str
+    signer: GoodSignature
+    changes: SeedChanges
+    unchanged: bool
+    binding: Binding
+
+    def to_json(self) -> dict[str, object]:
+        """Machine-readable form for ``--json``."""
+        return {"category": self.category, "url": self.url, "signature_url": self.signature_url,
+                "signer": self.signer.to_json(), "changes": self.changes.to_json(), "unchanged": self.unchanged,
+                "bound": self.binding.bound}
+
+
+def _download_signature(ctx: Gkeys, url: str) -> tuple[bytes, str]:
+    for suffix in SIGNATURE_SUFFIXES:
+        try:
+            return ctx.http.get(url + suffix, max_bytes=MAX_SIGNATURE), url + suffix
+        except NotFoundError:
+            continue
+    raise NoSignatureError(f"no signature for {url} (tried {', '.join(SIGNATURE_SUFFIXES)})")
+
+
+def fetch_seed(ctx: Gkeys, category: str) -> SeedFetchResult:
+    """Download, verify and install the seed file of ``category``.  The caller holds the lock."""
+    cat = parse_category(category)
+    url = ctx.config.seedurls.get(cat)
+    if not url:
+        raise UsageError(f"no seed URL configured for category {cat!r} ([seedurls] in the config)")
+    signer_category, signer_nick = ctx.config.verify_seeds.get(cat, (None, None))
+    if signer_category is None or signer_nick is None:
+        raise UsageError(f"no signing key configured for category {cat!r} ([verify-seeds] in the config)")
+
+    data = ctx.http.get(url, max_bytes=MAX_SEED_FILE)
+    signature, signature_url = _download_signature(ctx, url)
+    verifier = ctx.verifier(signer_category, [signer_nick])
+    result = verifier.detached(signature, data)
+    binding = check_binding(result.good, cat, url, allow_unbound=cat in ctx.config.policy.unbound_seeds)
+    new_seeds = parse_seeds(data, url)  # only parsed once its signature is good
+
+    record = read_json(ctx.layout.record(SEED_RECORD), {})
+    previous = record.get(cat, {})
+    digest = hashlib.sha256(data).hexdigest()
+    signed = result.signer.created
+    max_age = ctx.config.policy.max_seed_age
+    if max_age and time.time() - signed > max_age:
+        raise StaleError(
+            f"seed file {url} was signed {result.signer.created_at:%Y-%m-%d}, more than "
+            f"{max_age / 86400:.0f} days ago ([policy] max-seed-age): a mirror may be freezing it"
+        )
+    if previous and signed < previous.get("signed", 0):
+        raise RollbackError(
+            f"seed file {url} is signed {result.signer.created_at:%Y-%m-%d %H:%M:%S}, older than the installed "
+            f"one; refusing to roll back"
+        )
+    old_seeds = ctx.seeds.load(cat) if ctx.seeds.is_installed(cat) else {}
+    unchanged = previous.get("sha256") == digest and ctx.seeds.is_installed(cat)
+    if not unchanged:
+        ctx.seeds.install_raw(cat, data, signature)
+        record[cat] = {"signed": signed, "sha256": digest, "url": url, "signer": result.signer.pin.fingerprint}
+        atomic_write_json(ctx.layout.record(SEED_RECORD), record)
+    return SeedFetchResult(cat, url, signature_url, result.signer, diff_seeds(old_seeds, new_seeds), unchanged,
+                           binding)

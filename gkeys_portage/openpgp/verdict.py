@@ -1,0 +1,298 @@
+"""Signature verification with signer pinning (design.md §3, trust rules 1, 3, 4, 5).
+
+A signature counts only if GnuPG reports ``VALIDSIG`` and the signature's *primary*
+key fingerprint is pinned by a seed.  The decision is made on parsed status records
+(:mod:`gkeys_portage.openpgp.status`) plus the key listing, never on human text and
+never on python-gnupg's ``valid`` flag.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from gkeys_portage.core.errors import (
+    BadInputError,
+    BadSignatureError,
+    ExpiredKeyError,
+    FutureSignatureError,
+    NoSignatureError,
+    NotVerifiedError,
+    RevokedKeyError,
+    SignatureClassError,
+    SignerNotPinnedError,
+    UnknownSignerError,
+    WeakHashError,
+)
+from gkeys_portage.core.hashpolicy import weak_hash_refusal
+from gkeys_portage.core.types import Category, Fingerprint, Nick
+from gkeys_portage.openpgp.colons import PublicKey, SubKey
+from gkeys_portage.openpgp.status import Notation, SignatureStatus, SigOutcome, StatusReport
+
+DEFAULT_CLOCK_SKEW = 600.0
+
+SIG_BINARY = 0x00  # signature of a binary document: the exact bytes
+SIG_TEXT = 0x01  # signature of a canonical text document: line endings are normalised to CRLF first
+
+
+class SignedData(enum.Enum):
+    """What a signature covers, and so which signature classes (RFC 9580 §5.2.1) may sign it.
+
+    * ``BINARY``: a detached signature over bytes (release media, statements with a detached signature,
+      seed files, overlay lists, bundles, git commits).  Only class 0x00: a text-mode (0x01) signature
+      also verifies the same data with LF turned into CRLF (and back), two byte strings under one
+      signature, and gpg, git and Portage accept both.
+    * ``CLEARTEXT``: a cleartext-signed message.  Only class 0x01, the class ``gpg --clearsign`` makes; a
+      0x00 signature there is a binary signature of CRLF bytes moved into a cleartext frame.
+    * ``MESSAGE``: an inline signed message (``gpg --sign``).  0x00 or 0x01: the message carries its own
+      literal data and gpg returns the bytes it hashed, as the signer meant them.
+    """
+
+    BINARY = frozenset({SIG_BINARY})
+    CLEARTEXT = frozenset({SIG_TEXT})
+    MESSAGE = frozenset({SIG_BINARY, SIG_TEXT})
+
+
+@dataclass(frozen=True)
+class Pin:
+    """A fingerprint that a seed trusts, with the seed it comes from."""
+
+    category: Category
+    nick: Nick
+    fingerprint: Fingerprint
+
+
+@dataclass
+class PinSet:
+    """The fingerprints allowed to sign for one purpose, indexed by fingerprint."""
+
+    pins: dict[Fingerprint, Pin] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, pins: Iterable[Pin]) -> PinSet:
+        """Build a pin set from pins."""
+        return cls({pin.fingerprint: pin for pin in pins})
+
+    def get(self, fingerprint: Fingerprint | None) -> Pin | None:
+        """The pin for this primary fingerprint, or None."""
+        return None if fingerprint is None else self.pins.get(fingerprint)
+
+    def __len__(self) -> int:
+        return len(self.pins)
+
+    def describe(self) -> str:
+        """Short human description of who is pinned."""
+        nicks = sorted({f"{p.category}/{p.nick}" for p in self.pins.values()})
+        return ", ".join(nicks) if nicks else "nobody"
+
+
+@dataclass(frozen=True)
+class VerifyPolicy:
+    """Time rules for accepting signatures."""
+
+    clock_skew: float = DEFAULT_CLOCK_SKEW
+    require_currently_valid: bool = False
+    now: float | None = None
+    #: Weak data hashes admitted for signatures made before a cut-off ({hash id: epoch}); see hashpolicy.
+    weak_hashes: Mapping[int, float] = field(default_factory=dict)
+
+    def current_time(self) -> float:
+        """The evaluation time (``now`` if frozen, else the wall clock)."""
+        return time.time() if self.now is None else self.now
+
+
+@dataclass(frozen=True)
+class GoodSignature:
+    """A signature that passed every rule, and who made it."""
+
+    pin: Pin
+    signing_fingerprint: Fingerprint
+    created: int
+    notations: tuple[Notation, ...] = ()  # the signature's hashed notations (e.g. a seed file's category)
+
+    @property
+    def created_at(self) -> datetime:
+        """Signature creation time (UTC)."""
+        return datetime.fromtimestamp(self.created, UTC)
+
+    def to_json(self) -> dict[str, object]:
+        """Machine-readable form for ``--json``."""
+        return {
+            "category": self.pin.category,
+            "nick": self.pin.nick,
+            "fingerprint": self.pin.fingerprint,
+            "signing_key": self.signing_fingerprint,
+            "created": self.created_at.isoformat(),
+        }
+
+
+@dataclass
+class VerifyResult:
+    """A successful verification: the good pinned signatures and what was ignored."""
+
+    good: list[GoodSignature]
+    ignored: list[str] = field(default_factory=list)
+    plaintext: bytes | None = None
+
+    @property
+    def signer(self) -> GoodSignature:
+        """The first good signature (there is always at least one)."""
+        return self.good[0]
+
+    def to_json(self) -> dict[str, object]:
+        """Machine-readable form for ``--json``."""
+        return {"verified": True, "signatures": [g.to_json() for g in self.good], "ignored": self.ignored}
+
+
+def _fmt_time(epoch: float | None) -> str:
+    if epoch is None:
+        return "unknown time"
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _signing_key(sig: SignatureStatus, keys: Mapping[Fingerprint, PublicKey]) -> tuple[PublicKey, SubKey]:
+    primary = keys.get(sig.primary_fingerprint) if sig.primary_fingerprint else None
+    sub = primary.find(sig.signing_fingerprint) if primary and sig.signing_fingerprint else None
+    if primary is None or sub is None:
+        raise NotVerifiedError(
+            f"signing key {sig.signing_fingerprint or sig.key_id} is not in the keyring listing"
+        )
+    return primary, sub
+
+
+def _check_times(sig: SignatureStatus, key: PublicKey, sub: SubKey, policy: VerifyPolicy) -> int:
+    """Apply trust rule 3 to a cryptographically good signature; return its creation time."""
+    if sig.created is None:
+        raise BadSignatureError("signature has no creation time")
+    now = policy.current_time()
+    who = f"{key.fingerprint}"
+    if sig.created > now + policy.clock_skew:
+        raise FutureSignatureError(
+            f"signature by {who} is dated {_fmt_time(sig.created)}, in the future "
+            f"(allowed clock skew {policy.clock_skew:.0f}s)"
+        )
+    for part in {key.primary.fingerprint: key.primary, sub.fingerprint: sub}.values():
+        if part.created is not None and sig.created < part.created:
+            raise BadSignatureError(
+                f"signature dated {_fmt_time(sig.created)} predates its key {part.fingerprint} "
+                f"(created {_fmt_time(part.created)})"
+            )
+        if part.expires is not None and part.expires <= sig.created:
+            raise ExpiredKeyError(
+                f"key {part.fingerprint} had expired on {_fmt_time(part.expires)}, "
+                f"before the signature was made ({_fmt_time(sig.created)})"
+            )
+        if policy.require_currently_valid and part.expired_at(now):
+            raise ExpiredKeyError(f"key {part.fingerprint} expired on {_fmt_time(part.expires)}")
+    if not sub.can("s"):
+        raise BadSignatureError(f"key {sub.fingerprint} is not allowed to sign (usage {sub.capabilities!r})")
+    return sig.created
+
+
+def _class_refusal(sig: SignatureStatus, signed: SignedData, who: str) -> SignatureClassError | None:
+    """The error for a pinned signature whose class does not fit ``signed`` (None when it fits)."""
+    if sig.sig_class in signed.value:
+        return None
+    if sig.sig_class == SIG_TEXT:
+        return SignatureClassError(
+            f"signature by {who} is signed in text mode (class 01); a binary signature is required for "
+            f"this data (a text-mode signature also verifies a copy with other line endings): ask the signer "
+            f"to sign with gpg --detach-sign without --textmode")
+    if sig.sig_class == SIG_BINARY and signed is SignedData.CLEARTEXT:
+        return SignatureClassError(
+            f"signature by {who} in a cleartext-signed message is a binary signature (class 00), not a "
+            f"cleartext one (class 01): ask the signer to sign with gpg --clearsign")
+    shown = "unknown" if sig.sig_class is None else f"{sig.sig_class:02x}"
+    return SignatureClassError(f"signature by {who} has signature class {shown}, which does not sign data")
+
+
+#: What the rc field of gpg's ERRSIG status line means, for the codes a signature check meets
+#: (GnuPG doc/DETAILS; the rest are libgpg-error codes, printed as numbers).
+ERRSIG_MEANINGS = {
+    "4": "gpg error code 4: an algorithm this GnuPG does not support",
+    "39": "gpg error code 39, time conflict: the signature is dated before the key that made it was "
+          "created (backdated, or the signer's clock was wrong); ask the signer to sign again",
+}
+
+
+def decide(report: StatusReport, pins: PinSet, keys: Mapping[Fingerprint, PublicKey],
+           policy: VerifyPolicy | None = None, signed: SignedData = SignedData.BINARY) -> VerifyResult:
+    """Decide whether ``report`` shows a good signature by a pinned key.
+
+    Returns a :class:`VerifyResult` listing every good pinned signature, or raises the
+    :class:`NotVerifiedError` subclass that says why not.  Rules:
+
+    * a bad, revoked-key or expired signature anywhere fails the whole check;
+    * signatures by keys not in the keyring are ignored (as apt's ``Signed-By``), as are good
+      signatures by keys that are in the keyring but not pinned for this purpose;
+    * a pinned signature over a weak digest (MD5, SHA-1, RIPEMD-160) fails unless ``[policy]
+      weak-hashes`` admits it for its creation time (:mod:`gkeys_portage.core.hashpolicy`);
+    * a pinned signature must have a signature class that fits ``signed`` (:class:`SignedData`: binary
+      data only class 0x00, so a text-mode signature over media or a commit fails);
+    * at least one good signature by a pinned key is required.
+    """
+    policy = policy or VerifyPolicy()
+    if report.encrypted:
+        raise BadInputError("the message is encrypted, not (only) signed")
+    if report.plaintexts > 1:
+        raise BadInputError("more than one signed message in one file")
+    if not report.signatures:
+        hint = ("garbage or truncated data" if (report.no_data or report.bad_armor)
+                else report.failures[0] if report.failures else "no signature packet")
+        raise NoSignatureError(f"no OpenPGP signature found ({hint})")
+
+    good: list[GoodSignature] = []
+    unknown: list[str] = []
+    unpinned: list[str] = []
+    for sig in report.signatures:
+        if sig.outcome is SigOutcome.BAD:
+            raise BadSignatureError(f"BAD signature from key {sig.key_id}: data or signature was modified")
+        if sig.outcome is SigOutcome.NO_PUBKEY:
+            unknown.append(sig.signing_fingerprint or sig.key_id)
+            continue
+        if sig.outcome is SigOutcome.ERROR or not sig.valid:
+            raise BadSignatureError(
+                f"signature from key {sig.key_id or 'unknown'} cannot be checked "
+                f"({ERRSIG_MEANINGS.get(sig.errsig_rc or '', 'gpg error code ' + (sig.errsig_rc or 'none'))})"
+            )
+        pin = pins.get(sig.primary_fingerprint)
+        if pin is None:
+            unpinned.append(sig.primary_fingerprint or sig.key_id)
+            continue
+        if sig.outcome is SigOutcome.REVOKED_KEY:
+            raise RevokedKeyError(f"signature by {pin.category}/{pin.nick} ({pin.fingerprint}): key is revoked")
+        if sig.outcome is SigOutcome.EXPIRED_SIG:
+            raise ExpiredKeyError(f"signature by {pin.category}/{pin.nick} has expired")
+        weak = weak_hash_refusal(sig.hash_algo, sig.created, policy.weak_hashes)
+        if weak is not None:
+            raise WeakHashError(f"signature by {pin.category}/{pin.nick}: {weak}")
+        wrong_class = _class_refusal(sig, signed, f"{pin.category}/{pin.nick}")
+        if wrong_class is not None:
+            raise wrong_class
+        key, sub = _signing_key(sig, keys)
+        if sub.revoked or key.primary.revoked:
+            raise RevokedKeyError(f"signature by {pin.category}/{pin.nick} ({pin.fingerprint}): key is revoked")
+        created = _check_times(sig, key, sub, policy)
+        assert sig.signing_fingerprint is not None  # set whenever VALIDSIG was seen
+        good.append(GoodSignature(pin=pin, signing_fingerprint=sig.signing_fingerprint, created=created,
+                                  notations=tuple(sig.notations)))
+
+    if report.no_data:
+        # gpg found data it could not parse next to the signature(s): nothing of that input counts.
+        raise BadInputError("gpg found unparsable data next to the signature")
+    if report.errors:
+        # e.g. "ERROR proc_pkt.plaintext 89_BAD_DATA" after a second signed block or trailing packets:
+        # whatever gpg verified before that point does not count.
+        raise BadInputError(f"gpg could not process the whole input ({report.errors[0]}): more than one "
+                            f"signed message or trailing data")
+    ignored = [f"unknown signer {k}" for k in unknown] + [f"signer not pinned {k}" for k in unpinned]
+    if good:
+        return VerifyResult(good=good, ignored=ignored)
+    if unpinned:
+        raise SignerNotPinnedError(
+            f"signed by {', '.join(unpinned)}, which is not pinned by the seeds ({pins.describe()})"
+        )
+    raise UnknownSignerError(f"signed by unknown key {', '.join(unknown)} (not in the keyring)")

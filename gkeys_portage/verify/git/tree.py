@@ -1,0 +1,541 @@
+"""Verify the OpenPGP signatures of git commits (``verify-tree``, the sync module and the hooks).
+
+Every commit of a range must carry a ``gpgsig`` header whose signature is good and made by a key
+whose *primary* fingerprint the seeds of one of the listed categories pin (default ``gentoo-devs``;
+Gentoo's sync repositories need ``gentoo-devs gentoo-infra``, since the mirror's merge and metadata
+commits lie between two syncs); merge commits are no exception.  The top commit may instead be
+signed by a key of the top-commit category.  The time rules of
+:func:`gkeys_portage.openpgp.verdict.decide` apply per commit.
+
+Speed: commits are read in chunks by ``git cat-file --batch`` while gpg checks the chunks read before;
+each chunk's parsed signatures and payloads are written to a private scratch directory (in memory when
+``/dev/shm`` exists) and checked by one ``gpg --verify --multifile`` run, one per core at a time
+(:meth:`GnuPG.verify_detached_many`), instead of the gpg process per commit that
+``git log --format=%G?`` starts.  GnuPG stays the verifier of record: each commit gets its own status
+lines, decided by the same pinning code as every signature.
+Commits below the last verified revision (recorded per repository) are never checked again.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from gkeys_portage.core.errors import (
+    BadInputError,
+    BadSignatureError,
+    ExpiredKeyError,
+    FutureSignatureError,
+    GpgError,
+    NoSignatureError,
+    NotVerifiedError,
+    RevokedKeyError,
+    RollbackError,
+    SignerNotPinnedError,
+    StaleError,
+    UnknownSignerError,
+    UsageError,
+)
+from gkeys_portage.core.state import Layout, atomic_write_json, read_json
+from gkeys_portage.core.types import Fingerprint
+from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.keys.keyring import Keyring
+from gkeys_portage.openpgp.colons import PublicKey
+from gkeys_portage.openpgp.gnupg import PreparedSignatures
+from gkeys_portage.openpgp.status import StatusReport
+from gkeys_portage.openpgp.verdict import PinSet, SignedData, VerifyPolicy, decide
+from gkeys_portage.verify.git.objects import Commit, GitRepo, printable
+from gkeys_portage.verify.git.revocation import Revocation, revoked_subkey_reason, subkey_revocation
+
+DEFAULT_CATEGORY = "gentoo-devs"
+POLICIES = ("top", "all")
+RECORD = "tree-revisions"
+ARMOR_BEGIN = b"-----BEGIN PGP SIGNATURE-----"
+BATCH = 1000  # most commits per gpg run of a whole-history check (bounds memory, paces progress reports)
+PARTS_PER_JOB = 2  # gpg runs per parallel job (bench/tree.py: 2 beat 1, 4 and 8 on 2,001 commits)
+FIRST_RUN = 64  # commits per gpg run in the first round, so gpg starts while git reads the rest
+READ_AHEAD = 2  # rounds of gpg runs (one per job) queued while git reads the next commits
+
+#: Machine codes of the reasons a commit is refused (stable, for --json).
+REASON_CODES: dict[type[NotVerifiedError], str] = {
+    NoSignatureError: "no-signature",
+    BadSignatureError: "bad-signature",
+    UnknownSignerError: "unknown-signer",
+    SignerNotPinnedError: "signer-not-pinned",
+    RevokedKeyError: "revoked-key",
+    ExpiredKeyError: "expired-key",
+    FutureSignatureError: "future-signature",
+    StaleError: "stale",
+}
+
+Progress = Callable[[int, int], None]
+
+
+def category_list(value: str | Sequence[str] | None) -> tuple[str, ...]:
+    """Categories from a space-separated string (``[tree] category``, ``sync-gkeys-category``) or from
+    repeated ``-C`` options (each of which may itself hold several); duplicates dropped, order kept."""
+    if value is None:
+        return ()
+    items = [value] if isinstance(value, str) else list(value)
+    return tuple(dict.fromkeys(word for item in items for word in item.split()))
+
+
+@dataclass
+class TreeOptions:
+    """What to accept: the commit categories (a commit signed by a key pinned in *any* of them is
+    good), an optional top-commit category, the first-run policy."""
+
+    categories: tuple[str, ...] = (DEFAULT_CATEGORY,)
+    top_category: str | None = None
+    policy: str = "top"
+    jobs: int = 0  # gpg processes in parallel; 0 = one per core
+    max_age_days: float = 0.0  # refuse a top commit signed longer ago (a frozen mirror); 0 = off
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise UsageError(f"unknown tree policy {self.policy!r} (use top or all)")
+        if not self.categories:
+            raise UsageError("no category may sign commits (give -C CAT, or [tree] category)")
+
+    @classmethod
+    def from_config(cls, ctx: Gkeys, *, category: str | Sequence[str] | None = None,
+                    top_category: str | None = None, policy: str | None = None) -> TreeOptions:
+        """Options from arguments, falling back to ``[tree] category / top-category / policy``.
+
+        ``category`` is one or more categories: a space-separated string or a list of them.
+        """
+        categories = category_list(category) or category_list(ctx.config.get("tree", "category", DEFAULT_CATEGORY))
+        return cls(categories=categories,
+                   top_category=top_category or ctx.config.get("tree", "top-category", "") or None,
+                   policy=policy or ctx.config.get("tree", "policy", "top"),
+                   max_age_days=ctx.config.number("tree", "max-age", 0.0))
+
+
+@dataclass
+class CommitVerdict:
+    """The verdict on one commit."""
+
+    commit: str
+    author: str
+    summary: str
+    reason: str = ""  # empty when good
+    code: str = ""
+    signer: str = ""  # category/nick
+    fingerprint: str = ""
+    signed: int = 0  # signature time (epoch) of a good commit
+    verified: bool = False  # set only once the signature passed every rule (fail-closed by default)
+
+    @property
+    def good(self) -> bool:
+        """True if the commit carries a good signature by a pinned key (and nothing refused it since)."""
+        return self.verified and not self.reason and not self.code
+
+    def to_json(self) -> dict[str, object]:
+        """Machine-readable form."""
+        data: dict[str, object] = {"commit": self.commit, "author": self.author, "good": self.good}
+        if self.good:
+            data.update(signer=self.signer, fingerprint=self.fingerprint)
+        else:
+            data.update(reason=self.reason, code=self.code)
+        return data
+
+
+@dataclass
+class TreeReport:
+    """The verdicts on a range of commits: how many were checked, and the refused ones, newest first.
+
+    Only refused verdicts are kept (a whole-history run over a large repository keeps no per-commit
+    record of the good ones: the report names only what was refused).
+    """
+
+    repo: Path
+    tip: str
+    base: str | None
+    refused: list[CommitVerdict] = field(default_factory=list)
+    checked: int = 0
+    first_good: str | None = None  # newest commit on tip's first-parent line with only good history
+
+    @property
+    def bad(self) -> list[CommitVerdict]:
+        """The refused commits."""
+        return [v for v in self.refused if not v.good]
+
+    @property
+    def ok(self) -> bool:
+        """True if every commit of the range verified."""
+        return not self.bad
+
+    def reason(self) -> str:
+        """Why the range is not verified (or that it is), without the repository path."""
+        if self.ok:
+            return f"{self.checked} commit(s) verified up to {self.tip[:12]}"
+        first = self.bad[0]
+        more = f" (and {len(self.bad) - 1} more bad commit(s))" if len(self.bad) > 1 else ""
+        return f"commit {first.commit[:12]} by {first.author}: {first.reason}{more}"
+
+    def summary(self) -> str:
+        """One line: the repository and :meth:`reason`."""
+        return f"{self.repo}: {self.reason()}"
+
+    def describe(self) -> list[tuple[str, str]]:
+        """Human lines as ``(level, text)``: ``good``, ``error`` or ``info`` (shared by CLI, sync module, hooks)."""
+        if self.ok:
+            if self.base == self.tip:
+                return [("good", f"{self.repo}: no new commits; top {self.tip[:12]} checked again")]
+            base = f" above {self.base[:12]}" if self.base else ""
+            return [("good", f"{self.repo}: {self.checked} commit(s){base} verified, top {self.tip[:12]}")]
+        lines = [("error", f"bad commit {v.commit[:12]} (author {v.author}): {v.reason}") for v in self.bad]
+        lines.append(("info", f"first good ancestor: {self.first_good[:12]}" if self.first_good
+                      else "no good ancestor in the checked range"))
+        lines.append(("error", f"{self.repo}: NOT verified: {len(self.bad)} of {self.checked} "
+                      "commit(s) refused"))
+        return lines
+
+    def to_json(self) -> dict[str, object]:
+        """Machine-readable form."""
+        return {"repo": str(self.repo), "tip": self.tip, "base": self.base, "verified": self.ok,
+                "checked": self.checked, "bad": [v.to_json() for v in self.bad],
+                "first_good_ancestor": self.first_good}
+
+
+@dataclass
+class PreparedCommits:
+    """Commits whose signatures wait, written out, for one gpg run (:meth:`CommitVerifier.prepare`)."""
+
+    commits: list[Commit]
+    signed: list[Commit]
+    signatures: PreparedSignatures | None
+
+
+class CommitVerifier:
+    """Decides commits against one category's keyring and pins (key listing read once)."""
+
+    def __init__(self, keyring: Keyring, pins: PinSet, policy: VerifyPolicy, jobs: int = 0) -> None:
+        self.keyring = keyring
+        self.pins = pins
+        self.policy = policy
+        self.jobs = jobs or max(1, min(4, os.cpu_count() or 1))
+        self._signatures: dict[Fingerprint, PublicKey | None] = {}  # --list-sigs listings, revoked subkeys only
+        self.location = "REPO"  # the repository being verified, for the commands messages name
+
+    @property
+    def keys(self) -> Mapping[Fingerprint, PublicKey]:
+        """The keyring listing (cached by the :class:`Keyring`)."""
+        return self.keyring.installed()
+
+    def statuses(self, commits: Sequence[Commit], scratch: str | None = None) -> dict[str, StatusReport | None]:
+        """gpg's status for each commit, in one gpg run (None: no OpenPGP signature at all): the
+        signatures and payloads go to gpg from memory, under ``scratch`` (:meth:`prepare`, :meth:`finish`)."""
+        return self.finish(self.prepare(commits, scratch))
+
+    def prepare(self, commits: Sequence[Commit], scratch: str | None = None) -> PreparedCommits:
+        """Write the signed commits' signatures and payloads for one later gpg run (:meth:`finish`), so
+        the caller can write the next commits while gpg checks these."""
+        signed = [c for c in commits if c.signature is not None and c.signature.lstrip().startswith(ARMOR_BEGIN)]
+        prepared = (self.keyring.gpg().prepare_detached_many([(c.signature or b"", c.payload) for c in signed],
+                                                             scratch=scratch) if signed else None)
+        return PreparedCommits(list(commits), signed, prepared)
+
+    def finish(self, prepared: PreparedCommits) -> dict[str, StatusReport | None]:
+        """gpg's status for each commit of :meth:`prepare` (one gpg run; None: no OpenPGP signature)."""
+        result: dict[str, StatusReport | None] = {c.hash: None for c in prepared.commits}
+        if prepared.signatures is not None:
+            reports = self.keyring.gpg().verify_prepared(prepared.signatures)
+            result.update((commit.hash, report) for commit, report in zip(prepared.signed, reports, strict=True))
+        return result
+
+    def judge(self, commit: Commit, report: StatusReport | None) -> CommitVerdict:
+        """Apply the pinning and time rules to one commit."""
+        # author and summary are the committer's words: escaped before they reach a terminal line
+        verdict = CommitVerdict(commit.hash, printable(commit.author, 200), printable(commit.summary, 200))
+        try:
+            if report is None:
+                what = "no gpgsig header" if commit.signature is None else "gpgsig is not an OpenPGP signature"
+                raise NoSignatureError(f"unsigned commit ({what})")
+            # git signs commits in binary mode; a text-mode signature is refused (stricter than git verify-commit)
+            result = decide(report, self.pins, self.keys, self.policy, SignedData.BINARY)
+        except NotVerifiedError as exc:
+            subkey = self._revoked_subkey(report) if isinstance(exc, RevokedKeyError) and report else None
+            # never empty: an empty reason is no pass
+            verdict.reason = subkey or exc.message or type(exc).__name__
+            verdict.code = _reason_code(exc)
+        except BadInputError as exc:
+            verdict.reason, verdict.code = exc.message or type(exc).__name__, "bad-signature"
+        else:
+            verdict.verified = True
+            verdict.signer = f"{result.signer.pin.category}/{result.signer.pin.nick}"
+            verdict.fingerprint = result.signer.pin.fingerprint
+            verdict.signed = result.signer.created
+        return verdict
+
+    def _revoked_subkey(self, report: StatusReport) -> str | None:
+        """The refusal of a pinned signature whose signing *subkey* is revoked while the key is not (e.g. a
+        rotation that revoked the old subkey as superseded), or None.  GnuPG reports REVKEYSIG for every
+        signature of a revoked subkey, however old; that verdict stands (fail closed), only the words and
+        the next step depend on when and why the subkey was revoked (:mod:`.revocation`)."""
+        for sig in report.signatures:
+            pin = self.pins.get(sig.primary_fingerprint)
+            key = self.keys.get(pin.fingerprint) if pin else None
+            sub = key.find(sig.signing_fingerprint) if key and sig.signing_fingerprint else None
+            if pin and key and sub and sub is not key.primary and sub.revoked and not key.primary.revoked:
+                return revoked_subkey_reason(f"{pin.category}/{pin.nick}", pin.fingerprint, sub.fingerprint,
+                                             sig.created, self._revocation(pin.fingerprint, sub.fingerprint),
+                                             self.location)
+        return None
+
+    def _revocation(self, primary: Fingerprint, subkey: Fingerprint) -> Revocation | None:
+        """The subkey's revocation, from a ``--list-sigs`` listing of its key (read once per key, and
+        only on this refusal path); None if it cannot be read."""
+        if primary not in self._signatures:
+            try:
+                listed = self.keyring.gpg().list_keys([primary], sigs=True)
+            except GpgError:
+                listed = []
+            self._signatures[primary] = next((k for k in listed if k.fingerprint == primary), None)
+        key = self._signatures[primary]
+        sub = key.find(subkey) if key else None
+        return subkey_revocation(sub) if sub else None
+
+
+def _reason_code(exc: NotVerifiedError) -> str:
+    for cls in type(exc).__mro__:
+        if cls in REASON_CODES:
+            return REASON_CODES[cls]
+    return "not-verified"
+
+
+class TreeVerifier:
+    """Verify ranges of commits of git repositories and keep the per-repository records."""
+
+    def __init__(self, ctx: Gkeys, options: TreeOptions | None = None) -> None:
+        self.ctx = ctx
+        self.options = options or TreeOptions.from_config(ctx)
+        ctx.ensure_layout()
+        policy = ctx.policy()
+        self.verifiers = [self._verifier(category, policy) for category in self.options.categories]
+        self.top = self._verifier(self.options.top_category, policy) if self.options.top_category else None
+
+    def _verifier(self, category: str, policy: VerifyPolicy) -> CommitVerifier:
+        keyring = self.ctx.keyring(category)
+        pins = self.ctx.seeds.pins(keyring.category)
+        if not len(pins):
+            self.ctx.require_category(category)  # a typo lists the installed categories instead
+            raise UsageError(f"no seeds installed for category {category!r} (run: gkeys update-seed -C {category})")
+        return CommitVerifier(keyring, pins, policy, self.options.jobs)
+
+    # -- ranges ------------------------------------------------------------------------------------
+
+    def plan(self, repo: GitRepo, tip: str, recorded: str | None) -> tuple[str | None, list[str]]:
+        """The commits to check for ``tip``: those above the last verified revision, else by policy.
+
+        Raises :class:`RollbackError` when the recorded revision is no ancestor of ``tip`` (upstream
+        rewrote verified history).  With ``max_age_days`` set the tip is always checked, even when it
+        is the recorded revision itself: a mirror frozen at an accepted tip must still age out.
+        """
+        if recorded:
+            if not repo.has_commit(recorded) or not repo.is_ancestor(recorded, tip):
+                hint = ("; the clone is shallow, so commits in between are missing: sync with full history "
+                        "(sync-depth = 0)") if repo.is_shallow() else " (force-pushed upstream?)"
+                raise RollbackError(f"{repo.path}: history was rewritten: the last verified commit "
+                                    f"{recorded[:12]} is not an ancestor of {tip[:12]}{hint}")
+            hashes = repo.rev_list(tip, [recorded])
+            if not hashes and self.options.max_age_days:
+                hashes = [tip]  # nothing new: re-check the (already recorded) tip, for its age
+            return recorded, hashes
+        if self.options.policy == "top":
+            return None, [tip]
+        return None, repo.rev_list(tip)
+
+    def verify(self, repo: GitRepo, hashes: Sequence[str], *, tip: str, base: str | None,
+               progress: Progress | None = None) -> TreeReport:
+        """Verify the named commits (newest first); the tip may use the top-commit category.
+
+        The commits are read in rounds, each round split into ``jobs`` interleaved gpg runs that run at
+        once; git reads the next round while gpg checks the current one (at most ``READ_AHEAD`` rounds
+        queued), so a whole-history run keeps little in memory and gpg starts at once.  Verdicts are
+        taken in the order of ``hashes``.
+        """
+        report = TreeReport(repo.path, tip, base)
+        verifiers = (*self.verifiers, *([self.top] if self.top else []))
+        for verifier in verifiers:
+            verifier.location = str(repo.path)
+            verifier.keys  # noqa: B018 - the keyring listing, read once before the worker threads share it
+        parents: dict[str, list[str]] = {}
+        scratch = scratch_parent()
+        first = self.verifiers[0]
+        jobs = first.jobs
+        size = max(1, min(BATCH, -(-len(hashes) // (jobs * PARTS_PER_JOB))))
+        pending: deque[tuple[list[str], dict[str, Commit], list[Future[dict[str, CommitVerdict]]]]] = deque()
+
+        def settle() -> None:
+            names, commits, lanes = pending.popleft()
+            verdicts = {name: verdict for lane in lanes for name, verdict in lane.result().items()}
+            for name in names:
+                commit = commits[name]
+                parents[commit.hash] = commit.parents
+                verdict = verdicts[commit.hash]
+                if not verdict.good and commit.hash == tip and self.top is not None:
+                    verdict = self._judge_top(commit, verdict, scratch)
+                if verdict.good and commit.hash == tip:
+                    self._check_age(verdict)
+                report.checked += 1
+                if not verdict.good:
+                    report.refused.append(verdict)
+            if progress:
+                progress(report.checked, len(hashes))
+
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            offset = 0
+            while offset < len(hashes):
+                span = jobs * (min(size, FIRST_RUN) if offset == 0 else size)  # a short first round: gpg starts soon
+                names = list(hashes[offset : offset + span])
+                offset += span
+                commits = repo.read_commits(names)
+                # every jobs-th commit to one gpg run: neighbours often share a signer (a branch, a busy
+                # developer), and keys differ in cost (ed25519 ~4x RSA in GnuPG), so the runs stay even
+                # the files are written here, while the workers' gpg checks the round before
+                lanes = [pool.submit(self._judge_prepared, first.prepare([commits[h] for h in names[lane::jobs]],
+                                                                         scratch), scratch)
+                         for lane in range(min(jobs, len(names)))]
+                pending.append((names, commits, lanes))
+                while len(pending) > READ_AHEAD:
+                    settle()
+            while pending:
+                settle()
+        below = base if base != tip else None  # a re-checked recorded tip: what lies below is no better
+        report.first_good = first_good_ancestor(hashes, parents, {v.commit for v in report.bad}, tip, below)
+        return report
+
+    def _judge_prepared(self, prepared: PreparedCommits, scratch: str | None) -> dict[str, CommitVerdict]:
+        """Verdicts against the listed categories in order: a commit whose signer is unknown to (or
+        not pinned in) one category is checked again against the next one; the first good verdict
+        wins, otherwise the first category's refusal stands.  A bad, revoked or future signature in a
+        category that knows the key is final (never retried elsewhere)."""
+        first, *others = self.verifiers
+        commits = prepared.commits
+        statuses = first.finish(prepared)
+        verdicts = {c.hash: first.judge(c, statuses[c.hash]) for c in commits}
+        for verifier in others:
+            retry = [c for c in commits if verdicts[c.hash].code in ("unknown-signer", "signer-not-pinned")]
+            if not retry:
+                break
+            more = verifier.statuses(retry, scratch)
+            for commit in retry:
+                verdict = verifier.judge(commit, more[commit.hash])
+                if verdict.good or verdict.code not in ("unknown-signer", "signer-not-pinned"):
+                    verdicts[commit.hash] = verdict
+        return verdicts
+
+    def _check_age(self, verdict: CommitVerdict) -> None:
+        """Refuse a top commit signed longer ago than ``max_age_days`` (a mirror frozen in the past)."""
+        days = self.options.max_age_days
+        if days and time.time() - verdict.signed > days * 86400:
+            stamp = datetime.fromtimestamp(verdict.signed, UTC).strftime("%Y-%m-%d")
+            verdict.reason = (f"the top commit was signed {stamp}, more than {days:g} days ago "
+                              f"([tree] max-age): the mirror may be frozen")
+            verdict.code = "stale"
+
+    def _judge_top(self, commit: Commit, dev_verdict: CommitVerdict, scratch: str | None) -> CommitVerdict:
+        assert self.top is not None
+        if dev_verdict.code not in ("unknown-signer", "signer-not-pinned"):
+            return dev_verdict
+        top = self.top.judge(commit, self.top.statuses([commit], scratch)[commit.hash])
+        return top if top.good else dev_verdict
+
+    def verify_repo(self, path: Path, *, revision: str = "HEAD", commit_range: str | None = None,
+                    record: bool = True, progress: Progress | None = None) -> TreeReport:
+        """Verify a repository: ``commit_range`` (``A..B``), or from its last verified revision to
+        ``revision``.  Records ``revision`` as verified when everything passed and ``record`` is set.
+        """
+        repo = open_repo(path)
+        if commit_range:
+            start, sep, end = commit_range.partition("..")
+            if not sep or not end:
+                raise UsageError(f"--range must look like A..B, not {commit_range!r}")
+            tip = repo.resolve(end)
+            base = repo.resolve(start) if start else None
+            hashes = repo.rev_list(tip, [base] if base else [])
+            if not hashes:
+                raise UsageError(f"--range {commit_range} holds no commits ({end} is {start} or one of its "
+                                 "ancestors); nothing to verify")
+            return self.verify(repo, hashes, tip=tip, base=base, progress=progress)
+        tip = repo.resolve(revision)
+        base, hashes = self.plan(repo, tip, last_verified(self.ctx.layout, repo.path))
+        report = self.verify(repo, hashes, tip=tip, base=base, progress=progress)
+        if report.ok and record:
+            record_verified(self.ctx, repo.path, tip)
+        return report
+
+
+def scratch_parent() -> str | None:
+    """Where to write signatures and payloads for gpg: ``/dev/shm`` if usable (fast), else the default."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
+
+
+def open_repo(path: Path, extra_env: Mapping[str, str] | None = None) -> GitRepo:
+    """A :class:`GitRepo` for ``path``, or a clear error if it is not a git repository."""
+    repo = GitRepo(path, extra_env=extra_env)
+    if not repo.is_repository():
+        raise BadInputError(f"{path} is not a git repository")
+    return repo
+
+
+def first_good_ancestor(order: Sequence[str], parents: Mapping[str, Sequence[str]], bad: set[str], tip: str,
+                        base: str | None) -> str | None:
+    """The newest commit on ``tip``'s first-parent line whose whole history in the range is good.
+
+    ``order`` is the range in topological order (children first) and ``parents`` its parent lists;
+    history below the range (``base``) was verified before, so when no commit of the range qualifies
+    the answer is the first commit below it on that line (None when nothing below it was verified).
+    """
+    tainted: set[str] = set()
+    for commit in reversed(order):  # parents before children
+        if commit in bad or any(p in tainted for p in parents.get(commit, ())):
+            tainted.add(commit)
+    current: str | None = tip
+    while current is not None and current in parents:
+        if current not in tainted:
+            return current
+        line = parents[current]
+        current = line[0] if line else None
+    return current if base is not None else None
+
+
+# -- records ---------------------------------------------------------------------------------------
+
+def _records(layout: Layout) -> dict[str, dict[str, str]]:
+    data = read_json(layout.record(RECORD), {})
+    return data if isinstance(data, dict) else {}
+
+
+def last_verified(layout: Layout, location: Path) -> str | None:
+    """The last verified revision recorded for the repository at ``location``."""
+    entry = _records(layout).get(str(Path(location).resolve()))
+    revision = entry.get("revision") if isinstance(entry, dict) else None
+    return revision if isinstance(revision, str) and revision else None
+
+
+def record_verified(ctx: Gkeys, location: Path, revision: str) -> None:
+    """Record ``revision`` as the last verified revision of ``location`` (atomic, under the state lock)."""
+    ctx.ensure_layout()
+    with ctx.lock:
+        records = _records(ctx.layout)
+        records[str(Path(location).resolve())] = {"revision": revision,
+                                                  "verified": datetime.now(UTC).isoformat(timespec="seconds")}
+        atomic_write_json(ctx.layout.record(RECORD), records)
+
+
+def forget(ctx: Gkeys, location: Path) -> None:
+    """Drop the record of ``location`` (a repository that was removed or is cloned afresh)."""
+    ctx.ensure_layout()
+    with ctx.lock:
+        records = _records(ctx.layout)
+        if records.pop(str(Path(location).resolve()), None) is not None:
+            atomic_write_json(ctx.layout.record(RECORD), records)

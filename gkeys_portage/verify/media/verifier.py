@@ -1,0 +1,430 @@
+"""Verify a stage3 tarball or an ISO against every signed sibling found beside it.
+
+Siblings (design.md §5, ``verify-media``):
+
+* ``<file>.asc``: a detached signature over the file;
+* ``<file>.DIGESTS`` (clearsigned, current form), ``<file>.DIGESTS.asc`` (older clearsigned form; or
+  a detached signature over an unsigned ``.DIGESTS``), ``<file>.sha256`` (clearsigned);
+* ``<file>.CONTENTS`` / ``<file>.CONTENTS.gz``: checked against their DIGESTS entries when present.
+
+Every sibling found is checked and must pass; at least one signed statement is required.  Only
+the text gpg says was signed is parsed.
+
+One strong digest per signed statement binds the file (:func:`to_check`): the first of
+:data:`PREFERRED` that the statement lists (SHA512, what the handbook's ``sha512sum -c`` checks, so
+that our verdict and the handbook reader's agree), the others it lists are recorded as ``unchecked``.
+``[media] all-digests = yes`` checks every listed digest, as before.  Weak
+digests (MD5, SHA1) never count: a statement listing no strong one is checked on everything it lists,
+and a strong digest must still match somewhere.
+
+The file must also be bound to its *name* (a detached ``.asc`` names no file, so an old release with
+its genuine ``.asc`` could be served under a newer name).  One of these rules must pass, and the
+result names it (:data:`NAME_RULES`):
+
+* ``listed``: a signed statement (``.DIGESTS``, ``.sha256``) lists the file by name with a matching
+  strong digest;
+* ``signed-after-build``: no statement, but the name carries a build stamp
+  (``stage3-amd64-openrc-20261201T170321Z.tar.xz``) and the ``.asc`` was made at or after it;
+* ``allowed-unnamed``: neither, and the caller allowed it explicitly (``--allow-unnamed``).
+
+gpg reads the big file itself, started first, while the signed statements are verified and then
+the digests are computed (:func:`~gkeys_portage.verify.media.fanout.hash_held`) from a second read of the
+same open file, held still by a read lease (:mod:`gkeys_portage.verify.media.pinned`); where it cannot be
+held, the detached signature check and every digest are fed from one read
+(:mod:`gkeys_portage.verify.media.fanout`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, cast
+
+from gkeys_portage.core.config import Config
+from gkeys_portage.core.errors import BadInputError, GpgError, NoSignatureError, NotVerifiedError
+from gkeys_portage.core.state import read_limited
+from gkeys_portage.keys.context import SignatureVerifier
+from gkeys_portage.openpgp.gnupg import OpenFile
+from gkeys_portage.openpgp.verdict import GoodSignature, VerifyResult
+from gkeys_portage.verify.media.digests import (
+    STRONG,
+    DigestList,
+    hashlib_name,
+    name_stamps,
+    parse_digests,
+    shown,
+    stamp_time,
+)
+from gkeys_portage.verify.media.fanout import Background, ChunkStream, hash_held, read_once
+from gkeys_portage.verify.media.pinned import pinned, unchanged
+
+DETACHED = ".asc"
+STATEMENTS = (".DIGESTS", ".DIGESTS.asc", ".sha256")
+CONTENTS = (".CONTENTS.gz", ".CONTENTS")
+SIGNED_SIBLINGS = (DETACHED, *STATEMENTS)
+ALL_SIBLINGS = (*SIGNED_SIBLINGS, *CONTENTS)
+MAX_STATEMENT = 4 * 1024 * 1024
+CLEARSIGN_MARKER = b"-----BEGIN PGP SIGNED MESSAGE-----"
+DETACHED_MARKER = b"-----BEGIN PGP SIGNATURE-----"
+
+Progress = Callable[[int, int], None]
+
+#: How a verified file was bound to its name (see the module docstring).
+NAME_RULES = ("listed", "signed-after-build", "allowed-unnamed")
+#: Strong digests in order of preference: the one a statement is checked on (see the module docstring).
+PREFERRED = ("SHA512", "BLAKE2B", "SHA256")
+
+
+class DigestMismatchError(NotVerifiedError):
+    """A signed statement lists a hash that the file does not have."""
+
+
+class NotListedError(NotVerifiedError):
+    """A signed statement found beside the file says nothing about the file."""
+
+
+class UnnamedMediaError(NotVerifiedError):
+    """Only a detached signature vouches for the file, and nothing signed binds it to its name."""
+
+
+@dataclass(frozen=True)
+class SignedBy:
+    """One sibling that verified, and the pinned key that signed it."""
+
+    source: str
+    kind: str
+    signature: GoodSignature
+
+    def to_json(self) -> dict[str, object]:
+        """Machine-readable form for ``--json``."""
+        return {"source": self.source, "kind": self.kind, **self.signature.to_json()}
+
+
+@dataclass(frozen=True)
+class DigestCheck:
+    """One listed hash of one file, and what became of it: ``match``, ``skipped`` (not computable here) or
+    ``unchecked`` (another strong digest of the same statement was checked, :func:`to_check`)."""
+
+    filename: str
+    algorithm: str
+    source: str
+    outcome: str
+
+    def to_json(self) -> dict[str, str]:
+        """Machine-readable form for ``--json``."""
+        return {"file": self.filename, "algorithm": self.algorithm, "source": self.source, "result": self.outcome}
+
+
+@dataclass
+class MediaVerification:
+    """A verified release file: who signed which sibling, which digests matched, what was skipped."""
+
+    file: str
+    category: str
+    signed: list[SignedBy] = field(default_factory=list)
+    checks: list[DigestCheck] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    #: names of the siblings that were verified or checked (ignored ones are not listed): the ones worth keeping
+    verified_files: list[str] = field(default_factory=list)
+    #: which of :data:`NAME_RULES` bound the file to its name, and in words
+    name_rule: str = ""
+    name_detail: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        """Machine-readable form for ``--json``."""
+        return {"file": self.file, "category": self.category, "verified": True,
+                "signatures": [s.to_json() for s in self.signed], "digests": [c.to_json() for c in self.checks],
+                "name": {"rule": self.name_rule, "detail": self.name_detail}, "notes": self.notes}
+
+
+@dataclass
+class _Statement:
+    """A verified DIGESTS-like sibling and its parsed entries."""
+
+    source: str
+    digests: DigestList
+
+
+def find_siblings(path: Path) -> dict[str, Path]:
+    """``{suffix: path}`` of the siblings that exist beside ``path``."""
+    found = {}
+    for suffix in ALL_SIBLINGS:
+        candidate = path.with_name(path.name + suffix)
+        if candidate.is_file():
+            found[suffix] = candidate
+    return found
+
+
+def checked(source: str, call: Callable[..., VerifyResult], *args: object) -> VerifyResult:
+    """Run a verification; a failure (not verified, unusable input, gpg failing) names the sibling it is about."""
+    try:
+        return call(*args)
+    except (NotVerifiedError, BadInputError, GpgError) as exc:
+        raise type(exc)(f"{source}: {exc.message}", detail=exc.detail) from exc
+
+
+def _has_armor(data: bytes, marker: bytes) -> bool:
+    """True if an armor header line ``marker`` starts any line (text may precede it)."""
+    return (b"\n" + data).find(b"\n" + marker) >= 0
+
+
+def _detached(path: Path | None) -> bytes | None:
+    """The bytes of ``path`` if it holds an armored detached signature (not a clearsigned message), else None
+    (read once: the bytes judged are the bytes gpg gets)."""
+    if path is None:
+        return None
+    data = read_limited(path, MAX_STATEMENT, "signature")
+    return data if _has_armor(data, DETACHED_MARKER) and not _has_armor(data, CLEARSIGN_MARKER) else None
+
+
+def signed_text(data: bytes, source: str) -> str:
+    """The signed text as UTF-8 (anything else is bad input)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInputError(f"{source}: signed text is not UTF-8") from exc
+
+
+def to_check(entries: dict[str, str], *, all_digests: bool = False) -> dict[str, str]:
+    """The listed digests ``{algorithm: hex}`` of one statement that are checked.
+
+    By default one: the first of :data:`PREFERRED` that is listed and computable here.  With
+    ``all_digests``, or when the statement lists no strong digest, every listed one (weak ones never
+    count on their own: see :meth:`MediaVerifier.verify`).
+    """
+    if not all_digests:
+        for algorithm in PREFERRED:
+            if algorithm in entries and hashlib_name(algorithm) is not None:
+                return {algorithm: entries[algorithm]}
+    return dict(entries)
+
+
+def all_digests(config: Config) -> bool:
+    """``[media] all-digests`` (default no): check every digest a statement lists, not one strong one."""
+    return config.flag("media", "all-digests", False)
+
+
+def _hash_plan(expected: list[tuple[str, dict[str, str]]]) -> list[str]:
+    """The hashlib names to compute for the listed algorithms (unavailable ones are left out)."""
+    plan = (hashlib_name(algorithm) for _source, entries in expected for algorithm in entries)
+    return list(dict.fromkeys(name for name in plan if name is not None))
+
+
+NO_STAMP = "its .asc names no file and the name carries no build stamp"
+
+
+def _unnamed(name: str, reason: str) -> UnnamedMediaError:
+    """The refusal of a file nothing signed binds to its name, and what to do about it."""
+    return UnnamedMediaError(f"{name}: not bound to its name: no signed .DIGESTS or .sha256 lists it and "
+                             f"{reason}; fetch {name}.DIGESTS from the release directory, or pass "
+                             f"--allow-unnamed if you know this is the right file")
+
+
+class MediaVerifier:
+    """Checks one release file with one category's pinned keys.
+
+    ``allow_unnamed`` accepts a file that only a detached signature vouches for even when nothing binds
+    it to its name (see the module docstring); off by default.  ``all_digests`` checks every digest a
+    statement lists instead of its preferred strong one (:func:`to_check`).
+    """
+
+    def __init__(self, verifier: SignatureVerifier, category: str, *, allow_unnamed: bool = False,
+                 all_digests: bool = False) -> None:
+        self.verifier = verifier
+        self.category = category
+        self.allow_unnamed = allow_unnamed
+        self.all_digests = all_digests
+
+    def verify(self, path: Path, progress: Progress | None = None) -> MediaVerification:
+        """Verify ``path`` against every sibling found; raise the precise error on any failure.
+
+        With a detached signature and the file held still (:mod:`gkeys_portage.verify.media.pinned`), gpg's
+        pass over the file starts first, in its own thread; the signed statements are verified while it
+        runs, then every digest is computed beside it from a second read of the same descriptor.
+        Otherwise the statements come first and one read feeds gpg (through a pipe) and the digests.
+        """
+        if not path.is_file():
+            raise BadInputError(f"{path}: no such file")
+        siblings = find_siblings(path)
+        result = MediaVerification(str(path), self.category)
+        signature = self._detached_signature(siblings)
+        source = path.name + DETACHED
+        with pinned(path) if signature is not None else contextlib.nullcontext() as fd:
+            gpg_pass = None
+            if fd is not None and signature is not None:
+                held, sig = fd, signature
+                gpg_pass = Background("gpg", lambda: checked(source, self.verifier.detached, sig, OpenFile(held)))
+            try:
+                statements = self._statements(siblings, result)
+                if signature is None and not statements:
+                    found = ", ".join(p.name for s, p in siblings.items() if s in STATEMENTS)
+                    raise NoSignatureError(f"nothing signed {path.name}: no {', '.join(SIGNED_SIBLINGS)} sibling"
+                                           + (f" is signed (found unsigned {found})" if found else " found"))
+                expected = self._expected(path.name, statements)
+                hashes = _hash_plan(self._checked_part(expected))
+                good: VerifyResult | None
+                if gpg_pass is not None and fd is not None:
+                    digests, good = hash_held(fd, path, hashes, progress), gpg_pass.result()
+                else:
+                    with unchanged(path):
+                        digests, good = self._read_once(path, signature, hashes, progress)
+            finally:
+                if gpg_pass is not None:
+                    gpg_pass.join()  # never leave gpg running behind a refusal
+        if good is not None:
+            result.signed.append(SignedBy(path.name + DETACHED, "detached signature", good.signer))
+            result.verified_files.append(path.name + DETACHED)
+        self._compare(path.name, expected, digests, result)
+        if statements and not any(c.outcome == "match" and c.algorithm in STRONG for c in result.checks):
+            raise NotVerifiedError(f"{path.name}: no strong digest (SHA256, SHA512, BLAKE2B) could be checked")
+        self._contents(siblings, statements, result)
+        if not result.signed:  # defence in depth: never report "verified" without a good signature
+            raise NoSignatureError(f"nothing signed {path.name}: no sibling verified")
+        self._bind_name(path.name, statements, good, result)
+        return result
+
+    def _read_once(self, path: Path, signature: bytes | None, hashes: list[str],
+                   progress: Progress | None) -> tuple[dict[str, str], VerifyResult | None]:
+        """Digests of ``path`` and the verdict of its detached ``signature`` (if any), fed from one read."""
+        if signature is None:
+            return read_once(path, hashes, None, progress)
+        source = path.name + DETACHED
+
+        def detached(stream: ChunkStream) -> VerifyResult:
+            # a read()-only stream is all gpg's feeder needs
+            return checked(source, self.verifier.detached, signature, cast(IO[bytes], stream))
+
+        return read_once(path, hashes, detached, progress)
+
+    def _bind_name(self, name: str, statements: list[_Statement], detached: VerifyResult | None,
+                   result: MediaVerification) -> None:
+        """Set ``result.name_rule``; raise :class:`UnnamedMediaError` if no rule binds ``name``."""
+        if statements:  # every statement lists the file, and a strong digest matched (checked above)
+            result.name_rule = "listed"
+            result.name_detail = f"{', '.join(s.source for s in statements)} list(s) {name} by name"
+            return
+        stamps = name_stamps(name)
+        made = min(g.created for g in detached.good) if detached is not None else None
+        if made is not None and stamps:
+            build = max(stamps)
+            made_at = datetime.fromtimestamp(made, UTC)
+            built = stamp_time(build)
+            if built is not None and made_at >= built:
+                result.name_rule = "signed-after-build"
+                result.name_detail = (f"{name}.asc was made {made_at:%Y-%m-%d %H:%M:%S} UTC, after the build "
+                                      f"stamp {build} in the name")
+                return
+            reason = (f"its .asc was made {made_at:%Y-%m-%d %H:%M:%S} UTC, before the build stamp {build} in "
+                      f"the name, so it signs an older build")
+        else:
+            reason = NO_STAMP
+        if self.allow_unnamed:
+            result.name_rule = "allowed-unnamed"
+            result.name_detail = f"nothing signed names {name} ({reason}); accepted with --allow-unnamed"
+            result.notes.append(f"{name}: {result.name_detail}")
+            return
+        raise _unnamed(name, reason)
+
+    def check_bindable(self, name: str, present: set[str]) -> None:
+        """Before downloading ``name``: raise :class:`UnnamedMediaError` if, with the siblings ``present``
+        (suffixes), no rule could bind it to its name (only an ``.asc``, no build stamp, not allowed)."""
+        if not (self.allow_unnamed or present & set(STATEMENTS) or name_stamps(name)):
+            raise _unnamed(name, NO_STAMP)
+
+
+    # -- signed statements -----------------------------------------------------------------------
+
+    def _statements(self, siblings: dict[str, Path], result: MediaVerification) -> list[_Statement]:
+        statements: list[_Statement] = []
+        detached_over_digests = False
+        for suffix in STATEMENTS:
+            if suffix not in siblings or (suffix == ".DIGESTS.asc" and detached_over_digests):
+                continue
+            path = siblings[suffix]
+            data = read_limited(path, MAX_STATEMENT, "signed statement")
+            if _has_armor(data, CLEARSIGN_MARKER):
+                good = checked(path.name, self.verifier.clearsigned, data)
+                text = good.plaintext or b""
+                kind = "clearsigned statement"
+            elif suffix == ".DIGESTS" and (signature := _detached(siblings.get(".DIGESTS.asc"))) is not None:
+                good = checked(siblings[".DIGESTS.asc"].name, self.verifier.detached, signature, data)
+                detached_over_digests, text, kind = True, data, "statement with detached signature"
+                result.verified_files.append(siblings[".DIGESTS.asc"].name)
+            else:
+                result.notes.append(f"{path.name}: not signed; ignored")
+                continue
+            result.signed.append(SignedBy(path.name, kind, good.signer))
+            result.verified_files.append(path.name)
+            statements.append(_Statement(path.name, parse_digests(signed_text(text, path.name), path.name)))
+        return statements
+
+    @staticmethod
+    def _detached_signature(siblings: dict[str, Path]) -> bytes | None:
+        if DETACHED not in siblings:
+            return None
+        path = siblings[DETACHED]
+        data = read_limited(path, MAX_STATEMENT, "signature")
+        if not data.strip():
+            raise NoSignatureError(f"{path.name}: empty signature file")
+        return data
+
+    @staticmethod
+    def _expected(name: str, statements: list[_Statement]) -> list[tuple[str, dict[str, str]]]:
+        """``[(source, {algorithm: hex})]`` for ``name``; every statement must list it.
+
+        A full build path is accepted for the file and its CONTENTS only: an absolute path naming
+        anything else (``/etc/passwd``) makes the statement unacceptable.
+        """
+        related = {name, *(name + suffix for suffix in CONTENTS)}
+        expected = []
+        for statement in statements:
+            for entry in statement.digests.entries:
+                if entry.absolute and entry.filename not in related:
+                    raise BadInputError(f"{statement.source} line {entry.line}: absolute path {entry.written!r} "
+                                        f"names a file other than {name}; refused")
+            entries = statement.digests.for_file(name)
+            if not entries:
+                listed = ", ".join(shown(n) for n in statement.digests.filenames()[:3])
+                raise NotListedError(f"{statement.source} does not list {name} (it lists {listed})")
+            expected.append((statement.source, entries))
+        return expected
+
+    def _checked_part(self, expected: list[tuple[str, dict[str, str]]]) -> list[tuple[str, dict[str, str]]]:
+        """``expected`` cut to the digests that are checked (:func:`to_check`)."""
+        return [(source, to_check(entries, all_digests=self.all_digests)) for source, entries in expected]
+
+    def _compare(self, name: str, expected: list[tuple[str, dict[str, str]]], digests: dict[str, str],
+                 result: MediaVerification) -> None:
+        for source, entries in expected:
+            checked_here = to_check(entries, all_digests=self.all_digests)
+            for algorithm, listed in entries.items():
+                if algorithm not in checked_here:
+                    result.checks.append(DigestCheck(name, algorithm, source, "unchecked"))
+                    continue
+                library = hashlib_name(algorithm)
+                if library is None:
+                    result.checks.append(DigestCheck(name, algorithm, source, "skipped"))
+                    result.notes.append(f"{source}: {algorithm} is not available here; skipped")
+                    continue
+                actual = digests[library]
+                if actual != listed:
+                    raise DigestMismatchError(f"{name}: {algorithm} does not match {source} "
+                                              f"(file {actual[:16]}…, signed {listed[:16]}…)")
+                result.checks.append(DigestCheck(name, algorithm, source, "match"))
+
+    def _contents(self, siblings: dict[str, Path], statements: list[_Statement], result: MediaVerification) -> None:
+        for suffix in CONTENTS:
+            if suffix not in siblings:
+                continue
+            path = siblings[suffix]
+            expected = [(s.source, s.digests.for_file(path.name)) for s in statements]
+            expected = [(source, entries) for source, entries in expected if entries]
+            if not expected:
+                result.notes.append(f"{path.name}: not listed in a signed statement; not checked")
+                continue
+            digests, _ = read_once(path, _hash_plan(self._checked_part(expected)))
+            self._compare(path.name, expected, digests, result)
+            result.verified_files.append(path.name)
