@@ -1,0 +1,74 @@
+"""Issue 26 and issue 23 (items 17, 18, 22): the Portage-side fail-opens of the third red-team pass.
+
+Each test reproduces the attack or the defect with the real parts (real ``emerge --sync`` from the
+pip-installed Portage in a temp PORTAGE_CONFIGROOT, real git and gpg) and checks what is on disk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tree_helpers import PROJECT, build, install_devs
+
+from gkeys_portage.demo.tree_repo import PortageSandbox, RepoBuilder, sync_module_missing
+
+_MISSING = sync_module_missing()
+
+
+@pytest.fixture
+def portage_root(env: Any, tmp_path: Path) -> Iterator[PortageSandbox]:
+    if _MISSING:
+        pytest.skip(_MISSING)
+    system = Path("/etc/gitconfig")
+    before = system.read_bytes() if system.exists() else None
+    yield PortageSandbox(tmp_path / "portage", env.config)
+    assert (system.read_bytes() if system.exists() else None) == before, "/etc/gitconfig was modified"
+
+
+def _markers(env: Any) -> list[str]:
+    return sorted(p.name for p in (env.state / "state" / "tree-failed").glob("*.json"))
+
+
+EVIL = "dev-test/EVIL/EVIL-1.ebuild"
+
+
+@pytest.mark.slow
+def test_a_refused_first_clone_that_renames_itself_keeps_failing_emerge(env: Any, tmp_path: Path,
+                                                                        portage_root: PortageSandbox) -> None:
+    """Issue 26 item 1: the unsigned first clone says ``repo_name = bar`` and ``aliases = foo``; Portage then
+    names the repository from the tree, and the hooks must neither drop its marker nor leave it usable."""
+    install_devs(env, ("alice",))
+    up = RepoBuilder(tmp_path / "upstream", env.keys, name="bar")
+    up.commit(None, files={"profiles/repo_name": "bar\n", "metadata/layout.conf": "masters =\naliases = foo\n",
+                           EVIL: "EAPI=8\nSLOT=0\nKEYWORDS=\"*\"\n"})
+    portage_root.install_hooks(PROJECT / "hooks")
+    location = portage_root.add_repo("foo", f"file://{up.path}", "git", clone_depth="0", sync_depth="0")
+    for attempt in range(2):
+        result = portage_root.sync()
+        assert result.returncode != 0, (attempt, result.stdout)
+        assert "NOT verified" in result.stdout, (attempt, result.stdout)
+        assert not (location / EVIL).exists(), (attempt, result.stdout)  # the unverified tree is not usable
+        assert _markers(env), (attempt, result.stdout)
+
+
+def test_a_tree_that_calls_itself_gentoo_is_still_verified_by_the_repo_hook(env: Any, tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 26 item 1, variant: ``profiles/repo_name = gentoo`` makes Portage hand the hook the name
+    ``gentoo``, which repos.conf syncs with ``sync-type = gkeys`` elsewhere; the hook must decide by
+    location, verify, refuse and mark, and the postsync hook must keep failing."""
+    from gkeys_portage.portage.hooks import postsync_main, repo_postsync_main
+
+    monkeypatch.setenv("GKEYS_CONFIG", str(env.config))
+    install_devs(env, ("alice",))
+    repo = build(tmp_path / "foo", env.keys, [None])
+    monkeypatch.setenv("PORTAGE_REPOSITORIES",
+                       f"[gentoo]\nlocation = {tmp_path / 'gentoo'}\nsync-type = gkeys\n"
+                       f"[foo]\nlocation = {repo.path}\nsync-type = git\n")
+    assert repo_postsync_main(["gentoo", "file:///up", str(repo.path)]) == 1
+    assert _markers(env) == ["gentoo.json"]
+    assert postsync_main() == 1  # its location is configured: the marker stays, whatever its name
+    # moved aside: Portage finds no tree at the location, the next sync clones again
+    assert not repo.path.exists() and (tmp_path / ".foo.gkeys-unverified" / ".git").is_dir()
