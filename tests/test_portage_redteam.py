@@ -72,3 +72,37 @@ def test_a_tree_that_calls_itself_gentoo_is_still_verified_by_the_repo_hook(env:
     assert postsync_main() == 1  # its location is configured: the marker stays, whatever its name
     # moved aside: Portage finds no tree at the location, the next sync clones again
     assert not repo.path.exists() and (tmp_path / ".foo.gkeys-unverified" / ".git").is_dir()
+
+
+@pytest.mark.parametrize("where", ["[DEFAULT]", "[test]"])
+def test_doctor_names_sync_hooks_only_on_change_on_every_hooked_repository(env: Any, tmp_path: Path,
+                                                                           where: str) -> None:
+    """Issue 26 item 2: with ``sync-hooks-only-on-change = true`` Portage skips the hooks when a merge fails
+    half-way; doctor must say so for each repository the hooks protect (also when set in [DEFAULT])."""
+    from test_doctor import doctor, healthy_root
+
+    root = healthy_root(env, tmp_path)
+    (root / "etc/portage/repos.conf/zz-gkeys.conf").unlink()  # back to sync-type = git, hooks installed
+    (root / "etc/portage/repos.conf/other.conf").write_text(
+        f"[other]\nlocation = {tmp_path}/repos/other\nsync-type = git\nsync-uri = https://example.org/o.git\n"
+        "clone-depth = 0\nsync-depth = 0\n")
+    (root / "etc/portage/repos.conf/z-hooks.conf").write_text(f"{where}\nsync-hooks-only-on-change = true\n")
+    document = doctor(env, root)
+    found = {f["subject"]: f for f in document["findings"] if f["code"] == "repo:hooks-on-change"}
+    assert set(found) == ({"test", "other"} if where == "[DEFAULT]" else {"test"}), document
+    assert "set sync-hooks-only-on-change = false for [test]" in found["test"]["fix"], found
+    assert document["exit"] == 1
+
+
+def test_setup_portage_turns_sync_hooks_only_on_change_off_for_its_repositories(env: Any, tmp_path: Path) -> None:
+    """Issue 26 item 2: ``setup-portage --repo`` writes ``sync-hooks-only-on-change = false`` where it was on."""
+    root = tmp_path / "root"
+    (root / "etc/portage/repos.conf").mkdir(parents=True)
+    (root / "etc/portage/repos.conf/test.conf").write_text(
+        f"[DEFAULT]\nsync-hooks-only-on-change = yes\n[test]\nlocation = {tmp_path}/repos/test\nsync-type = git\n"
+        "sync-uri = https://example.org/test.git\n[plain]\nlocation = /x\nsync-type = git\nsync-uri = https://x/p\n")
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", "test")
+    assert result.code == 0, result.text
+    fragment = (root / "etc/portage/repos.conf/zz-gkeys.conf").read_text()
+    assert "[test]\nsync-type = gkeys\nsync-hooks-only-on-change = false\n" in fragment, fragment
+    assert "[plain] sets sync-hooks-only-on-change = yes" in result.text, result.text  # the hooks protect it

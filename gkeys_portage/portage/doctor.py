@@ -10,8 +10,10 @@ only renders them.  Checked, under ``EROOT`` and the gkeys state of the configur
 * ``repo:unverified``: a repository with ``sync-type = git`` and no gkeys hooks;
 * ``repo:not-git``: a ``sync-type = gkeys`` repository whose location holds a tree that is not a git
   repository (an old rsync tree): the first verified clone refuses to overwrite it;
-* ``repo:shallow``: such a repository with ``clone-depth``/``sync-depth`` other than 0 (commits between two
-  syncs are not fetched, so they cannot be verified);
+* ``repo:hooks-on-change``: a ``sync-type = git`` repository the hooks protect with
+  ``sync-hooks-only-on-change = true`` (Portage then skips the hooks exactly when a merge failed half-way);
+* ``repo:shallow``: a hooked ``sync-type = git`` repository with ``clone-depth``/``sync-depth`` other than 0
+  (commits between two syncs are not fetched, so they cannot be verified);
 * ``hook:not-executable`` / ``hook:interpreter``: a gkeys hook Portage will not run, or whose ``#!``
   interpreter is gone;
 * ``fetch:no-wrapper``: ``FETCH_WRAPPER`` does not run gkeys-fetch;
@@ -49,7 +51,7 @@ from gkeys_portage.keys.refresh import REFRESH_RECORD, last_refresh
 from gkeys_portage.keys.seedfetch import SEED_RECORD
 from gkeys_portage.openpgp.gnupg import gpg_version
 from gkeys_portage.portage.reposconf import RepoConfig, file_or_directory, read_repos
-from gkeys_portage.portage.setup import ETC, TREE_HOOKS
+from gkeys_portage.portage.setup import ETC, HOOKS_ON_CHANGE, TREE_HOOKS, hooks_only_on_change
 from gkeys_portage.verify.git.tree import category_list
 
 MIN_GPG = (2, 2)
@@ -235,6 +237,13 @@ class Doctor:
                                     "installed: its commits are not verified",
                                     f"gkeys setup-portage --eroot {self.eroot} --repo {name}")
                     continue
+                if hooks_only_on_change(repo):
+                    self.result.add("repo:hooks-on-change", name, f"{HOOKS_ON_CHANGE} = {repo.get(HOOKS_ON_CHANGE)} "
+                                    f"({repo.origin.get(HOOKS_ON_CHANGE)}): Portage runs the gkeys hook only when it "
+                                    "counts a sync as a change, so a merge that fails half-way (HEAD unchanged, "
+                                    "files written) is never verified, rolled back or marked",
+                                    f"set {HOOKS_ON_CHANGE} = false for [{name}] in {where} (or verify before "
+                                    f"merging: gkeys setup-portage --eroot {self.eroot} --repo {name})")
                 shallow = [f"{key} = {repo.get(key) or 'unset (Portage: 1)'}" for key in ("clone-depth", "sync-depth")
                            if repo.get(key) != "0"]
                 if shallow:

@@ -67,36 +67,57 @@ def read_repos(eroot: Path, *, skip: Path | None = None) -> dict[str, RepoConfig
     return read_files(config_files(eroot, skip=skip))
 
 
-def read_files(files: list[Path]) -> dict[str, RepoConfig]:
-    """The merged repositories of ``files``, read in this order (a later value wins)."""
+def read_files(files: list[Path], *, defaults: bool = True) -> dict[str, RepoConfig]:
+    """The merged repositories of ``files``, read in this order (a later value wins).
+
+    ``[DEFAULT]`` values apply to every repository that does not set the key itself (Portage's parser
+    does this whatever file each came from); ``defaults=False`` leaves them out.
+    """
     repos: dict[str, RepoConfig] = {}
+    default = RepoConfig(DEFAULT)
     for path in files:
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise BadInputError(f"cannot read {path}: {str(exc).splitlines()[0]}") from exc
-        _merge(repos, text, path)
+        _merge(repos, default, text, path)
+    if defaults:
+        _inherit(repos, default)
     return repos
 
 
 def read_string(text: str, source: Path) -> dict[str, RepoConfig]:
     """The repositories of one repos.conf text, e.g. ``PORTAGE_REPOSITORIES`` (``source`` names it)."""
     repos: dict[str, RepoConfig] = {}
-    _merge(repos, text, source)
+    default = RepoConfig(DEFAULT)
+    _merge(repos, default, text, source)
+    _inherit(repos, default)
     return repos
 
 
-def _merge(repos: dict[str, RepoConfig], text: str, source: Path) -> None:
-    """Merge the sections of ``text`` into ``repos`` (a later value wins; [DEFAULT] excluded)."""
+DEFAULT = "DEFAULT"
+#: ``[DEFAULT]`` keys that mean something only there (Portage ignores them in a repository's section)
+_DEFAULT_ONLY = ("main-repo",)
+
+
+def _inherit(repos: dict[str, RepoConfig], default: RepoConfig) -> None:
+    """Give every repository the ``[DEFAULT]`` values it does not set itself."""
+    for repo in repos.values():
+        for key, value in default.options.items():
+            if key not in repo.options and key not in _DEFAULT_ONLY:
+                repo.options[key] = value
+                repo.origin[key] = default.origin[key]
+
+
+def _merge(repos: dict[str, RepoConfig], default: RepoConfig, text: str, source: Path) -> None:
+    """Merge the sections of ``text`` into ``repos`` and its ``[DEFAULT]`` into ``default`` (a later value wins)."""
     parser = configparser.ConfigParser(interpolation=None, strict=False, default_section="\0none")
     try:
         parser.read_string(text, source=str(source))
     except configparser.Error as exc:
         raise BadInputError(f"cannot read {source}: {str(exc).splitlines()[0]}") from exc
     for section in parser.sections():
-        if section == "DEFAULT":
-            continue
-        repo = repos.setdefault(section, RepoConfig(section))
+        repo = default if section == DEFAULT else repos.setdefault(section, RepoConfig(section))
         for key, value in parser.items(section):
             repo.options[key] = value.strip()
             repo.origin[key] = source

@@ -29,7 +29,7 @@ from pathlib import Path
 from gkeys_portage import installfiles
 from gkeys_portage.core.errors import BadInputError
 from gkeys_portage.core.state import atomic_write, atomic_write_json, read_json
-from gkeys_portage.portage.reposconf import config_files, read_files, read_repos
+from gkeys_portage.portage.reposconf import RepoConfig, config_files, read_files, read_repos
 
 ETC = Path("etc/portage")
 MANIFEST = ETC / ".gkeys-setup-portage.json"
@@ -100,6 +100,16 @@ def hook_content(hook: str, interpreter: str | None = None) -> bytes:
     return f"#!{python}".encode() + b"\n" + rest
 
 
+HOOKS_ON_CHANGE = "sync-hooks-only-on-change"
+
+
+def hooks_only_on_change(repo: RepoConfig) -> bool:
+    """True when Portage runs this repository's ``repo.postsync.d`` hooks only after a sync it counts as a
+    change (``sync-hooks-only-on-change``, read as Portage reads it): a merge that fails half-way leaves
+    HEAD alone, so the gkeys hook never runs, nothing is rolled back and no marker is written."""
+    return repo.get(HOOKS_ON_CHANGE, "false").lower() in ("true", "yes")
+
+
 def _clone_notes(eroot: Path, repos: Sequence[str]) -> list[str]:
     """What the user must do before the first gkeys sync (never done for them: it moves their data)."""
     known = read_repos(eroot, skip=eroot / REPOS_FRAGMENT)
@@ -109,6 +119,11 @@ def _clone_notes(eroot: Path, repos: Sequence[str]) -> list[str]:
         if blocked is not None:
             notes.append(f"do this before the next 'emerge --sync': mv {blocked} {blocked}.old (the first gkeys sync "
                          f"of {name} clones afresh and refuses to clone over a tree that is not a git repository)")
+    for name, repo in sorted(known.items()):
+        if name not in repos and repo.get("sync-type") == "git" and hooks_only_on_change(repo):
+            notes.append(f"[{name}] sets {HOOKS_ON_CHANGE} = {repo.get(HOOKS_ON_CHANGE)} "
+                         f"({repo.origin.get(HOOKS_ON_CHANGE)}): Portage then skips the gkeys hooks when a merge fails "
+                         f"half-way; set it to false, or run setup-portage again with --repo {name}")
     return notes
 
 
@@ -122,7 +137,7 @@ def repos_fragment(eroot: Path, repos: Sequence[str]) -> bytes:
     fragment = eroot / REPOS_FRAGMENT
     known = read_repos(eroot, skip=fragment)
     later = read_files([path for path in config_files(eroot, skip=fragment)
-                        if path.parent == fragment.parent and path.name > fragment.name])
+                        if path.parent == fragment.parent and path.name > fragment.name], defaults=False)
     lines = ["# Written by 'gkeys setup-portage' (remove with 'gkeys setup-portage --undo').",
              "# Every new commit of these repositories is verified by gkeys before the tree moves.", ""]
     for name in repos:
@@ -132,6 +147,9 @@ def repos_fragment(eroot: Path, repos: Sequence[str]) -> bytes:
         sync_type = repo.get("sync-type") if repo else ""
         uri = repo.get("sync-uri") if repo else ""
         settings: list[tuple[str, str]] = [("sync-type", "gkeys")]
+        if repo is not None and hooks_only_on_change(repo):
+            # Portage would skip the hooks of a sync that "changed nothing" (a merge that failed half-way)
+            settings.append((HOOKS_ON_CHANGE, "false"))
         if name == "gentoo":
             if sync_type not in GIT_TYPES or not uri:
                 settings.append(("sync-uri", GENTOO_MIRROR))
