@@ -28,7 +28,8 @@ def healthy_root(env: Any, tmp_path: Path, nicks: tuple[str, ...] = ("alice", "b
     (root / "etc/portage/repos.conf/test.conf").write_text(
         f"[test]\nlocation = {tmp_path}/repos/test\nsync-type = git\nsync-uri = https://example.org/test.git\n"
         "clone-depth = 0\nsync-depth = 0\n")
-    result = env.run("setup-portage", "--eroot", str(root), "--repo", "test", "--fetch-wrapper")
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", "test", "--category", "gentoo-devs",
+                     "--fetch-wrapper")
     assert result.code == 0, result.text
     return root
 

@@ -101,8 +101,101 @@ def test_setup_portage_turns_sync_hooks_only_on_change_off_for_its_repositories(
     (root / "etc/portage/repos.conf/test.conf").write_text(
         f"[DEFAULT]\nsync-hooks-only-on-change = yes\n[test]\nlocation = {tmp_path}/repos/test\nsync-type = git\n"
         "sync-uri = https://example.org/test.git\n[plain]\nlocation = /x\nsync-type = git\nsync-uri = https://x/p\n")
-    result = env.run("setup-portage", "--eroot", str(root), "--repo", "test")
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", "test", "--category", "gentoo-devs")
     assert result.code == 0, result.text
     fragment = (root / "etc/portage/repos.conf/zz-gkeys.conf").read_text()
     assert "[test]\nsync-type = gkeys\nsync-hooks-only-on-change = false\n" in fragment, fragment
     assert "[plain] sets sync-hooks-only-on-change = yes" in result.text, result.text  # the hooks protect it
+
+
+def _overlay_root(tmp_path: Path) -> Path:
+    root = tmp_path / "root"
+    (root / "etc/portage/repos.conf").mkdir(parents=True)
+    (root / "etc/portage/repos.conf/guru.conf").write_text(
+        f"[guru]\nlocation = {tmp_path}/repos/guru\nsync-type = git\nsync-uri = https://example.org/guru.git\n")
+    return root
+
+
+def _files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def test_setup_portage_asks_for_the_category_of_an_overlay(env: Any, tmp_path: Path) -> None:
+    """Issue 23 item 22: ``--repo guru`` alone would verify guru's commits against gentoo-devs and refuse
+    every sync (its contributors are not Gentoo developers): refused with the reason; ``--category`` works."""
+    root = _overlay_root(tmp_path)
+    before = _files(root)
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", "guru")
+    assert result.code == 2 and "needs a category" in result.err and "--category CAT" in result.err, result.text
+    assert _files(root) == before
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", "guru", "--category", "guru")
+    assert result.code == 0, result.text
+    fragment = (root / "etc/portage/repos.conf/zz-gkeys.conf").read_text()
+    assert "[guru]\nsync-type = gkeys\nsync-gkeys-category = guru\n" in fragment, fragment
+
+
+def test_setup_portage_writes_nothing_when_one_file_is_in_the_way(env: Any, tmp_path: Path) -> None:
+    """Issue 23 item 22: a conflicting existing file stops the whole install (no hook, no repos.conf)."""
+    root = _overlay_root(tmp_path)
+    (root / "etc/portage/postsync.d").mkdir()
+    (root / "etc/portage/postsync.d/gkeys-verify").write_text("#!/bin/sh\n# the user's own hook\n")
+    before = _files(root)
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", "guru", "--category", "guru")
+    assert result.code == 1 and "exists with other content" in result.err, result.text
+    assert _files(root) == before, "setup-portage wrote some files although one was in the way"
+
+
+@pytest.mark.parametrize("planted", ["etc", "etc/portage", "etc/portage/postsync.d", "etc/portage/repos.conf"])
+def test_setup_portage_never_writes_through_a_planted_symlink(env: Any, tmp_path: Path, planted: str) -> None:
+    """Issue 26 item 3 / issue 23 item 22: a symlink at any component of EROOT/etc/portage/... is refused
+    (it could lead into another system's configuration); nothing is written there or anywhere."""
+    root = _overlay_root(tmp_path)
+    elsewhere = tmp_path / "other-system" / planted
+    elsewhere.parent.mkdir(parents=True)
+    (root / planted).rename(elsewhere) if (root / planted).exists() else elsewhere.mkdir()
+    (root / planted).symlink_to(elsewhere)
+    before_other, before_root = _files(tmp_path / "other-system"), _files(root)
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", "guru", "--category", "guru")
+    assert result.code == 2 and "is a symlink" in result.err and "Traceback" not in result.text, result.text
+    assert len(result.err.strip().splitlines()) == 1, result.text
+    assert _files(tmp_path / "other-system") == before_other and _files(root) == before_root
+
+
+def test_setup_portage_keeps_its_record_in_gkeys_state_and_undo_never_follows_a_symlink(env: Any,
+                                                                                        tmp_path: Path) -> None:
+    """Issue 26 item 3: the record of created files is in gkeys' state (not in EROOT, which another user may
+    write); ``--undo`` after a directory was swapped for a symlink removes nothing outside EROOT."""
+    root = _overlay_root(tmp_path)
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", "guru", "--category", "guru")
+    assert result.code == 0, result.text
+    assert not (root / "etc/portage/.gkeys-setup-portage.json").exists()
+    assert list((env.state / "state" / "setup-portage").glob("*.json"))
+    hooks = root / "etc/portage/postsync.d"
+    victim_dir = tmp_path / "victim"
+    hooks.rename(victim_dir)  # the same file (same checksum) now lies outside EROOT ...
+    hooks.symlink_to(victim_dir)  # ... and the planted symlink leads there
+    result = env.run("setup-portage", "--eroot", str(root), "--undo")
+    assert (victim_dir / "gkeys-verify").is_file(), result.text
+    assert result.code == 1 and "left alone" in result.err, result.text
+    assert not (root / "etc/portage/repos.conf/zz-gkeys.conf").exists()  # what is really inside EROOT went
+
+
+@pytest.mark.parametrize("fault", ["group-writable", "world-writable", "another user's"])
+def test_setup_portage_refuses_a_root_whose_directories_others_control(env: Any, tmp_path: Path, fault: str) -> None:
+    """Issue 26 item 3: a directory down to etc/portage owned by another user, or group/world-writable, is
+    refused before anything is written (another user could swap a component for a symlink at any time)."""
+    import os
+
+    root = _overlay_root(tmp_path)
+    target = root / "etc"
+    if fault == "another user's":
+        if os.geteuid() != 0:
+            pytest.skip("giving a directory to another user needs root")
+        os.chown(target, 65534, 65534)
+    else:
+        target.chmod(0o775 if fault == "group-writable" else 0o777)
+    before = _files(root)
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", "guru", "--category", "guru")
+    assert result.code == 2 and str(target) in result.err, result.text
+    assert ("belongs to" if fault == "another user's" else fault) in result.err, result.text
+    assert _files(root) == before

@@ -26,19 +26,22 @@ Wire Portage to gkeys in one command, with new files only:
                                                       etc/portage/gkeys-fetch.conf to source from a
                                                       make.conf file, which is never edited)
 
-An existing file with other content is left alone and reported (exit 1).  Running it again changes
-nothing; --undo removes exactly the files it created (while unchanged) and the directories it made.
+An existing file with other content stops the install: it is reported and nothing is written (exit 1).
+Paths are never followed through a symlink, and every directory down to etc/portage must belong to you
+or root and be writable by nobody else.  Running it again changes nothing; --undo removes exactly the
+files it created (while unchanged; recorded in gkeys' state) and the directories it made.
 """
 
 SETUP_EPILOG = """\
 examples:
   gkeys setup-portage --dry-run                 # show the files as a diff, write nothing
   gkeys setup-portage                           # ::gentoo from the Gentoo git mirror, verified
-  gkeys setup-portage --repo gentoo --repo guru --fetch-wrapper --overlays
+  gkeys setup-portage --repo gentoo --fetch-wrapper --overlays
+  gkeys setup-portage --repo guru --category guru   # an overlay: the category pinning its committers
   gkeys setup-portage --undo
 
-exit status: 0 done (or nothing to do), 1 a file was left alone, 2 bad input (a repository that is
-not configured or does not sync with git).
+exit status: 0 done (or nothing to do), 1 a file was in the way (nothing written), 2 bad input (a
+repository that is not configured, does not sync with git or has no category; an unsafe path).
 """
 
 
@@ -79,10 +82,13 @@ def _setup_report(result: portage_setup.SetupResult, *, undo: bool) -> Report:
 def run_setup_portage(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """setup-portage."""
     eroot = _eroot(args)
+    record = portage_setup.record_path(ctx.layout.state_dir, eroot)
     if args.undo:
-        return _setup_report(portage_setup.undo(eroot, dry_run=args.dry_run), undo=True)
-    result = portage_setup.setup(eroot, args.repo or ["gentoo"], fetch_wrapper=args.fetch_wrapper,
-                                 overlays=args.overlays, dry_run=args.dry_run)
+        return _setup_report(portage_setup.undo(eroot, record=record, dry_run=args.dry_run), undo=True)
+    if not args.dry_run:
+        ctx.ensure_layout()
+    result = portage_setup.setup(eroot, args.repo or ["gentoo"], record=record, fetch_wrapper=args.fetch_wrapper,
+                                 overlays=args.overlays, category=args.category, dry_run=args.dry_run)
     return _setup_report(result, undo=False)
 
 
@@ -136,6 +142,9 @@ def register(sub: SubParsers) -> None:
     p.add_argument("--dry-run", action="store_true", help="show what would be written (a diff); write nothing")
     p.add_argument("--repo", action="append", metavar="NAME",
                    help="repository to switch to sync-type = gkeys (repeatable; default: gentoo)")
+    p.add_argument("--category", metavar="CAT", help="the gkeys category whose keys sign the commits of the "
+                   "--repo repositories other than gentoo (required for an overlay whose repos.conf section sets no "
+                   "sync-gkeys-category: its committers are not Gentoo developers)")
     p.add_argument("--fetch-wrapper", action="store_true", help="also set FETCH_WRAPPER to gkeys-fetch "
                    "(release media verified after download)")
     p.add_argument("--overlays", action="store_true", help="also install the gkeys-overlays postsync hook "

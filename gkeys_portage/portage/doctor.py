@@ -235,7 +235,7 @@ class Doctor:
                 if not hooked:
                     self.result.add("repo:unverified", name, f"syncs with git ({where}) and the gkeys hooks are not "
                                     "installed: its commits are not verified",
-                                    f"gkeys setup-portage --eroot {self.eroot} --repo {name}")
+                                    self._switch_command(name, repo))
                     continue
                 if hooks_only_on_change(repo):
                     self.result.add("repo:hooks-on-change", name, f"{HOOKS_ON_CHANGE} = {repo.get(HOOKS_ON_CHANGE)} "
@@ -243,15 +243,23 @@ class Doctor:
                                     "counts a sync as a change, so a merge that fails half-way (HEAD unchanged, "
                                     "files written) is never verified, rolled back or marked",
                                     f"set {HOOKS_ON_CHANGE} = false for [{name}] in {where} (or verify before "
-                                    f"merging: gkeys setup-portage --eroot {self.eroot} --repo {name})")
+                                    f"merging: {self._switch_command(name, repo)})")
                 shallow = [f"{key} = {repo.get(key) or 'unset (Portage: 1)'}" for key in ("clone-depth", "sync-depth")
                            if repo.get(key) != "0"]
                 if shallow:
                     self.result.add("repo:shallow", name, f"{', '.join(shallow)}: commits between two syncs are "
                                     "not fetched, so the hook cannot verify them",
                                     f"set clone-depth = 0 and sync-depth = 0 for [{name}] in {where} "
-                                    f"(or: gkeys setup-portage --eroot {self.eroot} --repo {name})")
+                                    f"(or: {self._switch_command(name, repo)})")
         return categories
+
+    def _switch_command(self, name: str, repo: RepoConfig) -> str:
+        """The setup-portage command that switches ``name`` to ``sync-type = gkeys`` (an overlay needs the
+        category that pins its committers, which only the user knows)."""
+        command = f"gkeys setup-portage --eroot {self.eroot} --repo {name}"
+        if name != "gentoo" and not repo.get("sync-gkeys-category"):
+            command += " --category CAT (the category whose seeds pin its committers)"
+        return command
 
     def check_hooks(self) -> None:
         """gkeys hooks that Portage would not run (not executable, or their interpreter is gone)."""
