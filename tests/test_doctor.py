@@ -166,7 +166,7 @@ def test_binary_repositories_with_the_pinned_trust_helper_are_healthy(env: Any, 
     (root / "etc/portage/binrepos.conf").write_text("[gentoobinhost]\nsync-uri = https://example.org/binpackages\n")
     (root / "etc/portage/make.conf/binpkg.conf").write_text('PORTAGE_TRUST_HELPER="gkeys-trust-helper"\n')
     document = doctor(env, root)
-    assert document["findings"] == [] and "PORTAGE_TRUST_HELPER = \"gkeys-trust-helper\"" in document["checked"]
+    assert document["findings"] == [] and "PORTAGE_TRUST_HELPER = gkeys-trust-helper" in document["checked"]
 
 
 def test_several_commit_categories_are_each_checked(env: Any, tmp_path: Path) -> None:

@@ -199,3 +199,89 @@ def test_setup_portage_refuses_a_root_whose_directories_others_control(env: Any,
     assert result.code == 2 and str(target) in result.err, result.text
     assert ("belongs to" if fault == "another user's" else fault) in result.err, result.text
     assert _files(root) == before
+
+
+def _portage_tree(base: Path) -> Path:
+    """A repos.conf directory with every shape Portage's lister treats specially."""
+    conf = base / "etc/portage/repos.conf"
+    (conf / "zzz").mkdir(parents=True)
+    (conf / "gentoo.conf").write_text("[gentoo]\nlocation = /var/db/repos/gentoo\nsync-type = git\n"
+                                      "sync-uri = https://example.org/gentoo.git\n")
+    (conf / "zzz/local.conf").write_text("[gentoo]\nsync-type = git\n")  # read after zz-gkeys.conf
+    (conf / "a/b").mkdir(parents=True)
+    (conf / "a/b/deep.conf").write_text("[deep]\nlocation = /x\n")
+    elsewhere = base / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "linked.conf").write_text("[linked]\nlocation = /y\n")
+    (conf / "m-linked").symlink_to(elsewhere)  # a directory symlink: Portage follows it
+    for skipped in (".git", "CVS", ".hidden"):
+        (conf / skipped).mkdir()
+        (conf / skipped / "skipped.conf").write_text("[skipped]\nlocation = /z\n")
+    (conf / "backup.conf~").write_text("[skipped]\n")
+    (conf / ".dot.conf").write_text("[skipped]\n")
+    return conf
+
+
+def test_repos_conf_files_are_listed_as_portage_lists_them(tmp_path: Path) -> None:
+    """Issue 26 item 4, differential: gkeys' own lister gives exactly Portage's ``_recursive_file_list``
+    (any depth, directory symlinks followed, VCS and hidden names skipped, the same order)."""
+    util = pytest.importorskip("portage.util")
+    from gkeys_portage.portage.reposconf import file_or_directory, list_config_files
+
+    conf = _portage_tree(tmp_path)
+    portage_order = [Path(p) for p in util._recursive_file_list(str(conf))]
+    assert list_config_files(conf) == portage_order
+    assert file_or_directory(conf) == portage_order
+    names = [p.relative_to(conf).as_posix() for p in portage_order]
+    assert names == ["a/b/deep.conf", "gentoo.conf", "m-linked/linked.conf", "zzz/local.conf"], names
+
+
+def test_setup_portage_refuses_when_a_deeper_file_read_later_would_switch_gentoo_back(env: Any,
+                                                                                     tmp_path: Path) -> None:
+    """Issue 26 item 4: ``repos.conf/zzz/local.conf`` is read after ``zz-gkeys.conf`` and sets ``sync-type``
+    of [gentoo]; setup-portage must not say "verifies from now on", and write nothing."""
+    root = tmp_path / "root"
+    conf = _portage_tree(root)
+    before = _files(root)
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", "gentoo")
+    assert result.code == 2 and f"{conf / 'zzz/local.conf'} sets sync-type of [gentoo]" in result.err, result.text
+    assert _files(root) == before
+
+
+def _make_conf_cases(root: Path) -> dict[str, str]:
+    etc = root / "etc/portage"
+    return {
+        "source then unset": f'source {etc}/gkeys-fetch.conf\nFETCH_WRAPPER=""\n',
+        "unset then source": 'FETCH_WRAPPER=""\nsource gkeys-fetch.conf\n',
+        "relative source, then another value": 'source gkeys-fetch.conf\nFETCH_WRAPPER="/usr/bin/other --"\n',
+    }
+
+
+@pytest.mark.parametrize("case", ["source then unset", "unset then source", "relative source, then another value"])
+def test_doctor_reads_a_sourced_make_conf_at_the_source_line(env: Any, tmp_path: Path, case: str) -> None:
+    """Issue 26 item 4: ``source gkeys-fetch.conf`` followed by ``FETCH_WRAPPER=""`` turns the wrapper off;
+    doctor must read the sourced file where the ``source`` line is (differential against Portage's
+    ``getconfig``), not at the end."""
+    from test_doctor import doctor, healthy_root
+
+    from gkeys_portage.portage.doctor import fetch_wrapper, own_make_conf_value
+
+    root = healthy_root(env, tmp_path)
+    etc = root / "etc/portage"
+    wrapper = (etc / "make.conf/gkeys-fetch.conf").read_text()
+    (etc / "make.conf/gkeys-fetch.conf").unlink()
+    (etc / "make.conf").rmdir()
+    (etc / "gkeys-fetch.conf").write_text(wrapper)
+    (etc / "make.conf").write_text(_make_conf_cases(root)[case])
+    expected = {"source then unset": "", "unset then source": None,
+                "relative source, then another value": "/usr/bin/other --"}[case]
+    own = own_make_conf_value(root, "FETCH_WRAPPER")
+    util = pytest.importorskip("portage.util")
+    portage_value = (util.getconfig(str(etc / "make.conf"), tolerant=True, allow_sourcing=True) or {}) \
+        .get("FETCH_WRAPPER")
+    assert own == portage_value == fetch_wrapper(root), (own, portage_value)
+    codes = [f["code"] for f in doctor(env, root)["findings"]]
+    if expected is None:
+        assert "gkeys-fetch" in (own or "") and "fetch:no-wrapper" not in codes, codes
+    else:
+        assert own == expected and "fetch:no-wrapper" in codes, (own, codes)

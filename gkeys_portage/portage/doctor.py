@@ -56,8 +56,6 @@ from gkeys_portage.verify.git.tree import category_list
 
 MIN_GPG = (2, 2)
 TREE_RECORD = "tree-revisions"
-_ASSIGN = re.compile(r"^\s*(?:export\s+)?FETCH_WRAPPER=(.*)$")
-_TRUST_HELPER = re.compile(r"^\s*(?:export\s+)?PORTAGE_TRUST_HELPER=(.*)$")
 _SOURCE = re.compile(r"^\s*source\s+[\"']?([^\"'\s]+)")
 
 
@@ -98,46 +96,76 @@ def _hooks(eroot: Path) -> list[Path]:
     return [eroot / ETC / hook for hook in TREE_HOOKS]
 
 
+#: the make.conf files Portage reads, in order (the legacy ``etc/make.conf`` first)
+MAKE_CONF = (Path("etc/make.conf"), ETC / "make.conf")
+
+
 def make_conf_lines(eroot: Path) -> list[tuple[Path, str]]:
-    """The lines of make.conf (a file, or a directory's files in order) and the files they ``source``."""
-    files = file_or_directory(eroot / ETC / "make.conf")  # hidden and editor backup (~) files skipped, as Portage does
+    """The lines of make.conf (each a file, or a directory's files in Portage's order), each ``source``d file's
+    lines spliced in at its ``source`` line, as the shell (and Portage's reader) reads them."""
     lines: list[tuple[Path, str]] = []
-    seen: set[Path] = set()
-    while files:
-        path = files.pop(0)
-        if path in seen or not path.is_file():
-            continue
-        seen.add(path)
+
+    def read(path: Path, sourcing: frozenset[Path]) -> None:
+        if path in sourcing or not path.is_file():
+            return  # (a file that sources itself would never end)
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
-            continue
+            return
         for line in text.splitlines():
             lines.append((path, line))
             sourced = _SOURCE.match(line)
             if sourced:
                 target = Path(sourced.group(1))
-                files.append(target if target.is_absolute() else path.parent / target)
+                read(target if target.is_absolute() else path.parent / target, sourcing | {path})
+
+    for name in MAKE_CONF:
+        for path in file_or_directory(eroot / name):  # hidden and editor backup (~) files skipped, as Portage does
+            read(path, frozenset())
     return lines
 
 
-def fetch_wrapper(eroot: Path) -> str | None:
-    """The last ``FETCH_WRAPPER`` value set in make.conf, or None."""
-    return _last_assignment(eroot, _ASSIGN)
+def make_conf_value(eroot: Path, name: str) -> str | None:
+    """The value make.conf finally gives ``name`` (None if unset): Portage's own reader
+    (``portage.util.getconfig``) where Portage is importable, else :func:`own_make_conf_value`."""
+    try:
+        from portage.util import getconfig
+    except Exception:  # no Portage here: the same reading, by hand
+        return own_make_conf_value(eroot, name)
+    values: dict[str, str] = {}
+    for path in MAKE_CONF:
+        try:
+            found = getconfig(str(eroot / path), tolerant=True, allow_sourcing=True, expand=dict(values),
+                              recursive=True)
+        except Exception:  # a make.conf Portage cannot parse: read it the simple way rather than not at all
+            return own_make_conf_value(eroot, name)
+        values.update(found or {})
+    return values.get(name)
 
 
-def trust_helper(eroot: Path) -> str | None:
-    """The last ``PORTAGE_TRUST_HELPER`` value set in make.conf, or None (Portage's default: getuto)."""
-    return _last_assignment(eroot, _TRUST_HELPER)
-
-
-def _last_assignment(eroot: Path, pattern: re.Pattern[str]) -> str | None:
+def own_make_conf_value(eroot: Path, name: str) -> str | None:
+    """The last assignment to ``name`` in :func:`make_conf_lines`, its shell quoting removed (None if unset)."""
+    pattern = re.compile(rf"^\s*(?:export\s+)?{re.escape(name)}=(.*)$")
     value = None
     for _, line in make_conf_lines(eroot):
         match = pattern.match(line)
         if match:
-            value = match.group(1).strip()
+            raw = match.group(1).strip()
+            try:  # shlex keeps the backslash of \$ and \` inside double quotes, which the shell drops
+                value = " ".join(shlex.split(raw, comments=True)).replace("\\$", "$").replace("\\`", "`")
+            except ValueError:
+                value = raw
     return value
+
+
+def fetch_wrapper(eroot: Path) -> str | None:
+    """The ``FETCH_WRAPPER`` value make.conf sets, or None."""
+    return make_conf_value(eroot, "FETCH_WRAPPER")
+
+
+def trust_helper(eroot: Path) -> str | None:
+    """The ``PORTAGE_TRUST_HELPER`` value make.conf sets, or None (Portage's default: getuto)."""
+    return make_conf_value(eroot, "PORTAGE_TRUST_HELPER")
 
 
 def _categories(value: str) -> set[Category]:

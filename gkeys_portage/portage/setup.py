@@ -37,7 +37,7 @@ from gkeys_portage.core.errors import BadInputError
 from gkeys_portage.core.state import atomic_write_json, read_json
 from gkeys_portage.core.types import parse_category
 from gkeys_portage.portage.confined import ConfinedRoot
-from gkeys_portage.portage.reposconf import RepoConfig, config_files, read_files, read_repos
+from gkeys_portage.portage.reposconf import RepoConfig, config_files, read_after, read_files, read_repos
 
 ETC = Path("etc/portage")
 #: where setup-portage before issue 26 kept its record (inside EROOT); never trusted now
@@ -150,8 +150,7 @@ def repos_fragment(eroot: Path, repos: Sequence[str], *, category: str | None = 
         category = parse_category(category)
     fragment = eroot / REPOS_FRAGMENT
     known = read_repos(eroot, skip=fragment)
-    later = read_files([path for path in config_files(eroot, skip=fragment)
-                        if path.parent == fragment.parent and path.name > fragment.name], defaults=False)
+    later = read_files(read_after(config_files(eroot, skip=fragment), fragment.parent, fragment.name), defaults=False)
     lines = ["# Written by 'gkeys setup-portage' (remove with 'gkeys setup-portage --undo').",
              "# Every new commit of these repositories is verified by gkeys before the tree moves.", ""]
     for name in repos:
