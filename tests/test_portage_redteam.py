@@ -285,3 +285,44 @@ def test_doctor_reads_a_sourced_make_conf_at_the_source_line(env: Any, tmp_path:
         assert "gkeys-fetch" in (own or "") and "fetch:no-wrapper" not in codes, codes
     else:
         assert own == expected and "fetch:no-wrapper" in codes, (own, codes)
+
+
+def _into_prefix(env: Any, eprefix: Path) -> None:
+    """The test's gkeys state and configuration moved to their default places under ``eprefix`` (no gkeysdir,
+    no GKEYS_CONFIG: the defaults must come from Portage's EPREFIX)."""
+    import shutil
+
+    config = eprefix / "etc/gkeys/gkeys.conf"
+    config.parent.mkdir(parents=True)
+    config.write_text("\n".join(line for line in env.config.read_text().splitlines()
+                                if not line.startswith("gkeysdir")) + "\n")
+    shutil.copytree(env.state, eprefix / "var/lib/gkeys", symlinks=True, ignore=shutil.ignore_patterns("S.*"))
+
+
+@pytest.mark.slow
+def test_emerge_sync_in_a_prefix_uses_the_prefix_gkeys_state(env: Any, tmp_path: Path,
+                                                           portage_root: PortageSandbox) -> None:
+    """Issue 23 item 17: with ``PORTAGE_OVERRIDE_EPREFIX`` (not ``$EPREFIX``) the sync module must take
+    EPREFIX from Portage's settings: ``${EPREFIX}/etc/gkeys/gkeys.conf`` and ``${EPREFIX}/var/lib/gkeys``,
+    never the host's; the hooks likewise.  Nothing outside the prefix is created."""
+    import os
+
+    install_devs(env, ("alice",))
+    up = RepoBuilder(tmp_path / "upstream", env.keys)
+    up.commit("alice")
+    _into_prefix(env, portage_root.eprefix)
+    del portage_root.env["GKEYS_CONFIG"]
+    portage_root.env.pop("EPREFIX", None)
+    host = [Path("/etc/gkeys"), Path("/var/lib/gkeys")]
+    before = {str(p): p.exists() and sorted(os.listdir(p)) for p in host}
+    location = portage_root.add_repo("test", f"file://{up.path}", "gkeys")
+    portage_root.install_hooks(PROJECT / "hooks")
+    plain = portage_root.add_repo("plain", f"file://{up.path}", "git", clone_depth="0", sync_depth="0")
+    (portage_root.etc / "repos.conf/plain.conf").write_text(
+        (portage_root.etc / "repos.conf/plain.conf").read_text().replace("main-repo = plain", "main-repo = test"))
+    result = portage_root.sync()
+    assert result.returncode == 0, result.stdout
+    assert (location / ".git").is_dir() and (plain / ".git").is_dir()
+    records = (portage_root.eprefix / "var/lib/gkeys/state/tree-revisions.json").read_text()
+    assert str(location.resolve()) in records and str(plain.resolve()) in records, records
+    assert {str(p): p.exists() and sorted(os.listdir(p)) for p in host} == before

@@ -151,7 +151,8 @@ def _roll_back(repo: GitRepo | None, recorded: str | None) -> str | None:
 
 
 def _context() -> Gkeys:
-    ctx = Gkeys(load_config(None))
+    """The gkeys context of a hook: Portage hands its hooks its settings' ``EPREFIX`` in the environment."""
+    ctx = Gkeys(load_config(None, prefix=os.environ.get("EPREFIX", "")))
     ctx.ensure_layout()
     return ctx
 

@@ -175,7 +175,8 @@ class GkeysSync(NewBase):
         try:
             check_gkeys_options(repos_conf(self.settings), self.repo.name)
             config = self.repo.module_specific_options.get("sync-gkeys-config")
-            ctx = Gkeys(load_config(Path(config) if config else None))
+            # EPREFIX as Portage has it (PORTAGE_OVERRIDE_EPREFIX puts it in the settings, not the environment)
+            ctx = Gkeys(load_config(Path(config) if config else None, prefix=self.settings.get("EPREFIX", "")))
             request = self._request(ctx)
             outcome = (clone_verified if first else update_verified)(ctx, request, log)
         except GkeysError as exc:
