@@ -326,3 +326,32 @@ def test_emerge_sync_in_a_prefix_uses_the_prefix_gkeys_state(env: Any, tmp_path:
     records = (portage_root.eprefix / "var/lib/gkeys/state/tree-revisions.json").read_text()
     assert str(location.resolve()) in records and str(plain.resolve()) in records, records
     assert {str(p): p.exists() and sorted(os.listdir(p)) for p in host} == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("missing", ["seeds", "keys"])
+def test_emerge_sync_checks_trust_before_downloading(env: Any, tmp_path: Path, portage_root: PortageSandbox,
+                                                     missing: str) -> None:
+    """Issue 23 item 18: with no seeds (or no keys) for the category nothing could verify a commit;
+    ``emerge --sync`` must refuse before cloning (the server sees no request) and name the command."""
+    from gkeys_portage.demo.tree_repo import serve_repo
+
+    install_devs(env, ("alice",))
+    up = RepoBuilder(tmp_path / "upstream", env.keys)
+    up.commit("alice")
+    if missing == "seeds":
+        (env.state / "seeds" / "gentoo-devs.seeds").unlink()
+        command = "gkeys update-seed -C gentoo-devs"
+    else:
+        import shutil
+
+        shutil.rmtree(env.state / "keyrings" / "gentoo-devs")
+        command = "gkeys install-key -C gentoo-devs"
+    uri = serve_repo(env.server, up.path, "trust-first.git")
+    env.server.log.clear()
+    location = portage_root.add_repo("test", uri, "gkeys", sync_gkeys_policy="all")
+    result = portage_root.sync("test")
+    assert result.returncode != 0, result.stdout
+    assert not [path for path in env.server.log if "trust-first.git" in path], env.server.log
+    assert command in result.stdout and "nothing was downloaded" in result.stdout, result.stdout
+    assert not location.exists() or not any(location.iterdir())
