@@ -47,7 +47,7 @@ from gkeys_portage.core.config import Config
 from gkeys_portage.core.errors import BadInputError, GpgError, NoSignatureError, NotVerifiedError
 from gkeys_portage.core.state import read_limited
 from gkeys_portage.keys.context import SignatureVerifier
-from gkeys_portage.openpgp.gnupg import OpenFile
+from gkeys_portage.openpgp.process import OpenFile
 from gkeys_portage.openpgp.verdict import GoodSignature, VerifyResult
 from gkeys_portage.verify.media.digests import (
     STRONG,
