@@ -355,3 +355,37 @@ def test_emerge_sync_checks_trust_before_downloading(env: Any, tmp_path: Path, p
     assert not [path for path in env.server.log if "trust-first.git" in path], env.server.log
     assert command in result.stdout and "nothing was downloaded" in result.stdout, result.stdout
     assert not location.exists() or not any(location.iterdir())
+
+
+def _can_unshare() -> bool:
+    import os
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=4k tmpfs /dev/shm"],
+                           capture_output=True, check=False)
+    return probe.returncode == 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _can_unshare(), reason="needs root and unshare -m (a private, full /dev/shm)")
+def test_a_full_dev_shm_does_not_stop_tree_verification(env: Any, tmp_path: Path,
+                                                        portage_root: PortageSandbox) -> None:
+    """Issue 26 item 5: any local user can fill the world-writable /dev/shm; ``emerge --sync`` must still
+    verify (the round redone under $TMPDIR), not fail with ENOSPC.  /dev/shm is a full 4 KiB tmpfs in a
+    private mount namespace: the machine's own /dev/shm is never touched."""
+    import subprocess
+
+    install_devs(env, ("alice",))
+    up = RepoBuilder(tmp_path / "upstream", env.keys)
+    for _ in range(5):
+        up.commit("alice", files={"big/file": "x" * 20000 + str(up.counter)})
+    location = portage_root.add_repo("test", f"file://{up.path}", "gkeys", sync_gkeys_policy="all")
+    script = ("mount -t tmpfs -o size=4k tmpfs /dev/shm && (dd if=/dev/zero of=/dev/shm/fill bs=1k 2>/dev/null; "
+              "true) && exec emerge --sync test")
+    result = subprocess.run(["unshare", "-m", "sh", "-c", script], env=portage_root.env, cwd=portage_root.base,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stdout
+    assert (location / ".git").is_dir() and "No space left" not in result.stdout, result.stdout

@@ -7,6 +7,7 @@ each commit's own status lines (:mod:`gkeys_portage.verify.git.tree` drives it o
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -88,6 +89,10 @@ class PreparedCommits:
     signatures: PreparedSignatures | None
 
 
+#: what writing to a full (or over-quota) scratch file system raises
+SCRATCH_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
 class CommitVerifier:
     """Decides commits against one category's keyring and pins (key listing read once)."""
 
@@ -96,6 +101,7 @@ class CommitVerifier:
         self.pins = pins
         self.policy = policy
         self.jobs = jobs or max(1, min(4, os.cpu_count() or 1))
+        self.full_scratch: set[str] = set()  # scratch directories found full: not tried again
         self._signatures: dict[Fingerprint, PublicKey | None] = {}  # --list-sigs listings, revoked subkeys only
         self.location = "REPO"  # the repository being verified, for the commands messages name
 
@@ -111,10 +117,26 @@ class CommitVerifier:
 
     def prepare(self, commits: Sequence[Commit], scratch: str | None = None) -> PreparedCommits:
         """Write the signed commits' signatures and payloads for one later gpg run (:meth:`finish`), so
-        the caller can write the next commits while gpg checks these."""
+        the caller can write the next commits while gpg checks these.
+
+        ``scratch`` (``/dev/shm``) is world-writable: any local user can fill it.  When it is full (or over
+        quota) the round is written again under the default temporary directory (``$TMPDIR``), and so
+        is every later round of this verifier: a full ``/dev/shm`` never stops a verification.
+        """
         signed = [c for c in commits if c.signature is not None and c.signature.lstrip().startswith(ARMOR_BEGIN)]
-        prepared = (self.keyring.gpg().prepare_detached_many([(c.signature or b"", c.payload) for c in signed],
-                                                             scratch=scratch) if signed else None)
+        if not signed:
+            return PreparedCommits(list(commits), signed, None)
+        items = [(c.signature or b"", c.payload) for c in signed]
+        gpg = self.keyring.gpg()
+        if scratch in self.full_scratch:
+            scratch = None
+        try:
+            prepared = gpg.prepare_detached_many(items, scratch=scratch)
+        except OSError as exc:
+            if scratch is None or exc.errno not in SCRATCH_FULL:
+                raise
+            self.full_scratch.add(scratch)
+            prepared = gpg.prepare_detached_many(items, scratch=None)  # the same round under $TMPDIR
         return PreparedCommits(list(commits), signed, prepared)
 
     def finish(self, prepared: PreparedCommits) -> dict[str, StatusReport | None]:
