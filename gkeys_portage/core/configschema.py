@@ -27,7 +27,7 @@ SCHEMA: dict[str, frozenset[str]] = {
     "overlays": frozenset({"category", "url", "signature-url", "output", "max-size", "max-age"}),
     "tree": frozenset({"category", "top-category", "policy", "max-age", "max-fetch-mib"}),
     "checks": frozenset({"spec", "expiry-days"}),
-    "fetch": frozenset({"patterns", "renamed", "category", "nick", "allow-unnamed"}),
+    "fetch": frozenset({"patterns", "renamed", "category", "nick", "allow-unnamed", "bind-by-date"}),
     "authority": frozenset({"roots", "domain", "max-shrink"}),
     "binpkg": frozenset({"category", "nicks"}),
     "notify": frozenset({"smtp", "from"}),
