@@ -55,6 +55,7 @@ from gkeys_portage.core.config import Config
 from gkeys_portage.core.errors import BadInputError, GpgError, NoSignatureError, NotVerifiedError
 from gkeys_portage.core.state import read_limited
 from gkeys_portage.keys.context import Gkeys, SignatureVerifier
+from gkeys_portage.keys.purposes import Purpose
 from gkeys_portage.openpgp.gnupg import OpenFile
 from gkeys_portage.openpgp.verdict import GoodSignature, VerifyResult
 from gkeys_portage.verify.media.digests import (
@@ -216,8 +217,10 @@ def all_digests(config: Config) -> bool:
 
 
 def media_signatures(ctx: Gkeys, category: str, nick: str | None = None) -> SignatureVerifier:
-    """The signature verifier for release media: ``category``'s pinned keys (only ``nick``'s if given)."""
-    return ctx.verifier(category, [nick] if nick else [])
+    """The signature verifier for release media: ``category``'s pinned keys (only ``nick``'s if given) of
+    purpose release-media (:mod:`gkeys_portage.keys.purposes`: in the packaged ``gentoo`` category the
+    releng and weekly keys, never the snapshot or mirror key)."""
+    return ctx.verifier(category, [nick] if nick else [], purpose=Purpose.RELEASE_MEDIA)
 
 
 def _hash_plan(expected: list[tuple[str, dict[str, str]]]) -> list[str]:
