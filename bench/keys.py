@@ -26,7 +26,8 @@ from gkeys_portage.cli.main import main as gkeys_main  # noqa: E402
 from gkeys_portage.core.types import Nick  # noqa: E402
 from gkeys_portage.demo.world import KeyFactory, LoopbackServer  # noqa: E402
 from gkeys_portage.keys.seeds import Seed, dump_seeds  # noqa: E402
-from gkeys_portage.openpgp.gnupg import GnuPG, minimal_environment  # noqa: E402
+from gkeys_portage.openpgp.gnupg import GnuPG  # noqa: E402
+from gkeys_portage.openpgp.process import minimal_environment
 
 
 def main() -> int:

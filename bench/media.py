@@ -47,7 +47,7 @@ from gkeys_portage.cli.main import main as gkeys_main  # noqa: E402
 from gkeys_portage.core.types import Nick  # noqa: E402
 from gkeys_portage.demo.world import KeyFactory  # noqa: E402
 from gkeys_portage.keys.seeds import Seed, dump_seeds  # noqa: E402
-from gkeys_portage.openpgp.gnupg import minimal_environment  # noqa: E402
+from gkeys_portage.openpgp.process import minimal_environment  # noqa: E402
 
 NAME = "stage3-amd64-openrc-20260101T170000Z.tar.xz"
 

@@ -44,8 +44,9 @@ from gkeys_portage.core.types import Nick  # noqa: E402
 from gkeys_portage.demo.world import DemoKey, KeyFactory  # noqa: E402
 from gkeys_portage.keys.context import Gkeys  # noqa: E402
 from gkeys_portage.keys.seeds import Seed, dump_seeds  # noqa: E402
-from gkeys_portage.openpgp.gnupg import BASE_OPTIONS, GPG_BINARY, GnuPG, minimal_environment  # noqa: E402
+from gkeys_portage.openpgp.gnupg import GnuPG  # noqa: E402
 from gkeys_portage.openpgp.packets import detached_signature_packets  # noqa: E402
+from gkeys_portage.openpgp.process import BASE_OPTIONS, GPG_BINARY, minimal_environment
 from gkeys_portage.verify.git.objects import git_environment  # noqa: E402
 from gkeys_portage.verify.git.tree import TreeVerifier, open_repo  # noqa: E402
 

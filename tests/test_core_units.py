@@ -220,7 +220,7 @@ def test_real_fixture_dir_is_referenced_not_copied() -> None:
 
 
 def test_multifile_status_is_matched_by_file_name_never_by_position() -> None:
-    from gkeys_portage.openpgp.gnupg import split_file_status
+    from gkeys_portage.openpgp.multifile import split_file_status
 
     good = GOOD_LINES[1:]
     lines = ["[GNUPG:] FILE_START 1 /t/b.sig", *good, "[GNUPG:] FILE_DONE",  # a.sig skipped by gpg

@@ -13,7 +13,7 @@ import pytest
 from tree_helpers import install_devs
 
 from gkeys_portage.core.state import atomic_write_json
-from gkeys_portage.openpgp import gnupg as gpg
+from gkeys_portage.openpgp import process as gpg
 
 Plant = Callable[[Any, Path], None]
 

@@ -25,13 +25,14 @@ from hypothesis import strategies as st
 
 from gkeys_portage.core.errors import NoSignatureError
 from gkeys_portage.demo.world import KeyFactory
-from gkeys_portage.openpgp.gnupg import GnuPG, cleartext_output
+from gkeys_portage.openpgp.gnupg import GnuPG
 from gkeys_portage.openpgp.packets import (
     detached_signature_packets,
     find_clearsigned,
     parse_packets,
     signed_message_packets,
 )
+from gkeys_portage.openpgp.signatures import cleartext_output
 
 EXAMPLES = int(os.environ.get("GKEYS_FUZZ_EXAMPLES", "200"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None,

@@ -13,7 +13,7 @@ import gnupg
 import pytest
 
 from gkeys_portage.core.errors import GpgError
-from gkeys_portage.openpgp import gnupg as gpg_module
+from gkeys_portage.openpgp import process as gpg_module
 from gkeys_portage.openpgp.gnupg import GnuPG
 
 

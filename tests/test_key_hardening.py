@@ -24,8 +24,10 @@ from conftest import GkeysEnv
 
 from gkeys_portage.core.types import Fingerprint
 from gkeys_portage.demo.world import KeyFactory
-from gkeys_portage.openpgp.gnupg import GnuPG, GpgResult, _import_report
+from gkeys_portage.openpgp.gnupg import GnuPG
 from gkeys_portage.openpgp.keyblocks import split_keyblocks
+from gkeys_portage.openpgp.keyio import _import_report
+from gkeys_portage.openpgp.process import GpgResult
 from gkeys_portage.openpgp.status import parse_status
 
 CATEGORY = "gentoo-devs"
@@ -236,7 +238,8 @@ def test_import_keys_reports_what_gpg_did_not_import(tmp_path: Path, keys: KeyFa
 
 
 def test_import_status_parser_on_recorded_output() -> None:
-    from gkeys_portage.openpgp.gnupg import GpgResult, _import_report
+    from gkeys_portage.openpgp.keyio import _import_report
+    from gkeys_portage.openpgp.process import GpgResult
     from gkeys_portage.openpgp.status import StatusReport, parse_status
 
     fpr = "A" * 40

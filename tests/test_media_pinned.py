@@ -18,8 +18,9 @@ import pytest
 from media_helpers import STAGE3, install_release_key, make_media
 
 from gkeys_portage.demo.world import KeyFactory
-from gkeys_portage.openpgp import gnupg as gpg_module
-from gkeys_portage.openpgp.gnupg import GnuPG, OpenFile
+from gkeys_portage.openpgp import process as gpg_process
+from gkeys_portage.openpgp.gnupg import GnuPG
+from gkeys_portage.openpgp.process import OpenFile
 from gkeys_portage.verify.media import fanout
 
 OLD = b"old build, signed long ago " * 9000
@@ -156,7 +157,7 @@ def test_without_dev_fd_gpg_is_fed_through_a_pipe(menv, keys: KeyFactory, tmp_pa
     media = make_media(keys, tmp_path / "m")
     hook = Hook(monkeypatch, lambda: None)
     hook.changed.set()
-    monkeypatch.setattr(gpg_module, "FD_DIR", str(tmp_path / "no-dev-fd"))
+    monkeypatch.setattr(gpg_process, "FD_DIR", str(tmp_path / "no-dev-fd"))
     result = menv.run("verify-media", str(media.path))
     assert result.code == 0, result.text
     assert hook.gpg_data and not any(isinstance(d, OpenFile) for d in hook.gpg_data)

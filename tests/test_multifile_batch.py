@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from gkeys_portage.demo.world import KeyFactory
-from gkeys_portage.openpgp import gnupg as gpg_module
+from gkeys_portage.openpgp import multifile as gpg_multifile
+from gkeys_portage.openpgp import process as gpg_module
 from gkeys_portage.openpgp.gnupg import GnuPG
 from gkeys_portage.openpgp.status import SigOutcome, StatusReport
 
@@ -78,7 +79,7 @@ def test_the_files_api_reads_each_file_once_and_checks_those_bytes(
 def test_status_output_over_the_cap_is_refused_never_good(
         verifier: GnuPG, keys: KeyFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     items, _ = _items(keys, tmp_path)
-    monkeypatch.setattr(gpg_module, "MULTIFILE_OUTPUT_PER_FILE", 16)
+    monkeypatch.setattr(gpg_multifile, "MULTIFILE_OUTPUT_PER_FILE", 16)
     reports = verifier.verify_detached_many(items, jobs=2)
     assert _outcomes(reports) == ["refused"] * len(items)
     assert any("more output" in failure for report in reports for failure in report.failures)
@@ -96,7 +97,7 @@ def test_nothing_is_left_in_the_scratch_directory(verifier: GnuPG, keys: KeyFact
 def test_scratch_of_killed_runs_is_removed_after_a_day(tmp_path: Path) -> None:
     """A SIGKILLed verification leaves its private directory (in /dev/shm: memory until reboot); the next
     run removes this user's directories older than a day, and nothing else."""
-    from gkeys_portage.openpgp.gnupg import SCRATCH_PREFIX, remove_stale_scratch
+    from gkeys_portage.openpgp.multifile import SCRATCH_PREFIX, remove_stale_scratch
 
     old = tmp_path / f"{SCRATCH_PREFIX}old"
     old.mkdir()
@@ -115,7 +116,8 @@ def test_scratch_of_killed_runs_is_removed_after_a_day(tmp_path: Path) -> None:
 def test_gpg_killed_by_a_signal_is_not_verified() -> None:
     """A gpg killed from outside (the OOM killer) may have reported a good signature and stopped before the
     bad one after it: its report must not count, whatever it printed so far."""
-    from gkeys_portage.openpgp.gnupg import GpgResult, _verdict
+    from gkeys_portage.openpgp.process import GpgResult
+    from gkeys_portage.openpgp.signatures import _verdict
     from gkeys_portage.openpgp.status import parse_status
 
     fpr = "A" * 40
@@ -157,7 +159,7 @@ def test_prepared_batches_are_written_ahead_and_removed_whatever_happens(
         written.append(path)
         Path(path).write_bytes(data)
 
-    monkeypatch.setattr(gpg_module, "_write_new", write_then_fail)
+    monkeypatch.setattr(gpg_multifile, "_write_new", write_then_fail)
     with pytest.raises(OSError):
         verifier.prepare_detached_many(items, scratch=str(scratch))
     assert written and list(scratch.iterdir()) == []

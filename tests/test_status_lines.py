@@ -67,7 +67,7 @@ def test_multifile_status_cannot_be_injected(keys: KeyFactory, forged: tuple[Gnu
 
 
 def test_an_incomplete_multifile_result_names_the_next_step_not_a_scratch_file() -> None:
-    from gkeys_portage.openpgp.gnupg import split_file_status
+    from gkeys_portage.openpgp.multifile import split_file_status
 
     [report] = split_file_status(["[GNUPG:] FILE_START 1 /scratch/gkeys-multifile-x/0.sig", "[GNUPG:] NEWSIG"],
                                  ["/scratch/gkeys-multifile-x/0.sig"])
@@ -96,7 +96,8 @@ def test_a_data_file_named_like_an_option_is_read_as_that_file(keys: KeyFactory,
 def test_a_user_id_split_at_nel_is_no_import_error() -> None:
     """gpg (LC_ALL=C) prints a user id's bytes raw on stderr; 0x85 inside the quotes must not cut them open and
     let the user id's words count as an import error (a keyserver could fail every refresh)."""
-    from gkeys_portage.openpgp.gnupg import GpgResult, _import_report
+    from gkeys_portage.openpgp.keyio import _import_report
+    from gkeys_portage.openpgp.process import GpgResult
     from gkeys_portage.openpgp.status import parse_status
 
     status = parse_status([("IMPORT_OK", "1 " + "A" * 40), ("IMPORT_RES", " ".join(["1"] + ["0"] * 14))])

@@ -177,7 +177,7 @@ def test_a_marker_from_a_git_sync_is_cleared_once_the_sync_module_verified(hook_
     fails for good; while HEAD is not that revision the marker stays."""
     from gkeys_portage.core.config import load_config
     from gkeys_portage.keys.context import Gkeys
-    from gkeys_portage.verify.git.tree import record_verified
+    from gkeys_portage.verify.git.records import record_verified
 
     repo = build(tmp_path / "repo", hook_env.keys, ["alice", "mallory"])
     assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 1

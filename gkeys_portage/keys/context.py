@@ -14,7 +14,8 @@ from gkeys_portage.core.types import Category, parse_category
 from gkeys_portage.keys.keyring import Keyring
 from gkeys_portage.keys.purposes import Purpose, PurposeScope, purpose_pins, purpose_table
 from gkeys_portage.keys.seeds import SeedStore
-from gkeys_portage.openpgp.gnupg import DataSource, is_cleartext
+from gkeys_portage.openpgp.process import DataSource
+from gkeys_portage.openpgp.signatures import is_cleartext
 from gkeys_portage.openpgp.status import SigOutcome, StatusReport
 from gkeys_portage.openpgp.verdict import PinSet, SignedData, VerifyPolicy, VerifyResult, decide
 

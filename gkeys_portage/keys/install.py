@@ -36,7 +36,8 @@ from gkeys_portage.keys.keyring import Keyring
 from gkeys_portage.keys.seeds import Seed
 from gkeys_portage.keys.sources import KeyLocation, candidate_locations
 from gkeys_portage.openpgp.colons import PublicKey
-from gkeys_portage.openpgp.gnupg import GnuPG, ImportReport
+from gkeys_portage.openpgp.gnupg import GnuPG
+from gkeys_portage.openpgp.keyio import ImportReport
 
 MAX_KEY_BYTES = 4 * 1024 * 1024
 ProgressCallback = Callable[[int, int], None]

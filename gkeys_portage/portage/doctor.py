@@ -47,7 +47,7 @@ from gkeys_portage.core.types import Category, parse_category
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.keys.refresh import REFRESH_RECORD, last_refresh
 from gkeys_portage.keys.seedfetch import SEED_RECORD
-from gkeys_portage.openpgp.gnupg import gpg_version
+from gkeys_portage.openpgp.process import gpg_version
 from gkeys_portage.portage.reposconf import RepoConfig, file_or_directory, read_repos
 from gkeys_portage.portage.setup import ETC, TREE_HOOKS
 from gkeys_portage.verify.git.tree import category_list

@@ -31,8 +31,9 @@ from gkeys_portage.portage.reposconf import read_repos, read_string
 from gkeys_portage.ui.output import say
 from gkeys_portage.verify.git.markers import failure_markers, marker_path, write_marker
 from gkeys_portage.verify.git.objects import GitRepo
+from gkeys_portage.verify.git.records import last_verified, record_verified
 from gkeys_portage.verify.git.spawn import SpawnSettings
-from gkeys_portage.verify.git.tree import TreeOptions, TreeVerifier, last_verified, record_verified
+from gkeys_portage.verify.git.tree import TreeOptions, TreeVerifier
 from gkeys_portage.verify.git.worktree import describe_changes, restore_revision, unmerged_fetch, worktree_changes
 
 

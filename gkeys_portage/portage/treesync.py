@@ -31,8 +31,9 @@ from gkeys_portage.core.errors import BadInputError, GkeysError
 from gkeys_portage.core.state import StateLock, staging_directory
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.verify.git.objects import NO_SUBMODULES, GitRepo
+from gkeys_portage.verify.git.records import last_verified, record_verified
 from gkeys_portage.verify.git.spawn import SpawnSettings
-from gkeys_portage.verify.git.tree import TreeOptions, TreeReport, TreeVerifier, last_verified, record_verified
+from gkeys_portage.verify.git.tree import TreeOptions, TreeReport, TreeVerifier
 from gkeys_portage.verify.git.worktree import restore_revision
 
 Log = Callable[[str, str], None]  # (level, text): level is info, good, warn or error

@@ -29,50 +29,21 @@ from pathlib import Path
 
 from gkeys_portage.core.errors import (
     BadInputError,
-    BadSignatureError,
-    ExpiredKeyError,
-    FutureSignatureError,
-    GpgError,
-    NoSignatureError,
-    NotVerifiedError,
-    RevokedKeyError,
     RollbackError,
-    SignerNotPinnedError,
-    StaleError,
-    UnknownSignerError,
     UsageError,
 )
-from gkeys_portage.core.state import Layout, atomic_write_json, read_json
-from gkeys_portage.core.types import Fingerprint
 from gkeys_portage.keys.context import Gkeys
-from gkeys_portage.keys.keyring import Keyring
-from gkeys_portage.openpgp.colons import PublicKey
-from gkeys_portage.openpgp.gnupg import PreparedSignatures
-from gkeys_portage.openpgp.status import StatusReport
-from gkeys_portage.openpgp.verdict import PinSet, SignedData, VerifyPolicy, decide
-from gkeys_portage.verify.git.objects import Commit, GitRepo, printable
-from gkeys_portage.verify.git.revocation import Revocation, revoked_subkey_reason, subkey_revocation
+from gkeys_portage.openpgp.verdict import VerifyPolicy
+from gkeys_portage.verify.git.commits import CommitVerdict, CommitVerifier, PreparedCommits
+from gkeys_portage.verify.git.objects import Commit, GitRepo
+from gkeys_portage.verify.git.records import last_verified, record_verified
 
 DEFAULT_CATEGORY = "gentoo-devs"
 POLICIES = ("top", "all")
-RECORD = "tree-revisions"
-ARMOR_BEGIN = b"-----BEGIN PGP SIGNATURE-----"
 BATCH = 1000  # most commits per gpg run of a whole-history check (bounds memory, paces progress reports)
 PARTS_PER_JOB = 2  # gpg runs per parallel job (bench/tree.py: 2 beat 1, 4 and 8 on 2,001 commits)
 FIRST_RUN = 64  # commits per gpg run in the first round, so gpg starts while git reads the rest
 READ_AHEAD = 2  # rounds of gpg runs (one per job) queued while git reads the next commits
-
-#: Machine codes of the reasons a commit is refused (stable, for --json).
-REASON_CODES: dict[type[NotVerifiedError], str] = {
-    NoSignatureError: "no-signature",
-    BadSignatureError: "bad-signature",
-    UnknownSignerError: "unknown-signer",
-    SignerNotPinnedError: "signer-not-pinned",
-    RevokedKeyError: "revoked-key",
-    ExpiredKeyError: "expired-key",
-    FutureSignatureError: "future-signature",
-    StaleError: "stale",
-}
 
 Progress = Callable[[int, int], None]
 
@@ -115,35 +86,6 @@ class TreeOptions:
                    top_category=top_category or ctx.config.get("tree", "top-category", "") or None,
                    policy=policy or ctx.config.get("tree", "policy", "top"),
                    max_age_days=ctx.config.number("tree", "max-age", 0.0))
-
-
-@dataclass
-class CommitVerdict:
-    """The verdict on one commit."""
-
-    commit: str
-    author: str
-    summary: str
-    reason: str = ""  # empty when good
-    code: str = ""
-    signer: str = ""  # category/nick
-    fingerprint: str = ""
-    signed: int = 0  # signature time (epoch) of a good commit
-    verified: bool = False  # set only once the signature passed every rule (fail-closed by default)
-
-    @property
-    def good(self) -> bool:
-        """True if the commit carries a good signature by a pinned key (and nothing refused it since)."""
-        return self.verified and not self.reason and not self.code
-
-    def to_json(self) -> dict[str, object]:
-        """Machine-readable form."""
-        data: dict[str, object] = {"commit": self.commit, "author": self.author, "good": self.good}
-        if self.good:
-            data.update(signer=self.signer, fingerprint=self.fingerprint)
-        else:
-            data.update(reason=self.reason, code=self.code)
-        return data
 
 
 @dataclass
@@ -202,112 +144,6 @@ class TreeReport:
         return {"repo": str(self.repo), "tip": self.tip, "base": self.base, "verified": self.ok,
                 "checked": self.checked, "bad": [v.to_json() for v in self.bad],
                 "first_good_ancestor": self.first_good}
-
-
-@dataclass
-class PreparedCommits:
-    """Commits whose signatures wait, written out, for one gpg run (:meth:`CommitVerifier.prepare`)."""
-
-    commits: list[Commit]
-    signed: list[Commit]
-    signatures: PreparedSignatures | None
-
-
-class CommitVerifier:
-    """Decides commits against one category's keyring and pins (key listing read once)."""
-
-    def __init__(self, keyring: Keyring, pins: PinSet, policy: VerifyPolicy, jobs: int = 0) -> None:
-        self.keyring = keyring
-        self.pins = pins
-        self.policy = policy
-        self.jobs = jobs or max(1, min(4, os.cpu_count() or 1))
-        self._signatures: dict[Fingerprint, PublicKey | None] = {}  # --list-sigs listings, revoked subkeys only
-        self.location = "REPO"  # the repository being verified, for the commands messages name
-
-    @property
-    def keys(self) -> Mapping[Fingerprint, PublicKey]:
-        """The keyring listing (cached by the :class:`Keyring`)."""
-        return self.keyring.installed()
-
-    def statuses(self, commits: Sequence[Commit], scratch: str | None = None) -> dict[str, StatusReport | None]:
-        """gpg's status for each commit, in one gpg run (None: no OpenPGP signature at all): the
-        signatures and payloads go to gpg from memory, under ``scratch`` (:meth:`prepare`, :meth:`finish`)."""
-        return self.finish(self.prepare(commits, scratch))
-
-    def prepare(self, commits: Sequence[Commit], scratch: str | None = None) -> PreparedCommits:
-        """Write the signed commits' signatures and payloads for one later gpg run (:meth:`finish`), so
-        the caller can write the next commits while gpg checks these."""
-        signed = [c for c in commits if c.signature is not None and c.signature.lstrip().startswith(ARMOR_BEGIN)]
-        prepared = (self.keyring.gpg().prepare_detached_many([(c.signature or b"", c.payload) for c in signed],
-                                                             scratch=scratch) if signed else None)
-        return PreparedCommits(list(commits), signed, prepared)
-
-    def finish(self, prepared: PreparedCommits) -> dict[str, StatusReport | None]:
-        """gpg's status for each commit of :meth:`prepare` (one gpg run; None: no OpenPGP signature)."""
-        result: dict[str, StatusReport | None] = {c.hash: None for c in prepared.commits}
-        if prepared.signatures is not None:
-            reports = self.keyring.gpg().verify_prepared(prepared.signatures)
-            result.update((commit.hash, report) for commit, report in zip(prepared.signed, reports, strict=True))
-        return result
-
-    def judge(self, commit: Commit, report: StatusReport | None) -> CommitVerdict:
-        """Apply the pinning and time rules to one commit."""
-        # author and summary are the committer's words: escaped before they reach a terminal line
-        verdict = CommitVerdict(commit.hash, printable(commit.author, 200), printable(commit.summary, 200))
-        try:
-            if report is None:
-                what = "no gpgsig header" if commit.signature is None else "gpgsig is not an OpenPGP signature"
-                raise NoSignatureError(f"unsigned commit ({what})")
-            # git signs commits in binary mode; a text-mode signature is refused (stricter than git verify-commit)
-            result = decide(report, self.pins, self.keys, self.policy, SignedData.BINARY)
-        except NotVerifiedError as exc:
-            subkey = self._revoked_subkey(report) if isinstance(exc, RevokedKeyError) and report else None
-            # never empty: an empty reason is no pass
-            verdict.reason = subkey or exc.message or type(exc).__name__
-            verdict.code = _reason_code(exc)
-        except BadInputError as exc:
-            verdict.reason, verdict.code = exc.message or type(exc).__name__, "bad-signature"
-        else:
-            verdict.verified = True
-            verdict.signer = f"{result.signer.pin.category}/{result.signer.pin.nick}"
-            verdict.fingerprint = result.signer.pin.fingerprint
-            verdict.signed = result.signer.created
-        return verdict
-
-    def _revoked_subkey(self, report: StatusReport) -> str | None:
-        """The refusal of a pinned signature whose signing *subkey* is revoked while the key is not (e.g. a
-        rotation that revoked the old subkey as superseded), or None.  GnuPG reports REVKEYSIG for every
-        signature of a revoked subkey, however old; that verdict stands (fail closed), only the words and
-        the next step depend on when and why the subkey was revoked (:mod:`.revocation`)."""
-        for sig in report.signatures:
-            pin = self.pins.get(sig.primary_fingerprint)
-            key = self.keys.get(pin.fingerprint) if pin else None
-            sub = key.find(sig.signing_fingerprint) if key and sig.signing_fingerprint else None
-            if pin and key and sub and sub is not key.primary and sub.revoked and not key.primary.revoked:
-                return revoked_subkey_reason(f"{pin.category}/{pin.nick}", pin.fingerprint, sub.fingerprint,
-                                             sig.created, self._revocation(pin.fingerprint, sub.fingerprint),
-                                             self.location)
-        return None
-
-    def _revocation(self, primary: Fingerprint, subkey: Fingerprint) -> Revocation | None:
-        """The subkey's revocation, from a ``--list-sigs`` listing of its key (read once per key, and
-        only on this refusal path); None if it cannot be read."""
-        if primary not in self._signatures:
-            try:
-                listed = self.keyring.gpg().list_keys([primary], sigs=True)
-            except GpgError:
-                listed = []
-            self._signatures[primary] = next((k for k in listed if k.fingerprint == primary), None)
-        key = self._signatures[primary]
-        sub = key.find(subkey) if key else None
-        return subkey_revocation(sub) if sub else None
-
-
-def _reason_code(exc: NotVerifiedError) -> str:
-    for cls in type(exc).__mro__:
-        if cls in REASON_CODES:
-            return REASON_CODES[cls]
-    return "not-verified"
 
 
 class TreeVerifier:
@@ -506,36 +342,3 @@ def first_good_ancestor(order: Sequence[str], parents: Mapping[str, Sequence[str
         line = parents[current]
         current = line[0] if line else None
     return current if base is not None else None
-
-
-# -- records ---------------------------------------------------------------------------------------
-
-def _records(layout: Layout) -> dict[str, dict[str, str]]:
-    data = read_json(layout.record(RECORD), {})
-    return data if isinstance(data, dict) else {}
-
-
-def last_verified(layout: Layout, location: Path) -> str | None:
-    """The last verified revision recorded for the repository at ``location``."""
-    entry = _records(layout).get(str(Path(location).resolve()))
-    revision = entry.get("revision") if isinstance(entry, dict) else None
-    return revision if isinstance(revision, str) and revision else None
-
-
-def record_verified(ctx: Gkeys, location: Path, revision: str) -> None:
-    """Record ``revision`` as the last verified revision of ``location`` (atomic, under the state lock)."""
-    ctx.ensure_layout()
-    with ctx.lock:
-        records = _records(ctx.layout)
-        records[str(Path(location).resolve())] = {"revision": revision,
-                                                  "verified": datetime.now(UTC).isoformat(timespec="seconds")}
-        atomic_write_json(ctx.layout.record(RECORD), records)
-
-
-def forget(ctx: Gkeys, location: Path) -> None:
-    """Drop the record of ``location`` (a repository that was removed or is cloned afresh)."""
-    ctx.ensure_layout()
-    with ctx.lock:
-        records = _records(ctx.layout)
-        if records.pop(str(Path(location).resolve()), None) is not None:
-            atomic_write_json(ctx.layout.record(RECORD), records)

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from gkeys_portage.core.errors import BadInputError, NotVerifiedError
-from gkeys_portage.openpgp.gnupg import OpenFile
+from gkeys_portage.openpgp.process import OpenFile
 
 Identity = tuple[int, int, int, int, int]
 

@@ -56,7 +56,7 @@ from gkeys_portage.core.errors import BadInputError, GpgError, NoSignatureError,
 from gkeys_portage.core.state import read_limited
 from gkeys_portage.keys.context import Gkeys, SignatureVerifier
 from gkeys_portage.keys.purposes import Purpose
-from gkeys_portage.openpgp.gnupg import OpenFile
+from gkeys_portage.openpgp.process import OpenFile
 from gkeys_portage.openpgp.verdict import GoodSignature, VerifyResult
 from gkeys_portage.verify.media.digests import (
     STRONG,

@@ -1,0 +1,219 @@
+"""Keys in and out of a GnuPG home: listing, import (with what gpg did not import), exact export by primary
+fingerprint, owner trust, and the certification-keeping import an authority check needs."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from gkeys_portage.core.errors import GpgError
+from gkeys_portage.core.types import Fingerprint, parse_fingerprint
+from gkeys_portage.openpgp.colons import PublicKey, parse_colons
+from gkeys_portage.openpgp.keyblocks import Selection, armor_public_keys, select_keyblocks
+from gkeys_portage.openpgp.process import (
+    GpgProcess,
+    GpgResult,
+    last_error_line,
+    status_lines,
+)
+
+#: ``--import-options`` for key data from sources and for rebuilding keyrings (see :meth:`GnuPG.import_report`).
+SAFE_IMPORT_OPTIONS = ("import-clean", "self-sigs-only")
+#: Field of ``IMPORT_RES`` counting keys GnuPG did not import (doc/DETAILS).
+IMPORT_RES_NOT_IMPORTED = 13
+_IMPORT_ERROR_WORDS = re.compile(r"\b(?:error|fail\w*|invalid|too large|not imported|unknown|bad|can't|cannot|fatal)\b",
+                                 re.IGNORECASE)
+_AGENT_TROUBLE = re.compile(r"agent", re.IGNORECASE)
+#: What gpg's messages quote and may contain any word: file names, user ids ("..."), key ids and fingerprints
+#: (hex: a key id like F1A466ECBBADBCC1 holds "BAD").
+_QUOTED_OR_NAMES = re.compile(r'"[^"]*"|\S*/\S*|\b[0-9A-Fa-f]{8,}\b')
+
+
+
+@dataclass
+class ImportReport:
+    """What one ``gpg --import`` did: primaries imported (IMPORT_OK) and why anything was not."""
+
+    imported: list[Fingerprint]
+    problem: str  # "" when every key was imported and gpg exited 0
+    stderr: str = ""
+
+
+
+class KeyIO(GpgProcess):
+    """Key listing, import and export in one GnuPG home."""
+
+    def list_keys(self, fingerprints: Iterable[str] = (), *, sigs: bool = False,
+                  secret: bool = False) -> list[PublicKey]:
+        """Keys in this home (all, or those whose *primary* fingerprint is named) as parsed colon records."""
+        command = "--list-secret-keys" if secret else ("--list-sigs" if sigs else "--list-keys")
+        names = list(fingerprints)
+        args = ["--with-colons", "--fixed-list-mode", "--with-fingerprint", "--with-fingerprint", command, *names]
+        result = self.run(args)
+        if result.timed_out:
+            raise GpgError("listing keys: gpg timed out")
+        # gpg exits 2 when a named key is absent (the listing of the others is still complete); listing
+        # everything must succeed, or the keybox is unreadable.
+        if not names and result.returncode != 0:
+            raise GpgError(f"listing keys failed: {last_error_line(result.stderr)}", detail=result.stderr)
+        keys = parse_colons(result.stdout.decode("latin-1"))
+        # gpg's selectors match subkeys too: a key carrying a named fingerprint as a subkey is not the key.
+        wanted = {name.upper() for name in names}
+        return [key for key in keys if key.fingerprint in wanted] if names else keys
+
+    def import_report(self, data: bytes | IO[bytes], *,
+                      options: Sequence[str] = SAFE_IMPORT_OPTIONS) -> ImportReport:
+        """Import OpenPGP key data (bytes, or a binary stream read to its end) and report what GnuPG
+        did (never raises for what the data holds).
+
+        ``options`` are gpg's ``--import-options``: by default third-party certifications are not
+        stored (``self-sigs-only``) and unusable parts are removed (``import-clean``) — trust comes from
+        pins, and a flood of certifications must neither grow a keyblock to GnuPG's 5 MiB keybox limit
+        (after which a revocation can no longer be merged) nor cost minutes of CPU per refresh.
+        """
+        # An import needs no agent; under "--trust-model always" gpg 2.2 dies ("Fatal: can't open
+        # trustdb.gpg") after merging a revocation into a home without a trustdb: "direct" has no trustdb.
+        args = ["--no-autostart", "--trust-model", "direct"]
+        if options:
+            args += ["--import-options", ",".join(options)]
+        args.append("--import")
+        result = self.run(args, data)
+        if result.timed_out:
+            raise GpgError("importing keys: gpg timed out")
+        return _import_report(result)
+
+    def import_keys(self, data: bytes, *, options: Sequence[str] = SAFE_IMPORT_OPTIONS) -> list[Fingerprint]:
+        """Import key data that must import completely; return the primary fingerprints (IMPORT_OK).
+
+        Any key GnuPG did not import, any ``IMPORT_PROBLEM`` and a non-zero exit are a :class:`GpgError`:
+        a refresh whose revocation was not merged is a failed refresh, never "refreshed".
+        """
+        report = self.import_report(data, options=options)
+        if report.problem:
+            raise GpgError(f"importing keys failed: {report.problem}", detail=report.stderr)
+        return report.imported
+
+    def export_exact(self, fingerprints: Sequence[str] = (), *, clean: bool = True) -> Selection:
+        """Export exactly the keyblocks whose *primary* fingerprint is named (all when empty), binary.
+
+        gpg is asked by full fingerprint with ``export-clean`` (``clean=False`` keeps third-party
+        certifications and their revocations, as a keyserver publishes a key: for test worlds and bundles
+        built ``--with-certifications``).  Its selectors also match subkeys (and
+        the exact form ``FPR!`` exports a primary *without* its subkeys, so it cannot be used), so the
+        output is filtered per keyblock by primary fingerprint, keyblocks carrying a named primary as a
+        subkey are dropped (:mod:`gkeys_portage.openpgp.keyblocks`), and gpg must then see the same set of
+        primaries in the bytes returned, or nothing is returned.
+        """
+        wanted = [parse_fingerprint(f) for f in fingerprints]
+        args = ["--export-options", "export-clean" if clean else "no-export-clean", "--export", *wanted]
+        raw = self._checked(args, what="exporting keys").stdout
+        selection = select_keyblocks(raw, wanted)
+        seen = self.show_primaries(selection.data) if selection.kept else set()
+        if seen != selection.primaries:
+            raise GpgError(f"exported keys: gpg sees {len(seen)} primary key(s) where "
+                           f"{len(selection.primaries)} were selected; nothing exported")
+        return selection
+
+    def import_ownertrust(self, levels: Mapping[Fingerprint, int]) -> None:
+        """Set owner trust per primary fingerprint (``--import-ownertrust``; 5 full, 6 ultimate), no agent.
+
+        Under ``trust-model direct`` the owner trust *is* the key's validity; no certification counts.
+        """
+        lines = "".join(f"{parse_fingerprint(fpr)}:{int(level)}:\n" for fpr, level in sorted(levels.items()))
+        self._checked(["--no-autostart", "--trust-model", "direct", "--import-ownertrust"],
+                      lines.encode("ascii"), what="setting owner trust")
+
+    def direct_validity(self, options_file: Path) -> dict[Fingerprint, str]:
+        """Each key's validity letter under ``trust-model direct``, gpg started with ``options_file`` as
+        its gpg.conf (a gpg.conf gpg cannot start with is a :class:`GpgError`).  The command line's
+        trust model overrides a gpg.conf's, so ``direct`` is named here too."""
+        result = self._checked(["--options", str(options_file), "--trust-model", "direct",
+                                "--no-autostart", "--batch",
+                                "--with-colons", "--fixed-list-mode", "--with-fingerprint", "--list-keys"],
+                               what="reading the home with its gpg.conf")
+        return {key.fingerprint: key.primary.validity for key in parse_colons(result.stdout.decode("latin-1"))}
+
+    def show_primaries(self, data: bytes) -> set[Fingerprint]:
+        """The primary fingerprints GnuPG sees in key data, without importing it (``--show-keys``).
+
+        ``--trust-model direct``: under ``always`` gpg 2.2 dies ("Fatal: can't open trustdb.gpg") on a
+        revoked key in a home without a trustdb, as every keyring home is after a revocation was merged
+        (the staging home's trustdb is not committed), which made every later export of it fail.
+        """
+        result = self._checked(["--trust-model", "direct", "--with-colons", "--fixed-list-mode",
+                                "--with-fingerprint", "--show-keys"],
+                               data, what="reading exported keys")
+        return {key.fingerprint for key in parse_colons(result.stdout.decode("latin-1"))}
+
+    def export_keys(self, fingerprints: Sequence[str] = (), *, armor: bool = True, clean: bool = True) -> bytes:
+        """Export public keys by exact primary fingerprint (all when empty); see :meth:`export_exact`."""
+        data = self.export_exact(fingerprints, clean=clean).data
+        return armor_public_keys(data) if armor and data else data
+
+    # -- certifications (keys/authority.py) -------------------------------------------------------
+
+    def import_with_certifications(self, data: bytes) -> list[Fingerprint]:
+        """Import keys *keeping* third-party certifications (for a quarantine home that checks them).
+
+        The options are explicit, so a changed default (``import-clean``, ``self-sigs-only``) cannot
+        silently strip the certifications an authority check needs.
+        """
+        result = self.run(["--import-options", "no-import-clean,no-self-sigs-only,no-import-minimal", "--import"],
+                          data)
+        if result.timed_out:
+            raise GpgError("importing keys: gpg timed out")
+        return [fpr for fpr in dict.fromkeys(
+            parse_fingerprint(value.split(" ")[1]) for keyword, _, value in
+            (line.partition(" ") for line in result.status.lines)
+            if keyword == "IMPORT_OK" and len(value.split(" ")) >= 2)]
+
+    def check_sigs(self, fingerprints: Sequence[str] = ()) -> list[PublicKey]:
+        """``--check-sigs`` listing: every signature checked by GnuPG (``Signature.check``: ``!`` good)."""
+        args = ["--with-colons", "--fixed-list-mode", "--with-fingerprint", "--with-fingerprint",
+                "--check-sigs", *fingerprints]
+        result = self.run(args)
+        if result.timed_out:
+            raise GpgError("checking signatures: gpg timed out")
+        if not fingerprints and result.returncode != 0:
+            raise GpgError(f"checking signatures failed: {last_error_line(result.stderr)}", detail=result.stderr)
+        return parse_colons(result.stdout.decode("latin-1"))
+
+
+def _import_report(result: GpgResult) -> ImportReport:
+    imported: list[Fingerprint] = []
+    problems: list[str] = []
+    not_imported = 0
+    for line in result.status.lines:
+        keyword, _, value = line.partition(" ")
+        parts = value.split(" ")
+        if keyword == "IMPORT_OK" and len(parts) >= 2:
+            fpr = parse_fingerprint(parts[1])
+            if fpr not in imported:
+                imported.append(fpr)
+        elif keyword == "NODATA":
+            problems.append("no OpenPGP data")
+        elif keyword == "IMPORT_PROBLEM":
+            problems.append(f"IMPORT_PROBLEM {value}".strip())
+        elif keyword == "IMPORT_RES" and len(parts) > IMPORT_RES_NOT_IMPORTED:
+            not_imported += int(parts[IMPORT_RES_NOT_IMPORTED]) if parts[IMPORT_RES_NOT_IMPORTED].isascii() \
+                and parts[IMPORT_RES_NOT_IMPORTED].isdigit() else 0
+    if not_imported:
+        problems.insert(0, f"{not_imported} key(s) not imported")
+    if not any(line.startswith("IMPORT_RES ") for line in result.status.lines):
+        problems.append("gpg reported no import result")
+    if result.returncode != 0:
+        # gpg also exits 2 when it merely cannot reach an agent (imports never need one): the exit
+        # status counts with gpg's error lines other than that one.
+        # Words are looked for outside what gpg quotes: a home under a directory called "failed", a key id
+        # like F1A466ECBBADBCC1 or a user id "Bad Error <x>" is no error.
+        errors = [line.strip() for line in status_lines(result.stderr)
+                  if not line.startswith("[GNUPG:]") and _IMPORT_ERROR_WORDS.search(_QUOTED_OR_NAMES.sub("", line))
+                  and not _AGENT_TROUBLE.search(_QUOTED_OR_NAMES.sub("", line))]
+        if errors or not result.stderr.strip():
+            problems.append(errors[-1] if errors else f"gpg exited with status {result.returncode}")
+    return ImportReport(imported, "; ".join(problems), result.stderr)
+
+
