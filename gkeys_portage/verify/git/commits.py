@@ -27,10 +27,11 @@ from gkeys_portage.core.errors import (
 )
 from gkeys_portage.core.types import Fingerprint
 from gkeys_portage.keys.keyring import Keyring
+from gkeys_portage.keys.purposes import PurposeScope, WrongPurposeError
 from gkeys_portage.openpgp.colons import PublicKey
 from gkeys_portage.openpgp.multifile import PreparedSignatures
 from gkeys_portage.openpgp.status import StatusReport
-from gkeys_portage.openpgp.verdict import PinSet, SignedData, VerifyPolicy, decide
+from gkeys_portage.openpgp.verdict import PinSet, SignedData, VerifyPolicy, VerifyResult, decide
 from gkeys_portage.verify.git.objects import Commit, printable
 from gkeys_portage.verify.git.revocation import Revocation, revoked_subkey_reason, subkey_revocation
 
@@ -41,6 +42,7 @@ REASON_CODES: dict[type[NotVerifiedError], str] = {
     NoSignatureError: "no-signature",
     BadSignatureError: "bad-signature",
     UnknownSignerError: "unknown-signer",
+    WrongPurposeError: "wrong-purpose",
     SignerNotPinnedError: "signer-not-pinned",
     RevokedKeyError: "revoked-key",
     ExpiredKeyError: "expired-key",
@@ -96,9 +98,11 @@ SCRATCH_FULL = (errno.ENOSPC, errno.EDQUOT)
 class CommitVerifier:
     """Decides commits against one category's keyring and pins (key listing read once)."""
 
-    def __init__(self, keyring: Keyring, pins: PinSet, policy: VerifyPolicy, jobs: int = 0) -> None:
+    def __init__(self, keyring: Keyring, pins: PinSet, policy: VerifyPolicy, jobs: int = 0,
+                 scope: PurposeScope | None = None) -> None:
         self.keyring = keyring
         self.pins = pins
+        self.scope = scope  # the pins a purpose left out (keys.purposes), to name them when they sign
         self.policy = policy
         self.jobs = jobs or max(1, min(4, os.cpu_count() or 1))
         self.full_scratch: set[str] = set()  # scratch directories found full: not tried again
@@ -156,7 +160,7 @@ class CommitVerifier:
                 what = "no gpgsig header" if commit.signature is None else "gpgsig is not an OpenPGP signature"
                 raise NoSignatureError(f"unsigned commit ({what})")
             # git signs commits in binary mode; a text-mode signature is refused (stricter than git verify-commit)
-            result = decide(report, self.pins, self.keys, self.policy, SignedData.BINARY)
+            result = self._decide(report)
         except NotVerifiedError as exc:
             subkey = self._revoked_subkey(report) if isinstance(exc, RevokedKeyError) and report else None
             # never empty: an empty reason is no pass
@@ -170,6 +174,17 @@ class CommitVerifier:
             verdict.fingerprint = result.signer.pin.fingerprint
             verdict.signed = result.signer.created
         return verdict
+
+    def _decide(self, report: StatusReport) -> VerifyResult:
+        """:func:`decide` on binary data (git signs commits in binary mode); a signature by a pinned key
+        of another purpose (a release or snapshot key signing a commit) is refused naming both."""
+        try:
+            return decide(report, self.pins, self.keys, self.policy, SignedData.BINARY)
+        except SignerNotPinnedError as exc:
+            wrong = self.scope.refusal_for(report) if self.scope is not None else None
+            if wrong is None:
+                raise
+            raise wrong from exc
 
     def _revoked_subkey(self, report: StatusReport) -> str | None:
         """The refusal of a pinned signature whose signing *subkey* is revoked while the key is not (e.g. a

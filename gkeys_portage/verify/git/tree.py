@@ -33,6 +33,7 @@ from gkeys_portage.core.errors import (
     UsageError,
 )
 from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.keys.purposes import Purpose, purpose_pins
 from gkeys_portage.openpgp.verdict import VerifyPolicy
 from gkeys_portage.verify.git.commits import CommitVerdict, CommitVerifier, PreparedCommits
 from gkeys_portage.verify.git.objects import Commit, GitRepo
@@ -163,7 +164,8 @@ class TreeVerifier:
         if not len(pins):
             self.ctx.require_category(category)  # a typo lists the installed categories instead
             raise UsageError(f"no seeds installed for category {category!r} (run: gkeys update-seed -C {category})")
-        return CommitVerifier(keyring, pins, policy, self.options.jobs)
+        pins, scope = purpose_pins(self.ctx.config, pins, Purpose.GIT_MIRROR)  # never a release/snapshot key
+        return CommitVerifier(keyring, pins, policy, self.options.jobs, scope)
 
     # -- ranges ------------------------------------------------------------------------------------
 
@@ -282,7 +284,7 @@ class TreeVerifier:
         if dev_verdict.code not in ("unknown-signer", "signer-not-pinned"):
             return dev_verdict
         top = self.top.judge(commit, self.top.statuses([commit], scratch)[commit.hash])
-        return top if top.good else dev_verdict
+        return top if top.good or top.code == "wrong-purpose" else dev_verdict  # a pinned key: name it
 
     def verify_repo(self, path: Path, *, revision: str = "HEAD", commit_range: str | None = None,
                     record: bool = True, progress: Progress | None = None) -> TreeReport:
