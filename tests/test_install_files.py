@@ -160,6 +160,22 @@ def render_man(page: Path) -> tuple[str, str]:
     return result.stdout, result.stderr
 
 
+def _see_our_dependencies(prefix: Path) -> None:
+    """Let the venv at ``prefix`` import the dependencies installed for the running interpreter.
+
+    ``system_site_packages=True`` is not that: inside a venv it exposes the *base* Python's site-packages, which
+    on a fresh machine holds none of them (README's ``pip install ".[test]"`` put them into the venv). A ``.pth``
+    file that adds the running interpreter's site directories works in a venv and system-wide alike; the new venv's
+    own site-packages stays first on ``sys.path``, so the wheel's ``gkeys_portage`` wins over the tested one.
+    ``site.addsitedir`` (not a bare path) also runs their ``.pth`` files, coverage's among them (``.ci/run``).
+    """
+    ours = [entry for entry in sys.path if Path(entry).name in ("site-packages", "dist-packages")]
+    site = subprocess.run([str(prefix / "bin" / "python"), "-c", "import sysconfig; print(sysconfig"
+                           ".get_paths()['purelib'])"], capture_output=True, text=True, check=True).stdout.strip()
+    (Path(site) / "_gkeys_test_deps.pth").write_text("".join(f"import site; site.addsitedir({entry!r})\n"
+                                                             for entry in ours))
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A wheel built from this checkout, installed into a fresh venv; yields the venv's prefix."""
@@ -171,7 +187,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index",
                     "-w", str(work / "dist"), str(source)], check=True, capture_output=True)
     prefix = work / "venv"
-    venv.create(prefix, system_site_packages=True, with_pip=False)
+    venv.create(prefix, with_pip=False)
+    _see_our_dependencies(prefix)
     wheel = next((work / "dist").glob("gkeys_portage-*.whl"))
     subprocess.run([sys.executable, "-m", "pip", "--python", str(prefix / "bin" / "python"), "install", "-q",
                     "--no-deps", "--no-index", "--ignore-installed", str(wheel)], check=True, capture_output=True)
