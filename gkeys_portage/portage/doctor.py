@@ -47,6 +47,7 @@ from gkeys_portage.core.errors import BadInputError, GkeysError
 from gkeys_portage.core.state import read_json
 from gkeys_portage.core.types import Category, parse_category
 from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.keys.prerequisites import FIRST_STEP
 from gkeys_portage.keys.refresh import REFRESH_RECORD, last_refresh
 from gkeys_portage.keys.seedfetch import SEED_RECORD
 from gkeys_portage.openpgp.process import gpg_version
@@ -222,6 +223,7 @@ class Doctor:
         """All checks; the findings in a stable order."""
         if not self.eroot.is_dir():
             raise BadInputError(f"{self.eroot} is not a directory: give --eroot the root that holds etc/portage")
+        self.check_first_install()
         repos = read_repos(self.eroot)
         categories = self.check_repos(repos)
         self.check_hooks()
@@ -235,6 +237,13 @@ class Doctor:
             self.check_category(category)
         self.check_clock()
         return self.result
+
+    def check_first_install(self) -> None:
+        """Nothing installed at all: the first step, the one docs/portage.md and the ebuild's message name."""
+        if any(self.ctx.keyring(category).exists() for category in self.ctx.seeds.categories()):
+            return
+        self.result.add("install:first", "gkeys", "no keys of any category are installed yet: nothing can be "
+                        "verified", f"{FIRST_STEP}   (offline: docs/portage.md, 'Offline first install')")
 
     # -- Portage configuration -------------------------------------------------------------------
 

@@ -141,6 +141,13 @@ class Console:
             return
         say(level, text, stdout=self.stdout, stderr=self.stderr)
 
+    def step(self, text: str) -> None:
+        """Say at once, on stderr, which step a long action is at (nothing in quiet or JSON mode)."""
+        if self.quiet or self.json_mode:
+            return
+        self.stderr.write(star_line(INFO, text, self.stderr))
+        self.stderr.flush()
+
     def fail(self, text: str, exit_code: int) -> None:
         """Print a one-line failure (JSON: ``{"ok": false, "error": ...}``)."""
         if self.json_mode:

@@ -42,7 +42,8 @@ python_install_all() {
 
 pkg_postinst() {
 	elog "To make Portage verify with gkeys, install the seeds and keys, then wire Portage:"
-	elog "    gkeys update-seed -C gentoo-devs"
+	elog "    gkeys update-seed            # every category, the authority keys before the developers"
+	elog "    (offline: Gentoo's key files as [keyrings] files, docs/portage.md 'Offline first install')"
 	elog "    gkeys setup-portage          # hooks, repos.conf (::gentoo on sync-type = gkeys)"
 	elog "    gkeys doctor                 # what would still make verification fail or be skipped"
 	elog "The eclass for overlays is in ${EPREFIX}/usr/share/gkeys-portage/eclass."
