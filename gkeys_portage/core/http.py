@@ -37,9 +37,13 @@ _T = TypeVar("_T")
 class NotFoundError(NetworkError):
     """The server answered 404 / 410 (or the local file does not exist)."""
 
+    reason = "not-found"
+
 
 class TooLargeError(NetworkError):
     """The response is larger than the caller allows."""
+
+    reason = "too-large"
 
 
 @dataclass
@@ -72,6 +76,20 @@ class HttpClient:
         if url.startswith("file://"):
             return _read_file_url(url, max_bytes)
         return self.with_retries(url, lambda: self._get_once(url, max_bytes))
+
+    def exists(self, url: str) -> bool:
+        """Whether ``url`` is there: False only when the server answers 404 / 410 to a HEAD request (or the
+        local file is absent); any other answer is True (the download itself then says what is wrong)."""
+        if url.startswith("file://"):
+            return Path(urllib.parse.unquote(urllib.parse.urlsplit(url).path)).exists()
+
+        def head() -> bool:
+            with self.session.head(url, timeout=self.timeout, allow_redirects=True) as response:
+                if response.status_code in RETRY_STATUSES:
+                    raise Retryable(f"HTTP {response.status_code}")
+                return response.status_code not in (404, 410)
+
+        return self.with_retries(url, head)
 
     def post_form(self, url: str, fields: Mapping[str, str], *, max_bytes: int = 1 << 20) -> tuple[int, bytes]:
         """POST an urlencoded form; ``(status, body)`` of the final answer (redirects are not followed,
