@@ -39,6 +39,9 @@ def doctor(env: Any, root: Path, *extra: str) -> dict[str, Any]:
     result = env.run("--json", "doctor", "--eroot", str(root), *extra)
     document: dict[str, Any] = json.loads(result.out)
     assert document["exit"] == result.code
+    for finding in document["findings"]:  # env.run passes -c CONFIG, which every suggested gkeys command keeps
+        assert f"-c {env.config}" in finding["fix"] or "gkeys " not in finding["fix"], finding
+        finding["fix"] = finding["fix"].replace(f" -c {env.config}", "")
     return document
 
 

@@ -19,6 +19,7 @@ Commits below the last verified revision (recorded per repository) are never che
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -178,10 +179,15 @@ class TreeVerifier:
         """
         if recorded:
             if not repo.has_commit(recorded) or not repo.is_ancestor(recorded, tip):
+                shallow = repo.is_shallow()
                 hint = ("; the clone is shallow, so commits in between are missing: sync with full history "
-                        "(sync-depth = 0)") if repo.is_shallow() else " (force-pushed upstream?)"
+                        "(sync-depth = 0)") if shallow else (
+                    " (force-pushed upstream?); nothing is accepted. To accept a rewrite you have checked by other "
+                    f"means, remove {repo.path} and sync again: a first clone is verified afresh (docs/tree.md)")
                 raise RollbackError(f"{repo.path}: history was rewritten: the last verified commit "
-                                    f"{recorded[:12]} is not an ancestor of {tip[:12]}{hint}")
+                                    f"{recorded[:12]} is not an ancestor of {tip[:12]}{hint}",
+                                    next_step="" if shallow else
+                                    f"rm -rf {shlex.quote(str(repo.path))} && emerge --sync")
             hashes = repo.rev_list(tip, [recorded])
             if not hashes and self.options.max_age_days:
                 hashes = [tip]  # nothing new: re-check the (already recorded) tip, for its age
