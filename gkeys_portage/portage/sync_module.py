@@ -1,7 +1,8 @@
 """The Portage sync module ``sync-type = gkeys``: git underneath, every new commit verified first.
 
-Installed into Portage as the leaf package ``portage/sync/modules/gkeys`` (see ``setup.py``), which
-only re-exports :data:`module_spec` and :class:`GkeysSync` from here.  ``repos.conf`` example::
+Installed into Portage as the leaf package ``portage/sync/modules/gkeys`` (``portage-sync-module/``, a
+distribution of its own that depends on Portage), which only re-exports :data:`module_spec` and
+:class:`GkeysSync` from here.  ``repos.conf`` example::
 
     [gentoo]
     location = /var/db/repos/gentoo
