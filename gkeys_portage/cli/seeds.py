@@ -226,7 +226,7 @@ def run_update_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:
     if args.category:
         failure = _update_category(ctx, args, report, categories[0])
         if failure:
-            report.error(str(failure))
+            report.error(str(failure) + (f"; {OFFLINE_WAY}" if failure.exit_code == EXIT_NETWORK else ""))
             report.exit_code = failure.exit_code
         return report
     failed: dict[Category, GkeysError] = {}
@@ -239,14 +239,14 @@ def run_update_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:
             if cause is None:
                 raise
             failure = _failure(f"{category}: not updated: it needs the keys of {', '.join(exc.categories)}, "
-                               "which could not be installed (above)", cause.exit_code)
+                               "which could not be installed (above)", cause)
         except GkeysError as exc:
-            failure = _failure(f"{category}: {exc.message}", exc.exit_code)
+            failure = _failure(f"{category}: {exc.message}", exc)
         if failure:
             failed[category] = failure
             report.error(str(failure))
             report.data["updated"].append({"category": category, "error": str(failure),
-                                           "exit": failure.exit_code})
+                                           "exit": failure.exit_code, "reason": failure.reason})
     if failed:
         first = next(iter(failed.values()))
         report.exit_code = first.exit_code
@@ -256,9 +256,10 @@ def run_update_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:
     return report
 
 
-def _failure(message: str, exit_code: int) -> GkeysError:
+def _failure(message: str, cause: GkeysError) -> GkeysError:
+    """One category's failure: ``message``, with the exit status and reason code of ``cause``."""
     failure = GkeysError(message)
-    failure.exit_code = exit_code
+    failure.exit_code, failure.reason = cause.exit_code, cause.reason
     return failure
 
 
