@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import errno
 import socket
-import ssl
 import threading
 import time
 import urllib.parse
@@ -212,6 +211,8 @@ def network_cause(exc: BaseException) -> tuple[str, str]:
     ``reset``, else ``failed``.  Read from the exception chain (``requests`` wraps urllib3, which wraps the
     socket error), never from the message text.
     """
+    import ssl  # with requests: neither is loaded by commands that never go online
+
     import requests
 
     chain = list(_chain(exc))
