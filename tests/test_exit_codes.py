@@ -130,3 +130,16 @@ def test_the_table_in_the_docs_names_every_reason_tested() -> None:
             row = next((line for line in table.splitlines() if line.startswith("|") and f"`{reason}`" in line), None)
             assert row is not None, reason
             assert f"| {status} |" in row, (reason, row)
+
+
+@pytest.mark.parametrize("program", ["gkeys-gen", "gkeys-ldap"])
+def test_the_other_programs_print_usage_errors_as_json(program: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from gkeys_portage.cli import gen, ldap
+
+    main = gen.main if program == "gkeys-gen" else ldap.main
+    with pytest.raises(SystemExit) as stopped:
+        main(["--json", "--no-such-option"])
+    assert stopped.value.code == 2
+    document = json.loads(capsys.readouterr().out)
+    assert set(VERDICT_KEYS) <= set(document) and document["reason"] == "usage"
+    assert document["next_step"] == f"{program} --help" and document["error"].startswith(f"{program}: ")
