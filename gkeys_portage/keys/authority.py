@@ -28,6 +28,7 @@ a keyring into an ordinary seed file:
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import hashlib
 import re
@@ -73,6 +74,7 @@ class Verdict(enum.Enum):
     CERTIFICATION_EXPIRED = "certification-expired"
     CERTIFICATION_REVOKED = "certification-revoked"
     CERTIFIER_NOT_ROOTED = "certifier-not-rooted"
+    CERTIFIER_REVOKED = "certifier-revoked"  # certified only by a certifier revoked, or its root certification
     WRONG_DOMAIN = "wrong-domain"
     KEY_REVOKED = "key-revoked"
     KEY_EXPIRED = "key-expired"
@@ -105,25 +107,39 @@ class KeyVerdict:
 
 @dataclass
 class Seen:
-    """Revocations seen before (kept across updates, so an older keyring cannot undo them)."""
+    """Revocations seen before (kept across updates, so an older keyring cannot undo them).
 
-    certifications: dict[str, float] = field(default_factory=dict)  # "DEVFPR CERTFPR" -> newest revocation
+    Every level of the chain is recorded alike: key revocations (developers and certifiers), revoked
+    certifications (a certifier's of a developer, a root's of a certifier) and user ids their owner
+    revoked, whatever else the key says (a revoked user id still carries its revoked certifications).
+    """
+
+    certifications: dict[str, float] = field(default_factory=dict)  # "SUBJECTFPR ISSUERFPR" -> newest revocation
     keys: set[str] = field(default_factory=set)  # revoked primary fingerprints
+    uids: dict[str, float] = field(default_factory=dict)  # "FPR user id" -> newest revocation by its owner
 
     @classmethod
-    def from_json(cls, data: object) -> Seen:
-        """Read the record (anything malformed counts as nothing seen)."""
-        if not isinstance(data, dict):
+    def from_json(cls, data: object, where: str = "the authority record") -> Seen:
+        """Read the record (absent: nothing seen); a malformed one is a :class:`StateError`, never
+        "nothing seen" (that would bring revoked keys back)."""
+        if data is None:
             return cls()
-        certs = data.get("certifications", {})
-        keys = data.get("keys", [])
-        return cls({k: float(v) for k, v in certs.items() if isinstance(v, int | float)}
-                   if isinstance(certs, dict) else {},
-                   {k for k in keys if isinstance(k, str)} if isinstance(keys, list) else set())
+        certs = data.get("certifications", {}) if isinstance(data, dict) else None
+        keys = data.get("keys", []) if isinstance(data, dict) else None
+        uids = data.get("uids", {}) if isinstance(data, dict) else None
+        if not (isinstance(certs, dict) and isinstance(keys, list) and isinstance(uids, dict)
+                and all(isinstance(v, int | float) and not isinstance(v, bool)
+                        for v in (*certs.values(), *uids.values()))
+                and all(isinstance(k, str) for k in keys)):
+            raise StateError(f"{where} is malformed (the revocations seen so far cannot be read); "
+                             f"restore it from a backup, or delete it and run 'gkeys update-seed' again")
+        return cls({str(k): float(v) for k, v in certs.items()}, set(keys),
+                   {str(k): float(v) for k, v in uids.items()})
 
     def to_json(self) -> dict[str, object]:
         """The record's JSON form."""
-        return {"certifications": dict(sorted(self.certifications.items())), "keys": sorted(self.keys)}
+        return {"certifications": dict(sorted(self.certifications.items())), "keys": sorted(self.keys),
+                "uids": dict(sorted(self.uids.items()))}
 
     def revoked_before(self, subject: Fingerprint, certifier: Fingerprint) -> float | None:
         """The newest revocation of ``certifier``'s certification of ``subject`` seen so far."""
@@ -133,6 +149,40 @@ class Seen:
         """Remember a (checked) revocation of a certification."""
         key = f"{subject} {certifier}"
         self.certifications[key] = max(when, self.certifications.get(key, 0.0))
+
+    def note_uid(self, subject: Fingerprint, uid: str, when: float) -> None:
+        """Remember a (checked) revocation of a user id by its owner."""
+        key = f"{subject} {uid}"
+        self.uids[key] = max(when, self.uids.get(key, 0.0))
+
+    def note(self, key: PublicKey, issuers: Iterable[SubKey]) -> None:
+        """Note every checked revocation ``key`` carries: of itself, of its user ids by its owner, and of
+        certifications by ``issuers`` (on every user id, revoked ones included)."""
+        fpr = key.fingerprint
+        if key.primary.revoked:
+            self.keys.add(fpr)
+        issuers = list(issuers)
+        for uid in key.uids:
+            for sig in uid.signatures:
+                if not (sig.good and sig.sig_class.startswith("30") and sig.created is not None):
+                    continue
+                if _issued_by(sig, key.primary):
+                    self.note_uid(fpr, uid.text, sig.created)
+                for issuer in issuers:
+                    if issuer.fingerprint != fpr and _issued_by(sig, issuer):
+                        self.note_certification(fpr, issuer.fingerprint, sig.created)
+
+    def uid_revoked(self, key: PublicKey, uid: UserId) -> bool:
+        """True if ``uid`` is revoked now, or its owner's revocation seen before is not older than its
+        newest self-certification."""
+        if uid.revoked:
+            return True
+        when = self.uids.get(f"{key.fingerprint} {uid.text}")
+        if when is None:
+            return False
+        selfsigs = [s.created or 0 for s in uid.signatures if s.good and s.kind == "sig"
+                    and s.sig_class[:2] in CERT_CLASSES and _issued_by(s, key.primary)]
+        return when >= max(selfsigs, default=0)
 
 
 @dataclass
@@ -171,8 +221,7 @@ def certification_state(uid: UserId, subject: Fingerprint, issuer: SubKey, now: 
         return None
     latest = max(certs, key=lambda s: s.created or 0)
     created = latest.created or 0
-    revocations = [s.created or 0 for s in made if s.sig_class.startswith("30")]
-    for when in revocations:
+    for when in (s.created or 0 for s in made if s.sig_class.startswith("30")):
         seen.note_certification(subject, issuer.fingerprint, when)
     before = seen.revoked_before(subject, issuer.fingerprint)
     if before is not None and before >= created:
@@ -190,24 +239,37 @@ def _usable(key: SubKey, now: float) -> str:
     return ""
 
 
+#: Why a certifier does not count, when the reason is signed revocation evidence: the keys it vouched
+#: for are dropped at once (no shrink guard, no tolerated refresh), never kept until an update succeeds.
+CERTIFIER_REVOKED = "revoked"
+ROOT_CERTIFICATION_REVOKED = "its certification by the root key was revoked"
+REVOCATION_REASONS = (CERTIFIER_REVOKED, ROOT_CERTIFICATION_REVOKED)
+
+
 def root_certifiers(keys: Mapping[Fingerprint, PublicKey], roots: Sequence[Fingerprint],
-                    certifiers: Sequence[Fingerprint], now: float, skew: float) -> dict[Fingerprint, str]:
-    """For each certifier: "" if a usable root certifies it (and it is usable itself), else why not."""
+                    certifiers: Sequence[Fingerprint], now: float, skew: float,
+                    seen: Seen | None = None) -> dict[Fingerprint, str]:
+    """For each certifier: "" if a usable root certifies it (and it is usable itself), else why not
+    (one of :data:`REVOCATION_REASONS` when a revocation, now or ``seen`` before, is the reason).
+    Revocations found are noted in ``seen``."""
+    seen = seen if seen is not None else Seen()
     usable_roots = [keys[r].primary for r in roots if r in keys and not _usable(keys[r].primary, now)]
     result: dict[Fingerprint, str] = {}
     for fpr in certifiers:
         key = keys.get(fpr)
         if key is None:
-            result[fpr] = "not installed"
+            result[fpr] = CERTIFIER_REVOKED if fpr in seen.keys else "not installed"
             continue
-        problem = _usable(key.primary, now)
+        seen.note(key, [keys[r].primary for r in roots if r in keys])
+        problem = CERTIFIER_REVOKED if fpr in seen.keys else _usable(key.primary, now)
         if problem:
             result[fpr] = problem
             continue
-        nothing = Seen()
-        rooted = any(certification_state(uid, fpr, root, now, skew, nothing) is Verdict.CERTIFIED
-                     for uid in key.uids if not uid.revoked for root in usable_roots)
-        result[fpr] = "" if rooted else "no valid certification by a root key"
+        states = {certification_state(uid, fpr, root, now, skew, seen)
+                  for uid in key.uids if not seen.uid_revoked(key, uid) for root in usable_roots}
+        result[fpr] = ("" if Verdict.CERTIFIED in states
+                       else ROOT_CERTIFICATION_REVOKED if Verdict.CERTIFICATION_REVOKED in states
+                       else "no valid certification by a root key")
     return result
 
 
@@ -222,18 +284,17 @@ def domain_nick(uid: str, domain: str) -> Nick | None:
         return None
 
 
-def _judge(key: PublicKey, rooted: Sequence[SubKey], unrooted: Sequence[SubKey], names: Mapping[Fingerprint, str],
-           domain: str, now: float, skew: float, seen: Seen) -> KeyVerdict:
+def _judge(key: PublicKey, rooted: Sequence[SubKey], unrooted: Sequence[SubKey], revoked: Sequence[SubKey],
+           names: Mapping[Fingerprint, str], domain: str, now: float, skew: float, seen: Seen) -> KeyVerdict:
     fpr = key.fingerprint
-    if key.primary.revoked:
-        seen.keys.add(fpr)
+    seen.note(key, [*rooted, *unrooted, *revoked])
     if fpr in seen.keys:
         return KeyVerdict(fpr, Verdict.KEY_REVOKED)
     if key.primary.expired_at(now):
         return KeyVerdict(fpr, Verdict.KEY_EXPIRED)
     if sum(len(u.signatures) for u in key.uids) > MAX_SIGNATURES_PER_KEY:
         return KeyVerdict(fpr, Verdict.TOO_MANY_SIGNATURES)
-    candidates = [u for u in key.uids if not u.revoked and domain_nick(u.text, domain)]
+    candidates = [u for u in key.uids if not seen.uid_revoked(key, u) and domain_nick(u.text, domain)]
     if not candidates:
         return KeyVerdict(fpr, Verdict.WRONG_DOMAIN)
     found: dict[Verdict, KeyVerdict] = {}
@@ -243,12 +304,12 @@ def _judge(key: PublicKey, rooted: Sequence[SubKey], unrooted: Sequence[SubKey],
             state = certification_state(uid, fpr, issuer, now, skew, seen)
             if state is not None:
                 found.setdefault(state, KeyVerdict(fpr, state, uid.text, nick, names[issuer.fingerprint]))
-        for issuer in unrooted:
-            if certification_state(uid, fpr, issuer, now, skew, seen) is Verdict.CERTIFIED:
-                found.setdefault(Verdict.CERTIFIER_NOT_ROOTED, KeyVerdict(
-                    fpr, Verdict.CERTIFIER_NOT_ROOTED, uid.text, nick, names[issuer.fingerprint]))
-    for verdict in (Verdict.CERTIFIED, Verdict.CERTIFICATION_REVOKED, Verdict.CERTIFICATION_EXPIRED,
-                    Verdict.CERTIFIER_NOT_ROOTED):
+        for issuers, verdict in ((revoked, Verdict.CERTIFIER_REVOKED), (unrooted, Verdict.CERTIFIER_NOT_ROOTED)):
+            for issuer in issuers:
+                if certification_state(uid, fpr, issuer, now, skew, seen) is Verdict.CERTIFIED:
+                    found.setdefault(verdict, KeyVerdict(fpr, verdict, uid.text, nick, names[issuer.fingerprint]))
+    for verdict in (Verdict.CERTIFIED, Verdict.CERTIFICATION_REVOKED, Verdict.CERTIFIER_REVOKED,
+                    Verdict.CERTIFICATION_EXPIRED, Verdict.CERTIFIER_NOT_ROOTED):
         if verdict in found:
             return found[verdict]
     return KeyVerdict(fpr, Verdict.NO_CERTIFICATION, candidates[0].text, str(domain_nick(candidates[0].text, domain)))
@@ -265,10 +326,11 @@ def evaluate(listing: Iterable[PublicKey], roots: Mapping[Fingerprint, str], cer
     now = time.time() if now is None else now
     seen = seen if seen is not None else Seen()
     keys = {k.fingerprint: k for k in listing}
-    status = root_certifiers(keys, list(roots), list(certifiers), now, skew)
+    status = root_certifiers(keys, list(roots), list(certifiers), now, skew, seen)
     rooted = [keys[f].primary for f, why in status.items() if not why]
-    unrooted = [keys[f].primary for f, why in status.items() if why and f in keys]
-    verdicts = [_judge(key, rooted, unrooted, certifiers, domain.lower(), now, skew, seen)
+    revoked = [keys[f].primary for f, why in status.items() if why in REVOCATION_REASONS and f in keys]
+    unrooted = [keys[f].primary for f, why in status.items() if why and why not in REVOCATION_REASONS and f in keys]
+    verdicts = [_judge(key, rooted, unrooted, revoked, certifiers, domain.lower(), now, skew, seen)
                 for fpr, key in keys.items() if fpr not in roots and fpr not in certifiers
                 and (candidates is None or fpr in candidates)]
     return Evaluation(status, verdicts, seen)
@@ -378,22 +440,66 @@ def _update_keys_hint(refs: Iterable[KeyRef]) -> str:
                         for cat in sorted({ref.category for ref in refs}))
 
 
-def _check_shrink(category: Category, old: Mapping[Nick, Seed], new: Mapping[Nick, Seed], evaluation: Evaluation,
+#: Verdicts that rest on signed revocation evidence (no substitution of the download can forge them).
+REVOKED_VERDICTS = (Verdict.CERTIFICATION_REVOKED, Verdict.KEY_REVOKED, Verdict.CERTIFIER_REVOKED)
+
+
+def revoked_keys(evaluation: Evaluation) -> set[Fingerprint]:
+    """The keys the evaluation drops on revocation evidence (of the key, its certification or its certifier)."""
+    return {v.fingerprint for v in evaluation.verdicts if v.verdict in REVOKED_VERDICTS}
+
+
+def _check_shrink(category: Category, old: Mapping[Nick, Seed], new: Mapping[Nick, Seed], revoked: set[Fingerprint],
                   max_shrink: float, allow_shrink: bool, location: str, hint: str) -> None:
-    """Refuse an empty result, or one that loses too many seeds.  Seeds whose every key the keyring
-    shows revoked (key or certification: signed evidence no substitution can forge) do not count as
-    lost, so a revocation applies at once whatever ``max-shrink`` says."""
-    if not new:
+    """Refuse an empty result, or one that loses too many seeds.  Seeds whose every key is ``revoked``
+    (key, certification or certifier: signed evidence no substitution can forge) do not count as
+    lost, so a revocation applies at once whatever ``max-shrink`` says, even when it empties the seeds."""
+    lost = len({nick for nick in set(old) - set(new) if not set(old[nick].keys) <= revoked})
+    if not new and (not old or lost):
         raise ShrinkError(f"{category}: no key in {location} carries a valid certification; refusing to empty "
                           f"the seeds (check the source, and the authority keys: {hint})")
-    revoked = {v.fingerprint for v in evaluation.verdicts
-               if v.verdict in (Verdict.CERTIFICATION_REVOKED, Verdict.KEY_REVOKED)}
-    lost = len({nick for nick in set(old) - set(new) if not set(old[nick].keys) <= revoked})
     if old and not allow_shrink and lost * 100.0 / len(old) > max_shrink:
         raise ShrinkError(f"{category}: the keyring from {location} would remove {lost} of {len(old)} seeds "
                           f"({lost * 100.0 / len(old):.0f}%, more than [authority] max-shrink = {max_shrink:g}%); "
-                          f"a truncated or substituted download? Nothing changed. Check the source, then "
+                          f"a truncated or substituted download? Nothing else changed. Check the source, then "
                           f"apply it with: gkeys update-seed -C {category} --allow-shrink")
+
+
+def _refuse_unusable(category: Category, evaluation: Evaluation, certifiers: Mapping[Fingerprint, str],
+                     hint: str, installed: bool) -> None:
+    """Refuse when no certifier counts, unless one is out for a revocation and seeds are installed (then
+    the keys it vouched for are dropped)."""
+    reasons = evaluation.certifiers.values()
+    if any(not why for why in reasons) or (installed and any(why in REVOCATION_REASONS for why in reasons)):
+        return
+    listed = "; ".join(f"{certifiers[f]}: {why}" for f, why in evaluation.certifiers.items())
+    raise ShrinkError(f"{category}: no certifier is usable ({listed}); nothing changed (run {hint})")
+
+
+def _apply_revocations(ctx: Gkeys, category: Category, old: Mapping[Nick, Seed],
+                       revoked: set[Fingerprint]) -> list[Nick]:
+    """When an update is refused, still drop the revoked keys from the installed seeds and keyring
+    (atomically each); return the nicks that lost every key."""
+    if not revoked & {f for seed in old.values() for f in seed.keys}:
+        return []
+    reduced: dict[Nick, Seed] = {}
+    for nick, seed in old.items():
+        keys = [f for f in seed.keys if f not in revoked]
+        if keys:
+            reduced[nick] = dataclasses.replace(seed, keys=keys,
+                                                fingerprint=[f for f in seed.fingerprint if f not in revoked])
+    ctx.seeds.save(category, reduced)
+    ctx.keyring(category).remove_keys(revoked)
+    return sorted(set(old) - set(reduced))
+
+
+def _save_seen(ctx: Gkeys, record: dict[str, object], category: Category, seen: Seen, digest: str | None) -> None:
+    """Write the record of revocations seen (``digest``: of the download applied; None keeps the last one)."""
+    entry = record.get(category)
+    last = entry.get("sha256") if isinstance(entry, dict) else None
+    record[category] = {**(entry if isinstance(entry, dict) else {}), **seen.to_json(),
+                        **({"sha256": digest or last} if digest or last else {})}
+    atomic_write_json(ctx.layout.record(RECORD), record)
 
 
 def _install(ctx: Gkeys, category: Category, quarantine: GnuPG, staged: GnuPG | None,
@@ -415,11 +521,14 @@ def _install(ctx: Gkeys, category: Category, quarantine: GnuPG, staged: GnuPG | 
     with staging_directory(ctx.layout.keyrings_dir, f".staging-{category}-") as rebuilt:
         fast = staged is not None and set(staged_keys) == set(kept)
         home = staged if fast and staged is not None else GnuPG(rebuilt, timeout=ctx.config.policy.gpg_timeout)
-        data = b"" if fast else quarantine.export_keys(kept, armor=False)
+        # (export_keys of no fingerprint exports *every* key: never ask it for an empty kept set)
+        data = b"" if fast or not kept else quarantine.export_keys(kept, armor=False)
         carried = sorted(set(kept) & set(installed))
         if carried:
             data += keyring.gpg().export_keys(carried, armor=False)
-        if data:
+        if not data:
+            home.list_keys()  # an empty keybox: every key was revoked (no keybox would keep the old one)
+        else:
             home.import_keys(data)
             # (the fast path alone is checked by gpg's IMPORT_OK list: staged_keys == kept)
             missing = set(kept) - {k.fingerprint for k in home.list_keys()}
@@ -458,7 +567,8 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
     step(25, 100)
     record = read_json_object(ctx.layout.record(RECORD))
     entry = record.get(cat)
-    seen = Seen.from_json(entry)
+    seen = Seen.from_json(entry, f"{ctx.layout.record(RECORD)} ({cat})")
+    seen_before = seen.to_json()
     digest = hashlib.sha256(data).hexdigest()
     unchanged = isinstance(entry, dict) and entry.get("sha256") == digest and ctx.keyring(cat).exists()
     timeout = ctx.config.policy.gpg_timeout
@@ -483,18 +593,25 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
             _check_collisions(listing, pinned)
             evaluation = evaluate(listing, roots, certifiers, config.domain, now=now,
                                   skew=ctx.config.policy.clock_skew, seen=seen, candidates=set(downloaded))
-            if not any(not why for why in evaluation.certifiers.values()):
-                reasons = "; ".join(f"{certifiers[f]}: {why}" for f, why in evaluation.certifiers.items())
-                raise ShrinkError(f"{cat}: no certifier is usable ({reasons}); nothing changed "
-                                  f"(run {hint})")
-            new = seeds_from(evaluation)
             old = ctx.seeds.load(cat) if ctx.seeds.is_installed(cat) else {}
-            _check_shrink(cat, old, new, evaluation, config.max_shrink, allow_shrink, source.location, hint)
+            revoked = revoked_keys(evaluation)
+            try:
+                _refuse_unusable(cat, evaluation, certifiers, hint, bool(old))
+                new = seeds_from(evaluation)
+                _check_shrink(cat, old, new, revoked, config.max_shrink, allow_shrink, source.location, hint)
+            except ShrinkError as exc:
+                # Refused, yet what was seen revoked stays recorded and is removed at once.
+                if seen.to_json() != seen_before:
+                    _save_seen(ctx, record, cat, seen, None)
+                gone = _apply_revocations(ctx, cat, old, revoked)
+                if gone:
+                    raise ShrinkError(f"{exc.message}; revoked keys were removed all the same "
+                                      f"(seeds {', '.join(gone)})") from exc
+                raise
             kept = sorted({v.fingerprint for v in evaluation.kept()})
             removed = _install(ctx, cat, quarantine, staged, staged_keys, kept, exported)
     ctx.seeds.save(cat, new)
-    record[cat] = {**seen.to_json(), "sha256": digest}
-    atomic_write_json(ctx.layout.record(RECORD), record)
+    _save_seen(ctx, record, cat, seen, digest)
     record_refresh(ctx, cat)
     step(100, 100)
     return AuthorityUpdate(cat, source.location, evaluation, diff_seeds(old, new), len(new), removed)
