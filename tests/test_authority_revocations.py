@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import GkeysEnv
 
-from gkeys_portage.demo.world import KeyFactory, past
+from gkeys_portage.demo.world import KeyFactory, LoopbackServer, past
 from gkeys_portage.openpgp.gnupg import GnuPG
 
 DEVS = ("alice", "amy", "ann")  # certified by l2-dev
@@ -74,7 +74,7 @@ def revoked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Revoked]:
 
 
 def _setup(env: GkeysEnv, chain: Revoked, certifiers: tuple[str, ...] = ("l2-dev", "l2-srv"),
-           extra: str = "") -> None:
+           extra: str = "", keyservers: str | None = None) -> None:
     """Pin l1/l2-dev/l2-srv as category auth (imported from a file), serve the certifiers and the keyring."""
     env.server.hkp[chain.keys.keys["l2-dev"].fingerprint] = chain.l2_ok
     env.server.hkp[chain.keys.keys["l2-srv"].fingerprint] = chain.l2_srv
@@ -88,7 +88,8 @@ def _setup(env: GkeysEnv, chain: Revoked, certifiers: tuple[str, ...] = ("l2-dev
     env.server.publish("output/active-devs.gpg", chain.devs)
     refs = " ".join(f"auth/{c}" for c in certifiers)
     env.write_config(f"[authority-seeds]\ndevs = {env.server.url}/output/active-devs.gpg {refs}\n"
-                     "[authority]\nroots = auth/l1\ndomain = gentoo.org\nmax-shrink = 10\n" + extra)
+                     "[authority]\nroots = auth/l1\ndomain = gentoo.org\nmax-shrink = 10\n" + extra,
+                     keyservers=keyservers)
 
 
 def _seeds(env: GkeysEnv) -> set[str]:
@@ -154,3 +155,19 @@ def test_revocations_survive_a_refused_update_and_a_malformed_record_is_an_error
     record.write_text(json.dumps(data))
     broken = env.run("update-seed", "-C", "devs")
     assert broken.code != 0 and "malformed" in broken.err and "Traceback" not in broken.err
+
+
+def test_a_stale_first_keyserver_does_not_hide_the_roots_revocation(env: GkeysEnv, revoked: Revoked) -> None:
+    """The first keyserver serves l2-dev as it was (certified by L1), the second with L1's revocation of
+    that certification: every source is asked and the answers merged, so the revocation applies."""
+    second = LoopbackServer()
+    try:
+        _setup(env, revoked, keyservers=f"{env.server.url} {second.url}")
+        assert env.run("update-seed", "-C", "devs").code == 0
+        assert _seeds(env) == {*DEVS, *OTHER}
+        second.hkp[revoked.keys.keys["l2-dev"].fingerprint] = revoked.l2_decertified
+        result = env.run("update-seed", "-C", "devs")
+        assert result.code == 0, result.text
+        assert _seeds(env) == set(OTHER) and _keyring(env, revoked) == set(OTHER)
+    finally:
+        second.close()

@@ -51,7 +51,7 @@ from gkeys_portage.keys.refresh import (
 )
 from gkeys_portage.keys.seedfetch import SeedChanges, diff_seeds
 from gkeys_portage.keys.seeds import Seed
-from gkeys_portage.keys.sources import candidate_locations
+from gkeys_portage.keys.sources import KeyLocation, candidate_locations
 from gkeys_portage.openpgp.colons import PublicKey, Signature, SubKey, UserId
 from gkeys_portage.openpgp.gnupg import GnuPG
 from gkeys_portage.openpgp.keyblocks import Selection
@@ -404,24 +404,22 @@ def _pinned_material(ctx: Gkeys, pinned: Mapping[Fingerprint, str]) -> bytes:
 def _published_certifiers(ctx: Gkeys, refs: Sequence[KeyRef]) -> list[bytes]:
     """The certifier keys as their key sources (WKD, keyservers) publish them, *with* third-party
     certifications: installed keyrings keep keys without them, and the root's certification of a
-    certifier is what this check needs.  First source that answers, per key; failures are skipped
-    (the installed copy may still carry the certification)."""
+    certifier is what this check needs.  Every source is asked and every answer kept (they are merged
+    in the quarantine), so a stale source cannot hide a root's revocation another one publishes;
+    failures are skipped (the installed copy may still carry the certification)."""
     seeds = [ctx.seeds.load(ref.category)[ref.nick] for ref in refs]
-    wanted = [(fpr, seed) for seed in seeds for fpr in seed.keys]
+    jobs = [location for seed in seeds for fpr in seed.keys
+            for location in candidate_locations(fpr, seed.emails(), ctx.config.sources)]
 
-    def fetch(item: tuple[Fingerprint, Seed]) -> bytes:
-        fpr, seed = item
-        for location in candidate_locations(fpr, seed.emails(), ctx.config.sources):
-            try:
-                blob = ctx.http.get(location.url, max_bytes=MAX_CERTIFIER_BYTES)
-            except GkeysError:
-                continue
-            if blob.strip():
-                return blob
-        return b""
+    def fetch(location: KeyLocation) -> bytes:
+        try:
+            blob = ctx.http.get(location.url, max_bytes=MAX_CERTIFIER_BYTES)
+        except GkeysError:
+            return b""
+        return blob if blob.strip() else b""
 
-    with ThreadPoolExecutor(max_workers=max(1, min(len(wanted), ctx.config.sources.workers))) as pool:
-        return [blob for blob in pool.map(fetch, wanted) if blob]
+    with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), ctx.config.sources.workers))) as pool:
+        return [blob for blob in pool.map(fetch, jobs) if blob]
 
 
 def _check_collisions(listing: Sequence[PublicKey], pinned: Mapping[Fingerprint, str]) -> None:
