@@ -201,7 +201,9 @@ def test_refresh_rereads_the_keyring_and_survives_a_bad_network(env: GkeysEnv, c
             env.server.publish("output/active-devs.gpg", broken)
         result = env.run("refresh-key", "-C", "devs", "--force")
         assert result.code == 0 and "refresh failed" in result.err and "keeping the keys" in result.err, result.text
-        assert env.snapshot() == state
+        after = env.snapshot()
+        after.pop("state/refresh-sources.json")  # the key sources answered (the key refresh ran all the same)
+        assert after == state  # no refresh of the category recorded, nothing else changed
     late_policy = "[policy]\nmax-refresh-age = 0\n[authority]\n"
     env.config.write_text(env.config.read_text().replace("[authority]\n", late_policy))
     late = env.run("refresh-key", "-C", "devs", "--force")

@@ -34,6 +34,7 @@ class Revoked:
     devs: bytes  # the developers' keyring (binary, as active-devs.gpg)
     devs_only: bytes  # ... without l2-srv's developers (a truncated copy)
     devs_uid_gone: bytes  # ... after L2 revoked amy's certification and amy revoked that user id
+    alice_revoked: bytes  # alice as the keyservers publish her after she revoked her key
 
 
 def _with(home: Path, *blobs: bytes, fpr: str) -> bytes:
@@ -61,6 +62,9 @@ def revoked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Revoked]:
     l2_ok = keys.public("l2-dev")
     devs = keys.public(*DEVS, *OTHER, armor=False)
     devs_only = keys.public(*DEVS, armor=False)
+    alice = keys.keys["alice"].fingerprint
+    alice_revoked = _with(tmp_path_factory.mktemp("alice-revoked"), keys.public("alice"), keys.revocation("alice"),
+                          fpr=alice)
     fpr = keys.keys["l2-dev"].fingerprint
     l2_revoked = _with(tmp_path_factory.mktemp("l2-revoked"), l2_ok, keys.revocation("l2-dev"), fpr=fpr)
     keys.revoke_certification("l1", "l2-dev")
@@ -69,7 +73,8 @@ def revoked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Revoked]:
     amy = keys.keys["amy"]
     keys.gpg.revoke_uid(amy.fingerprint, amy.uid)
     yield Revoked(keys, keys.public("l1", "l2-dev", "l2-srv"), l2_ok, l2_decertified, l2_revoked,
-                  keys.public("l2-srv"), devs, devs_only, keys.public(*DEVS, *OTHER, armor=False))
+                  keys.public("l2-srv"), devs, devs_only, keys.public(*DEVS, *OTHER, armor=False),
+                  alice_revoked)
     keys.close()
 
 
@@ -171,3 +176,19 @@ def test_a_stale_first_keyserver_does_not_hide_the_roots_revocation(env: GkeysEn
         assert _seeds(env) == set(OTHER) and _keyring(env, revoked) == set(OTHER)
     finally:
         second.close()
+
+
+def test_refresh_of_an_authority_category_asks_every_key_source(env: GkeysEnv, revoked: Revoked) -> None:
+    """alice revokes her key on the keyserver; active-devs.gpg still carries the old copy.  refresh-key
+    --force re-reads the keyring *and* refreshes the kept keys from every source: the revocation applies,
+    and a later update-seed from the stale keyring does not bring her back."""
+    _setup(env, revoked)
+    assert env.run("update-seed", "-C", "devs").code == 0
+    alice = revoked.keys.keys["alice"].fingerprint
+    env.server.hkp[alice] = revoked.alice_revoked
+    result = env.run("refresh-key", "-C", "devs", "--force")
+    assert result.code == 0, result.text
+    home = GnuPG(env.state / "keyrings" / "devs", read_only=True)
+    assert {k.fingerprint: k.primary.revoked for k in home.list_keys()}[alice] is True
+    assert env.run("update-seed", "-C", "devs").code == 0
+    assert _seeds(env) == {*DEVS, *OTHER} - {"alice"}

@@ -47,6 +47,7 @@ from gkeys_portage.keys.refresh import (
     read_location,
     record_refresh,
     refresh_due,
+    refresh_keys,
     tolerate_failed_refresh,
 )
 from gkeys_portage.keys.seedfetch import SeedChanges, diff_seeds
@@ -567,6 +568,8 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
     entry = record.get(cat)
     seen = Seen.from_json(entry, f"{ctx.layout.record(RECORD)} ({cat})")
     seen_before = seen.to_json()
+    for key in ctx.keyring(cat).installed().values():
+        seen.note(key, [])  # a revocation the key refresh brought (the keyring download may lack it)
     digest = hashlib.sha256(data).hexdigest()
     unchanged = isinstance(entry, dict) and entry.get("sha256") == digest and ctx.keyring(cat).exists()
     timeout = ctx.config.policy.gpg_timeout
@@ -617,19 +620,37 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
 
 def refresh(ctx: Gkeys, category: str, *, force: bool = False,
             progress: Progress | None = None) -> tuple[RefreshResult, AuthorityUpdate | None]:
-    """``refresh-key`` for an authority category: re-read the keyring (one download) under the refresh
-    policy of :func:`gkeys_portage.keys.refresh.refresh_keys` — at most once per ``refresh-interval``;
-    a failure (network, a refused shrink, an unusable certifier) only warns while the last success
-    is younger than ``max-refresh-age``, and the keys already installed stay in use."""
+    """``refresh-key`` for an authority category, under the refresh policy of
+    :func:`gkeys_portage.keys.refresh.refresh_keys` (at most once per ``refresh-interval``): re-read the
+    keyring (one download), then refresh the kept keys from every key source, as for any category (a
+    developer's own revocation is published on keyservers and WKD, not in the keyring download).  A
+    failure (network, a refused shrink, an unusable certifier) only warns while the last success is
+    younger than ``max-refresh-age``, and the keys already installed stay in use; the refresh counts as
+    done (recorded) only when both parts succeeded."""
     cat = parse_category(category)
     ctx.ensure_layout()
     due, last = refresh_due(ctx, cat, force=force)
     if not due:
         return RefreshResult(cat, skipped=True, last_success=last), None
+    warning = ""
+    late: GkeysError | None = None
+    update_result: AuthorityUpdate | None = None
     try:
-        result = update(ctx, cat, progress=progress)
+        update_result = update(ctx, cat, progress=progress)
     except (NetworkError, NotVerifiedError) as exc:
         error = NetworkError if isinstance(exc, NetworkError) else ShrinkError
-        warning = tolerate_failed_refresh(ctx, cat, last, exc.message, error)
-        return RefreshResult(cat, skipped=False, last_success=last, warning=warning), None
-    return RefreshResult(cat, skipped=False, last_success=time.time()), result
+        try:
+            warning = tolerate_failed_refresh(ctx, cat, last, exc.message, error)
+        except GkeysError as beyond:
+            late = beyond  # raised once the keys were refreshed from their sources all the same
+    if not ctx.seeds.is_installed(cat):
+        if late is not None:
+            raise late
+        return RefreshResult(cat, skipped=False, last_success=last, warning=warning), update_result
+    keys = refresh_keys(ctx, cat, force=True, progress=progress, record=update_result is not None,
+                        missing_ok=True)
+    if late is not None:
+        raise late
+    warnings = [w for w in (warning, keys.warning) if w]
+    return RefreshResult(cat, skipped=False, outcomes=keys.outcomes, notes=keys.notes, warning="; ".join(warnings),
+                         last_success=last if warnings else keys.last_success), update_result

@@ -231,7 +231,8 @@ def tolerate_failed_refresh(ctx: Gkeys, category: Category, last: float | None, 
 
 
 def refresh_keys(ctx: Gkeys, category: str, nick: str | None = None, *, force: bool = False,
-                 progress: ProgressCallback | None = None) -> RefreshResult:
+                 progress: ProgressCallback | None = None, record: bool = True,
+                 missing_ok: bool = False) -> RefreshResult:
     """Refresh installed keys (new subkeys, expiry, revocations) at most once per interval.
 
     A failed refresh is a warning while the last successful one is younger than
@@ -240,7 +241,10 @@ def refresh_keys(ctx: Gkeys, category: str, nick: str | None = None, *, force: b
     answered; each source's last answer is recorded on its own, and one that keeps failing while others
     deliver warns, then fails once it is older than ``max-refresh-age``
     (:func:`tolerate_unanswered_sources`).  A refresh of one ``nick`` records nothing: it is no refresh of
-    the category.
+    the category.  With ``record`` false nothing is recorded as a refresh of the whole category (an
+    authority category whose keyring could not be re-read), though each source's answer still is.  With
+    ``missing_ok`` a key that no source has (a clean 404 everywhere) is no failure: an authority category's
+    keys come from its keyring download, and the sources are asked only for news about them.
     """
     cat = parse_category(category)
     ctx.ensure_layout()
@@ -263,11 +267,12 @@ def refresh_keys(ctx: Gkeys, category: str, nick: str | None = None, *, force: b
         seeds, every_source=True, preloaded=preloaded)
     # One nick's refresh asked about one key: it is no refresh of the category, and no source's answer for
     # every key (recording it would make the next full refresh "refreshed recently" and skip the others).
-    whole = nick is None
     answered, unanswered = sources_reached(outcomes)
-    if answered and whole:
+    if answered and nick is None:
         record_sources(ctx, cat, answered, time.time())
-    failure = summarize_failure([o for o in outcomes if not _network_only(o)]) or refused
+    whole = nick is None and record
+    failure = summarize_failure([o for o in outcomes if not _network_only(o)
+                                 and not (missing_ok and o.status is KeyStatus.MISSING)]) or refused
     warnings = [tolerate_failed_refresh(ctx, cat, last, str(failure))] if failure is not None else []
     if unanswered:
         warnings.append(tolerate_unanswered_sources(ctx, cat, unanswered, last))
