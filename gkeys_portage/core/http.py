@@ -6,6 +6,13 @@ commands (``verify-media`` of a local file, every hook) never go online.
 ``file://`` URLs are read from disk so a local mirror or seed directory can be configured.
 A 404 raises :class:`NotFoundError` (callers may treat it as "not on this source"); every other
 failure, after the configured retries, raises :class:`NetworkError` (exit status 3).
+
+Deadlines: ``timeout`` bounds each read *and* each attempt as a whole: an answer still arriving
+``timeout`` seconds after the attempt began is cut unless its bytes came at least at
+:data:`MIN_RATE` (a server sending a byte a second never stalls a call past ``timeout``, a large
+download on a slow but working link still completes).  A caller may also give a ``deadline`` for
+the whole call, retries included (:meth:`HttpClient.round_deadline`: a refresh round), after which
+:class:`DeadlineError` says the source did not answer in time.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ USER_AGENT = f"gkeys-portage/{__version__}"
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 MAX_REDIRECTS = 5
 RETRY_STATUSES = {408, 425, 429, 500, 502, 503, 504}
+#: Bytes per second that earn an attempt time beyond ``timeout`` (16 KiB/s: a slow link, not a drip).
+MIN_RATE = 16 * 1024
 _T = TypeVar("_T")
 
 
@@ -36,6 +45,10 @@ class NotFoundError(NetworkError):
 
 class TooLargeError(NetworkError):
     """The response is larger than the caller allows."""
+
+
+class DeadlineError(NetworkError):
+    """The call did not finish by the caller's deadline (a source too slow to count as answering)."""
 
 
 @dataclass
@@ -58,11 +71,22 @@ class HttpClient:
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
 
-    def get(self, url: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
-        """Download ``url`` completely (at most ``max_bytes``), retrying transient failures."""
+    def get(self, url: str, *, max_bytes: int = DEFAULT_MAX_BYTES, deadline: float | None = None) -> bytes:
+        """Download ``url`` completely (at most ``max_bytes``), retrying transient failures, each attempt
+        within ``timeout`` (see the module's deadlines) and all of them by ``deadline`` (a
+        :func:`time.monotonic` value) if given."""
         if url.startswith("file://"):
             return _read_file_url(url, max_bytes)
-        return self.with_retries(url, lambda: self._get_once(url, max_bytes))
+        return self.with_retries(url, lambda: self._get_once(url, max_bytes, deadline), deadline=deadline)
+
+    def request_budget(self) -> float:
+        """The longest one call may take with the configured timeout, retries and backoff (seconds)."""
+        return self.timeout * (self.retries + 1) + sum(self.backoff * 2 ** n for n in range(self.retries))
+
+    def round_deadline(self) -> float:
+        """A deadline for a round of concurrent requests starting now (one request's budget): a source
+        that has not answered by then counts as unanswered, however its requests were queued."""
+        return time.monotonic() + self.request_budget()
 
     def post_form(self, url: str, fields: Mapping[str, str], *, max_bytes: int = 1 << 20) -> tuple[int, bytes]:
         """POST an urlencoded form; ``(status, body)`` of the final answer (redirects are not followed,
@@ -82,23 +106,31 @@ class HttpClient:
             return response.status_code, body
 
     def with_retries(self, url: str, attempt: Callable[[], _T], *,
-                     describe: Callable[[Exception | None], str] | None = None, hint: str = "") -> _T:
+                     describe: Callable[[Exception | None], str] | None = None, hint: str = "",
+                     deadline: float | None = None) -> _T:
         """``attempt()`` until it returns, with backoff between tries: the one retry loop of every HTTP call.
 
         :class:`Retryable` and ``requests`` failures (resets, timeouts) are tried again; a 404, a body too
         large, too many redirects, an invalid URL and every other error are raised at once.  After the
         last try, :class:`NetworkError` names the last failure (``describe``, default
-        :func:`describe_failure`) and ends with ``hint``.
+        :func:`describe_failure`) and ends with ``hint``; past ``deadline`` (monotonic), no further
+        attempt is made and :class:`DeadlineError` is raised.
         """
         import requests
 
         last: Exception | None = None
         for number in range(self.retries + 1):
             if number:
-                time.sleep(self.backoff * (2 ** (number - 1)))
+                pause = self.backoff * (2 ** (number - 1))
+                if deadline is not None:
+                    pause = min(pause, max(0.0, deadline - time.monotonic()))
+                time.sleep(pause)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise DeadlineError(f"{safe_url(url)}: no complete answer in time"
+                                    f"{f' ({describe_failure(last)})' if last is not None else ''}")
             try:
                 return attempt()
-            except (NotFoundError, TooLargeError):
+            except (NotFoundError, TooLargeError, DeadlineError):
                 raise
             except Retryable as exc:
                 last = exc
@@ -111,8 +143,10 @@ class HttpClient:
         raise NetworkError(f"{safe_url(url)}: {(describe or describe_failure)(last)} "
                            f"(after {self.retries + 1} attempts{hint})")
 
-    def _get_once(self, url: str, max_bytes: int) -> bytes:
-        with self.session.get(url, timeout=self.timeout, stream=True) as response:
+    def _get_once(self, url: str, max_bytes: int, deadline: float | None = None) -> bytes:
+        started = time.monotonic()
+        read_timeout = self.timeout if deadline is None else max(0.001, min(self.timeout, deadline - started))
+        with self.session.get(url, timeout=read_timeout, stream=True) as response:
             if response.status_code in (404, 410):
                 raise NotFoundError(f"{safe_url(url)}: not found (HTTP {response.status_code})")
             if response.status_code in RETRY_STATUSES:
@@ -121,23 +155,46 @@ class HttpClient:
                 raise NetworkError(f"{safe_url(url)}: HTTP {response.status_code}")
             chunks: list[bytes] = []
             size = 0
-            for chunk in self._iter_body(response):
+            for chunk in self._iter_body(response, lambda got: self._check_time(url, started, got, deadline)):
                 size += len(chunk)
                 if size > max_bytes:
                     raise TooLargeError(f"{safe_url(url)}: response larger than {max_bytes} bytes")
                 chunks.append(chunk)
             return b"".join(chunks)
 
-    @staticmethod
-    def _iter_body(response: requests.Response) -> Iterator[bytes]:
-        import requests
+    def _check_time(self, url: str, started: float, received: int, deadline: float | None) -> None:
+        """Cut an answer that is too slow: past the caller's ``deadline``, or past ``timeout`` plus what
+        the bytes received so far earn at :data:`MIN_RATE`."""
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            raise DeadlineError(f"{safe_url(url)}: no complete answer in time ({received} bytes so far)")
+        if now - started > self.timeout + received / MIN_RATE:
+            raise Retryable(f"too slow ({received} bytes in {now - started:.0f}s)")
 
+    @staticmethod
+    def _iter_body(response: requests.Response, check: Callable[[int], None] | None = None) -> Iterator[bytes]:
+        """The body in pieces as they arrive (``read1``: whatever one read brings, never waiting to fill a
+        buffer), with ``check(bytes so far)`` called before each read."""
+        import requests
+        import urllib3.exceptions
+
+        received = 0
         try:
-            yield from response.iter_content(1 << 16)
-        except requests.exceptions.ChunkedEncodingError as exc:
+            while True:
+                if check is not None:
+                    check(received)
+                chunk = response.raw.read1(1 << 16, decode_content=True)
+                if not chunk:
+                    return
+                received += len(chunk)
+                yield chunk
+        except (requests.exceptions.ChunkedEncodingError, requests.exceptions.ConnectionError,
+                urllib3.exceptions.ProtocolError) as exc:
             raise Retryable(f"connection broken mid-body: {exc}") from exc
-        except requests.exceptions.ConnectionError as exc:
-            raise Retryable(f"connection broken mid-body: {exc}") from exc
+        except (urllib3.exceptions.ReadTimeoutError, TimeoutError) as exc:
+            raise Retryable(f"timed out mid-body: {exc}") from exc
+        except urllib3.exceptions.DecodeError as exc:
+            raise NetworkError(f"undecodable body: {exc}") from exc
 
 
 class Retryable(Exception):

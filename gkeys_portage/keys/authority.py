@@ -411,10 +411,11 @@ def _published_certifiers(ctx: Gkeys, refs: Sequence[KeyRef]) -> list[bytes]:
     seeds = [ctx.seeds.load(ref.category)[ref.nick] for ref in refs]
     jobs = [location for seed in seeds for fpr in seed.keys
             for location in candidate_locations(fpr, seed.emails(), ctx.config.sources)]
+    deadline = ctx.http.round_deadline()  # a source still answering then is skipped
 
     def fetch(location: KeyLocation) -> bytes:
         try:
-            blob = ctx.http.get(location.url, max_bytes=MAX_CERTIFIER_BYTES)
+            blob = ctx.http.get(location.url, max_bytes=MAX_CERTIFIER_BYTES, deadline=deadline)
         except GkeysError:
             return b""
         return blob if blob.strip() else b""

@@ -199,12 +199,13 @@ class KeyInstaller:
         Each armored answer is also handed to ``arrived`` as it comes in.
         """
         counter = [done]
+        deadline = self.client.round_deadline()
 
         def fetch(item: _Wanted) -> _Wanted:
             while item.next_index < len(item.locations):
                 location = item.locations[item.next_index]
                 item.next_index += 1
-                if self._ask(item, location):
+                if self._ask(item, location, deadline):
                     if arrived is not None and _armored(item.answers[-1][1]):
                         arrived(item.answers[-1][1])
                     break
@@ -216,10 +217,11 @@ class KeyInstaller:
         with ThreadPoolExecutor(max_workers=min(self.sources.workers, max(1, len(pending)))) as pool:
             return list(pool.map(fetch, pending))
 
-    def _ask(self, item: _Wanted, location: KeyLocation) -> bool:
-        """Fetch one location for ``item``; True if it answered with some data (kept in ``answers``)."""
+    def _ask(self, item: _Wanted, location: KeyLocation, deadline: float | None = None) -> bool:
+        """Fetch one location for ``item`` by ``deadline`` (monotonic; a late source is unanswered); True if
+        it answered with some data (kept in ``answers``)."""
         try:
-            data = self.client.get(location.url, max_bytes=MAX_KEY_BYTES)
+            data = self.client.get(location.url, max_bytes=MAX_KEY_BYTES, deadline=deadline)
         except NotFoundError:
             item.errors.append(f"{location.kind}: not found")
             item.reached.append((location.source, ""))  # a clean "no such key" is an answer
@@ -240,13 +242,15 @@ class KeyInstaller:
         return True
 
     def _fetch_everywhere(self, pending: list[_Wanted]) -> list[_Wanted]:
-        """Ask every location of every pending item (one bounded pool for all requests)."""
+        """Ask every location of every pending item (one bounded pool for all requests, one deadline for
+        the round: a source still answering then counts as unanswered)."""
         jobs = [(item, location) for item in pending for location in item.locations[item.next_index:]]
         for item in pending:
             item.next_index = len(item.locations)
         if jobs:
+            deadline = self.client.round_deadline()
             with ThreadPoolExecutor(max_workers=min(self.sources.workers, len(jobs))) as pool:
-                list(pool.map(lambda job: self._ask(*job), jobs))
+                list(pool.map(lambda job: self._ask(job[0], job[1], deadline), jobs))
         for item in pending:
             # Answers in the order of the locations, so reports name the first source that answered.
             order = {location.describe(): index for index, location in enumerate(item.locations)}

@@ -1,0 +1,59 @@
+"""Revocations reach the keyring whatever the key sources do (issue 23 items 6, 7, 9, 16).
+
+Real loopback servers: WKD on one, the keyserver on another (down, slow, dripping); real gpg.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from conftest import GkeysEnv
+from test_refresh_sources import CATEGORY, _bob_is_revoked, _record, installed, keyserver  # noqa: F401 - fixtures
+
+from gkeys_portage.core.errors import NetworkError
+from gkeys_portage.core.http import HttpClient
+from gkeys_portage.demo.world import LoopbackServer, RequestInfo, Response
+from gkeys_portage.openpgp.gnupg import GnuPG
+
+
+def _drip(info: RequestInfo) -> Response:
+    """A keyserver that sends its answer a byte every half second (each read well within the timeout)."""
+    return Response(200, b"-----BEGIN PGP PUBLIC KEY BLOCK-----\n\n" + b"A" * 40, drip=0.5)
+
+
+def _revoked(env: GkeysEnv, nick: str) -> bytes:
+    scratch = GnuPG(env.root / f"scratch-{nick}")
+    scratch.import_keys(env.keys.public(nick))
+    scratch.import_keys(env.keys.revocation(nick))
+    data = scratch.export_keys([env.keys.keys[nick].fingerprint], armor=False)
+    scratch.close()
+    return data
+
+
+def test_a_dripping_server_is_cut_at_the_total_deadline(server: LoopbackServer) -> None:
+    server.routes["/slow"] = _drip
+    client = HttpClient(timeout=1.0, retries=1, backoff=0.05)
+    started = time.monotonic()
+    with pytest.raises(NetworkError, match="too slow"):
+        client.get(server.url + "/slow")
+    assert time.monotonic() - started < client.request_budget() + 1.5
+    started = time.monotonic()
+    with pytest.raises(NetworkError, match="in time"):
+        client.get(server.url + "/slow", deadline=time.monotonic() + 0.5)
+    assert time.monotonic() - started < 1.6
+
+
+def test_a_dripping_keyserver_does_not_stall_the_refresh_nor_hide_wkds_revocation(
+        installed: GkeysEnv, keyserver: LoopbackServer) -> None:  # noqa: F811 - fixtures
+    env = installed
+    keyserver.routes["/pks/lookup"] = _drip
+    env.server.publish_wkd("bob@gentoo.org", _revoked(env, "bob"))
+    started = time.monotonic()
+    result = env.run("refresh-key", "-C", CATEGORY, "--force")
+    elapsed = time.monotonic() - started
+    assert result.code == 0, result.text
+    assert elapsed < 12, f"refresh took {elapsed:.0f}s"  # the budget is 2 s x 2 attempts; the drip lasts 20 s
+    assert f"refresh failed for {keyserver.url}" in result.err, result.text
+    assert keyserver.url not in _record(env, "refresh-sources")[CATEGORY]  # type: ignore[operator]
+    assert _bob_is_revoked(env)
