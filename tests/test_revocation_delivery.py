@@ -5,6 +5,7 @@ Real loopback servers: WKD on one, the keyserver on another (down, slow, drippin
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -57,3 +58,32 @@ def test_a_dripping_keyserver_does_not_stall_the_refresh_nor_hide_wkds_revocatio
     assert f"refresh failed for {keyserver.url}" in result.err, result.text
     assert keyserver.url not in _record(env, "refresh-sources")[CATEGORY]  # type: ignore[operator]
     assert _bob_is_revoked(env)
+
+
+def _offline(env: GkeysEnv) -> None:
+    """Every key source down (a machine without network): keyserver and both WKD hosts refuse."""
+    env.write_config(keyservers="http://127.0.0.1:1")
+    text = env.config.read_text()
+    for name in ("wkd-advanced-url", "wkd-direct-url"):
+        text = "".join(f"{name} = http://127.0.0.1:1/{{domain}}\n" if line.startswith(name) else line
+                       for line in text.splitlines(keepends=True))
+    env.config.write_text(text)
+
+
+def test_silence_counts_from_the_install_not_the_epoch(env: GkeysEnv) -> None:
+    """Keys imported from a file offline: the first refresh warns (exit 0) instead of failing with "has
+    never answered ... beyond max-refresh-age", and the advice is to retry, not to drop the sources."""
+    _offline(env)
+    env.pin_key("devs", "alice", "alice")
+    result = env.run("refresh-key", "-C", "devs")
+    assert result.code == 0, result.text
+    assert "refresh failed" in result.err and "asked again on the next refresh" in result.err, result.text
+    assert "never answered" not in result.text and "wkd = no" not in result.text
+    assert "remove " not in result.text and "max-refresh-age" not in result.text
+    # The limit still holds, counted from the install.
+    record = env.state / "state" / "installed.json"
+    data = json.loads(record.read_text())
+    data["devs"] = time.time() - 40 * 86400
+    record.write_text(json.dumps(data))
+    late = env.run("refresh-key", "-C", "devs")
+    assert late.code == 3 and "max-refresh-age" in late.err and "40 days" in late.err, late.text

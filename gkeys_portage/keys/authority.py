@@ -45,6 +45,7 @@ from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.keys.refresh import (
     RefreshResult,
     read_location,
+    record_installed,
     record_refresh,
     refresh_due,
     refresh_keys,
@@ -614,6 +615,7 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
             removed = _install(ctx, cat, quarantine, staged, staged_keys, kept, exported)
     ctx.seeds.save(cat, new)
     _save_seen(ctx, record, cat, seen, digest)
+    record_installed(ctx, cat)
     record_refresh(ctx, cat)
     step(100, 100)
     return AuthorityUpdate(cat, source.location, evaluation, diff_seeds(old, new), len(new), removed)

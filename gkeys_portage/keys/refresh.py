@@ -28,6 +28,9 @@ from gkeys_portage.keys.seeds import Seed
 from gkeys_portage.openpgp.colons import PublicKey
 
 REFRESH_RECORD = "refresh"
+#: When each category's keys were first installed ({category: epoch}): a key source's silence counts from
+#: then (or from its last answer), never from the epoch.
+INSTALL_RECORD = "installed"
 #: When each configured key source last answered a refresh, per category ({category: {source: epoch}}).
 SOURCE_RECORD = "refresh-sources"
 MAX_KEY_FILE = 16 * 1024 * 1024
@@ -68,6 +71,8 @@ def install_keys(ctx: Gkeys, category: str, nick: str | None = None,
     installer = KeyInstaller(ctx.keyring(category), ctx.http, ctx.config.sources, progress)
     seeds = select_seeds(ctx, category, nick)
     outcomes = installer.install(seeds, preloaded=bundle_source(ctx, category, seeds, notes))
+    if any(o.status.ok for o in outcomes):
+        record_installed(ctx, parse_category(category))
     if nick is None and all(o.status.ok for o in outcomes):  # one nick's install is no refresh of the category
         record_refresh(ctx, parse_category(category))
     return outcomes
@@ -85,7 +90,10 @@ def import_key(ctx: Gkeys, category: str, nick: str, source: str) -> list[KeyOut
     ctx.ensure_layout()
     seed = select_seeds(ctx, category, nick)[0]
     data = read_location(ctx, source)
-    return KeyInstaller(ctx.keyring(category), ctx.http, ctx.config.sources).import_data(seed, data, source)
+    outcomes = KeyInstaller(ctx.keyring(category), ctx.http, ctx.config.sources).import_data(seed, data, source)
+    if any(o.status.ok for o in outcomes):
+        record_installed(ctx, parse_category(category))
+    return outcomes
 
 
 @dataclass
@@ -111,6 +119,29 @@ def record_refresh(ctx: Gkeys, category: Category, when: float | None = None) ->
     record = read_json_object(path)
     record[category] = time.time() if when is None else when
     atomic_write_json(path, record)
+
+
+def record_installed(ctx: Gkeys, category: Category) -> None:
+    """Remember when ``category``'s keys were first installed (kept if already recorded)."""
+    path = ctx.layout.record(INSTALL_RECORD)
+    record = read_json_object(path)
+    if not isinstance(record.get(category), int | float):
+        record[category] = time.time()
+        atomic_write_json(path, record)
+
+
+def silent_since(ctx: Gkeys, category: Category, last_full: float | None) -> float:
+    """Since when a key source that has not answered on its own counts as silent: the last full refresh,
+    else when the category's keys were installed.  A keyring installed before that was recorded counts
+    from its first refresh (recorded then), never from the epoch: one outage never fails at once."""
+    if last_full is not None:
+        return last_full
+    value = read_json_object(ctx.layout.record(INSTALL_RECORD)).get(category)
+    installed = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    if installed is None:
+        record_installed(ctx, category)
+        installed = time.time()
+    return installed
 
 
 def record_pieced_refresh(ctx: Gkeys, category: Category, asked: Iterable[str], last: float | None) -> None:
@@ -162,8 +193,9 @@ def tolerate_unanswered_sources(ctx: Gkeys, category: Category, unanswered: Mapp
                                 last_full: float | None) -> str:
     """The warning for key sources that did not answer this refresh (network error, 5xx: not a clean 404).
 
-    Each source's age is counted from its last answer (from the last full refresh if it never answered
-    alone).  While every one is younger than ``[policy] max-refresh-age`` the keys other sources brought
+    Each source's age is counted from its last answer (from the last full refresh, or from when the
+    category was installed, if it never answered alone: :func:`silent_since`).  While every one is
+    younger than ``[policy] max-refresh-age`` the keys other sources brought
     are kept and this warns; after that it raises :class:`NetworkError`: a revocation published only on
     that source (the one an attacker on the network would block) would be missed.  The message names the
     source, the command to run when it answers again and the config line that drops it for good.
@@ -173,10 +205,12 @@ def tolerate_unanswered_sources(ctx: Gkeys, category: Category, unanswered: Mapp
     limit = ctx.config.policy.max_refresh_age
     fresh: list[str] = []
     stale: dict[str, str] = {}
+    baseline = silent_since(ctx, category, last_full)
     for source, reason in sorted(unanswered.items()):
-        last = answered.get(source, last_full)
+        last = answered.get(source, baseline)
         age = None if last is None else now - last
-        since = ("last answered" if source in answered else "has not answered since the last full refresh,")
+        since = ("last answered" if source in answered else "has not answered since the last full refresh,"
+                 if last_full is not None and last == last_full else "has not answered since the keys were installed")
         if age is not None and age <= limit:
             fresh.append(f"{source} ({reason}; it {since} {age / 86400:.1f} days ago; an error after "
                          f"{(limit - age) / 86400:.1f} more days without an answer)")
@@ -221,13 +255,14 @@ def refresh_due(ctx: Gkeys, category: Category, *, force: bool = False) -> tuple
 def tolerate_failed_refresh(ctx: Gkeys, category: Category, last: float | None, reason: str,
                             error: type[GkeysError] = NetworkError) -> str:
     """The warning for a failed refresh while the last success is younger than ``[policy] max-refresh-age``
-    (the keys already installed stay in use); after that, raise ``error`` (a revocation may be missed)."""
-    age = None if last is None else time.time() - last
-    if age is not None and age <= ctx.config.policy.max_refresh_age:
-        return f"refresh failed ({reason}); keeping the keys refreshed {age / 86400:.1f} days ago"
-    when = "unknown" if age is None else f"{age / 86400:.0f} days old"
-    raise error(f"refresh of {category} failed and the last successful refresh is {when} "
-                f"([policy] max-refresh-age): {reason}")
+    (the keys already installed stay in use); after that, raise ``error`` (a revocation may be missed).
+    Never refreshed: the age counts from when the keys were installed (:func:`silent_since`)."""
+    age = time.time() - silent_since(ctx, category, last)
+    what = "refreshed" if last is not None else "installed"
+    if age <= ctx.config.policy.max_refresh_age:
+        return f"refresh failed ({reason}); keeping the keys {what} {age / 86400:.1f} days ago"
+    raise error(f"refresh of {category} failed and the keys were last {what} {age / 86400:.0f} days ago "
+                f"(beyond [policy] max-refresh-age): {reason}")
 
 
 def refresh_keys(ctx: Gkeys, category: str, nick: str | None = None, *, force: bool = False,
