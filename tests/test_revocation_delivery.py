@@ -87,3 +87,19 @@ def test_silence_counts_from_the_install_not_the_epoch(env: GkeysEnv) -> None:
     record.write_text(json.dumps(data))
     late = env.run("refresh-key", "-C", "devs")
     assert late.code == 3 and "max-refresh-age" in late.err and "40 days" in late.err, late.text
+
+
+def test_install_and_update_seed_record_no_refresh(installed: GkeysEnv, keyserver: LoopbackServer) -> None:  # noqa: F811
+    """install-key (and update-seed, which installs) stop at the first source that has each key: the next
+    refresh-key must still ask every source, not skip as "refreshed recently" while a revocation waits."""
+    env = installed  # install-key just ran
+    assert CATEGORY not in _record(env, "refresh")
+    scratch = env.root / "bob-revoked.asc"
+    scratch.write_bytes(_revoked(env, "bob"))
+    keyserver.hkp[env.keys.keys["bob"].fingerprint] = scratch.read_bytes()
+    assert env.run("install-key", "-C", CATEGORY).code == 0  # run daily, as a cron job would
+    assert CATEGORY not in _record(env, "refresh")
+    result = env.run("refresh-key", "-C", CATEGORY)
+    assert result.code == 0 and "skipped" not in result.text, result.text
+    assert _bob_is_revoked(env)
+    assert CATEGORY in _record(env, "refresh")  # the every-source refresh records itself

@@ -46,7 +46,6 @@ from gkeys_portage.keys.refresh import (
     RefreshResult,
     read_location,
     record_installed,
-    record_refresh,
     refresh_due,
     refresh_keys,
     tolerate_failed_refresh,
@@ -615,8 +614,7 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
             removed = _install(ctx, cat, quarantine, staged, staged_keys, kept, exported)
     ctx.seeds.save(cat, new)
     _save_seen(ctx, record, cat, seen, digest)
-    record_installed(ctx, cat)
-    record_refresh(ctx, cat)
+    record_installed(ctx, cat)  # no refresh recorded: only refresh() asks every key source
     step(100, 100)
     return AuthorityUpdate(cat, source.location, evaluation, diff_seeds(old, new), len(new), removed)
 

@@ -65,7 +65,9 @@ def install_keys(ctx: Gkeys, category: str, nick: str | None = None,
                  progress: ProgressCallback | None = None, notes: list[str] | None = None) -> list[KeyOutcome]:
     """Fetch and install the pinned keys of a category's seeds (or one nick).
 
-    A ``[keyrings]`` bundle of the category is the first source; ``notes`` collects what it dropped.
+    A ``[keyrings]`` bundle of the category is the first source; ``notes`` collects what it dropped.  An
+    install is no refresh: it stops at the first source that has each key, so it records none (only the
+    every-source refresh of :func:`refresh_keys` may; else the next one would be skipped as recent).
     """
     ctx.ensure_layout()
     installer = KeyInstaller(ctx.keyring(category), ctx.http, ctx.config.sources, progress)
@@ -73,8 +75,6 @@ def install_keys(ctx: Gkeys, category: str, nick: str | None = None,
     outcomes = installer.install(seeds, preloaded=bundle_source(ctx, category, seeds, notes))
     if any(o.status.ok for o in outcomes):
         record_installed(ctx, parse_category(category))
-    if nick is None and all(o.status.ok for o in outcomes):  # one nick's install is no refresh of the category
-        record_refresh(ctx, parse_category(category))
     return outcomes
 
 
@@ -130,14 +130,19 @@ def record_installed(ctx: Gkeys, category: Category) -> None:
         atomic_write_json(path, record)
 
 
+def installed_at(ctx: Gkeys, category: Category) -> float | None:
+    """When ``category``'s keys were first installed (None: not recorded)."""
+    value = read_json_object(ctx.layout.record(INSTALL_RECORD)).get(category)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def silent_since(ctx: Gkeys, category: Category, last_full: float | None) -> float:
     """Since when a key source that has not answered on its own counts as silent: the last full refresh,
     else when the category's keys were installed.  A keyring installed before that was recorded counts
     from its first refresh (recorded then), never from the epoch: one outage never fails at once."""
     if last_full is not None:
         return last_full
-    value = read_json_object(ctx.layout.record(INSTALL_RECORD)).get(category)
-    installed = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    installed = installed_at(ctx, category)
     if installed is None:
         record_installed(ctx, category)
         installed = time.time()
