@@ -16,6 +16,7 @@ from conftest import GkeysEnv
 
 from gkeys_portage.demo.world import KeyFactory, LoopbackServer, past
 from gkeys_portage.openpgp.gnupg import GnuPG
+from gkeys_portage.openpgp.keyblocks import split_keyblocks
 
 DEVS = ("alice", "amy", "ann")  # certified by l2-dev
 OTHER = ("sam",)  # certified by l2-srv
@@ -79,7 +80,7 @@ def revoked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Revoked]:
 
 
 def _setup(env: GkeysEnv, chain: Revoked, certifiers: tuple[str, ...] = ("l2-dev", "l2-srv"),
-           extra: str = "", keyservers: str | None = None) -> None:
+           extra: str = "", keyservers: str | None = None, max_shrink: int = 10) -> None:
     """Pin l1/l2-dev/l2-srv as category auth (imported from a file), serve the certifiers and the keyring."""
     env.server.hkp[chain.keys.keys["l2-dev"].fingerprint] = chain.l2_ok
     env.server.hkp[chain.keys.keys["l2-srv"].fingerprint] = chain.l2_srv
@@ -93,7 +94,7 @@ def _setup(env: GkeysEnv, chain: Revoked, certifiers: tuple[str, ...] = ("l2-dev
     env.server.publish("output/active-devs.gpg", chain.devs)
     refs = " ".join(f"auth/{c}" for c in certifiers)
     env.write_config(f"[authority-seeds]\ndevs = {env.server.url}/output/active-devs.gpg {refs}\n"
-                     "[authority]\nroots = auth/l1\ndomain = gentoo.org\nmax-shrink = 10\n" + extra,
+                     f"[authority]\nroots = auth/l1\ndomain = gentoo.org\nmax-shrink = {max_shrink}\n" + extra,
                      keyservers=keyservers)
 
 
@@ -192,3 +193,49 @@ def test_refresh_of_an_authority_category_asks_every_key_source(env: GkeysEnv, r
     assert {k.fingerprint: k.primary.revoked for k in home.list_keys()}[alice] is True
     assert env.run("update-seed", "-C", "devs").code == 0
     assert _seeds(env) == {*DEVS, *OTHER} - {"alice"}
+
+
+def test_a_revoked_user_id_keeps_its_revoked_certification_on_record(env: GkeysEnv, revoked: Revoked) -> None:
+    """L2 revokes its certification of amy@gentoo.org and amy revokes that user id: serving the older
+    keyring afterwards must not bring her back (the certification revocation sat on a revoked user id,
+    which was skipped before revocations were noted)."""
+    _setup(env, revoked)
+    assert env.run("update-seed", "-C", "devs").code == 0
+    env.server.publish("output/active-devs.gpg", revoked.devs_uid_gone)
+    assert env.run("update-seed", "-C", "devs").code == 0
+    assert _seeds(env) == {*DEVS, *OTHER} - {"amy"}
+    env.server.publish("output/active-devs.gpg", revoked.devs)  # replayed: amy as she was
+    result = env.run("--json", "update-seed", "-C", "devs")
+    assert result.code == 0, result.text
+    assert _seeds(env) == {*DEVS, *OTHER} - {"amy"} and "amy" not in _keyring(env, revoked)
+    verdicts = {v["nick"]: v["verdict"] for v in json.loads(result.out)["updated"][0]["dropped"]}
+    assert verdicts == {"amy": "uid-revoked"}
+
+
+def _without(chain: Revoked, *nicks: str) -> bytes:
+    gone = {chain.keys.keys[n].fingerprint for n in nicks}
+    return b"".join(block.data for block in split_keyblocks(chain.devs) if block.primary not in gone)
+
+
+def test_max_shrink_counts_from_the_largest_recent_set_not_the_last_one(env: GkeysEnv, revoked: Revoked) -> None:
+    """A mirror dropping one developer per run (each step within max-shrink = 40 % of the last set) is
+    refused once the loss from the largest set seen within shrink-window passes 40 %."""
+    _setup(env, revoked, max_shrink=40)
+    assert env.run("update-seed", "-C", "devs").code == 0  # 4 seeds
+    env.server.publish("output/active-devs.gpg", _without(revoked, "ann"))
+    assert env.run("update-seed", "-C", "devs").code == 0  # 3 of 4: 25 %
+    env.server.publish("output/active-devs.gpg", _without(revoked, "ann", "alice"))
+    refused = env.run("update-seed", "-C", "devs")  # 2 of 3 would be 33 %, but 2 of 4 is 50 %
+    assert refused.code == 1 and "would remove 2 of 4 seeds" in refused.err, refused.text
+    assert "largest set installed in the last 30 days" in refused.err
+    assert _seeds(env) == {"alice", "amy", "sam"}
+    assert env.run("update-seed", "-C", "devs", "--allow-shrink").code == 0  # accepted by hand: the new reference
+    assert _seeds(env) == {"amy", "sam"}
+    env.server.publish("output/active-devs.gpg", revoked.devs)
+    assert env.run("update-seed", "-C", "devs").code == 0
+    # Outside the window the reference is the installed set again.
+    env.config.write_text(env.config.read_text().replace("max-shrink = 40", "max-shrink = 40\nshrink-window = 0"))
+    env.server.publish("output/active-devs.gpg", _without(revoked, "ann"))
+    assert env.run("update-seed", "-C", "devs").code == 0
+    env.server.publish("output/active-devs.gpg", _without(revoked, "ann", "alice"))
+    assert env.run("update-seed", "-C", "devs").code == 0

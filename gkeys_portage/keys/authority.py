@@ -77,6 +77,7 @@ class Verdict(enum.Enum):
     CERTIFIER_NOT_ROOTED = "certifier-not-rooted"
     CERTIFIER_REVOKED = "certifier-revoked"  # certified only by a certifier revoked, or its root certification
     WRONG_DOMAIN = "wrong-domain"
+    UID_REVOKED = "uid-revoked"  # every user id at the domain revoked by the key's owner
     KEY_REVOKED = "key-revoked"
     KEY_EXPIRED = "key-expired"
     TOO_MANY_SIGNATURES = "too-many-signatures"
@@ -295,8 +296,12 @@ def _judge(key: PublicKey, rooted: Sequence[SubKey], unrooted: Sequence[SubKey],
         return KeyVerdict(fpr, Verdict.KEY_EXPIRED)
     if sum(len(u.signatures) for u in key.uids) > MAX_SIGNATURES_PER_KEY:
         return KeyVerdict(fpr, Verdict.TOO_MANY_SIGNATURES)
-    candidates = [u for u in key.uids if not seen.uid_revoked(key, u) and domain_nick(u.text, domain)]
+    at_domain = [u for u in key.uids if domain_nick(u.text, domain)]
+    candidates = [u for u in at_domain if not seen.uid_revoked(key, u)]
     if not candidates:
+        if at_domain:  # its owner revoked them (now, or as seen before)
+            uid = at_domain[0]
+            return KeyVerdict(fpr, Verdict.UID_REVOKED, uid.text, str(domain_nick(uid.text, domain)))
         return KeyVerdict(fpr, Verdict.WRONG_DOMAIN)
     found: dict[Verdict, KeyVerdict] = {}
     for uid in candidates:
@@ -441,7 +446,8 @@ def _update_keys_hint(refs: Iterable[KeyRef]) -> str:
 
 
 #: Verdicts that rest on signed revocation evidence (no substitution of the download can forge them).
-REVOKED_VERDICTS = (Verdict.CERTIFICATION_REVOKED, Verdict.KEY_REVOKED, Verdict.CERTIFIER_REVOKED)
+REVOKED_VERDICTS = (Verdict.CERTIFICATION_REVOKED, Verdict.KEY_REVOKED, Verdict.CERTIFIER_REVOKED,
+                    Verdict.UID_REVOKED)
 
 
 def revoked_keys(evaluation: Evaluation) -> set[Fingerprint]:
@@ -449,20 +455,40 @@ def revoked_keys(evaluation: Evaluation) -> set[Fingerprint]:
     return {v.fingerprint for v in evaluation.verdicts if v.verdict in REVOKED_VERDICTS}
 
 
-def _check_shrink(category: Category, old: Mapping[Nick, Seed], new: Mapping[Nick, Seed], revoked: set[Fingerprint],
-                  max_shrink: float, allow_shrink: bool, location: str, hint: str) -> None:
-    """Refuse an empty result, or one that loses too many seeds.  Seeds whose every key is ``revoked``
-    (key, certification or certifier: signed evidence no substitution can forge) do not count as
-    lost, so a revocation applies at once whatever ``max-shrink`` says, even when it empties the seeds."""
-    lost = len({nick for nick in set(old) - set(new) if not set(old[nick].keys) <= revoked})
+def _check_shrink(category: Category, old: Mapping[Nick, Sequence[str]], new: Mapping[Nick, Seed],
+                  revoked: set[str], max_shrink: float, allow_shrink: bool, location: str, hint: str,
+                  window: str = "") -> None:
+    """Refuse an empty result, or one that loses too many seeds of ``old`` (nick -> keys: the installed
+    seeds, or the largest set seen within the shrink window, named by ``window``).  Seeds whose every key
+    is ``revoked`` (key, certification or certifier: signed evidence no substitution can forge) do not
+    count as lost, so a revocation applies at once whatever ``max-shrink`` says, even when it empties the
+    seeds."""
+    lost = len({nick for nick in set(old) - set(new) if not set(old[nick]) <= revoked})
     if not new and (not old or lost):
         raise ShrinkError(f"{category}: no key in {location} carries a valid certification; refusing to empty "
                           f"the seeds (check the source, and the authority keys: {hint})")
     if old and not allow_shrink and lost * 100.0 / len(old) > max_shrink:
-        raise ShrinkError(f"{category}: the keyring from {location} would remove {lost} of {len(old)} seeds "
-                          f"({lost * 100.0 / len(old):.0f}%, more than [authority] max-shrink = {max_shrink:g}%); "
-                          f"a truncated or substituted download? Nothing else changed. Check the source, then "
-                          f"apply it with: gkeys update-seed -C {category} --allow-shrink")
+        raise ShrinkError(f"{category}: the keyring from {location} would remove {lost} of {len(old)} seeds"
+                          f"{window} ({lost * 100.0 / len(old):.0f}%, more than [authority] max-shrink = "
+                          f"{max_shrink:g}%); a truncated or substituted download? Nothing else changed. Check the "
+                          f"source, then apply it with: gkeys update-seed -C {category} --allow-shrink")
+
+
+def _largest_recent(entry: object, now: float, window: float, where: str) -> tuple[float, dict[Nick, list[str]]]:
+    """The largest seed set installed within ``window`` seconds before ``now`` (its time, nick -> keys), from
+    the record; (0, {}) when none is that recent.  A malformed record is a :class:`StateError`."""
+    largest = entry.get("largest") if isinstance(entry, dict) else None
+    if largest is None:
+        return 0.0, {}
+    when = largest.get("time") if isinstance(largest, dict) else None
+    seeds = largest.get("seeds") if isinstance(largest, dict) else None
+    if not (isinstance(when, int | float) and isinstance(seeds, dict)
+            and all(isinstance(v, list) and all(isinstance(f, str) for f in v) for v in seeds.values())):
+        raise StateError(f"{where} is malformed (the largest seed set seen); restore it from a backup, or "
+                         f"delete it and run 'gkeys update-seed' again")
+    if now - when > window:
+        return 0.0, {}
+    return float(when), {Nick(str(k)): list(v) for k, v in seeds.items()}
 
 
 def _refuse_unusable(category: Category, evaluation: Evaluation, certifiers: Mapping[Fingerprint, str],
@@ -493,12 +519,15 @@ def _apply_revocations(ctx: Gkeys, category: Category, old: Mapping[Nick, Seed],
     return sorted(set(old) - set(reduced))
 
 
-def _save_seen(ctx: Gkeys, record: dict[str, object], category: Category, seen: Seen, digest: str | None) -> None:
-    """Write the record of revocations seen (``digest``: of the download applied; None keeps the last one)."""
+def _save_seen(ctx: Gkeys, record: dict[str, object], category: Category, seen: Seen, digest: str | None,
+               largest: dict[str, object] | None = None) -> None:
+    """Write the record of revocations seen (``digest``: of the download applied; None keeps the last one;
+    ``largest``: the largest recent seed set, if it changed)."""
     entry = record.get(category)
     last = entry.get("sha256") if isinstance(entry, dict) else None
     record[category] = {**(entry if isinstance(entry, dict) else {}), **seen.to_json(),
-                        **({"sha256": digest or last} if digest or last else {})}
+                        **({"sha256": digest or last} if digest or last else {}),
+                        **({"largest": largest} if largest is not None else {})}
     atomic_write_json(ctx.layout.record(RECORD), record)
 
 
@@ -597,10 +626,19 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
                                   skew=ctx.config.policy.clock_skew, seen=seen, candidates=set(downloaded))
             old = ctx.seeds.load(cat) if ctx.seeds.is_installed(cat) else {}
             revoked = revoked_keys(evaluation)
+            # max-shrink counts from the largest set seen recently (a shrink a day must not add up), and
+            # keys revoked at any time, in this download or seen before, are not lost.
+            wall = time.time() if now is None else now
+            _, largest = _largest_recent(entry, wall, config.shrink_window, f"{ctx.layout.record(RECORD)} ({cat})")
+            reference = largest if len(largest) > len(old) else {n: list(s.keys) for n, s in old.items()}
+            window = (f" (the largest set installed in the last {config.shrink_window / 86400:g} days)"
+                      if reference is largest else "")
+            ever = revoked | seen.keys | {k.split(" ", 1)[0] for k in seen.certifications}
             try:
                 _refuse_unusable(cat, evaluation, certifiers, hint, bool(old))
                 new = seeds_from(evaluation)
-                _check_shrink(cat, old, new, revoked, config.max_shrink, allow_shrink, source.location, hint)
+                _check_shrink(cat, reference, new, ever, config.max_shrink, allow_shrink, source.location, hint,
+                              window)
             except ShrinkError as exc:
                 # Refused, yet what was seen revoked stays recorded and is removed at once.
                 if seen.to_json() != seen_before:
@@ -613,7 +651,9 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
             kept = sorted({v.fingerprint for v in evaluation.kept()})
             removed = _install(ctx, cat, quarantine, staged, staged_keys, kept, exported)
     ctx.seeds.save(cat, new)
-    _save_seen(ctx, record, cat, seen, digest)
+    grown = allow_shrink or len(new) >= len(largest)
+    _save_seen(ctx, record, cat, seen, digest,
+               {"time": wall, "seeds": {n: list(s.keys) for n, s in sorted(new.items())}} if grown else None)
     record_installed(ctx, cat)  # no refresh recorded: only refresh() asks every key source
     step(100, 100)
     return AuthorityUpdate(cat, source.location, evaluation, diff_seeds(old, new), len(new), removed)
