@@ -13,7 +13,7 @@ from conftest import GkeysEnv
 from test_refresh_sources import CATEGORY, _bob_is_revoked, _record, installed, keyserver  # noqa: F401 - fixtures
 
 from gkeys_portage.core.errors import NetworkError
-from gkeys_portage.core.http import HttpClient
+from gkeys_portage.core.http import HostNotFoundError, HttpClient
 from gkeys_portage.demo.world import LoopbackServer, RequestInfo, Response
 from gkeys_portage.openpgp.gnupg import GnuPG
 
@@ -103,3 +103,37 @@ def test_install_and_update_seed_record_no_refresh(installed: GkeysEnv, keyserve
     assert result.code == 0 and "skipped" not in result.text, result.text
     assert _bob_is_revoked(env)
     assert CATEGORY in _record(env, "refresh")  # the every-source refresh records itself
+
+
+def test_the_http_layer_tells_a_missing_host_from_an_unreachable_one() -> None:
+    client = HttpClient(timeout=2.0, retries=1, backoff=0.05)
+    with pytest.raises(HostNotFoundError):
+        client.get("http://openpgpkey.gentoo.org.invalid/.well-known/openpgpkey/policy")
+    with pytest.raises(NetworkError) as down:
+        client.get("http://127.0.0.1:1/.well-known/openpgpkey/policy")  # exists, but refuses: an outage
+    assert not isinstance(down.value, HostNotFoundError)
+
+
+def _wkd_advanced(env: GkeysEnv, template: str) -> None:
+    env.config.write_text("".join(f"wkd-advanced-url = {template}\n" if line.startswith("wkd-advanced-url")
+                                  else line for line in env.config.read_text().splitlines(keepends=True)))
+
+
+def test_an_unreachable_advanced_wkd_host_is_no_answer_whatever_the_direct_method_says(
+        installed: GkeysEnv, keyserver: LoopbackServer) -> None:  # noqa: F811 - fixtures
+    """The advanced host refuses (blocked) and the domain answers 404 by the direct method: WKD did not
+    answer (the revocation may wait there), so the refresh warns and is not recorded as full."""
+    env = installed
+    _wkd_advanced(env, "http://127.0.0.1:1/{domain}")
+    env.server.files.clear()  # the direct method: 404 for everyone
+    before = _record(env, "refresh")
+    result = env.run("refresh-key", "-C", CATEGORY, "--force")
+    assert result.code == 0, result.text
+    assert "refresh failed for wkd gentoo.org" in result.err and "WKD advanced method" in result.err, result.text
+    assert _record(env, "refresh") == before
+    assert "wkd gentoo.org" not in _record(env, "refresh-sources").get(CATEGORY, {})  # type: ignore[operator]
+    # Where the advanced host does not exist, the direct method's 404 is an answer.
+    _wkd_advanced(env, "http://openpgpkey.{domain}.invalid/{domain}")
+    result = env.run("refresh-key", "-C", CATEGORY, "--force")
+    assert result.code == 0 and "refresh failed" not in result.text, result.text
+    assert "wkd gentoo.org" in _record(env, "refresh-sources")[CATEGORY]  # type: ignore[operator]

@@ -47,6 +47,13 @@ class TooLargeError(NetworkError):
     """The response is larger than the caller allows."""
 
 
+class HostNotFoundError(NetworkError):
+    """DNS says the host name does not exist (NXDOMAIN): an answer about the name, not an outage.
+
+    WKD needs the distinction: the direct method counts only where the advanced method's host does not
+    exist; an advanced host that exists but cannot be reached is a source that did not answer."""
+
+
 class DeadlineError(NetworkError):
     """The call did not finish by the caller's deadline (a source too slow to count as answering)."""
 
@@ -139,6 +146,8 @@ class HttpClient:
             except requests.exceptions.InvalidURL as exc:
                 raise NetworkError(f"{safe_url(url)}: invalid URL") from exc
             except requests.exceptions.RequestException as exc:
+                if host_does_not_exist(exc):
+                    raise HostNotFoundError(f"{safe_url(url)}: no such host (DNS: the name does not exist)") from exc
                 last = exc
         raise NetworkError(f"{safe_url(url)}: {(describe or describe_failure)(last)} "
                            f"(after {self.retries + 1} attempts{hint})")
@@ -200,6 +209,26 @@ class HttpClient:
 class Retryable(Exception):
     """A failure worth another attempt (5xx, reset, timeout, a download cut short): see
     :meth:`HttpClient.with_retries`."""
+
+
+def host_does_not_exist(exc: BaseException) -> bool:
+    """True if ``exc`` was caused by a name resolution that said the name does not exist (``EAI_NONAME``,
+    ``EAI_NODATA``), not by a resolver that could not answer (``EAI_AGAIN``: an outage)."""
+    import socket
+
+    missing = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, socket.gaierror):
+            return current.errno in missing
+        todo += [e for e in (current.__cause__, current.__context__, getattr(current, "reason", None),
+                             *current.args) if isinstance(e, BaseException)]
+    return False
 
 
 def describe_failure(exc: Exception | None) -> str:
