@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
+from binpkg_helpers import install_gentoo, public_dir  # noqa: F401 - a fixture
 from conftest import GkeysEnv
 from test_refresh_sources import CATEGORY, _bob_is_revoked, _record, installed, keyserver  # noqa: F401 - fixtures
 
@@ -137,3 +139,12 @@ def test_an_unreachable_advanced_wkd_host_is_no_answer_whatever_the_direct_metho
     result = env.run("refresh-key", "-C", CATEGORY, "--force")
     assert result.code == 0 and "refresh failed" not in result.text, result.text
     assert "wkd gentoo.org" in _record(env, "refresh-sources")[CATEGORY]  # type: ignore[operator]
+
+
+def test_binpkg_keyring_builds_offline_after_an_import(env: GkeysEnv, public_dir: Path) -> None:  # noqa: F811
+    """Keys imported from files, no network: the binary-package home is built (the refresh warns)."""
+    _offline(env)
+    install_gentoo(env)
+    result = env.run("binpkg-keyring", "--gnupghome", str(public_dir / "gnupg"))
+    assert result.code == 0 and "refresh failed" in result.text, result.text
+    assert (public_dir / "gnupg" / "pubring.kbx").exists()
