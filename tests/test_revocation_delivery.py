@@ -148,3 +148,12 @@ def test_binpkg_keyring_builds_offline_after_an_import(env: GkeysEnv, public_dir
     result = env.run("binpkg-keyring", "--gnupghome", str(public_dir / "gnupg"))
     assert result.code == 0 and "refresh failed" in result.text, result.text
     assert (public_dir / "gnupg" / "pubring.kbx").exists()
+
+
+def test_a_dripping_answer_to_an_upload_is_cut_too(server: LoopbackServer) -> None:
+    server.routes["/pks/add"] = _drip
+    client = HttpClient(timeout=1.0, retries=0, backoff=0.05)
+    started = time.monotonic()
+    with pytest.raises(NetworkError, match="too slow"):
+        client.post_form(server.url + "/pks/add", {"keytext": "x"})
+    assert time.monotonic() - started < 3

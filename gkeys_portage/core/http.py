@@ -101,12 +101,13 @@ class HttpClient:
         return self.with_retries(url, lambda: self._post_once(url, fields, max_bytes))
 
     def _post_once(self, url: str, fields: Mapping[str, str], max_bytes: int) -> tuple[int, bytes]:
+        started = time.monotonic()
         with self.session.post(url, data=dict(fields), timeout=self.timeout, stream=True,
                                allow_redirects=False) as response:
             if response.status_code in RETRY_STATUSES:
                 raise Retryable(f"HTTP {response.status_code}")
             body = b""
-            for chunk in self._iter_body(response):
+            for chunk in self._iter_body(response, lambda got: self._check_time(url, started, got, None)):
                 body += chunk[: max_bytes - len(body)]
                 if len(body) >= max_bytes:
                     break
