@@ -239,3 +239,17 @@ def test_max_shrink_counts_from_the_largest_recent_set_not_the_last_one(env: Gke
     assert env.run("update-seed", "-C", "devs").code == 0
     env.server.publish("output/active-devs.gpg", _without(revoked, "ann", "alice"))
     assert env.run("update-seed", "-C", "devs").code == 0
+
+
+def test_a_blocked_keyring_download_does_not_keep_a_revoked_certifiers_developers(
+        env: GkeysEnv, revoked: Revoked) -> None:
+    """The keyring download fails (blocked) while the keyserver publishes l2-dev's revocation: with no
+    certifier left, every developer goes; refresh-key still warns (the keyring was not read)."""
+    _setup(env, revoked, certifiers=("l2-dev",))
+    env.server.publish("output/active-devs.gpg", revoked.devs_only)
+    assert env.run("update-seed", "-C", "devs").code == 0
+    del env.server.files["/output/active-devs.gpg"]
+    env.server.hkp[revoked.keys.keys["l2-dev"].fingerprint] = revoked.l2_revoked
+    result = env.run("refresh-key", "-C", "devs", "--force")
+    assert result.code == 0 and "every certifier of devs is revoked" in result.err, result.text
+    assert _seeds(env) == set() and _keyring(env, revoked) == set()

@@ -568,6 +568,29 @@ def _install(ctx: Gkeys, category: Category, quarantine: GnuPG, staged: GnuPG | 
     return sorted(set(installed) - set(kept))
 
 
+def _drop_if_no_certifier_left(ctx: Gkeys, category: Category, roots: Mapping[Fingerprint, str],
+                               certifiers: Mapping[Fingerprint, str], material: bytes, published: Sequence[bytes],
+                               seen: Seen, record: dict[str, object], now: float | None) -> int:
+    """When the keyring cannot be read: if the certifier keys alone (installed and as published) show every
+    certifier revoked, remove every seed and key of ``category`` (nothing it holds is vouched for any more)
+    and record what was seen; return how many seeds went (0: nothing to do)."""
+    old = ctx.seeds.load(category) if ctx.seeds.is_installed(category) else {}
+    if not old:
+        return 0
+    with staging_directory(ctx.layout.keyrings_dir, ".authority-") as home:
+        quarantine = GnuPG(home, timeout=ctx.config.policy.gpg_timeout)
+        for blob in (material, *published):
+            quarantine.import_with_certifications(blob)
+        keys = {k.fingerprint: k for k in quarantine.check_sigs()}
+        quarantine.close()
+    status = root_certifiers(keys, list(roots), list(certifiers), time.time() if now is None else now,
+                             ctx.config.policy.clock_skew, seen)
+    if not all(why in REVOCATION_REASONS for why in status.values()):
+        return 0
+    _save_seen(ctx, record, category, seen, None)
+    return len(_apply_revocations(ctx, category, old, {f for seed in old.values() for f in seed.keys}))
+
+
 def authority_source(ctx: Gkeys, category: str) -> AuthoritySource | None:
     """The ``[authority-seeds]`` line of ``category``, if its seeds come from certifications."""
     return ctx.config.authority.sources.get(parse_category(category))
@@ -589,15 +612,24 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
     material = _pinned_material(ctx, pinned)
     step = progress or (lambda _done, _total: None)
     step(0, 100)
-    with ThreadPoolExecutor(max_workers=1) as pool:  # both downloads at once
-        fetching = pool.submit(_published_certifiers, ctx, source.certifiers)
-        data = read_location(ctx, source.location, MAX_KEYRING_BYTES, "authority keyring")
-        published = fetching.result()
-    step(25, 100)
     record = read_json_object(ctx.layout.record(RECORD))
     entry = record.get(cat)
     seen = Seen.from_json(entry, f"{ctx.layout.record(RECORD)} ({cat})")
     seen_before = seen.to_json()
+    with ThreadPoolExecutor(max_workers=1) as pool:  # both downloads at once
+        fetching = pool.submit(_published_certifiers, ctx, source.certifiers)
+        try:
+            data = read_location(ctx, source.location, MAX_KEYRING_BYTES, "authority keyring")
+        except NetworkError as exc:
+            # No keyring (blocked?): a revocation of every certifier still applies, from the certifiers alone.
+            emptied = _drop_if_no_certifier_left(ctx, cat, roots, certifiers, material, fetching.result(), seen,
+                                                 record, now)
+            if emptied:
+                raise NetworkError(f"{exc.message}; every certifier of {cat} is revoked, so its {emptied} seeds "
+                                   f"were removed all the same") from exc
+            raise
+        published = fetching.result()
+    step(25, 100)
     for key in ctx.keyring(cat).installed().values():
         seen.note(key, [])  # a revocation the key refresh brought (the keyring download may lack it)
     digest = hashlib.sha256(data).hexdigest()
