@@ -19,7 +19,8 @@ from gkeys_portage.cli.main import main
 from gkeys_portage.core.config import load_config
 from gkeys_portage.core.types import Fingerprint
 from gkeys_portage.demo.world import KeyFactory, past
-from gkeys_portage.keys.authority import CollisionError, Verdict, _check_collisions, evaluate, root_certifiers
+from gkeys_portage.keys.authority import CollisionError, _check_collisions
+from gkeys_portage.keys.certification import Verdict, evaluate, root_certifiers
 from gkeys_portage.openpgp.colons import parse_colons
 from gkeys_portage.openpgp.gnupg import GnuPG
 
