@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 from conftest import GkeysEnv
 
+from gkeys_portage.core.types import Category
 from gkeys_portage.demo.world import KeyFactory
+from gkeys_portage.keys.seedbinding import category_notation
 from gkeys_portage.openpgp.gnupg import GnuPG
 from gkeys_portage.openpgp.keyblocks import _packets, armor_public_keys
 
@@ -47,11 +49,24 @@ def _setup(env: GkeysEnv, bundle: bytes, *, signer: str | None = "gkeys", signat
     env.publish_seeds("gentoo-devs", nicks)
     assert env.run("fetch-seed", "-C", "gentoo-devs").code == 0
     env.write_config(f"[keyrings]\ngentoo-devs = {env.server.url}/{BUNDLE}\n")
+    if signer is None and signature is None:  # an unsigned bundle: only where no signer is configured
+        _no_bundle_signer(env)
     env.server.publish(BUNDLE, bundle)
     if signature is None and signer is not None:
-        signature = env.keys.sign_bytes(signer, bundle, env.root, armor=False)
+        signature = _sign(env, signer, bundle)
     if signature is not None:
         env.server.publish(BUNDLE + ".sig", signature)
+
+
+def _sign(env: GkeysEnv, signer: str, data: bytes, category: str = "gentoo-devs", **kwargs: object) -> bytes:
+    """A detached signature bound to ``category`` (as build-keyring --sign makes them)."""
+    kwargs.setdefault("armor", False)
+    return env.keys.sign_bytes(signer, data, env.root, notations=category_notation(Category(category)), **kwargs)
+
+
+def _no_bundle_signer(env: GkeysEnv) -> None:
+    """Drop '[verify-seeds] gentoo-devs' (the seeds are fetched already): bundles may then be unsigned."""
+    env.config.write_text(env.config.read_text().replace("gentoo-devs = seed-signers gkeys\n", ""))
 
 
 def _installed(env: GkeysEnv) -> set[str]:
@@ -133,7 +148,7 @@ def test_hostile_bundles(env: GkeysEnv, case: Case) -> None:
 
 def test_bundle_whose_signature_does_not_match_is_refused_whole(env: GkeysEnv) -> None:
     bundle = env.keys.public("alice", "bob", armor=False)
-    other = env.keys.sign_bytes("gkeys", env.keys.public("alice", armor=False), env.root, armor=False)
+    other = _sign(env, "gkeys", env.keys.public("alice", armor=False))
     _setup(env, bundle, signature=other)
     before = env.snapshot()
     result = env.run("install-key", "-C", "gentoo-devs")
@@ -172,8 +187,7 @@ def test_refused_bundle_makes_refresh_warn_not_block(env: GkeysEnv) -> None:
     assert env.run("install-key", "-C", "gentoo-devs").code == 0
     record = env.state / "state" / "refresh.json"
     before = record.read_bytes() if record.exists() else None
-    env.server.publish(BUNDLE + ".sig", env.keys.sign_bytes("mallory", env.server.files["/" + BUNDLE], env.root,
-                                                            armor=False))
+    env.server.publish(BUNDLE + ".sig", _sign(env, "mallory", env.server.files["/" + BUNDLE]))
     result = env.run("refresh-key", "-C", "gentoo-devs", "--force")
     assert result.code == 0 and "refused, nothing installed" in result.text and "refresh failed" in result.text
     assert (record.read_bytes() if record.exists() else None) == before
@@ -185,12 +199,12 @@ def test_a_local_bundle_file_with_its_signature(env: GkeysEnv, form: str) -> Non
     _setup(env, bundle, signer=None)
     local = env.root / "gentoo-devs.gpg"
     local.write_bytes(bundle)
-    (env.root / "gentoo-devs.gpg.asc").write_bytes(env.keys.sign_bytes("gkeys", bundle, env.root))
+    (env.root / "gentoo-devs.gpg.asc").write_bytes(_sign(env, "gkeys", bundle, armor=True))
     env.write_config(f"[keyrings]\ngentoo-devs = {'file://' if form == 'file-url' else ''}{local}\n")
     result = env.run("--json", "install-key", "-C", "gentoo-devs")
     assert result.code == 0, result.text
     assert all("signed by seed-signers/gkeys" in k["source"] for k in json.loads(result.out)["keys"])
-    (env.root / "gentoo-devs.gpg.asc").write_bytes(env.keys.sign_bytes("mallory", bundle, env.root))
+    (env.root / "gentoo-devs.gpg.asc").write_bytes(_sign(env, "mallory", bundle, armor=True))
     env.run("remove-key", "-C", "gentoo-devs", "-n", "alice")
     result = env.run("install-key", "-C", "gentoo-devs")
     assert result.code == 1 and "refused, nothing installed" in result.text
@@ -208,7 +222,7 @@ def test_a_revocation_in_the_bundle_applies_on_refresh(env: GkeysEnv) -> None:
     finally:
         scratch.close()
     env.server.publish(BUNDLE, revoked)
-    env.server.publish(BUNDLE + ".sig", env.keys.sign_bytes("gkeys", revoked, env.root, armor=False))
+    env.server.publish(BUNDLE + ".sig", _sign(env, "gkeys", revoked))
     result = env.run("--json", "refresh-key", "-C", "gentoo-devs", "--force")
     assert result.code == 0, result.text
     states = {k["nick"]: k["state"] for k in json.loads(env.run("--json", "list-key", "-C", "gentoo-devs").out)["keys"]}

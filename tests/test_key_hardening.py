@@ -214,6 +214,7 @@ def test_an_answer_gpg_does_not_import_completely_is_a_failed_refresh(seeded: Gk
     for nick in ("alice", "bob"):
         _serve(env, nick, env.keys.public(nick))
     assert env.run("install-key", "-C", CATEGORY).code == 0
+    assert env.run("refresh-key", "-C", CATEGORY).code == 0  # (an install records no refresh)
     record = env.state / "state" / "refresh.json"
     before = json.loads(record.read_text())[CATEGORY]
     conf = env.config.read_text().replace("wkd = yes", "wkd = no")

@@ -166,9 +166,11 @@ def test_a_clean_404_is_an_answer(installed: GkeysEnv, keyserver: LoopbackServer
 
 
 def test_wkd_answering_by_one_method_is_an_answer(installed: GkeysEnv) -> None:
-    """The advanced WKD host does not exist for many domains: the direct method answering is enough."""
+    """The advanced WKD host does not exist for many domains: the direct method answering is enough
+    (a name under .invalid never resolves: DNS says NXDOMAIN, offline too)."""
     env = installed
-    text = "".join("wkd-advanced-url = http://127.0.0.1:1/{domain}\n" if line.startswith("wkd-advanced-url")
+    text = "".join("wkd-advanced-url = http://openpgpkey.{domain}.invalid/{domain}\n"
+                   if line.startswith("wkd-advanced-url")
                    else line for line in env.config.read_text().splitlines(keepends=True))
     env.config.write_text(text)
     for nick in NICKS:

@@ -98,6 +98,7 @@ class AuthorityConfig:
     roots: tuple[KeyRef, ...] = ()
     domain: str = "gentoo.org"
     max_shrink: float = 10.0  # percent of the current seeds an update may drop
+    shrink_window: float = 30 * 86400.0  # seconds: max-shrink counts from the largest seed set seen this recently
 
 
 @dataclass(frozen=True)
@@ -261,7 +262,8 @@ def _authority(parser: configparser.ConfigParser) -> AuthorityConfig:
     max_shrink = _float(parser, "authority", "max-shrink", 10.0)
     if max_shrink > 100:
         raise ConfigError("[authority] max-shrink: a percentage, at most 100")
-    return AuthorityConfig(sources, roots, domain, max_shrink)
+    window = _float(parser, "authority", "shrink-window", 30.0)
+    return AuthorityConfig(sources, roots, domain, max_shrink, window * 86400)
 
 
 def _keyrings(parser: configparser.ConfigParser) -> dict[Category, str]:

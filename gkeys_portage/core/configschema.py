@@ -28,7 +28,7 @@ SCHEMA: dict[str, frozenset[str]] = {
     "tree": frozenset({"category", "top-category", "policy", "max-age", "max-fetch-mib"}),
     "checks": frozenset({"spec", "expiry-days"}),
     "fetch": frozenset({"patterns", "renamed", "category", "nick", "allow-unnamed", "bind-by-date"}),
-    "authority": frozenset({"roots", "domain", "max-shrink"}),
+    "authority": frozenset({"roots", "domain", "max-shrink", "shrink-window"}),
     "binpkg": frozenset({"category", "nicks"}),
     "notify": frozenset({"smtp", "from"}),
     "purposes": frozenset({"release-media", "repository", "git-mirror"}),

@@ -6,6 +6,13 @@ commands (``verify-media`` of a local file, every hook) never go online.
 ``file://`` URLs are read from disk so a local mirror or seed directory can be configured.
 A 404 raises :class:`NotFoundError` (callers may treat it as "not on this source"); every other
 failure, after the configured retries, raises :class:`NetworkError` (exit status 3).
+
+Deadlines: ``timeout`` bounds each read *and* each attempt as a whole: an answer still arriving
+``timeout`` seconds after the attempt began is cut unless its bytes came at least at
+:data:`MIN_RATE` (a server sending a byte a second never stalls a call past ``timeout``, a large
+download on a slow but working link still completes).  A caller may also give a ``deadline`` for
+the whole call, retries included (:meth:`HttpClient.round_deadline`: a refresh round), after which
+:class:`DeadlineError` says the source did not answer in time.
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ USER_AGENT = f"gkeys-portage/{__version__}"
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 MAX_REDIRECTS = 5
 RETRY_STATUSES = {408, 425, 429, 500, 502, 503, 504}
+#: Bytes per second that earn an attempt time beyond ``timeout`` (16 KiB/s: a slow link, not a drip).
+MIN_RATE = 16 * 1024
 _T = TypeVar("_T")
 
 
@@ -43,6 +52,17 @@ class TooLargeError(NetworkError):
     """The response is larger than the caller allows."""
 
     reason = "too-large"
+
+
+class HostNotFoundError(NetworkError):
+    """DNS says the host name does not exist (NXDOMAIN): an answer about the name, not an outage.
+
+    WKD needs the distinction: the direct method counts only where the advanced method's host does not
+    exist; an advanced host that exists but cannot be reached is a source that did not answer."""
+
+
+class DeadlineError(NetworkError):
+    """The call did not finish by the caller's deadline (a source too slow to count as answering)."""
 
 
 @dataclass
@@ -70,11 +90,22 @@ class HttpClient:
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
 
-    def get(self, url: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
-        """Download ``url`` completely (at most ``max_bytes``), retrying transient failures."""
+    def get(self, url: str, *, max_bytes: int = DEFAULT_MAX_BYTES, deadline: float | None = None) -> bytes:
+        """Download ``url`` completely (at most ``max_bytes``), retrying transient failures, each attempt
+        within ``timeout`` (see the module's deadlines) and all of them by ``deadline`` (a
+        :func:`time.monotonic` value) if given."""
         if url.startswith("file://"):
             return _read_file_url(url, max_bytes)
-        return self.with_retries(url, lambda: self._get_once(url, max_bytes))
+        return self.with_retries(url, lambda: self._get_once(url, max_bytes, deadline), deadline=deadline)
+
+    def request_budget(self) -> float:
+        """The longest one call may take with the configured timeout, retries and backoff (seconds)."""
+        return self.timeout * (self.retries + 1) + sum(self.backoff * 2 ** n for n in range(self.retries))
+
+    def round_deadline(self) -> float:
+        """A deadline for a round of concurrent requests starting now (one request's budget): a source
+        that has not answered by then counts as unanswered, however its requests were queued."""
+        return time.monotonic() + self.request_budget()
 
     def exists(self, url: str) -> bool:
         """Whether ``url`` is there: False only when the server answers 404 / 410 to a HEAD request (or the
@@ -96,19 +127,21 @@ class HttpClient:
         return self.with_retries(url, lambda: self._post_once(url, fields, max_bytes))
 
     def _post_once(self, url: str, fields: Mapping[str, str], max_bytes: int) -> tuple[int, bytes]:
+        started = time.monotonic()
         with self.session.post(url, data=dict(fields), timeout=self.timeout, stream=True,
                                allow_redirects=False) as response:
             if response.status_code in RETRY_STATUSES:
                 raise Retryable(f"HTTP {response.status_code}")
             body = b""
-            for chunk in self._iter_body(response):
+            for chunk in self._iter_body(response, lambda got: self._check_time(url, started, got, None)):
                 body += chunk[: max_bytes - len(body)]
                 if len(body) >= max_bytes:
                     break
             return response.status_code, body
 
     def with_retries(self, url: str, attempt: Callable[[], _T], *,
-                     describe: Callable[[Exception | None], str] | None = None, hint: str = "") -> _T:
+                     describe: Callable[[Exception | None], str] | None = None, hint: str = "",
+                     deadline: float | None = None) -> _T:
         """``attempt()`` until it returns, with backoff between tries: the one retry loop of every HTTP call.
 
         :class:`Retryable` and ``requests`` failures (resets, timeouts) are tried again; a 404, a body too
@@ -117,7 +150,8 @@ class HttpClient:
         timeout) is remembered for the rest of the run (:attr:`unreachable`): later requests to it fail at
         once with the same cause, so it is said once per source, not once per key.  After the
         last try, :class:`NetworkError` names the last failure (``describe``, default
-        :func:`describe_failure`) and ends with ``hint``.
+        :func:`describe_failure`) and ends with ``hint``; past ``deadline`` (monotonic), no further
+        attempt is made and :class:`DeadlineError` is raised.
         """
         import requests
 
@@ -130,10 +164,16 @@ class HttpClient:
         number = 0
         for number in range(self.retries + 1):
             if number:
-                time.sleep(self.backoff * (2 ** (number - 1)))
+                pause = self.backoff * (2 ** (number - 1))
+                if deadline is not None:
+                    pause = min(pause, max(0.0, deadline - time.monotonic()))
+                time.sleep(pause)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise DeadlineError(f"{safe_url(url)}: no complete answer in time"
+                                    f"{f' ({describe_failure(last)})' if last is not None else ''}")
             try:
                 return attempt()
-            except (NotFoundError, TooLargeError):
+            except (NotFoundError, TooLargeError, DeadlineError):
                 raise
             except Retryable as exc:
                 last = exc
@@ -142,6 +182,8 @@ class HttpClient:
             except requests.exceptions.InvalidURL as exc:
                 raise NetworkError(f"{safe_url(url)}: invalid URL") from exc
             except requests.exceptions.RequestException as exc:
+                if host_does_not_exist(exc):
+                    raise HostNotFoundError(f"{safe_url(url)}: no such host (DNS: the name does not exist)") from exc
                 last = exc
                 if network_cause(exc)[0] == "dns":
                     break  # DNS answered that the name does not exist: asking again changes nothing
@@ -151,8 +193,10 @@ class HttpClient:
         raise NetworkError(f"{safe_url(url)}: {(describe or describe_failure)(last)} "
                            f"(after {number + 1} attempt{'s' if number else ''}{hint})")
 
-    def _get_once(self, url: str, max_bytes: int) -> bytes:
-        with self.session.get(url, timeout=self.timeout, stream=True) as response:
+    def _get_once(self, url: str, max_bytes: int, deadline: float | None = None) -> bytes:
+        started = time.monotonic()
+        read_timeout = self.timeout if deadline is None else max(0.001, min(self.timeout, deadline - started))
+        with self.session.get(url, timeout=read_timeout, stream=True) as response:
             if response.status_code in (404, 410):
                 raise NotFoundError(f"{safe_url(url)}: not found (HTTP {response.status_code})")
             if response.status_code in RETRY_STATUSES:
@@ -161,23 +205,46 @@ class HttpClient:
                 raise NetworkError(f"{safe_url(url)}: HTTP {response.status_code}")
             chunks: list[bytes] = []
             size = 0
-            for chunk in self._iter_body(response):
+            for chunk in self._iter_body(response, lambda got: self._check_time(url, started, got, deadline)):
                 size += len(chunk)
                 if size > max_bytes:
                     raise TooLargeError(f"{safe_url(url)}: response larger than {max_bytes} bytes")
                 chunks.append(chunk)
             return b"".join(chunks)
 
-    @staticmethod
-    def _iter_body(response: requests.Response) -> Iterator[bytes]:
-        import requests
+    def _check_time(self, url: str, started: float, received: int, deadline: float | None) -> None:
+        """Cut an answer that is too slow: past the caller's ``deadline``, or past ``timeout`` plus what
+        the bytes received so far earn at :data:`MIN_RATE`."""
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            raise DeadlineError(f"{safe_url(url)}: no complete answer in time ({received} bytes so far)")
+        if now - started > self.timeout + received / MIN_RATE:
+            raise Retryable(f"too slow ({received} bytes in {now - started:.0f}s)")
 
+    @staticmethod
+    def _iter_body(response: requests.Response, check: Callable[[int], None] | None = None) -> Iterator[bytes]:
+        """The body in pieces as they arrive (``read1``: whatever one read brings, never waiting to fill a
+        buffer), with ``check(bytes so far)`` called before each read."""
+        import requests
+        import urllib3.exceptions
+
+        received = 0
         try:
-            yield from response.iter_content(1 << 16)
-        except requests.exceptions.ChunkedEncodingError as exc:
+            while True:
+                if check is not None:
+                    check(received)
+                chunk = response.raw.read1(1 << 16, decode_content=True)
+                if not chunk:
+                    return
+                received += len(chunk)
+                yield chunk
+        except (requests.exceptions.ChunkedEncodingError, requests.exceptions.ConnectionError,
+                urllib3.exceptions.ProtocolError) as exc:
             raise Retryable(f"connection broken mid-body: {exc}") from exc
-        except requests.exceptions.ConnectionError as exc:
-            raise Retryable(f"connection broken mid-body: {exc}") from exc
+        except (urllib3.exceptions.ReadTimeoutError, TimeoutError) as exc:
+            raise Retryable(f"timed out mid-body: {exc}") from exc
+        except urllib3.exceptions.DecodeError as exc:
+            raise NetworkError(f"undecodable body: {exc}") from exc
 
 
 class Retryable(Exception):
@@ -236,6 +303,13 @@ def network_cause(exc: BaseException) -> tuple[str, str]:
         if isinstance(item, ConnectionResetError):
             return "reset", "connection reset by the server"
     return "failed", "connection failed"
+
+
+def host_does_not_exist(exc: BaseException) -> bool:
+    """True if ``exc`` was caused by a name resolution that said the name does not exist (``EAI_NONAME``,
+    ``EAI_NODATA``), not by a resolver that could not answer (``EAI_AGAIN``: an outage)."""
+    missing = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
+    return any(isinstance(item, socket.gaierror) and item.errno in missing for item in _chain(exc))
 
 
 def describe_failure(exc: Exception | None) -> str:

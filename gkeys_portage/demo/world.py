@@ -130,7 +130,8 @@ class Response:
     """What a responder returns.
 
     ``stall``: seconds to wait before answering; ``abort_after``: send only that many body bytes,
-    then reset the connection (a server or proxy dying mid-body).
+    then reset the connection (a server or proxy dying mid-body); ``drip``: seconds between body bytes
+    (a server that answers a byte at a time, each read within any timeout).
     """
 
     status: int = 200
@@ -138,6 +139,7 @@ class Response:
     headers: dict[str, str] = field(default_factory=dict)
     stall: float = 0.0
     abort_after: int | None = None
+    drip: float = 0.0
 
 
 @dataclass
@@ -266,6 +268,12 @@ class LoopbackServer:
                 handler.close_connection = True
                 handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 handler.connection.close()
+                return
+            if response.drip:
+                for offset in range(len(body)):
+                    handler.wfile.write(body[offset:offset + 1])
+                    handler.wfile.flush()
+                    time.sleep(response.drip)
                 return
             handler.wfile.write(body)
         except (BrokenPipeError, ConnectionResetError, OSError):

@@ -9,28 +9,26 @@ a keyring into an ordinary seed file:
    throwaway quarantine home together with the pinned root and certifier keys (installed copies,
    plus the certifiers as WKD / keyservers publish them, since installed keyrings keep no
    third-party certifications);
-2. GnuPG checks every signature (``--check-sigs``): its verdicts (``!`` good) are the only
-   cryptography; everything else is decided here, in Python, on the parsed listing
-   (:func:`evaluate`);
-3. a certifier counts only when its fingerprint is pinned, it is neither revoked nor expired and a
-   root certifies it; a developer key is kept when it is neither revoked nor expired and a UID at
-   the configured domain carries a certification by a counted certifier that is valid now
-   (exportable class 10-13, made after the certifier key was created, not in the future beyond the
-   allowed clock skew, not expired, not revoked by a later revocation);
+2. GnuPG checks every signature (``--check-sigs``); :mod:`gkeys_portage.keys.certification` decides on
+   the parsed listing which keys the chain vouches for, and which revocations it carries;
+3. a certifier out for a revocation (its own, or the root's of its certification) is no refusal: every
+   key it vouched for is dropped at once;
 4. a new seed set that is empty, or that drops more than ``[authority] max-shrink`` percent of the
-   installed seeds, is refused unless ``--allow-shrink`` (a truncated or substituted download must
-   not wipe the keyring);
+   largest seed set installed within ``[authority] shrink-window`` days, is refused unless
+   ``--allow-shrink`` (a truncated or substituted download must not wipe the keyring); keys revoked (now
+   or before) never count as lost, and a refused update still records and removes them;
 5. the kept keys are installed from the same download (a second home imports it while the
    quarantine does, and becomes the keyring when it holds exactly the kept keys); seeds, keyring
-   and the record of seen revocations are each replaced atomically.  A revocation once seen is kept: serving an older
-   keyring that lacks it does not bring the key back.
+   and the record of seen revocations are each replaced atomically.  A revocation once seen is kept:
+   serving an older keyring that lacks it does not bring the key back.
+
+``refresh-key`` re-reads the keyring and then refreshes the kept keys from every key source.
 """
 
 from __future__ import annotations
 
-import enum
+import dataclasses
 import hashlib
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -39,45 +37,38 @@ from dataclasses import dataclass, field
 from gkeys_portage.core.config import AuthoritySource, KeyRef
 from gkeys_portage.core.errors import GkeysError, NetworkError, NotVerifiedError, StateError, UsageError
 from gkeys_portage.core.state import atomic_write_json, read_json_object, staging_directory
-from gkeys_portage.core.types import Category, Fingerprint, Nick, parse_category, parse_nick
+from gkeys_portage.core.types import Category, Fingerprint, Nick, parse_category
+from gkeys_portage.keys.certification import (
+    REVOCATION_REASONS,
+    Evaluation,
+    Seen,
+    evaluate,
+    revoked_keys,
+    root_certifiers,
+    seeds_from,
+)
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.keys.prerequisites import kept_certifier_copies, pinned_material
 from gkeys_portage.keys.refresh import (
     RefreshResult,
     read_location,
-    record_refresh,
+    record_installed,
     refresh_due,
+    refresh_keys,
     tolerate_failed_refresh,
 )
 from gkeys_portage.keys.seedfetch import SeedChanges, diff_seeds
 from gkeys_portage.keys.seeds import Seed
-from gkeys_portage.keys.sources import candidate_locations
-from gkeys_portage.openpgp.colons import PublicKey, Signature, SubKey, UserId
+from gkeys_portage.keys.sources import KeyLocation, candidate_locations
+from gkeys_portage.openpgp.colons import PublicKey
 from gkeys_portage.openpgp.gnupg import GnuPG
 from gkeys_portage.openpgp.keyblocks import Selection
 
 MAX_KEYRING_BYTES = 64 * 1024 * 1024  # active-devs.gpg is ~10 MiB
 MAX_CERTIFIER_BYTES = 4 * 1024 * 1024  # one certifier key as a key source publishes it
-MAX_SIGNATURES_PER_KEY = 2000  # a certification-flooded key is dropped, not checked further
 RECORD = "authority"
-CERT_CLASSES = ("10", "11", "12", "13")
-_ADDRESS_RE = re.compile(r"<([^<>@\s]+)@([^<>@\s]+)>\s*$")
 
 Progress = Callable[[int, int], None]
-
-
-class Verdict(enum.Enum):
-    """Why a key of the authority keyring was kept or dropped (stable machine codes)."""
-
-    CERTIFIED = "certified"
-    NO_CERTIFICATION = "no-certification"
-    CERTIFICATION_EXPIRED = "certification-expired"
-    CERTIFICATION_REVOKED = "certification-revoked"
-    CERTIFIER_NOT_ROOTED = "certifier-not-rooted"
-    WRONG_DOMAIN = "wrong-domain"
-    KEY_REVOKED = "key-revoked"
-    KEY_EXPIRED = "key-expired"
-    TOO_MANY_SIGNATURES = "too-many-signatures"
 
 
 class ShrinkError(NotVerifiedError):
@@ -86,210 +77,6 @@ class ShrinkError(NotVerifiedError):
 
 class CollisionError(NotVerifiedError):
     """The keyring holds a key whose key id collides with a pinned root or certifier."""
-
-
-@dataclass
-class KeyVerdict:
-    """The verdict on one key of the downloaded keyring."""
-
-    fingerprint: Fingerprint
-    verdict: Verdict
-    uid: str = ""  # the certified (or best candidate) user id
-    nick: str = ""
-    certifier: str = ""  # category/nick of the certifier that counted
-
-    def to_json(self) -> dict[str, str]:
-        """Machine-readable form for ``--json``."""
-        return {"fingerprint": self.fingerprint, "verdict": self.verdict.value, "uid": self.uid,
-                "nick": self.nick, "certifier": self.certifier}
-
-
-@dataclass
-class Seen:
-    """Revocations seen before (kept across updates, so an older keyring cannot undo them)."""
-
-    certifications: dict[str, float] = field(default_factory=dict)  # "DEVFPR CERTFPR" -> newest revocation
-    keys: set[str] = field(default_factory=set)  # revoked primary fingerprints
-
-    @classmethod
-    def from_json(cls, data: object) -> Seen:
-        """Read the record (anything malformed counts as nothing seen)."""
-        if not isinstance(data, dict):
-            return cls()
-        certs = data.get("certifications", {})
-        keys = data.get("keys", [])
-        return cls({k: float(v) for k, v in certs.items() if isinstance(v, int | float)}
-                   if isinstance(certs, dict) else {},
-                   {k for k in keys if isinstance(k, str)} if isinstance(keys, list) else set())
-
-    def to_json(self) -> dict[str, object]:
-        """The record's JSON form."""
-        return {"certifications": dict(sorted(self.certifications.items())), "keys": sorted(self.keys)}
-
-    def revoked_before(self, subject: Fingerprint, certifier: Fingerprint) -> float | None:
-        """The newest revocation of ``certifier``'s certification of ``subject`` seen so far."""
-        return self.certifications.get(f"{subject} {certifier}")
-
-    def note_certification(self, subject: Fingerprint, certifier: Fingerprint, when: float) -> None:
-        """Remember a (checked) revocation of a certification."""
-        key = f"{subject} {certifier}"
-        self.certifications[key] = max(when, self.certifications.get(key, 0.0))
-
-
-@dataclass
-class Evaluation:
-    """What :func:`evaluate` decided for one keyring listing."""
-
-    certifiers: dict[Fingerprint, str]  # certifier fingerprint -> "" if rooted, else why not
-    verdicts: list[KeyVerdict]
-    seen: Seen
-
-    def kept(self) -> list[KeyVerdict]:
-        """The certified keys."""
-        return [v for v in self.verdicts if v.verdict is Verdict.CERTIFIED]
-
-    def dropped(self) -> list[KeyVerdict]:
-        """Every other key, with its reason."""
-        return [v for v in self.verdicts if v.verdict is not Verdict.CERTIFIED]
-
-
-def _issued_by(sig: Signature, issuer: SubKey) -> bool:
-    if sig.issuer_fingerprint:
-        return sig.issuer_fingerprint == issuer.fingerprint
-    return sig.key_id.upper() == issuer.fingerprint[-16:]
-
-
-def certification_state(uid: UserId, subject: Fingerprint, issuer: SubKey, now: float, skew: float,
-                        seen: Seen) -> Verdict | None:
-    """The state of ``issuer``'s certification of ``uid``: CERTIFIED, CERTIFICATION_EXPIRED,
-    CERTIFICATION_REVOKED, or None when there is no good one (GnuPG's ``!`` verdict only)."""
-    if issuer.fingerprint == subject:
-        return None  # a self-signature certifies nothing
-    made = [s for s in uid.signatures if s.good and _issued_by(s, issuer) and s.created is not None]
-    certs = [s for s in made if s.kind == "sig" and s.sig_class[:2] in CERT_CLASSES and s.sig_class.endswith("x")
-             and s.created is not None and s.created >= (issuer.created or 0) and s.created <= now + skew]
-    if not certs:
-        return None
-    latest = max(certs, key=lambda s: s.created or 0)
-    created = latest.created or 0
-    revocations = [s.created or 0 for s in made if s.sig_class.startswith("30")]
-    for when in revocations:
-        seen.note_certification(subject, issuer.fingerprint, when)
-    before = seen.revoked_before(subject, issuer.fingerprint)
-    if before is not None and before >= created:
-        return Verdict.CERTIFICATION_REVOKED
-    if latest.expires is not None and latest.expires <= now:
-        return Verdict.CERTIFICATION_EXPIRED
-    return Verdict.CERTIFIED
-
-
-def _usable(key: SubKey, now: float) -> str:
-    if key.revoked:
-        return "revoked"
-    if key.expired_at(now):
-        return "expired"
-    return ""
-
-
-def root_certifiers(keys: Mapping[Fingerprint, PublicKey], roots: Sequence[Fingerprint],
-                    certifiers: Sequence[Fingerprint], now: float, skew: float) -> dict[Fingerprint, str]:
-    """For each certifier: "" if a usable root certifies it (and it is usable itself), else why not."""
-    usable_roots = [keys[r].primary for r in roots if r in keys and not _usable(keys[r].primary, now)]
-    result: dict[Fingerprint, str] = {}
-    for fpr in certifiers:
-        key = keys.get(fpr)
-        if key is None:
-            result[fpr] = "not installed"
-            continue
-        problem = _usable(key.primary, now)
-        if problem:
-            result[fpr] = problem
-            continue
-        nothing = Seen()
-        rooted = any(certification_state(uid, fpr, root, now, skew, nothing) is Verdict.CERTIFIED
-                     for uid in key.uids if not uid.revoked for root in usable_roots)
-        result[fpr] = "" if rooted else "no valid certification by a root key"
-    return result
-
-
-def domain_nick(uid: str, domain: str) -> Nick | None:
-    """The nick of a ``Name <nick@domain>`` user id (None for another domain or an invalid nick)."""
-    match = _ADDRESS_RE.search(uid)
-    if not match or match.group(2).lower() != domain:
-        return None
-    try:
-        return parse_nick(match.group(1).lower())
-    except Exception:
-        return None
-
-
-def _judge(key: PublicKey, rooted: Sequence[SubKey], unrooted: Sequence[SubKey], names: Mapping[Fingerprint, str],
-           domain: str, now: float, skew: float, seen: Seen) -> KeyVerdict:
-    fpr = key.fingerprint
-    if key.primary.revoked:
-        seen.keys.add(fpr)
-    if fpr in seen.keys:
-        return KeyVerdict(fpr, Verdict.KEY_REVOKED)
-    if key.primary.expired_at(now):
-        return KeyVerdict(fpr, Verdict.KEY_EXPIRED)
-    if sum(len(u.signatures) for u in key.uids) > MAX_SIGNATURES_PER_KEY:
-        return KeyVerdict(fpr, Verdict.TOO_MANY_SIGNATURES)
-    candidates = [u for u in key.uids if not u.revoked and domain_nick(u.text, domain)]
-    if not candidates:
-        return KeyVerdict(fpr, Verdict.WRONG_DOMAIN)
-    found: dict[Verdict, KeyVerdict] = {}
-    for uid in candidates:
-        nick = str(domain_nick(uid.text, domain))
-        for issuer in rooted:
-            state = certification_state(uid, fpr, issuer, now, skew, seen)
-            if state is not None:
-                found.setdefault(state, KeyVerdict(fpr, state, uid.text, nick, names[issuer.fingerprint]))
-        for issuer in unrooted:
-            if certification_state(uid, fpr, issuer, now, skew, seen) is Verdict.CERTIFIED:
-                found.setdefault(Verdict.CERTIFIER_NOT_ROOTED, KeyVerdict(
-                    fpr, Verdict.CERTIFIER_NOT_ROOTED, uid.text, nick, names[issuer.fingerprint]))
-    for verdict in (Verdict.CERTIFIED, Verdict.CERTIFICATION_REVOKED, Verdict.CERTIFICATION_EXPIRED,
-                    Verdict.CERTIFIER_NOT_ROOTED):
-        if verdict in found:
-            return found[verdict]
-    return KeyVerdict(fpr, Verdict.NO_CERTIFICATION, candidates[0].text, str(domain_nick(candidates[0].text, domain)))
-
-
-def evaluate(listing: Iterable[PublicKey], roots: Mapping[Fingerprint, str], certifiers: Mapping[Fingerprint, str],
-             domain: str, *, now: float | None = None, skew: float = 600.0, seen: Seen | None = None,
-             candidates: set[Fingerprint] | None = None) -> Evaluation:
-    """Decide every key of a ``--check-sigs`` listing (roots and certifiers map fingerprint -> category/nick).
-
-    Only ``candidates`` (the keys of the downloaded keyring; default: all) can become seeds.
-    Pure: no gpg, no state; ``seen`` (revocations seen before) is updated with the ones found here.
-    """
-    now = time.time() if now is None else now
-    seen = seen if seen is not None else Seen()
-    keys = {k.fingerprint: k for k in listing}
-    status = root_certifiers(keys, list(roots), list(certifiers), now, skew)
-    rooted = [keys[f].primary for f, why in status.items() if not why]
-    unrooted = [keys[f].primary for f, why in status.items() if why and f in keys]
-    verdicts = [_judge(key, rooted, unrooted, certifiers, domain.lower(), now, skew, seen)
-                for fpr, key in keys.items() if fpr not in roots and fpr not in certifiers
-                and (candidates is None or fpr in candidates)]
-    return Evaluation(status, verdicts, seen)
-
-
-def seeds_from(evaluation: Evaluation) -> dict[Nick, Seed]:
-    """Seeds of the certified keys: nick and name from the UID, keys = primary fingerprints."""
-    seeds: dict[Nick, Seed] = {}
-    for verdict in sorted(evaluation.kept(), key=lambda v: (v.nick, v.fingerprint)):
-        nick = Nick(verdict.nick)
-        name = verdict.uid.rsplit("<", 1)[0].strip()
-        if nick in seeds:
-            seed = seeds[nick]
-            seed.keys.append(verdict.fingerprint)
-            seed.fingerprint.append(verdict.fingerprint)
-            if verdict.uid not in seed.uid:
-                seed.uid.append(verdict.uid)
-        else:
-            seeds[nick] = Seed(nick, name, nick, [verdict.fingerprint], [verdict.fingerprint], [verdict.uid])
-    return seeds
 
 
 @dataclass
@@ -328,24 +115,23 @@ def _pinned(ctx: Gkeys, refs: Sequence[KeyRef], what: str) -> dict[Fingerprint, 
 def _published_certifiers(ctx: Gkeys, refs: Sequence[KeyRef]) -> list[bytes]:
     """The certifier keys as their key sources (WKD, keyservers) publish them, *with* third-party
     certifications: installed keyrings keep keys without them, and the root's certification of a
-    certifier is what this check needs.  First source that answers, per key; failures are skipped
-    (the installed copy may still carry the certification)."""
+    certifier is what this check needs.  Every source is asked and every answer kept (they are merged
+    in the quarantine), so a stale source cannot hide a root's revocation another one publishes;
+    failures are skipped (the installed copy may still carry the certification)."""
     seeds = [ctx.seeds.load(ref.category)[ref.nick] for ref in refs]
-    wanted = [(fpr, seed) for seed in seeds for fpr in seed.keys]
+    jobs = [location for seed in seeds for fpr in seed.keys
+            for location in candidate_locations(fpr, seed.emails(), ctx.config.sources)]
+    deadline = ctx.http.round_deadline()  # a source still answering then is skipped
 
-    def fetch(item: tuple[Fingerprint, Seed]) -> bytes:
-        fpr, seed = item
-        for location in candidate_locations(fpr, seed.emails(), ctx.config.sources):
-            try:
-                blob = ctx.http.get(location.url, max_bytes=MAX_CERTIFIER_BYTES)
-            except GkeysError:
-                continue
-            if blob.strip():
-                return blob
-        return b""
+    def fetch(location: KeyLocation) -> bytes:
+        try:
+            blob = ctx.http.get(location.url, max_bytes=MAX_CERTIFIER_BYTES, deadline=deadline)
+        except GkeysError:
+            return b""
+        return blob if blob.strip() else b""
 
-    with ThreadPoolExecutor(max_workers=max(1, min(len(wanted), ctx.config.sources.workers))) as pool:
-        return [blob for blob in pool.map(fetch, wanted) if blob]
+    with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), ctx.config.sources.workers))) as pool:
+        return [blob for blob in pool.map(fetch, jobs) if blob]
 
 
 def _check_collisions(listing: Sequence[PublicKey], pinned: Mapping[Fingerprint, str]) -> None:
@@ -364,22 +150,80 @@ def _update_keys_hint(refs: Iterable[KeyRef]) -> str:
                         for cat in sorted({ref.category for ref in refs}))
 
 
-def _check_shrink(category: Category, old: Mapping[Nick, Seed], new: Mapping[Nick, Seed], evaluation: Evaluation,
-                  max_shrink: float, allow_shrink: bool, location: str, hint: str) -> None:
-    """Refuse an empty result, or one that loses too many seeds.  Seeds whose every key the keyring
-    shows revoked (key or certification: signed evidence no substitution can forge) do not count as
-    lost, so a revocation applies at once whatever ``max-shrink`` says."""
-    if not new:
+def _check_shrink(category: Category, old: Mapping[Nick, Sequence[str]], new: Mapping[Nick, Seed],
+                  revoked: set[str], max_shrink: float, allow_shrink: bool, location: str, hint: str,
+                  window: str = "") -> None:
+    """Refuse an empty result, or one that loses too many seeds of ``old`` (nick -> keys: the installed
+    seeds, or the largest set seen within the shrink window, named by ``window``).  Seeds whose every key
+    is ``revoked`` (key, certification or certifier: signed evidence no substitution can forge) do not
+    count as lost, so a revocation applies at once whatever ``max-shrink`` says, even when it empties the
+    seeds."""
+    lost = len({nick for nick in set(old) - set(new) if not set(old[nick]) <= revoked})
+    if not new and (not old or lost):
         raise ShrinkError(f"{category}: no key in {location} carries a valid certification; refusing to empty "
                           f"the seeds (check the source, and the authority keys: {hint})")
-    revoked = {v.fingerprint for v in evaluation.verdicts
-               if v.verdict in (Verdict.CERTIFICATION_REVOKED, Verdict.KEY_REVOKED)}
-    lost = len({nick for nick in set(old) - set(new) if not set(old[nick].keys) <= revoked})
     if old and not allow_shrink and lost * 100.0 / len(old) > max_shrink:
-        raise ShrinkError(f"{category}: the keyring from {location} would remove {lost} of {len(old)} seeds "
-                          f"({lost * 100.0 / len(old):.0f}%, more than [authority] max-shrink = {max_shrink:g}%); "
-                          f"a truncated or substituted download? Nothing changed. Check the source, then "
-                          f"apply it with: gkeys update-seed -C {category} --allow-shrink")
+        raise ShrinkError(f"{category}: the keyring from {location} would remove {lost} of {len(old)} seeds"
+                          f"{window} ({lost * 100.0 / len(old):.0f}%, more than [authority] max-shrink = "
+                          f"{max_shrink:g}%); a truncated or substituted download? Nothing else changed. Check the "
+                          f"source, then apply it with: gkeys update-seed -C {category} --allow-shrink")
+
+
+def _largest_recent(entry: object, now: float, window: float, where: str) -> tuple[float, dict[Nick, list[str]]]:
+    """The largest seed set installed within ``window`` seconds before ``now`` (its time, nick -> keys), from
+    the record; (0, {}) when none is that recent.  A malformed record is a :class:`StateError`."""
+    largest = entry.get("largest") if isinstance(entry, dict) else None
+    if largest is None:
+        return 0.0, {}
+    when = largest.get("time") if isinstance(largest, dict) else None
+    seeds = largest.get("seeds") if isinstance(largest, dict) else None
+    if not (isinstance(when, int | float) and isinstance(seeds, dict)
+            and all(isinstance(v, list) and all(isinstance(f, str) for f in v) for v in seeds.values())):
+        raise StateError(f"{where} is malformed (the largest seed set seen); restore it from a backup, or "
+                         f"delete it and run 'gkeys update-seed' again")
+    if now - when > window:
+        return 0.0, {}
+    return float(when), {Nick(str(k)): list(v) for k, v in seeds.items()}
+
+
+def _refuse_unusable(category: Category, evaluation: Evaluation, certifiers: Mapping[Fingerprint, str],
+                     hint: str, installed: bool) -> None:
+    """Refuse when no certifier counts, unless one is out for a revocation and seeds are installed (then
+    the keys it vouched for are dropped)."""
+    reasons = evaluation.certifiers.values()
+    if any(not why for why in reasons) or (installed and any(why in REVOCATION_REASONS for why in reasons)):
+        return
+    listed = "; ".join(f"{certifiers[f]}: {why}" for f, why in evaluation.certifiers.items())
+    raise ShrinkError(f"{category}: no certifier is usable ({listed}); nothing changed (run {hint})")
+
+
+def _apply_revocations(ctx: Gkeys, category: Category, old: Mapping[Nick, Seed],
+                       revoked: set[Fingerprint]) -> list[Nick]:
+    """When an update is refused, still drop the revoked keys from the installed seeds and keyring
+    (atomically each); return the nicks that lost every key."""
+    if not revoked & {f for seed in old.values() for f in seed.keys}:
+        return []
+    reduced: dict[Nick, Seed] = {}
+    for nick, seed in old.items():
+        keys = [f for f in seed.keys if f not in revoked]
+        if keys:
+            reduced[nick] = dataclasses.replace(seed, keys=keys,
+                                                fingerprint=[f for f in seed.fingerprint if f not in revoked])
+    ctx.seeds.save(category, reduced)
+    ctx.keyring(category).remove_keys(revoked)
+    return sorted(set(old) - set(reduced))
+
+
+def _save_seen(ctx: Gkeys, record: dict[str, object], category: Category, seen: Seen, digest: str | None,
+               largest: dict[str, object] | None = None) -> None:
+    """Write the record of revocations seen (``digest``: of the download applied; None keeps the last one;
+    ``largest``: the largest recent seed set, if it changed)."""
+    entry = record.get(category)
+    last = entry.get("sha256") if isinstance(entry, dict) else None
+    record[category] = {**(entry if isinstance(entry, dict) else {}), **seen.to_json(),
+                        **({"sha256": digest or last} if digest or last else {}),
+                        **({"largest": largest} if largest is not None else {})}
+    atomic_write_json(ctx.layout.record(RECORD), record)
 
 
 def _install(ctx: Gkeys, category: Category, quarantine: GnuPG, staged: GnuPG | None,
@@ -401,11 +245,14 @@ def _install(ctx: Gkeys, category: Category, quarantine: GnuPG, staged: GnuPG | 
     with staging_directory(ctx.layout.keyrings_dir, f".staging-{category}-") as rebuilt:
         fast = staged is not None and set(staged_keys) == set(kept)
         home = staged if fast and staged is not None else GnuPG(rebuilt, timeout=ctx.config.policy.gpg_timeout)
-        data = b"" if fast else quarantine.export_keys(kept, armor=False)
+        # (export_keys of no fingerprint exports *every* key: never ask it for an empty kept set)
+        data = b"" if fast or not kept else quarantine.export_keys(kept, armor=False)
         carried = sorted(set(kept) & set(installed))
         if carried:
             data += keyring.gpg().export_keys(carried, armor=False)
-        if data:
+        if not data:
+            home.list_keys()  # an empty keybox: every key was revoked (no keybox would keep the old one)
+        else:
             home.import_keys(data)
             # (the fast path alone is checked by gpg's IMPORT_OK list: staged_keys == kept)
             missing = set(kept) - {k.fingerprint for k in home.list_keys()}
@@ -414,6 +261,29 @@ def _install(ctx: Gkeys, category: Category, quarantine: GnuPG, staged: GnuPG | 
                                  f"(disk full or gpg failure?); the previous keyring is kept")
         keyring.adopt(home, staged_export.result() if fast and not data and staged_export is not None else None)
     return sorted(set(installed) - set(kept))
+
+
+def _drop_if_no_certifier_left(ctx: Gkeys, category: Category, roots: Mapping[Fingerprint, str],
+                               certifiers: Mapping[Fingerprint, str], material: bytes, published: Sequence[bytes],
+                               seen: Seen, record: dict[str, object], now: float | None) -> int:
+    """When the keyring cannot be read: if the certifier keys alone (installed and as published) show every
+    certifier revoked, remove every seed and key of ``category`` (nothing it holds is vouched for any more)
+    and record what was seen; return how many seeds went (0: nothing to do)."""
+    old = ctx.seeds.load(category) if ctx.seeds.is_installed(category) else {}
+    if not old:
+        return 0
+    with staging_directory(ctx.layout.keyrings_dir, ".authority-") as home:
+        quarantine = GnuPG(home, timeout=ctx.config.policy.gpg_timeout)
+        for blob in (material, *published):
+            quarantine.import_with_certifications(blob)
+        keys = {k.fingerprint: k for k in quarantine.check_sigs()}
+        quarantine.close()
+    status = root_certifiers(keys, list(roots), list(certifiers), time.time() if now is None else now,
+                             ctx.config.policy.clock_skew, seen)
+    if not all(why in REVOCATION_REASONS for why in status.values()):
+        return 0
+    _save_seen(ctx, record, category, seen, None)
+    return len(_apply_revocations(ctx, category, old, {f for seed in old.values() for f in seed.keys}))
 
 
 def authority_source(ctx: Gkeys, category: str) -> AuthoritySource | None:
@@ -437,14 +307,27 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
     material = pinned_material(ctx, pinned)
     step = progress or (lambda _done, _total: None)
     step(0, 100)
-    with ThreadPoolExecutor(max_workers=1) as pool:  # both downloads at once
-        fetching = pool.submit(_published_certifiers, ctx, source.certifiers)
-        data = read_location(ctx, source.location, MAX_KEYRING_BYTES, "authority keyring")
-        published = fetching.result() + kept_certifier_copies(ctx, certifiers)
-    step(25, 100)
     record = read_json_object(ctx.layout.record(RECORD))
     entry = record.get(cat)
-    seen = Seen.from_json(entry)
+    seen = Seen.from_json(entry, f"{ctx.layout.record(RECORD)} ({cat})")
+    seen_before = seen.to_json()
+    with ThreadPoolExecutor(max_workers=1) as pool:  # both downloads at once
+        fetching = pool.submit(_published_certifiers, ctx, source.certifiers)
+        try:
+            data = read_location(ctx, source.location, MAX_KEYRING_BYTES, "authority keyring")
+        except NetworkError as exc:
+            # No keyring (blocked?): a revocation of every certifier still applies, from the certifiers alone.
+            emptied = _drop_if_no_certifier_left(ctx, cat, roots, certifiers, material,
+                                                 fetching.result() + kept_certifier_copies(ctx, certifiers), seen,
+                                                 record, now)
+            if emptied:
+                raise NetworkError(f"{exc.message}; every certifier of {cat} is revoked, so its {emptied} seeds "
+                                   f"were removed all the same") from exc
+            raise
+        published = fetching.result() + kept_certifier_copies(ctx, certifiers)
+    step(25, 100)
+    for key in ctx.keyring(cat).installed().values():
+        seen.note(key, [])  # a revocation the key refresh brought (the keyring download may lack it)
     digest = hashlib.sha256(data).hexdigest()
     unchanged = isinstance(entry, dict) and entry.get("sha256") == digest and ctx.keyring(cat).exists()
     timeout = ctx.config.policy.gpg_timeout
@@ -469,38 +352,74 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
             _check_collisions(listing, pinned)
             evaluation = evaluate(listing, roots, certifiers, config.domain, now=now,
                                   skew=ctx.config.policy.clock_skew, seen=seen, candidates=set(downloaded))
-            if not any(not why for why in evaluation.certifiers.values()):
-                reasons = "; ".join(f"{certifiers[f]}: {why}" for f, why in evaluation.certifiers.items())
-                raise ShrinkError(f"{cat}: no certifier is usable ({reasons}); nothing changed "
-                                  f"(run {hint})")
-            new = seeds_from(evaluation)
             old = ctx.seeds.load(cat) if ctx.seeds.is_installed(cat) else {}
-            _check_shrink(cat, old, new, evaluation, config.max_shrink, allow_shrink, source.location, hint)
+            revoked = revoked_keys(evaluation)
+            # max-shrink counts from the largest set seen recently (a shrink a day must not add up), and
+            # keys revoked at any time, in this download or seen before, are not lost.
+            wall = time.time() if now is None else now
+            _, largest = _largest_recent(entry, wall, config.shrink_window, f"{ctx.layout.record(RECORD)} ({cat})")
+            reference = largest if len(largest) > len(old) else {n: list(s.keys) for n, s in old.items()}
+            window = (f" (the largest set installed in the last {config.shrink_window / 86400:g} days)"
+                      if reference is largest else "")
+            ever = revoked | seen.keys | {k.split(" ", 1)[0] for k in seen.certifications}
+            try:
+                _refuse_unusable(cat, evaluation, certifiers, hint, bool(old))
+                new = seeds_from(evaluation)
+                _check_shrink(cat, reference, new, ever, config.max_shrink, allow_shrink, source.location, hint,
+                              window)
+            except ShrinkError as exc:
+                # Refused, yet what was seen revoked stays recorded and is removed at once.
+                if seen.to_json() != seen_before:
+                    _save_seen(ctx, record, cat, seen, None)
+                gone = _apply_revocations(ctx, cat, old, revoked)
+                if gone:
+                    raise ShrinkError(f"{exc.message}; revoked keys were removed all the same "
+                                      f"(seeds {', '.join(gone)})") from exc
+                raise
             kept = sorted({v.fingerprint for v in evaluation.kept()})
             removed = _install(ctx, cat, quarantine, staged, staged_keys, kept, exported)
     ctx.seeds.save(cat, new)
-    record[cat] = {**seen.to_json(), "sha256": digest}
-    atomic_write_json(ctx.layout.record(RECORD), record)
-    record_refresh(ctx, cat)
+    grown = allow_shrink or len(new) >= len(largest)
+    _save_seen(ctx, record, cat, seen, digest,
+               {"time": wall, "seeds": {n: list(s.keys) for n, s in sorted(new.items())}} if grown else None)
+    record_installed(ctx, cat)  # no refresh recorded: only refresh() asks every key source
     step(100, 100)
     return AuthorityUpdate(cat, source.location, evaluation, diff_seeds(old, new), len(new), removed)
 
 
 def refresh(ctx: Gkeys, category: str, *, force: bool = False,
             progress: Progress | None = None) -> tuple[RefreshResult, AuthorityUpdate | None]:
-    """``refresh-key`` for an authority category: re-read the keyring (one download) under the refresh
-    policy of :func:`gkeys_portage.keys.refresh.refresh_keys` — at most once per ``refresh-interval``;
-    a failure (network, a refused shrink, an unusable certifier) only warns while the last success
-    is younger than ``max-refresh-age``, and the keys already installed stay in use."""
+    """``refresh-key`` for an authority category, under the refresh policy of
+    :func:`gkeys_portage.keys.refresh.refresh_keys` (at most once per ``refresh-interval``): re-read the
+    keyring (one download), then refresh the kept keys from every key source, as for any category (a
+    developer's own revocation is published on keyservers and WKD, not in the keyring download).  A
+    failure (network, a refused shrink, an unusable certifier) only warns while the last success is
+    younger than ``max-refresh-age``, and the keys already installed stay in use; the refresh counts as
+    done (recorded) only when both parts succeeded."""
     cat = parse_category(category)
     ctx.ensure_layout()
     due, last = refresh_due(ctx, cat, force=force)
     if not due:
         return RefreshResult(cat, skipped=True, last_success=last), None
+    warning = ""
+    late: GkeysError | None = None
+    update_result: AuthorityUpdate | None = None
     try:
-        result = update(ctx, cat, progress=progress)
+        update_result = update(ctx, cat, progress=progress)
     except (NetworkError, NotVerifiedError) as exc:
         error = NetworkError if isinstance(exc, NetworkError) else ShrinkError
-        warning = tolerate_failed_refresh(ctx, cat, last, exc.message, error)
-        return RefreshResult(cat, skipped=False, last_success=last, warning=warning), None
-    return RefreshResult(cat, skipped=False, last_success=time.time()), result
+        try:
+            warning = tolerate_failed_refresh(ctx, cat, last, exc.message, error)
+        except GkeysError as beyond:
+            late = beyond  # raised once the keys were refreshed from their sources all the same
+    if not ctx.seeds.is_installed(cat):
+        if late is not None:
+            raise late
+        return RefreshResult(cat, skipped=False, last_success=last, warning=warning), update_result
+    keys = refresh_keys(ctx, cat, force=True, progress=progress, record=update_result is not None,
+                        missing_ok=True)
+    if late is not None:
+        raise late
+    warnings = [w for w in (warning, keys.warning) if w]
+    return RefreshResult(cat, skipped=False, outcomes=keys.outcomes, notes=keys.notes, warning="; ".join(warnings),
+                         last_success=last if warnings else keys.last_success), update_result

@@ -12,9 +12,14 @@
 Consuming: ``[keyrings] CAT = URL`` (or a file) is the first key source of install-key and
 refresh-key (:func:`load_bundle`).  A bundle needs no trust of its own: only keyblocks whose primary
 fingerprint the category's seeds pin are handed on, into the usual quarantine; other keys, keys
-carrying a pinned key as a subkey and duplicates are dropped and reported.  When ``URL.sig`` or
-``URL.asc`` exists, the bundle must be signed by the ``[verify-seeds]`` signer of the category, or
-the whole bundle is refused (nothing installed); unreadable or truncated bundles are refused too.
+carrying a pinned key as a subkey and duplicates are dropped and reported.  When ``[verify-seeds]``
+names a signer for the category, ``URL.sig`` or ``URL.asc`` is required (a deleted signature is a
+refusal, never "unsigned") and must be a good signature by that signer, bound to the category as seed
+files are (the ``seed-category@gentoo.org`` notation of :mod:`gkeys_portage.keys.seedbinding`; unbound
+only where ``[policy] unbound-seeds`` allows it), and not older than the signature of the bundle used
+last (its time is recorded: an old genuine bundle would keep revocations out); else the whole bundle is
+refused (nothing installed).  Without a signer a bundle may be unsigned, but a signature that is there
+must still be good.  Unreadable or truncated bundles are refused too.
 
 Reproducible: the keyblocks come from one :meth:`GnuPG.export_exact` (filtered by primary
 fingerprint, clean: self-signatures only, which is all a keyring stores anyway), sorted by
@@ -30,15 +35,17 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from gkeys_portage import __version__
 from gkeys_portage.core.errors import BadInputError, GpgError, NetworkError, NotVerifiedError, StateError
 from gkeys_portage.core.http import NotFoundError
-from gkeys_portage.core.state import atomic_write
+from gkeys_portage.core.state import atomic_write, atomic_write_json, read_json_object
 from gkeys_portage.core.types import Category, Fingerprint, Nick, parse_category
 from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.keys.seedbinding import check_binding
 from gkeys_portage.keys.seeds import Seed
 from gkeys_portage.keys.signing import sign_file
 from gkeys_portage.openpgp.colons import PublicKey
@@ -54,6 +61,8 @@ MANIFEST_FORMAT = 1
 MAX_BUNDLE_BYTES = 64 * 1024 * 1024
 MAX_SIGNATURE_BYTES = 64 * 1024
 SIGNATURE_SUFFIXES = (".sig", ".asc")
+#: When the signature of the bundle used last was made, per category ({category: epoch}).
+BUNDLE_RECORD = "bundles"
 
 
 class BundleRefusedError(NotVerifiedError):
@@ -159,7 +168,7 @@ def build_keyring(ctx: Gkeys, category: str, nicks: Sequence[str], outdir: Path,
         atomic_write(path, data)
     built = BuiltBundle(cat, files, sorted(keys))
     if sign:
-        built.signatures = [sign_file(ctx, path) for path in files]
+        built.signatures = [sign_file(ctx, path, seed_category=cat) for path in files]  # bound, as seed files
     return built
 
 
@@ -195,24 +204,65 @@ def _signature(ctx: Gkeys, location: str) -> tuple[str, bytes] | None:
     return None
 
 
-def _check_signature(ctx: Gkeys, category: Category, location: str, data: bytes) -> str:
-    """Verify the bundle's signature against ``[verify-seeds]`` of ``category``; the signer, or "" if unsigned."""
+def _check_signature(ctx: Gkeys, category: Category, location: str, data: bytes) -> tuple[str, int]:
+    """Verify the bundle's signature against ``[verify-seeds]`` of ``category`` (required when a signer is
+    configured), its category binding and its freshness; the signer and the signature's time, or ("", 0)
+    for an unsigned bundle where no signer is configured."""
     found = _signature(ctx, location)
-    if found is None:
-        return ""
-    sig_name, signature = found
     signer = ctx.config.verify_seeds.get(category)
+    if found is None:
+        if signer is None:
+            return "", 0
+        raise BundleRefusedError(
+            f"keyring bundle {location} refused, nothing installed: it has no signature "
+            f"({' or '.join(location + s for s in SIGNATURE_SUFFIXES)}), and [verify-seeds] {category} requires "
+            f"one by {signer[0]}/{signer[1]}; ask its publisher to sign it ('gkeys build-keyring -C {category} "
+            f"--sign'), or remove [keyrings] {category}")
+    sig_name, signature = found
     if signer is None:
         raise BundleRefusedError(
             f"keyring bundle {location} is signed ({sig_name}) but [verify-seeds] names no signer for "
             f"{category}; add '[verify-seeds] {category} = <category> <nick>' or remove [keyrings] {category}")
     try:
         result = ctx.verifier(signer[0], [signer[1]]).detached(signature, data)
+        check_binding(result.good, category, location, allow_unbound=category in ctx.config.policy.unbound_seeds,
+                      what="keyring bundle", resign=f"gkeys build-keyring -C {category} --sign")
     except NotVerifiedError as exc:
         raise BundleRefusedError(f"keyring bundle {location} refused, nothing installed: {exc} "
                                  f"(its signature {sig_name} must be by {signer[0]}/{signer[1]}, "
                                  f"[verify-seeds] {category})") from exc
-    return f"{result.good[0].pin.category}/{result.good[0].pin.nick}" if result.good else ""
+    made = max(good.created for good in result.good)
+    last = _last_signed(ctx, category)
+    if last is not None and made < last:
+        raise BundleRefusedError(
+            f"keyring bundle {location} refused, nothing installed: it was signed "
+            f"{_utc(made)}, before the bundle used last (signed {_utc(last)}); an older bundle would keep "
+            f"revocations out. Check the source; if its publisher really went back, delete '{category}' from "
+            f"{ctx.layout.record(BUNDLE_RECORD)}")
+    return f"{result.good[0].pin.category}/{result.good[0].pin.nick}", made
+
+
+def _utc(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _last_signed(ctx: Gkeys, category: Category) -> int | None:
+    """When the signature of the bundle used last for ``category`` was made (None: none recorded)."""
+    value = read_json_object(ctx.layout.record(BUNDLE_RECORD)).get(category)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise StateError(f"{ctx.layout.record(BUNDLE_RECORD)}: the entry for {category} is malformed; "
+                         f"restore it, or delete it to accept the next signed bundle")
+    return value
+
+
+def _record_signed(ctx: Gkeys, category: Category, made: int) -> None:
+    path = ctx.layout.record(BUNDLE_RECORD)
+    record = read_json_object(path)
+    if record.get(category) != made:
+        record[category] = made
+        atomic_write_json(path, record)
 
 
 def parse_bundle(source: str, data: bytes, pinned: Sequence[Fingerprint]) -> LoadedBundle:
@@ -254,12 +304,14 @@ def load_bundle(ctx: Gkeys, category: str, pinned: Sequence[Fingerprint]) -> Loa
         return None
     try:
         data = _read(ctx, location, MAX_BUNDLE_BYTES)
-        signed_by = _check_signature(ctx, cat, location, data)
+        signed_by, made = _check_signature(ctx, cat, location, data)
         loaded = parse_bundle(location, data, pinned)
     except NetworkError as exc:
         return LoadedBundle(location, {}, notes=[f"keyring bundle {location} skipped: {exc}"])
     except BundleRefusedError as exc:
         raise BundleRefusedError(f"{exc}; ask its publisher to fix it, or remove [keyrings] {cat} "
                                  "to use the other key sources") from exc
+    if made:
+        _record_signed(ctx, cat, made)
     loaded.signed_by = signed_by
     return loaded

@@ -29,7 +29,7 @@ from typing import IO, cast
 
 from gkeys_portage.core.config import SourcesConfig
 from gkeys_portage.core.errors import GkeysError, NetworkError
-from gkeys_portage.core.http import HttpClient, NotFoundError
+from gkeys_portage.core.http import HostNotFoundError, HttpClient, NotFoundError
 from gkeys_portage.core.state import staging_directory
 from gkeys_portage.core.types import Fingerprint, Nick
 from gkeys_portage.keys.keyring import Keyring
@@ -82,6 +82,17 @@ class KeyOutcome:
                 "unanswered_sources": self.unanswered}
 
 
+@dataclass(frozen=True)
+class _Reached:
+    """What one location of a configured source did: answered (``failure`` empty), failed on the
+    network (``failure`` says how), or named a host that does not exist (``no_host``)."""
+
+    source: str
+    kind: str
+    failure: str = ""
+    no_host: bool = False
+
+
 @dataclass
 class _Wanted:
     seed: Seed
@@ -92,9 +103,9 @@ class _Wanted:
     source: str = ""
     errors: list[str] = field(default_factory=list)
     network_failed: bool = False  # a source failed at the network level
-    #: (configured source, "" if it answered or its network failure), one entry per location asked; appended
-    #: from several threads (list.append is atomic), summed up per source when the outcome is made
-    reached: list[tuple[str, str]] = field(default_factory=list)
+    #: one entry per location asked; appended from several threads (list.append is atomic), summed up per
+    #: source when the outcome is made (:func:`_sources_reached`)
+    reached: list[_Reached] = field(default_factory=list)
     returned: list[Fingerprint] = field(default_factory=list)  # other keys sources returned
     unusable: bool = False  # a source answered with something that held no OpenPGP key
     refused: bool = False  # an answer did not import completely, or the keyblock exceeds the caps
@@ -200,12 +211,13 @@ class KeyInstaller:
         Each armored answer is also handed to ``arrived`` as it comes in.
         """
         counter = [done]
+        deadline = self.client.round_deadline()
 
         def fetch(item: _Wanted) -> _Wanted:
             while item.next_index < len(item.locations):
                 location = item.locations[item.next_index]
                 item.next_index += 1
-                if self._ask(item, location):
+                if self._ask(item, location, deadline):
                     if arrived is not None and _armored(item.answers[-1][1]):
                         arrived(item.answers[-1][1])
                     break
@@ -217,22 +229,24 @@ class KeyInstaller:
         with ThreadPoolExecutor(max_workers=min(self.sources.workers, max(1, len(pending)))) as pool:
             return list(pool.map(fetch, pending))
 
-    def _ask(self, item: _Wanted, location: KeyLocation) -> bool:
-        """Fetch one location for ``item``; True if it answered with some data (kept in ``answers``)."""
+    def _ask(self, item: _Wanted, location: KeyLocation, deadline: float | None = None) -> bool:
+        """Fetch one location for ``item`` by ``deadline`` (monotonic; a late source is unanswered); True if
+        it answered with some data (kept in ``answers``)."""
         try:
-            data = self.client.get(location.url, max_bytes=MAX_KEY_BYTES)
+            data = self.client.get(location.url, max_bytes=MAX_KEY_BYTES, deadline=deadline)
         except NotFoundError:
             item.errors.append(f"{location.kind}: not found")
-            item.reached.append((location.source, ""))  # a clean "no such key" is an answer
+            item.reached.append(_Reached(location.source, location.kind))  # a clean "no such key" is an answer
             return False
         except NetworkError as exc:
             item.errors.append(f"{location.kind}: {exc}")
             item.network_failed = True
             reason = str(exc) or type(exc).__name__
-            item.reached.append((location.source, reason.split(": ", 1)[1] if reason.startswith(("http://", "https://"))
-                                 and ": " in reason else reason))  # without the URL: the source names it
+            item.reached.append(_Reached(location.source, location.kind,  # without the URL: the source names it
+                                         reason.split(": ", 1)[1] if reason.startswith(("http://", "https://"))
+                                         and ": " in reason else reason, isinstance(exc, HostNotFoundError)))
             return False
-        item.reached.append((location.source, ""))
+        item.reached.append(_Reached(location.source, location.kind))
         if not data.strip():
             item.errors.append(f"{location.kind}: empty answer")
             return False
@@ -241,13 +255,15 @@ class KeyInstaller:
         return True
 
     def _fetch_everywhere(self, pending: list[_Wanted]) -> list[_Wanted]:
-        """Ask every location of every pending item (one bounded pool for all requests)."""
+        """Ask every location of every pending item (one bounded pool for all requests, one deadline for
+        the round: a source still answering then counts as unanswered)."""
         jobs = [(item, location) for item in pending for location in item.locations[item.next_index:]]
         for item in pending:
             item.next_index = len(item.locations)
         if jobs:
+            deadline = self.client.round_deadline()
             with ThreadPoolExecutor(max_workers=min(self.sources.workers, len(jobs))) as pool:
-                list(pool.map(lambda job: self._ask(*job), jobs))
+                list(pool.map(lambda job: self._ask(job[0], job[1], deadline), jobs))
         for item in pending:
             # Answers in the order of the locations, so reports name the first source that answered.
             order = {location.describe(): index for index, location in enumerate(item.locations)}
@@ -358,15 +374,33 @@ class KeyInstaller:
                 item.errors.append(f"keyblock refused: {oversized[item.fingerprint]}")
 
 
-def _sources_reached(reached: Sequence[tuple[str, str]]) -> tuple[list[str], dict[str, str]]:
+def _sources_reached(reached: Sequence[_Reached]) -> tuple[list[str], dict[str, str]]:
     """The configured sources that answered, and those that did not (with their first failure).
 
-    A source answered when any of its locations did (WKD: the advanced or the direct method)."""
-    answered = sorted({source for source, failure in reached if source and not failure})
+    A keyserver answered when any of its lookups did.  A WKD source answered when its advanced method
+    did; the direct method counts only where the advanced host does not exist (DNS: no such name), as
+    the WKD rule says: an advanced host that exists but did not answer leaves the source unanswered,
+    whatever the direct method said (a blocked host must not turn into "no key")."""
+    by_source: dict[str, list[_Reached]] = {}
+    for entry in reached:
+        if entry.source:
+            by_source.setdefault(entry.source, []).append(entry)
+    answered: list[str] = []
     unanswered: dict[str, str] = {}
-    for source, failure in reached:
-        if source and failure and source not in answered:
-            unanswered.setdefault(source, failure)
+    for source, entries in sorted(by_source.items()):
+        advanced = [e for e in entries if e.kind == "wkd-advanced"]
+        if advanced and not any(not e.failure for e in advanced):
+            blocked = [e for e in advanced if not e.no_host]
+            if blocked:
+                unanswered[source] = f"{blocked[0].failure} (WKD advanced method)"
+                continue
+            entries = [e for e in entries if e.kind != "wkd-advanced"]  # no such host: the direct method counts
+        if any(not e.failure for e in entries):
+            answered.append(source)
+        elif entries:
+            unanswered[source] = entries[0].failure
+        else:
+            unanswered[source] = advanced[0].failure
     return answered, unanswered
 
 

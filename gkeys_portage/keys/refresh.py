@@ -29,6 +29,9 @@ from gkeys_portage.keys.seeds import Seed
 from gkeys_portage.openpgp.colons import PublicKey
 
 REFRESH_RECORD = "refresh"
+#: When each category's keys were first installed ({category: epoch}): a key source's silence counts from
+#: then (or from its last answer), never from the epoch.
+INSTALL_RECORD = "installed"
 #: When each configured key source last answered a refresh, per category ({category: {source: epoch}}).
 SOURCE_RECORD = "refresh-sources"
 MAX_KEY_FILE = 16 * 1024 * 1024
@@ -63,7 +66,9 @@ def install_keys(ctx: Gkeys, category: str, nick: str | None = None,
                  progress: ProgressCallback | None = None, notes: list[str] | None = None) -> list[KeyOutcome]:
     """Fetch and install the pinned keys of a category's seeds (or one nick).
 
-    A ``[keyrings]`` bundle of the category is the first source; ``notes`` collects what it dropped.
+    A ``[keyrings]`` bundle of the category is the first source; ``notes`` collects what it dropped.  An
+    install is no refresh: it stops at the first source that has each key, so it records none (only the
+    every-source refresh of :func:`refresh_keys` may; else the next one would be skipped as recent).
     """
     ctx.ensure_layout()
     installer = KeyInstaller(ctx.keyring(category), ctx.http, ctx.config.sources, progress)
@@ -73,8 +78,8 @@ def install_keys(ctx: Gkeys, category: str, nick: str | None = None,
     if preloaded is not None:  # the roots' certifications of certifiers, for an air-gapped authority update
         keep_certifier_copies(ctx, category, b"".join(preloaded[1].values()),
                               [o.fingerprint for o in outcomes if o.status.ok])
-    if nick is None and all(o.status.ok for o in outcomes):  # one nick's install is no refresh of the category
-        record_refresh(ctx, parse_category(category))
+    if any(o.status.ok for o in outcomes):
+        record_installed(ctx, parse_category(category))
     return outcomes
 
 
@@ -92,6 +97,8 @@ def import_key(ctx: Gkeys, category: str, nick: str, source: str) -> list[KeyOut
     data = read_location(ctx, source)
     outcomes = KeyInstaller(ctx.keyring(category), ctx.http, ctx.config.sources).import_data(seed, data, source)
     keep_certifier_copies(ctx, category, data, [o.fingerprint for o in outcomes if o.status.ok], any_key=True)
+    if any(o.status.ok for o in outcomes):
+        record_installed(ctx, parse_category(category))
     return outcomes
 
 
@@ -118,6 +125,34 @@ def record_refresh(ctx: Gkeys, category: Category, when: float | None = None) ->
     record = read_json_object(path)
     record[category] = time.time() if when is None else when
     atomic_write_json(path, record)
+
+
+def record_installed(ctx: Gkeys, category: Category) -> None:
+    """Remember when ``category``'s keys were first installed (kept if already recorded)."""
+    path = ctx.layout.record(INSTALL_RECORD)
+    record = read_json_object(path)
+    if not isinstance(record.get(category), int | float):
+        record[category] = time.time()
+        atomic_write_json(path, record)
+
+
+def installed_at(ctx: Gkeys, category: Category) -> float | None:
+    """When ``category``'s keys were first installed (None: not recorded)."""
+    value = read_json_object(ctx.layout.record(INSTALL_RECORD)).get(category)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def silent_since(ctx: Gkeys, category: Category, last_full: float | None) -> float:
+    """Since when a key source that has not answered on its own counts as silent: the last full refresh,
+    else when the category's keys were installed.  A keyring installed before that was recorded counts
+    from its first refresh (recorded then), never from the epoch: one outage never fails at once."""
+    if last_full is not None:
+        return last_full
+    installed = installed_at(ctx, category)
+    if installed is None:
+        record_installed(ctx, category)
+        installed = time.time()
+    return installed
 
 
 def record_pieced_refresh(ctx: Gkeys, category: Category, asked: Iterable[str], last: float | None) -> None:
@@ -169,8 +204,9 @@ def tolerate_unanswered_sources(ctx: Gkeys, category: Category, unanswered: Mapp
                                 last_full: float | None) -> str:
     """The warning for key sources that did not answer this refresh (network error, 5xx: not a clean 404).
 
-    Each source's age is counted from its last answer (from the last full refresh if it never answered
-    alone).  While every one is younger than ``[policy] max-refresh-age`` the keys other sources brought
+    Each source's age is counted from its last answer (from the last full refresh, or from when the
+    category was installed, if it never answered alone: :func:`silent_since`).  While every one is
+    younger than ``[policy] max-refresh-age`` the keys other sources brought
     are kept and this warns; after that it raises :class:`NetworkError`: a revocation published only on
     that source (the one an attacker on the network would block) would be missed.  The message names the
     source, the command to run when it answers again and the config line that drops it for good.
@@ -180,10 +216,12 @@ def tolerate_unanswered_sources(ctx: Gkeys, category: Category, unanswered: Mapp
     limit = ctx.config.policy.max_refresh_age
     fresh: list[str] = []
     stale: dict[str, str] = {}
+    baseline = silent_since(ctx, category, last_full)
     for source, reason in sorted(unanswered.items()):
-        last = answered.get(source, last_full)
+        last = answered.get(source, baseline)
         age = None if last is None else now - last
-        since = ("last answered" if source in answered else "has not answered since the last full refresh,")
+        since = ("last answered" if source in answered else "has not answered since the last full refresh,"
+                 if last_full is not None and last == last_full else "has not answered since the keys were installed")
         if age is not None and age <= limit:
             fresh.append(f"{source} ({reason}; it {since} {age / 86400:.1f} days ago; an error after "
                          f"{(limit - age) / 86400:.1f} more days without an answer)")
@@ -228,17 +266,19 @@ def refresh_due(ctx: Gkeys, category: Category, *, force: bool = False) -> tuple
 def tolerate_failed_refresh(ctx: Gkeys, category: Category, last: float | None, reason: str,
                             error: type[GkeysError] = NetworkError) -> str:
     """The warning for a failed refresh while the last success is younger than ``[policy] max-refresh-age``
-    (the keys already installed stay in use); after that, raise ``error`` (a revocation may be missed)."""
-    age = None if last is None else time.time() - last
-    if age is not None and age <= ctx.config.policy.max_refresh_age:
-        return f"refresh failed ({reason}); keeping the keys refreshed {age / 86400:.1f} days ago"
-    when = "unknown" if age is None else f"{age / 86400:.0f} days old"
-    raise error(f"refresh of {category} failed and the last successful refresh is {when} "
-                f"([policy] max-refresh-age): {reason}")
+    (the keys already installed stay in use); after that, raise ``error`` (a revocation may be missed).
+    Never refreshed: the age counts from when the keys were installed (:func:`silent_since`)."""
+    age = time.time() - silent_since(ctx, category, last)
+    what = "refreshed" if last is not None else "installed"
+    if age <= ctx.config.policy.max_refresh_age:
+        return f"refresh failed ({reason}); keeping the keys {what} {age / 86400:.1f} days ago"
+    raise error(f"refresh of {category} failed and the keys were last {what} {age / 86400:.0f} days ago "
+                f"(beyond [policy] max-refresh-age): {reason}")
 
 
 def refresh_keys(ctx: Gkeys, category: str, nick: str | None = None, *, force: bool = False,
-                 progress: ProgressCallback | None = None) -> RefreshResult:
+                 progress: ProgressCallback | None = None, record: bool = True,
+                 missing_ok: bool = False) -> RefreshResult:
     """Refresh installed keys (new subkeys, expiry, revocations) at most once per interval.
 
     A failed refresh is a warning while the last successful one is younger than
@@ -247,7 +287,10 @@ def refresh_keys(ctx: Gkeys, category: str, nick: str | None = None, *, force: b
     answered; each source's last answer is recorded on its own, and one that keeps failing while others
     deliver warns, then fails once it is older than ``max-refresh-age``
     (:func:`tolerate_unanswered_sources`).  A refresh of one ``nick`` records nothing: it is no refresh of
-    the category.
+    the category.  With ``record`` false nothing is recorded as a refresh of the whole category (an
+    authority category whose keyring could not be re-read), though each source's answer still is.  With
+    ``missing_ok`` a key that no source has (a clean 404 everywhere) is no failure: an authority category's
+    keys come from its keyring download, and the sources are asked only for news about them.
     """
     cat = parse_category(category)
     ctx.ensure_layout()
@@ -270,11 +313,12 @@ def refresh_keys(ctx: Gkeys, category: str, nick: str | None = None, *, force: b
         seeds, every_source=True, preloaded=preloaded)
     # One nick's refresh asked about one key: it is no refresh of the category, and no source's answer for
     # every key (recording it would make the next full refresh "refreshed recently" and skip the others).
-    whole = nick is None
     answered, unanswered = sources_reached(outcomes)
-    if answered and whole:
+    if answered and nick is None:
         record_sources(ctx, cat, answered, time.time())
-    failure = summarize_failure([o for o in outcomes if not _network_only(o)]) or refused
+    whole = nick is None and record
+    failure = summarize_failure([o for o in outcomes if not _network_only(o)
+                                 and not (missing_ok and o.status is KeyStatus.MISSING)]) or refused
     warnings = [tolerate_failed_refresh(ctx, cat, last, str(failure))] if failure is not None else []
     if unanswered:
         warnings.append(tolerate_unanswered_sources(ctx, cat, unanswered, last))

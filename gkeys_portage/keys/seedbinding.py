@@ -50,14 +50,17 @@ class Binding:
 
 
 def check_binding(signatures: list[GoodSignature], category: Category, url: str, *,
-                  allow_unbound: bool) -> Binding:
-    """Require every good signature over a seed file to be made for ``category``.
+                  allow_unbound: bool, what: str = "seed file", resign: str = "") -> Binding:
+    """Require every good signature over a seed file (or another signed file of a category, ``what``:
+    a keyring bundle) to be made for ``category``.
 
     Raises :class:`SeedCategoryError` when a signature names any other category (or several), and
-    :class:`UnboundSeedError` when one names none and ``allow_unbound`` is false.
+    :class:`UnboundSeedError` when one names none and ``allow_unbound`` is false; ``resign`` is the
+    command that signs it bound (default: ``gkeys sign --seed-category CAT``).
     """
+    resign = resign or f"gkeys sign --seed-category {category}"
     if not signatures:  # a VerifyResult always holds one; never let "no signature" pass as "all bound"
-        raise NoSignatureError(f"seed file {url}: no good signature to check the category of")
+        raise NoSignatureError(f"{what} {url}: no good signature to check the category of")
     bound = True
     for signature in signatures:
         named = signed_categories(signature)
@@ -65,17 +68,18 @@ def check_binding(signatures: list[GoodSignature], category: Category, url: str,
         if not named:
             if not allow_unbound:
                 raise UnboundSeedError(
-                    f"seed file {url} is signed by {who} without a category binding (an old-style "
-                    f"signature), so it could be another category's seeds; ask its maintainer to re-sign it "
-                    f"with 'gkeys sign --seed-category {category}', or, only if {who} signs no other "
+                    f"{what} {url} is signed by {who} without a category binding (an old-style "
+                    f"signature), so it could be another category's; ask its maintainer to re-sign it "
+                    f"with '{resign}', or, only if {who} signs no other "
                     f"category's seeds, allow it with '[policy] unbound-seeds = {category}'"
                 )
             bound = False
             continue
         if any(name != category for name in named):
             raise SeedCategoryError(
-                f"seed file {url} was signed by {who} for category {', '.join(sorted(set(named)))}, "
-                f"not {category}: refusing to install it as {category} seeds (the server may be serving "
-                f"another category's seed file); check [seedurls] {category}"
+                f"{what} {url} was signed by {who} for category {', '.join(sorted(set(named)))}, "
+                f"not {category}: refusing to install it as {category}'s (the server may be serving "
+                f"another category's {what}); check [{'seedurls' if what == 'seed file' else 'keyrings'}] "
+                f"{category}"
             )
     return Binding(category, bound)

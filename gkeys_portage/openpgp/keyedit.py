@@ -54,6 +54,16 @@ class KeyEditing(GpgProcess):
                 *uids]
         self._checked(args, passphrase=passphrase, what="revoking a certification")
 
+    def add_uid(self, fingerprint: Fingerprint, uid: str, *, passphrase: str = "") -> None:
+        """Add the user id ``uid`` to the own key ``fingerprint`` (``--quick-add-uid``)."""
+        args = ["--pinentry-mode", "loopback", "--passphrase-fd", "0", "--quick-add-uid", fingerprint, uid]
+        self._checked(args, passphrase=passphrase, what="adding a user id")
+
+    def revoke_uid(self, fingerprint: Fingerprint, uid: str, *, passphrase: str = "") -> None:
+        """Revoke the user id ``uid`` of the own key ``fingerprint`` (``--quick-revoke-uid``)."""
+        args = ["--pinentry-mode", "loopback", "--passphrase-fd", "0", "--quick-revoke-uid", fingerprint, uid]
+        self._checked(args, passphrase=passphrase, what="revoking a user id")
+
     def set_expiry(self, fingerprint: Fingerprint, expire: str, *, subkeys: bool = False,
                    passphrase: str = "") -> None:
         """Set the expiry of the primary key (or of all its subkeys) relative to the current time."""

@@ -48,7 +48,7 @@ from gkeys_portage.core.state import read_json
 from gkeys_portage.core.types import Category, parse_category
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.keys.prerequisites import FIRST_STEP
-from gkeys_portage.keys.refresh import REFRESH_RECORD, last_refresh
+from gkeys_portage.keys.refresh import REFRESH_RECORD, installed_at, last_refresh
 from gkeys_portage.keys.seedfetch import SEED_RECORD
 from gkeys_portage.openpgp.process import gpg_version
 from gkeys_portage.portage.reposconf import RepoConfig, file_or_directory, read_repos
@@ -420,8 +420,11 @@ class Doctor:
                             f"gkeys install-key -C {category}")
             return
         last = last_refresh(ctx, category)
-        if last is None or self.now - last > policy.max_refresh_age:
-            age = "never refreshed" if last is None else f"last refreshed {(self.now - last) / 86400:.0f} days ago"
+        since = last if last is not None else installed_at(ctx, category)  # an install is not "stale" at once
+        if since is None or self.now - since > policy.max_refresh_age:
+            days = "" if since is None else f"{(self.now - since) / 86400:.0f} days ago"
+            age = ("never refreshed" if since is None else f"last refreshed {days}" if last is not None
+                   else f"never refreshed since installed {days}")
             self.result.add("keys:stale", category, f"{age}, more than [policy] max-refresh-age "
                             f"({policy.max_refresh_age / 86400:g} days): verification fails until refreshed",
                             f"gkeys refresh-key -C {category}")
