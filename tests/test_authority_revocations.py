@@ -68,12 +68,15 @@ def revoked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Revoked]:
                           fpr=alice)
     fpr = keys.keys["l2-dev"].fingerprint
     l2_revoked = _with(tmp_path_factory.mktemp("l2-revoked"), l2_ok, keys.revocation("l2-dev"), fpr=fpr)
+    # The roots' file is exported before L1's revocation: a kept copy of the file (air-gapped installs) holds
+    # every certification it carried, so a file exported later would itself bring the revocation.
+    auth = keys.public("l1", "l2-dev", "l2-srv")
     keys.revoke_certification("l1", "l2-dev")
     l2_decertified = keys.public("l2-dev")
     keys.revoke_certification("l2-dev", "amy")
     amy = keys.keys["amy"]
     keys.gpg.revoke_uid(amy.fingerprint, amy.uid)
-    yield Revoked(keys, keys.public("l1", "l2-dev", "l2-srv"), l2_ok, l2_decertified, l2_revoked,
+    yield Revoked(keys, auth, l2_ok, l2_decertified, l2_revoked,
                   keys.public("l2-srv"), devs, devs_only, keys.public(*DEVS, *OTHER, armor=False),
                   alice_revoked)
     keys.close()

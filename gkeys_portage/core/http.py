@@ -183,7 +183,7 @@ class HttpClient:
                 raise NetworkError(f"{safe_url(url)}: invalid URL") from exc
             except requests.exceptions.RequestException as exc:
                 if host_does_not_exist(exc):
-                    raise HostNotFoundError(f"{safe_url(url)}: no such host (DNS: the name does not exist)") from exc
+                    raise HostNotFoundError(f"{safe_url(url)}: {describe_failure(exc)}{hint}") from exc
                 last = exc
                 if network_cause(exc)[0] == "dns":
                     break  # DNS answered that the name does not exist: asking again changes nothing
