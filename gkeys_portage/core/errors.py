@@ -129,3 +129,7 @@ class WeakHashError(BadSignatureError):
 class SignatureClassError(BadSignatureError):
     """A pinned key's signature has the wrong signature class for what it covers (a text-mode signature
     over binary data, whose CRLF variant verifies too, or a binary signature framed as cleartext)."""
+
+
+class TreeMismatchError(NotVerifiedError):
+    """A file of a signed Manifest tree does not match its Manifest entry (changed, missing or stray)."""

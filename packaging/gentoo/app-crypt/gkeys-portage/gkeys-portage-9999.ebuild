@@ -22,6 +22,8 @@ RDEPEND="
 	>=dev-python/python-gnupg-0.5[${PYTHON_USEDEP}]
 	>=dev-python/requests-2.28[${PYTHON_USEDEP}]
 	>=dev-python/defusedxml-0.7[${PYTHON_USEDEP}]
+	>=app-portage/gemato-20[${PYTHON_USEDEP}]
+	net-misc/rsync
 "
 
 # The wheel installs the package, the Portage sync module leaf (portage/sync/modules/gkeys) and,

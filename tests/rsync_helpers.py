@@ -1,0 +1,119 @@
+"""A real ``rsync --daemon`` on 127.0.0.1 and Manifest trees signed with gemato's own tools.
+
+* :class:`RsyncDaemon` serves one module, ``gentoo``, whose path is a symlink the test points at any tree
+  (each connection resolves it afresh), so "the mirror now serves yesterday's tree" is one call.
+* :func:`make_tree` writes a small ebuild repository and signs it: with ``gemato create -p ebuild -s -t``
+  (the key from the session :class:`KeyFactory` home) for a tree stamped now, and with gemato's library
+  (``set_timestamp``) for a tree stamped in the past.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+
+from gkeys_portage.demo.world import KeyFactory
+
+_SIGN_AT = """\
+import sys
+from datetime import datetime
+import gemato.openpgp, gemato.profile, gemato.recursiveloader
+root, fpr, when = sys.argv[1:4]
+env = gemato.openpgp.OpenPGPSystemEnvironment()
+m = gemato.recursiveloader.ManifestRecursiveLoader(
+    root + "/Manifest", allow_create=True, sign_openpgp=True, openpgp_keyid=fpr, openpgp_env=env,
+    profile=gemato.profile.get_profile_by_name("ebuild"), max_jobs=1)
+m.update_entries_for_directory()
+m.set_timestamp(datetime.fromisoformat(when))
+m.save_manifests(force=True)
+"""
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class RsyncDaemon:
+    """``rsync --daemon --no-detach`` on 127.0.0.1 serving module ``gentoo`` (read only, no chroot)."""
+
+    def __init__(self, base: Path) -> None:
+        base.mkdir(parents=True, exist_ok=True)
+        self.link = base / "served"
+        self.port = free_port()
+        conf = base / "rsyncd.conf"
+        conf.write_text(f"use chroot = no\npid file = {base}/rsyncd.pid\nlog file = {base}/rsyncd.log\n"
+                        f"[gentoo]\npath = {self.link}\nread only = yes\n")
+        self.process = subprocess.Popen(["rsync", "--daemon", "--no-detach", f"--config={conf}",
+                                         "--address=127.0.0.1", f"--port={self.port}"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.05)
+        self.close()
+        raise RuntimeError("rsync --daemon did not start")
+
+    @property
+    def url(self) -> str:
+        """``rsync://127.0.0.1:PORT/gentoo``."""
+        return f"rsync://127.0.0.1:{self.port}/gentoo"
+
+    def serve(self, tree: Path) -> None:
+        """Serve ``tree`` from now on (the module path is swapped atomically)."""
+        tmp = self.link.with_name(f".served-{time.monotonic_ns()}")
+        tmp.symlink_to(tree)
+        os.replace(tmp, self.link)
+
+    def close(self) -> None:
+        """Stop the daemon (the process this helper started, by its pid)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+BASE_FILES = {
+    "profiles/repo_name": "gentoo\n",
+    "profiles/categories": "dev-test\n",
+    "metadata/layout.conf": "masters =\nthin-manifests = true\nsign-manifests = false\n",
+    "dev-test/pkg/pkg-1.ebuild": "EAPI=8\nSLOT=0\nKEYWORDS=\"amd64\"\n",
+}
+
+
+def make_tree(path: Path, keys: KeyFactory, signer: str | None, *, files: Mapping[str, str] | None = None,
+              when: datetime | None = None) -> Path:
+    """Write a small ebuild repository at ``path`` (BASE_FILES + ``files``; files already there with that content
+    are left alone) and sign its Manifests as
+    ``signer`` with gemato (unsigned Manifests when None), stamped ``when`` (default now); return ``path``."""
+    for rel, text in {**BASE_FILES, **(files or {})}.items():
+        target = path / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.is_file() or target.read_text() != text:  # an unchanged file keeps its time (rsync's quick check)
+            target.write_text(text)
+    env = {**os.environ, "GNUPGHOME": str(keys.home)}
+    if signer is None:
+        command = ["gemato", "create", "-q", "-p", "ebuild", "-S", "-t", str(path)]
+    elif when is None:
+        command = ["gemato", "create", "-q", "-p", "ebuild", "-k", keys.keys[signer].fingerprint, "-s", "-t",
+                   str(path)]
+    else:
+        command = [sys.executable, "-c", _SIGN_AT, str(path), keys.keys[signer].fingerprint, when.isoformat()]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"signing the tree failed: {result.stderr}")
+    return path
