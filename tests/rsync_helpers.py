@@ -14,10 +14,12 @@ import signal
 import socket
 import subprocess
 import sys
+import tarfile
 import time
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from gkeys_portage.demo.world import KeyFactory
 
@@ -116,4 +118,35 @@ def make_tree(path: Path, keys: KeyFactory, signer: str | None, *, files: Mappin
     result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise RuntimeError(f"signing the tree failed: {result.stderr}")
+    return path
+
+
+CATEGORY = "infra-test"
+
+
+def pin_repository_keys(env: Any) -> Any:
+    """Pin ``infra`` as CATEGORY's repository key (seed ``snapshot``) and ``alice`` as a developer of the same
+    category (another purpose); return ``env``."""
+    if "infra" not in env.keys.keys:
+        env.keys.create("infra", name="Infra", email="infrastructure@gentoo.org")
+    env.pin_key(CATEGORY, "snapshot", "infra", name="Gentoo ebuild repository signing key")
+    env.pin_key(CATEGORY, "alice", "alice")
+    return env
+
+
+def make_snapshot(folder: Path, keys: KeyFactory, signer: str | None, when: datetime, *,
+                  name_date: datetime | None = None) -> Path:
+    """A webrsync-shaped snapshot ``gentoo-YYYYMMDD.tar.xz`` (named for ``name_date``, default ``when``) of a
+    tree whose ``metadata/timestamp.x`` says ``when``, with a detached armored ``.gpgsig`` by ``signer``."""
+    tree = folder / f"tree-{time.monotonic_ns()}" / "gentoo"
+    for rel, text in {**BASE_FILES, "metadata/timestamp.x": f"{int(when.timestamp())} {when:%a %d %b %Y %H:%M:%S} "
+                      "+0000\n", "metadata/timestamp.chk": f"{when:%a, %d %b %Y %H:%M:%S} +0000\n"}.items():
+        target = tree / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    path = folder / f"gentoo-{(name_date or when):%Y%m%d}.tar.xz"
+    with tarfile.open(path, "w:xz") as archive:
+        archive.add(tree, arcname="gentoo")
+    if signer is not None:
+        path.with_name(path.name + ".gpgsig").write_bytes(keys.sign(signer, path, armor=True))
     return path

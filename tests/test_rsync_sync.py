@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rsync_helpers import RsyncDaemon, make_tree
+from rsync_helpers import CATEGORY, RsyncDaemon, make_tree, pin_repository_keys
 
 from gkeys_portage.core.config import load_config
 from gkeys_portage.demo.tree_repo import PortageSandbox, sync_module_missing
@@ -34,7 +34,6 @@ pytestmark = pytest.mark.skipif(not os.path.exists("/usr/bin/rsync") and
                                         for p in os.environ.get("PATH", "").split(os.pathsep)),
                                 reason="rsync is not installed")
 
-CATEGORY = "infra-test"
 
 
 @pytest.fixture
@@ -46,13 +45,8 @@ def daemon(tmp_path: Path) -> Iterator[RsyncDaemon]:
 
 @pytest.fixture
 def pinned(env: Any) -> Any:
-    """A gkeys root whose CATEGORY pins ``infra`` as the repository key (seed ``snapshot``) and ``alice`` as a
-    developer (same category, another purpose)."""
-    if "infra" not in env.keys.keys:
-        env.keys.create("infra", name="Infra", email="infrastructure@gentoo.org")
-    env.pin_key(CATEGORY, "snapshot", "infra", name="Gentoo ebuild repository signing key")
-    env.pin_key(CATEGORY, "alice", "alice")
-    return env
+    """A gkeys root whose CATEGORY pins ``infra`` as the repository key and ``alice`` as a developer."""
+    return pin_repository_keys(env)
 
 
 def _state(location: Path) -> dict[str, tuple[int, bytes]]:
