@@ -29,8 +29,9 @@ SAMPLE = PROJECT / installfiles.SAMPLE_CONFIG
 # Calls that read one option: method name -> index of the section argument.
 _READERS = {"get": 0, "number": 0, "getboolean": 0, "getfloat": 0, "getint": 0, "has_option": 0, "flag": 0,
             "_float": 1, "_bool": 1}
-# Sections whose keys are names chosen by the user (categories), or read as a whole (notify), not one by one.
-_FREE_SECTIONS = {"seedurls", "verify-seeds", "authority-seeds", "keyrings", "notify"}
+# Sections whose keys are names chosen by the user (categories), or read as a whole (notify; purposes, one key
+# per keys.purposes.Purpose), not one by one.
+_FREE_SECTIONS = {"seedurls", "verify-seeds", "authority-seeds", "keyrings", "notify", "purposes"}
 
 
 def _constants(tree: ast.Module) -> dict[str, object]:

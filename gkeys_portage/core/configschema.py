@@ -28,10 +28,11 @@ SCHEMA: dict[str, frozenset[str]] = {
     "tree": frozenset({"category", "top-category", "policy", "max-age", "max-fetch-mib"}),
     "snapshot": frozenset({"category", "max-age"}),
     "checks": frozenset({"spec", "expiry-days"}),
-    "fetch": frozenset({"patterns", "renamed", "category", "nick", "allow-unnamed"}),
+    "fetch": frozenset({"patterns", "renamed", "category", "nick", "allow-unnamed", "bind-by-date"}),
     "authority": frozenset({"roots", "domain", "max-shrink"}),
     "binpkg": frozenset({"category", "nicks"}),
     "notify": frozenset({"smtp", "from"}),
+    "purposes": frozenset({"release-media", "repository", "git-mirror"}),
 }
 #: Sections whose keys are names chosen by the user (categories), not options.
 OPEN_SECTIONS: frozenset[str] = frozenset({"seedurls", "verify-seeds", "authority-seeds", "keyrings"})
