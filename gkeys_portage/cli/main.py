@@ -23,7 +23,6 @@ from gkeys_portage.cli import (
     publish,
     seeds,
     signing,
-    snapshot,
     tree,
 )
 from gkeys_portage.cli.common import add_common_options
@@ -32,7 +31,7 @@ from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Console, Report
 from gkeys_portage.ui.runner import run_report
 
-TOPICS = (seeds, keys, signing, publish, media, overlays, snapshot, tree, checks, portage_actions, binpkg, demo)
+TOPICS = (seeds, keys, signing, publish, media, overlays, tree, checks, portage_actions, binpkg, demo)
 
 DESCRIPTION = """\
 Manage the OpenPGP keys that Gentoo trusts, and verify what Portage downloads with them.
