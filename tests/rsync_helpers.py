@@ -122,11 +122,14 @@ def make_tree(path: Path, keys: KeyFactory, signer: str | None, *, files: Mappin
 
 
 CATEGORY = "infra-test"
+#: gkeys.conf lines that give CATEGORY's seed ``snapshot`` the repository purpose.
+PURPOSES = f"[purposes]\nrepository = {CATEGORY}/snapshot\n"
 
 
 def pin_repository_keys(env: Any) -> Any:
-    """Pin ``infra`` as CATEGORY's repository key (seed ``snapshot``) and ``alice`` as a developer of the same
-    category (another purpose); return ``env``."""
+    """Pin ``infra`` as CATEGORY's repository key (seed ``snapshot``, given that purpose in gkeys.conf) and
+    ``alice`` as a developer of the same category (no purpose); return ``env``."""
+    env.write_config(PURPOSES)
     if "infra" not in env.keys.keys:
         env.keys.create("infra", name="Infra", email="infrastructure@gentoo.org")
     env.pin_key(CATEGORY, "snapshot", "infra", name="Gentoo ebuild repository signing key")

@@ -61,8 +61,9 @@ def test_refused_snapshots(pinned: Any, tmp_path: Path, case: str) -> None:
         path.write_bytes(path.read_bytes()[:-1] + bytes([path.read_bytes()[-1] ^ 1]))
     result = pinned.run("verify-snapshot", str(path), "-C", CATEGORY)
     assert result.code == 1, result.text
-    expected = {"developer-key": "only the repository key", "never-pinned": "gentoo-", "unsigned": "no signature",
-                "renamed": "renamed", "stale": "--max-age", "tampered": "BAD signature"}[case]
+    expected = {"developer-key": "need repository keys: infra-test/snapshot", "never-pinned": "gentoo-",
+                "unsigned": "no signature", "renamed": "renamed", "stale": "--max-age",
+                "tampered": "BAD signature"}[case]
     assert expected in result.text, result.text
     assert "Traceback" not in result.text
     status = pinned.run("--json", "verify-snapshot", str(path), "-C", CATEGORY, "--no-record")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rsync_helpers import CATEGORY, RsyncDaemon, make_tree, pin_repository_keys
+from rsync_helpers import CATEGORY, PURPOSES, RsyncDaemon, make_tree, pin_repository_keys
 
 from gkeys_portage.core.config import load_config
 from gkeys_portage.demo.tree_repo import PortageSandbox, sync_module_missing
@@ -173,6 +173,16 @@ def test_first_sync_refused_installs_nothing(pinned: Any, daemon: RsyncDaemon, t
     assert last_mark(sync.ctx, mark_key(location)) is None
 
 
+def test_a_category_without_a_repository_key_signs_no_tree(pinned: Any, daemon: RsyncDaemon, tmp_path: Path) -> None:
+    pinned.write_config()  # no [purposes] line: no seed of CATEGORY has the repository purpose
+    location = tmp_path / "repos" / "gentoo"
+    daemon.serve(make_tree(tmp_path / "good", pinned.keys, "alice"))  # a developer key of the category
+    sync = Syncer(pinned, location, daemon.url)
+    outcome = sync()
+    assert not outcome.ok and "pins no repository key" in outcome.reason, outcome.reason
+    assert f"[purposes] repository = {CATEGORY}/NICK" in outcome.reason and not location.exists()
+
+
 def test_max_age_override(pinned: Any, daemon: RsyncDaemon, tmp_path: Path) -> None:
     location = tmp_path / "repos" / "gentoo"
     daemon.serve(make_tree(tmp_path / "old", pinned.keys, "infra", when=past(3)))
@@ -230,7 +240,7 @@ def test_keyserver_down_does_not_delay_the_sync(pinned: Any, daemon: RsyncDaemon
     hole.listen(16)  # accepts connections and never answers: a keyserver behind a firewall that drops
     try:
         pinned.write_config(keyservers=f"hkp://127.0.0.1:{hole.getsockname()[1]}",
-                            extra="[policy]\nrefresh-interval = 0\n")
+                            extra=PURPOSES + "[policy]\nrefresh-interval = 0\n")
         text = pinned.config.read_text().replace("timeout = 2\nretries = 1", "timeout = 30\nretries = 3")
         pinned.config.write_text(text)
         location = tmp_path / "repos" / "gentoo"

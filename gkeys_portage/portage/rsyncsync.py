@@ -139,7 +139,7 @@ def sync_rsync(ctx: Gkeys, request: RsyncRequest, log: Log) -> SyncOutcome:
 
 def _sync(ctx: Gkeys, request: RsyncRequest, log: Log) -> SyncOutcome:
     location = request.location
-    pins = repository_pins(ctx, request.category)
+    pins, _ = repository_pins(ctx, request.category)
     keyring = purpose_keyring(ctx, request.category, pins)
     freshness = Freshness(mark_key(location), request.uri, request.max_age_hours,
                           override=f"sync-gkeys-max-age (hours) for {location.name} in repos.conf",

@@ -23,7 +23,6 @@ from gkeys_portage.core.errors import (
     BadInputError,
     NoSignatureError,
     NotVerifiedError,
-    SignerNotPinnedError,
     UsageError,
 )
 from gkeys_portage.core.http import NotFoundError, safe_url
@@ -130,13 +129,13 @@ def verify_snapshot(ctx: Gkeys, path: Path, category: str, *, signature: Path | 
     if not sig_path.is_file():
         raise NoSignatureError(f"{path.name}: no signature {sig_path.name} beside it (emerge-webrsync fetches both); "
                                f"refused")
-    pins = repository_pins(ctx, category)
+    pins, scope = repository_pins(ctx, category)
+    verifier = ctx.verifier(category, pins=pins)
+    verifier.scope = scope  # a pinned key of another purpose is refused naming both
     try:
-        result = ctx.verifier(category, pins=pins).detached(read_limited(sig_path, MAX_SIGNATURE, "signature"), path)
+        result = verifier.detached(read_limited(sig_path, MAX_SIGNATURE, "signature"), path)
     except NotVerifiedError as exc:
-        why = (" (only the repository key may sign snapshots, not a developer or release-media key)"
-               if isinstance(exc, SignerNotPinnedError) else "")
-        raise type(exc)(f"{path.name}: {exc.message}{why}; refused", detail=exc.detail) from exc
+        raise type(exc)(f"{path.name}: {exc.message}; refused", detail=exc.detail) from exc
     stamp = signed_time(path)
     if stamp.date() != claimed:
         raise NotVerifiedError(f"{path.name}: named for {claimed:%Y-%m-%d} but signed as the tree of "
