@@ -14,10 +14,7 @@ import io
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-
-import gemato.exceptions as gemato_errors
-import gemato.openpgp
-import gemato.recursiveloader
+from typing import TYPE_CHECKING
 
 from gkeys_portage.core.errors import (
     BadSignatureError,
@@ -31,6 +28,9 @@ from gkeys_portage.core.errors import (
 )
 from gkeys_portage.core.types import is_fingerprint, parse_fingerprint
 from gkeys_portage.openpgp.verdict import Pin, PinSet
+
+if TYPE_CHECKING:
+    import gemato.exceptions
 
 TOP = "Manifest"
 
@@ -55,8 +55,11 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _refusal(where: str, exc: gemato_errors.GematoException, pins: PinSet) -> NotVerifiedError:
+def _refusal(where: str, exc: gemato.exceptions.GematoException, pins: PinSet) -> NotVerifiedError:
     """The gkeys error for a gemato failure (one class per cause, gemato's words kept as detail)."""
+    import gemato.exceptions as gemato_errors
+    import gemato.openpgp
+
     detail = str(exc)
     if isinstance(exc, gemato_errors.OpenPGPRevokedKeyFailure):
         return RevokedKeyError(f"{where}: the top Manifest is signed by a revoked key; refused", detail=detail)
@@ -87,6 +90,13 @@ def verify_tree(root: Path, keyring: bytes, pins: PinSet, *, where: str | None =
     :class:`SignerNotPinnedError`, :class:`BadSignatureError`, :class:`RevokedKeyError`,
     :class:`ExpiredKeyError`, :class:`TreeMismatchError` (a file differs from its entry, is missing or stray).
     """
+    try:  # imported on use: every gkeys command would otherwise pay gemato's start-up (and need it installed)
+        import gemato.exceptions as gemato_errors
+        import gemato.openpgp
+        import gemato.recursiveloader
+    except ImportError as exc:
+        raise NotVerifiedError("gemato is not installed, so no Manifest tree can be verified: install it "
+                               "(emerge app-portage/gemato, or pip install gemato)") from exc
     where = where or str(root)
     top = root / TOP
     if not top.is_file():
