@@ -29,7 +29,8 @@ RDEPEND="
 # The wheel installs the package, the Portage sync module leaf (portage/sync/modules/gkeys) and,
 # as data files, everything gkeys_portage/installfiles.py lists under /usr/share: hooks, the
 # eclass (/usr/share/gkeys-portage/eclass), the bashrc snippet, the sample config, man pages and
-# bash completion.  The same list names the files for /etc (the configuration).
+# bash completion, the gkeys-refresh systemd units.  The same list names the files for /etc (the
+# configuration, the cron.daily refresh script).
 python_install_all() {
 	distutils-r1_python_install_all
 	python_setup
@@ -37,8 +38,13 @@ python_install_all() {
 	listing=$("${EPYTHON}" gkeys_portage/installfiles.py etc) || die "installfiles.py failed"
 	while IFS=$'\t' read -r src dst; do
 		[[ -n ${src} ]] || continue
-		insinto "/${dst}"
-		doins "${src}"
+		if [[ -x ${src} ]]; then
+			exeinto "/${dst}"
+			doexe "${src}"
+		else
+			insinto "/${dst}"
+			doins "${src}"
+		fi
 	done <<< "${listing}"
 }
 
@@ -48,4 +54,7 @@ pkg_postinst() {
 	elog "    gkeys setup-portage          # hooks, repos.conf (::gentoo on sync-type = gkeys)"
 	elog "    gkeys doctor                 # what would still make verification fail or be skipped"
 	elog "The eclass for overlays is in ${EPREFIX}/usr/share/gkeys-portage/eclass."
+	elog "Keys are refreshed off the sync path, daily: with systemd, enable the timer:"
+	elog "    systemctl enable --now gkeys-refresh.timer"
+	elog "otherwise ${EPREFIX}/etc/cron.daily/gkeys-refresh does it (needs a cron daemon)."
 }
