@@ -183,6 +183,25 @@ def test_a_category_without_a_repository_key_signs_no_tree(pinned: Any, daemon: 
     assert f"[purposes] repository = {CATEGORY}/NICK" in outcome.reason and not location.exists()
 
 
+def test_a_git_work_tree_is_not_replaced_and_a_symlinked_location_stays_a_link(pinned: Any, daemon: RsyncDaemon,
+                                                                                tmp_path: Path) -> None:
+    daemon.serve(make_tree(tmp_path / "good", pinned.keys, "infra"))
+    work = tmp_path / "repos" / "work"
+    (work / ".git").mkdir(parents=True)
+    (work / "mine").write_text("a developer's checkout")
+    sync = Syncer(pinned, work, daemon.url)
+    outcome = sync()
+    assert not outcome.ok and "git work tree" in outcome.reason and (work / "mine").is_file(), outcome.reason
+    real = tmp_path / "data" / "gentoo"
+    real.mkdir(parents=True)
+    link = tmp_path / "repos" / "gentoo"
+    link.symlink_to(real)
+    sync = Syncer(pinned, link, daemon.url)
+    assert sync().ok, sync.lines
+    assert link.is_symlink() and (real / "Manifest").is_file()
+    assert [p.name for p in real.parent.iterdir()] == ["gentoo"], "staging left beside the real tree"
+
+
 def test_max_age_override(pinned: Any, daemon: RsyncDaemon, tmp_path: Path) -> None:
     location = tmp_path / "repos" / "gentoo"
     daemon.serve(make_tree(tmp_path / "old", pinned.keys, "infra", when=past(3)))

@@ -23,6 +23,7 @@ swap never drops a user's files.  Nothing here talks to a keyserver: keys are re
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import urllib.parse
@@ -120,7 +121,13 @@ def _link(source: str, target: str) -> None:
 
 
 def sync_rsync(ctx: Gkeys, request: RsyncRequest, log: Log) -> SyncOutcome:
-    """Sync ``request.location`` from ``request.uri``: verified and swapped in, or left exactly as it was."""
+    """Sync ``request.location`` from ``request.uri``: verified and swapped in, or left exactly as it was.
+
+    A location that is a symlink is synced where it points (the staging tree must sit beside the real
+    directory, and the link stays a link).
+    """
+    if request.location.is_symlink():
+        request = dataclasses.replace(request, location=request.location.resolve())
     location = request.location
     location.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -139,6 +146,10 @@ def sync_rsync(ctx: Gkeys, request: RsyncRequest, log: Log) -> SyncOutcome:
 
 def _sync(ctx: Gkeys, request: RsyncRequest, log: Log) -> SyncOutcome:
     location = request.location
+    for vcs in (".git", ".hg", ".svn"):
+        if (location / vcs).exists():
+            raise UsageError(f"{location} is a {vcs[1:]} work tree; an rsync sync would replace it: give "
+                             f"{location.name} a git sync-uri, or move the work tree away and sync again")
     pins, _ = repository_pins(ctx, request.category)
     keyring = purpose_keyring(ctx, request.category, pins)
     freshness = Freshness(mark_key(location), request.uri, request.max_age_hours,
