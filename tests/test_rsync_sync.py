@@ -296,3 +296,22 @@ def test_emerge_sync_rsync_through_gkeys(pinned: Any, daemon: RsyncDaemon, tmp_p
     assert result.returncode != 0, result.stdout
     assert "older than" in result.stdout and daemon.url in result.stdout, result.stdout
     assert _state(location) == before
+
+
+@pytest.mark.slow
+def test_emerge_sync_max_age_from_repos_conf(pinned: Any, daemon: RsyncDaemon, tmp_path: Path) -> None:
+    if _MISSING:
+        pytest.skip(_MISSING)
+    portage = PortageSandbox(tmp_path / "portage", pinned.config)
+    daemon.serve(make_tree(tmp_path / "old", pinned.keys, "infra", when=past(3)))
+    location = portage.add_repo("gentoo", daemon.url, "gkeys", sync_gkeys_category=CATEGORY)
+    result = portage.sync("gentoo")
+    assert result.returncode != 0 and "sync-gkeys-max-age" in result.stdout and daemon.url in result.stdout
+    assert not (location / "Manifest").exists()
+    portage.add_repo("gentoo", daemon.url, "gkeys", sync_gkeys_category=CATEGORY, sync_gkeys_max_age="three days")
+    result = portage.sync("gentoo")
+    assert result.returncode != 0 and "sync-gkeys-max-age = 'three days': expected hours" in result.stdout
+    portage.add_repo("gentoo", daemon.url, "gkeys", sync_gkeys_category=CATEGORY, sync_gkeys_max_age="100")
+    result = portage.sync("gentoo")
+    assert result.returncode == 0, result.stdout
+    assert (location / "dev-test/pkg/pkg-1.ebuild").is_file()

@@ -157,7 +157,9 @@ class GkeysSync(NewBase):
         """Portage's uid/gid/umask for this repository (``sync-user``, ``FEATURES=usersync``, ``sync-umask``)."""
         return SpawnSettings.from_portage(getattr(self, "spawn_kwargs", None))
 
-    def _request(self, ctx: Gkeys) -> SyncRequest:
+    def _request(self, ctx: Gkeys) -> SyncRequest | RsyncRequest:
+        if is_rsync_uri(self.repo.sync_uri):
+            return self._rsync_request()
         opts: dict[str, str] = self.repo.module_specific_options
         options = TreeOptions.from_config(ctx, category=opts.get("sync-gkeys-category"),
                                           top_category=opts.get("sync-gkeys-top-category"),
@@ -207,11 +209,9 @@ class GkeysSync(NewBase):
             check_gkeys_options(repos_conf(self.settings), self.repo.name)
             config = self.repo.module_specific_options.get("sync-gkeys-config")
             ctx = Gkeys(load_config(Path(config) if config else None))
-            if is_rsync_uri(self.repo.sync_uri):
-                outcome = sync_rsync(ctx, self._rsync_request(), log)
-            else:
-                request = self._request(ctx)
-                outcome = (clone_verified if first else update_verified)(ctx, request, log)
+            request = self._request(ctx)
+            outcome = (sync_rsync(ctx, request, log) if isinstance(request, RsyncRequest)
+                       else (clone_verified if first else update_verified)(ctx, request, log))
         except GkeysError as exc:
             outcome = SyncOutcome(False, reason=f"gkeys: {exc.message}")
             log("error", outcome.reason)
