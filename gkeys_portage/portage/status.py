@@ -17,9 +17,9 @@ from pathlib import Path
 from gkeys_portage.core.errors import GkeysError
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.keys.refresh import last_refresh, source_refreshes
-from gkeys_portage.portage.doctor import diagnose
-from gkeys_portage.portage.reposconf import RepoConfig, read_repos
-from gkeys_portage.portage.rsyncsync import is_rsync_uri, mark_key
+from gkeys_portage.portage.doctor import diagnose, verified_by
+from gkeys_portage.portage.reposconf import read_repos
+from gkeys_portage.portage.rsyncsync import mark_key
 from gkeys_portage.portage.setup import ETC, TREE_HOOKS
 from gkeys_portage.verify.git.records import last_verified
 from gkeys_portage.verify.manifest.marks import Mark, all_marks
@@ -64,27 +64,6 @@ class Status:
         return {"categories": [asdict(c) for c in self.categories],
                 "repositories": [asdict(r) for r in self.repositories],
                 "doctor": {"findings": self.doctor_findings, "error": self.doctor_error or None}}
-
-
-def _yes(repo: RepoConfig, key: str, default: str = "no") -> bool:
-    return repo.get(key, default).strip().lower() in ("yes", "true", "1")
-
-
-def verified_by(repo: RepoConfig, hooked: bool) -> str:
-    """What verifies a repository's sync, in words (the same facts ``gkeys doctor`` reasons about)."""
-    kind, uri = repo.get("sync-type"), repo.get("sync-uri")
-    if kind == "gkeys":
-        return "gkeys rsync" if is_rsync_uri(uri) else "gkeys git"
-    if kind == "git":
-        if hooked:
-            return "gkeys git hook"
-        return "Portage (top commit only)" if _yes(repo, "sync-git-verify-commit-signature") else "nothing"
-    if kind == "rsync":
-        return ("Portage (gemato, any key in sync-openpgp-key-path; no rollback check)"
-                if _yes(repo, "sync-rsync-verify-metamanifest") else "nothing")
-    if kind == "webrsync":
-        return "Portage (emerge-webrsync)" if _yes(repo, "sync-webrsync-verify-signature") else "nothing"
-    return "nothing" if kind else "not synced"
 
 
 def _category(ctx: Gkeys, name: str) -> CategoryStatus:
