@@ -157,7 +157,7 @@ def test_refusals_leave_the_tree_as_it_was(pinned: Any, daemon: RsyncDaemon, tmp
     expected = {"developer-key": ["not a pinned repository key"], "release-key": ["not a pinned repository key"],
                 "never-pinned": ["not a pinned repository key"], "unsigned": ["not OpenPGP-signed"],
                 "changed-after-signing": ["pkg-3.ebuild", "does not match"],
-                "stray-file": ["pkg-4.ebuild"]}[case]
+                "stray-file": ["pkg-4.ebuild", "in no Manifest"]}[case]
     _refused(sync, location, *expected)
 
 
@@ -200,6 +200,28 @@ def test_a_git_work_tree_is_not_replaced_and_a_symlinked_location_stays_a_link(p
     assert sync().ok, sync.lines
     assert link.is_symlink() and (real / "Manifest").is_file()
     assert [p.name for p in real.parent.iterdir()] == ["gentoo"], "staging left beside the real tree"
+
+
+def test_a_rollback_is_refused_before_the_files_are_hashed(pinned: Any, daemon: RsyncDaemon, tmp_path: Path) -> None:
+    location = tmp_path / "repos" / "gentoo"
+    daemon.serve(make_tree(tmp_path / "today", pinned.keys, "infra"))
+    sync = Syncer(pinned, location, daemon.url)
+    assert sync().ok, sync.lines
+    old = make_tree(tmp_path / "old", pinned.keys, "infra", when=past(0.5))
+    (old / "dev-test/pkg/pkg-1.ebuild").write_text("tampered as well\n")
+    daemon.serve(old)
+    reason = _refused(sync, location, "older than")  # the time stamp decides; no file was hashed
+    assert "does not match" not in reason and not any("fetching again" in line for line in sync.lines)
+
+
+def test_a_file_over_the_fetch_cap_is_not_fetched(pinned: Any, daemon: RsyncDaemon, tmp_path: Path) -> None:
+    pinned.write_config(PURPOSES + "[tree]\nmax-fetch-mib = 0.004\n")  # about 4 KiB
+    location = tmp_path / "repos" / "gentoo"
+    daemon.serve(make_tree(tmp_path / "big", pinned.keys, "infra", files={"dev-test/pkg/files/big": "x" * 16384}))
+    sync = Syncer(pinned, location, daemon.url)
+    outcome = sync()
+    assert not outcome.ok and "files/big is missing" in outcome.reason, outcome.reason
+    assert not location.exists() or not any(location.iterdir())
 
 
 def test_max_age_override(pinned: Any, daemon: RsyncDaemon, tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ Used by ``sync-type = gkeys`` when ``sync-uri`` is ``rsync://`` or ``ssh+rsync:/
    untouched; after it, the live tree is the new verified one.  A mark raised just before a kill only makes
    the next sync demand a tree at least that new, which the mirror has.
 
-The top-level ``distfiles``, ``local`` and ``packages`` directories are never synced (as Portage's rsync
+rsync fetches no file larger than ``[tree] max-fetch-mib`` (the cap git fetches have; the tree then fails
+verification).  The top-level ``distfiles``, ``local`` and ``packages`` directories are never synced (as Portage's rsync
 module excludes them); if the live tree holds them, they are carried into the new one as hard links, so the
 swap never drops a user's files.  Nothing here talks to a keyserver: keys are refreshed off the sync path.
 """
@@ -29,13 +30,21 @@ import subprocess
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from gkeys_portage.core.errors import GkeysError, NetworkError, TreeMismatchError, UsageError
 from gkeys_portage.core.state import staging_directory
 from gkeys_portage.core.swap import recover, swap_in
 from gkeys_portage.keys.context import Gkeys
-from gkeys_portage.portage.treesync import Log, SyncOutcome, location_lock, remove_stale_staging, staging_prefix
+from gkeys_portage.portage.treesync import (
+    Log,
+    SyncOutcome,
+    fetch_cap,
+    location_lock,
+    remove_stale_staging,
+    staging_prefix,
+)
 from gkeys_portage.verify.git.spawn import SpawnSettings
 from gkeys_portage.verify.manifest.marks import DEFAULT_MAX_AGE_HOURS, Freshness
 from gkeys_portage.verify.manifest.purpose import purpose_keyring, repository_pins
@@ -70,6 +79,7 @@ class RsyncRequest:
     max_age_hours: float = DEFAULT_MAX_AGE_HOURS
     extra_opts: Sequence[str] = ()
     quiet: bool = False
+    max_file_bytes: int | None = None  # larger files are not fetched (so the tree fails verification)
     spawn: SpawnSettings = field(default_factory=SpawnSettings)
 
 
@@ -79,6 +89,7 @@ def rsync_command(request: RsyncRequest, staging: Path, link_dest: Path | None, 
     parts = urllib.parse.urlsplit(request.uri)
     args = ["rsync", "--recursive", "--links", "--safe-links", "--perms", "--times", "--omit-dir-times",
             "--delete", "--whole-file", f"--timeout={IO_TIMEOUT}",
+            *([f"--max-size={request.max_file_bytes}"] if request.max_file_bytes else []),
             *(f"--exclude=/{name}" for name in LOCAL_DIRECTORIES), "--exclude=/.git"]
     if parts.scheme == "rsync":
         args.append(f"--contimeout={CONNECT_TIMEOUT}")
@@ -128,6 +139,8 @@ def sync_rsync(ctx: Gkeys, request: RsyncRequest, log: Log) -> SyncOutcome:
     """
     if request.location.is_symlink():
         request = dataclasses.replace(request, location=request.location.resolve())
+    if request.max_file_bytes is None:
+        request = dataclasses.replace(request, max_file_bytes=fetch_cap(ctx))
     location = request.location
     location.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -159,15 +172,20 @@ def _sync(ctx: Gkeys, request: RsyncRequest, log: Log) -> SyncOutcome:
         request.spawn.prepare_directory(staging, like=location if location.is_dir() else None)
         log("info", f"gkeys: rsync from {request.uri} into a staging directory")
         _fetch(request, staging)
+        fresh: list[bool] = []  # the freshness verdict, taken before gemato hashes every file
+
+        def check(timestamp: datetime, digest: str) -> None:
+            fresh[:] = [freshness.check(ctx, timestamp, digest)]
+
         try:
-            tree = verify_tree(staging, keyring, pins, where=request.uri)
+            tree = verify_tree(staging, keyring, pins, where=request.uri, before_files=check)
         except TreeMismatchError:
             # rsync's quick check (size and time) hard-links a file whose content changed without either
             # changing (a live file edited in place, two builds in one second): compare contents, verify again
             log("info", "gkeys: a file does not match its Manifest; fetching again, comparing every file's content")
             _fetch(request, staging, checksum=True)
-            tree = verify_tree(staging, keyring, pins, where=request.uri)
-        newer = freshness.check(ctx, tree.timestamp, tree.digest)
+            tree = verify_tree(staging, keyring, pins, where=request.uri, before_files=check)
+        newer = fresh[0]
         log("good", f"gkeys: Manifest tree signed by {tree.signer.category}/{tree.signer.nick} "
                     f"({tree.signer.fingerprint}), TIMESTAMP {tree.timestamp:%Y-%m-%d %H:%M:%S} UTC: verified")
         if location.is_dir():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -76,16 +77,24 @@ def _refusal(where: str, exc: gemato.exceptions.GematoException, pins: PinSet) -
     if isinstance(exc, gemato_errors.ManifestUnsignedData):
         return UnsignedDataError(f"{where}: the top Manifest has data outside its signature; refused", detail=detail)
     if isinstance(exc, gemato_errors.ManifestMismatch):
-        return TreeMismatchError(f"{where}: {exc.path} does not match its Manifest entry (changed after signing, "
-                                 f"or a damaged transfer); refused", detail=detail)
+        exists = dict((key, (expected, got)) for key, expected, got in exc.diff).get("__exists__")
+        if exists == (True, False):
+            what = "is missing (listed in its Manifest; too large for the fetch cap, or not served)"
+        elif exists == (False, True):
+            what = "is in no Manifest (a stray file)"
+        else:
+            what = "does not match its Manifest entry (changed after signing, or a damaged transfer)"
+        return TreeMismatchError(f"{where}: {exc.path} {what}; refused", detail=detail)
     return NotVerifiedError(f"{where}: gemato refused the tree: {_first_line(exc)}", detail=detail)
 
 
 def verify_tree(root: Path, keyring: bytes, pins: PinSet, *, where: str | None = None,
-                jobs: int | None = None) -> VerifiedTree:
+                jobs: int | None = None, before_files: Callable[[datetime, str], object] | None = None) -> VerifiedTree:
     """Verify the Manifest tree at ``root`` against ``keyring`` (exactly the keys of ``pins``).
 
-    ``where`` names the tree in messages (the mirror, not the staging directory).  Raises a
+    ``where`` names the tree in messages (the mirror, not the staging directory).  ``before_files`` is called
+    with the signed ``TIMESTAMP`` and the top Manifest's digest once the signature verified and before the
+    files are (a rollback is refused without hashing the whole tree); whatever it raises propagates.  Raises a
     :class:`NotVerifiedError` subclass: :class:`NoSignatureError` (no or unsigned top Manifest),
     :class:`SignerNotPinnedError`, :class:`BadSignatureError`, :class:`RevokedKeyError`,
     :class:`ExpiredKeyError`, :class:`TreeMismatchError` (a file differs from its entry, is missing or stray).
@@ -119,8 +128,10 @@ def verify_tree(root: Path, keyring: bytes, pins: PinSet, *, where: str | None =
             if entry is None:
                 raise NoSignatureError(f"{where}: the signed top Manifest has no TIMESTAMP, so its age and order "
                                        f"cannot be checked; refused")
+            stamp = (entry.ts if entry.ts.tzinfo else entry.ts.replace(tzinfo=UTC)).astimezone(UTC)
+            if before_files is not None:
+                before_files(stamp, digest)
             loader.assert_directory_verifies()
     except gemato_errors.GematoException as exc:
         raise _refusal(where, exc, pins) from exc
-    stamp = entry.ts if entry.ts.tzinfo else entry.ts.replace(tzinfo=UTC)
-    return VerifiedTree(root, stamp.astimezone(UTC), pin, digest)
+    return VerifiedTree(root, stamp, pin, digest)
