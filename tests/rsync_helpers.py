@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -54,10 +55,10 @@ class RsyncDaemon:
         self.port = free_port()
         conf = base / "rsyncd.conf"
         conf.write_text(f"use chroot = no\npid file = {base}/rsyncd.pid\nlog file = {base}/rsyncd.log\n"
-                        f"[gentoo]\npath = {self.link}\nread only = yes\n")
+                        f"[gentoo]\npath = {self.link}\nread only = yes\ntimeout = 60\n")
         self.process = subprocess.Popen(["rsync", "--daemon", "--no-detach", f"--config={conf}",
                                          "--address=127.0.0.1", f"--port={self.port}"],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             with socket.socket() as sock:
@@ -79,14 +80,16 @@ class RsyncDaemon:
         os.replace(tmp, self.link)
 
     def close(self) -> None:
-        """Stop the daemon (the process this helper started, by its pid)."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        """Stop the daemon and the children it forked per connection (the process group of the daemon this
+        helper started, by its id: a client killed mid-transfer leaves its connection's child waiting)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
 
 
 BASE_FILES = {

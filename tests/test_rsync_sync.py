@@ -26,6 +26,7 @@ from gkeys_portage.core.config import load_config
 from gkeys_portage.demo.tree_repo import PortageSandbox, sync_module_missing
 from gkeys_portage.demo.world import past
 from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.openpgp.gnupg import GnuPG
 from gkeys_portage.portage.rsyncsync import RsyncRequest, mark_key, sync_rsync
 from gkeys_portage.verify.manifest.marks import last_mark
 
@@ -236,6 +237,7 @@ import sys
 from pathlib import Path
 from gkeys_portage.core.config import load_config
 from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.openpgp.gnupg import GnuPG
 from gkeys_portage.portage.rsyncsync import RsyncRequest, sync_rsync
 config, location, uri, category = sys.argv[1:5]
 request = RsyncRequest(location=Path(location), uri=uri, category=category, quiet=True)
@@ -244,6 +246,7 @@ sys.exit(0 if outcome.ok else 1)
 """
 
 
+@pytest.mark.slow
 def test_sigkill_at_any_moment_leaves_old_or_new_tree(pinned: Any, daemon: RsyncDaemon, tmp_path: Path) -> None:
     location = tmp_path / "repos" / "gentoo"
     old = make_tree(tmp_path / "old", pinned.keys, "infra", when=past(0.1),
@@ -257,9 +260,12 @@ def test_sigkill_at_any_moment_leaves_old_or_new_tree(pinned: Any, daemon: Rsync
     new_state = {k: v for k, (_, v) in _state(new).items()}
     daemon.serve(new)
     command = [sys.executable, "-c", _KILLED_SYNC, str(pinned.config), str(location), daemon.url, CATEGORY]
+    scratch = tmp_path / "child-tmp"  # gemato's homes of killed children land here, their agents stopped below
+    scratch.mkdir()
     seen = set()
     for delay in [0.05 * n for n in range(1, 40)]:
-        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                 env={**os.environ, "TMPDIR": str(scratch)})
         time.sleep(delay)
         child.send_signal(signal.SIGKILL)
         child.wait()
@@ -268,6 +274,8 @@ def test_sigkill_at_any_moment_leaves_old_or_new_tree(pinned: Any, daemon: Rsync
         seen.add("new" if now == new_state else "old")
         if now == new_state:
             break  # this kill landed after the exchange
+    for home in scratch.glob("gemato.*"):
+        GnuPG(home).close()  # a killed child's gpg-agent outlives it
     assert "old" in seen, "no kill landed before the swap"
     outcome = sync()  # the next sync cleans up whatever a kill left and ends at the new tree
     assert outcome.ok, sync.lines

@@ -24,8 +24,11 @@ swap never drops a user's files.  Nothing here talks to a keyserver: keys are re
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import dataclasses
 import shutil
+import signal
 import subprocess
 import urllib.parse
 from collections.abc import Sequence
@@ -57,6 +60,7 @@ LOCAL_DIRECTORIES = ("distfiles", "local", "packages")
 IO_TIMEOUT = 180
 CONNECT_TIMEOUT = 60
 DEFAULT_CATEGORY = "gentoo"
+_PR_SET_PDEATHSIG = 1
 
 
 def is_rsync_uri(uri: str | None) -> bool:
@@ -108,10 +112,17 @@ def rsync_command(request: RsyncRequest, staging: Path, link_dest: Path | None, 
     return [*args, *request.extra_opts, "--", source.rstrip("/") + "/", f"{staging}/"]
 
 
+def _die_with_parent() -> None:
+    """In the rsync child: be killed when the sync dies (``PR_SET_PDEATHSIG``), so a killed sync leaves no rsync
+    writing into a staging directory that the next sync removes."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def _fetch(request: RsyncRequest, staging: Path, *, checksum: bool = False) -> None:
     live = request.location if request.location.is_dir() and any(request.location.iterdir()) else None
     command = rsync_command(request, staging, live, checksum=checksum)
-    result = subprocess.run(command, capture_output=True, stdin=subprocess.DEVNULL,
+    result = subprocess.run(command, capture_output=True, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
                             check=False, **request.spawn.run_kwargs())
     if result.returncode != 0:
         words = result.stderr.decode("utf-8", "replace").strip().splitlines()
@@ -147,7 +158,10 @@ def sync_rsync(ctx: Gkeys, request: RsyncRequest, log: Log) -> SyncOutcome:
         with location_lock(ctx, location):
             if recover(location):
                 log("info", f"gkeys: {location} put back as it was before an interrupted sync")
-            remove_stale_staging(location)
+            try:
+                remove_stale_staging(location)
+            except OSError as exc:  # harmless: this sync stages in a directory of its own; the next one retries
+                log("warn", f"gkeys: could not remove a staging directory an interrupted sync left: {exc}")
             return _sync(ctx, request, log)
     except GkeysError as exc:
         reason = f"gkeys: {location} NOT updated (the tree is as it was): {exc.message}"
