@@ -9,6 +9,7 @@ with the high-water mark in its own state and refuses, leaving the tree as it wa
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -41,9 +42,11 @@ def _trees(env: Any, tmp_path: Path) -> tuple[Path, Path]:
     now = datetime.now(UTC).replace(microsecond=0)
     today = _chk(make_tree(tmp_path / "today", env.keys, "infra", when=now - timedelta(minutes=10),
                            files={"dev-test/pkg/pkg-2.ebuild": "EAPI=8\nSLOT=0\n"}), now - timedelta(minutes=10))
-    yesterday = _chk(make_tree(tmp_path / "yesterday", env.keys, "infra", when=now - timedelta(hours=20)),
-                     now + timedelta(minutes=1))  # forged: "newer" than today's
-    return today, yesterday
+    yesterday = make_tree(tmp_path / "yesterday", env.keys, "infra", when=now - timedelta(hours=20))
+    stamp = (now - timedelta(hours=20)).timestamp()
+    for path in yesterday.rglob("*"):  # its files were written yesterday (else rsync's size-and-time check
+        os.utime(path, (stamp, stamp))  # could keep today's top Manifest of the same size and second)
+    return today, _chk(yesterday, now + timedelta(minutes=1))  # forged: "newer" than today's
 
 
 @pytest.mark.parametrize("sync_type", ["rsync", "gkeys"])
