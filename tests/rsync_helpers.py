@@ -104,7 +104,8 @@ def make_tree(path: Path, keys: KeyFactory, signer: str | None, *, files: Mappin
               when: datetime | None = None) -> Path:
     """Write a small ebuild repository at ``path`` (BASE_FILES + ``files``; files already there with that content
     are left alone) and sign its Manifests as
-    ``signer`` with gemato (unsigned Manifests when None), stamped ``when`` (default now); return ``path``."""
+    ``signer`` with gemato (unsigned Manifests when None), stamped ``when`` (default now; its files then get that
+    time too); return ``path``."""
     for rel, text in {**BASE_FILES, **(files or {})}.items():
         target = path / rel
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -121,6 +122,9 @@ def make_tree(path: Path, keys: KeyFactory, signer: str | None, *, files: Mappin
     result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise RuntimeError(f"signing the tree failed: {result.stderr}")
+    if when is not None:  # a tree of that time has files of that time (rsync's quick check compares them)
+        for item in path.rglob("*"):
+            os.utime(item, (when.timestamp(), when.timestamp()), follow_symlinks=False)
     return path
 
 

@@ -169,7 +169,7 @@ def test_usage_errors(menv, tmp_path: Path) -> None:
     result = menv.run("fetch-media", "--latest", "../x", "--mirror", menv.server.url)
     assert result.code == 2 and "expected a name like" in result.err
     result = menv.run("fetch-media", "--latest", "stage3-amd64-nosuch", "--mirror", menv.server.url)
-    assert result.code == 2 and "latest-stage3-amd64-nosuch.txt: not on the mirror" in result.err
+    assert result.code == 3 and "latest-stage3-amd64-nosuch.txt: not on the mirror" in result.err
 
 
 def test_one_fetch_per_file_at_a_time(menv, keys: KeyFactory, tmp_path: Path) -> None:

@@ -222,14 +222,16 @@ def add_binding_options(p: argparse.ArgumentParser) -> None:
 
 def register(sub: SubParsers) -> None:
     """Register verify-media and fetch-media."""
-    p = add_action(sub, "verify-media", run_verify_media, summary="verify a stage3 tarball or ISO image",
+    p = add_action(sub, "verify-media", run_verify_media, verifies="target",
+                   summary="verify a stage3 tarball or ISO image",
                    description=VERIFY_DESCRIPTION, epilog=VERIFY_EPILOG)
     p.add_argument("target", metavar="PATH|URL", help="the tarball or image (siblings are found beside it)")
     add_category(p, help_text="category whose pinned keys must sign (default: [media] category, else gentoo)")
     add_nick(p, help_text="accept only this seed's keys")
     add_binding_options(p)
 
-    p = add_action(sub, "fetch-media", run_fetch_media, summary="download, verify and install a stage3 or ISO",
+    p = add_action(sub, "fetch-media", run_fetch_media, verifies="url",
+                   summary="download, verify and install a stage3 or ISO",
                    description=FETCH_DESCRIPTION, epilog=FETCH_EPILOG)
     p.add_argument("url", nargs="?", metavar="URL", help="the file to fetch (or use --latest)")
     p.add_argument("--latest", metavar="NAME", help="fetch the newest NAME (e.g. stage3-amd64-openrc) "

@@ -146,8 +146,9 @@ def run_verify_snapshot(ctx: Gkeys, args: argparse.Namespace) -> Report:
 
 def register(sub: SubParsers) -> None:
     """Register verify-tree and verify-snapshot."""
-    p = add_action(sub, "verify-snapshot", run_verify_snapshot, summary="verify an emerge-webrsync snapshot",
-                   description=SNAPSHOT_DESCRIPTION, epilog=SNAPSHOT_EPILOG)
+    p = add_action(sub, "verify-snapshot", run_verify_snapshot, verifies="file",
+                   summary="verify an emerge-webrsync snapshot", description=SNAPSHOT_DESCRIPTION,
+                   epilog=SNAPSHOT_EPILOG)
     p.add_argument("file", metavar="FILE", help="gentoo-YYYYMMDD.tar.xz (a path or a URL)")
     add_category(p, help_text="category whose repository key signs snapshots (default: [snapshot] category, "
                               "else gentoo)")
@@ -159,7 +160,8 @@ def register(sub: SubParsers) -> None:
                    help=f"refuse a snapshot older than this (default: [snapshot] max-age, else "
                         f"{DEFAULT_SNAPSHOT_MAX_AGE:g}; 0 = no maximum)")
     p.add_argument("--no-record", action="store_true", help="do not raise the high-water mark")
-    p = add_action(sub, "verify-tree", run_verify_tree, summary="verify the signatures of git commits",
+    p = add_action(sub, "verify-tree", run_verify_tree, verifies="repo",
+                   summary="verify the signatures of git commits",
                    description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("repo", metavar="REPO", nargs="?", help="path of the git repository")
     p.add_argument("--clear-marker", metavar="NAME",

@@ -53,9 +53,7 @@ class SignatureVerifier:
         try:
             return decide(report, self.pins, installed, self.policy, signed)
         except SignerNotPinnedError as exc:
-            scope = self.scope
-            wrong = next((refusal for sig in report.signatures if scope is not None
-                          and (refusal := scope.refusal(sig.primary_fingerprint)) is not None), None)
+            wrong = self.scope.refusal_for(report) if self.scope is not None else None
             if wrong is None:
                 raise
             raise wrong from exc

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from gkeys_portage.core.config import Config, KeyRef, parse_keyref
 from gkeys_portage.core.errors import ConfigError, SignerNotPinnedError
 from gkeys_portage.core.types import Category, Fingerprint, Nick
+from gkeys_portage.openpgp.status import StatusReport
 from gkeys_portage.openpgp.verdict import Pin, PinSet
 
 SECTION = "purposes"
@@ -118,6 +119,12 @@ class PurposeScope:
     purpose: Purpose
     table: Mapping[Purpose, tuple[KeyRef, ...]]
     excluded: PinSet = field(default_factory=PinSet)
+
+    def refusal_for(self, report: StatusReport) -> WrongPurposeError | None:
+        """The error for the first signature in ``report`` made by a pinned key of another purpose, else None
+        (for a verdict of "signer not pinned": who signed, and which purpose was wanted)."""
+        return next((refusal for sig in report.signatures
+                     if (refusal := self.refusal(sig.primary_fingerprint)) is not None), None)
 
     def refusal(self, fingerprint: Fingerprint | None) -> WrongPurposeError | None:
         """The error for a signature by ``fingerprint`` if it is a pinned key of another purpose, else None."""

@@ -130,8 +130,8 @@ def resolve_latest(ctx: Gkeys, verifier: SignatureVerifier, mirror: str, name: s
     try:
         data = ctx.http.get(base + latest, max_bytes=MAX_STATEMENT)
     except NotFoundError as exc:
-        raise UsageError(f"{latest}: not on the mirror ({safe_url(base + latest)}); check NAME, --arch, --mirror") \
-            from exc
+        raise NotFoundError(f"{latest}: not on the mirror ({safe_url(base + latest)}); check NAME, --arch, --mirror",
+                            file=safe_url(base + latest)) from exc
     good = checked(latest, verifier.clearsigned, data)
     text = signed_text(good.plaintext or b"", latest)
     entry, build = newest_of_product(parse_latest(text, latest), name, latest)
@@ -196,6 +196,9 @@ def fetch_siblings(ctx: Gkeys, url: str, folder: Path, name: str) -> list[str]:
             continue
         atomic_write(local, data)
     if all(s in skipped for s in SIGNED_SIBLINGS):
+        if not ctx.http.exists(url):  # the file itself is missing, not only what signs it
+            raise NotFoundError(f"{name}: not on the mirror ({safe_url(url)}), nor anything that signs it; check the "
+                                "URL (the file name and the mirror)", file=safe_url(url))
         raise NoSignatureError(f"nothing signed {name}: the mirror has none of "
                                f"{', '.join(name + s for s in SIGNED_SIBLINGS)}")
     return skipped

@@ -411,10 +411,12 @@ class MediaVerifier:
         if (self.allow_unnamed or signed or (self.named is not None and self.named.filename == name)
                 or (self.bind_by_date and name_stamps(name))):
             return
-        date = (": --bind-by-date ([fetch] bind-by-date = yes) would accept an .asc made after the build stamp, "
-                "a date, not a name" if name_stamps(name) else "")
-        raise _unnamed(name, _what_is_missing(name, set(siblings), set(signed)),
-                       "; its name carries a build stamp" + date if date else "; its name carries no build stamp")
+        if name_stamps(name):
+            date = ("; its name carries a build stamp: --bind-by-date ([fetch] bind-by-date = yes) would accept "
+                    "an .asc made after it, a date, not a name")
+        else:
+            date = "; its name carries no build stamp"
+        raise _unnamed(name, _what_is_missing(name, set(siblings), set(signed)), date)
 
 
     # -- signed statements -----------------------------------------------------------------------
