@@ -40,7 +40,7 @@ files it created (while unchanged; recorded in gkeys' state) and the directories
 SETUP_EPILOG = """\
 examples:
   gkeys setup-portage --dry-run                 # show the files as a diff, write nothing
-  gkeys setup-portage                           # ::gentoo from the Gentoo git mirror, verified
+  gkeys setup-portage                           # ::gentoo verified (rsync stays rsync; else the git mirror)
   gkeys setup-portage --repo gentoo --fetch-wrapper --overlays
   gkeys setup-portage --repo guru --category guru   # an overlay: the category pinning its committers
   gkeys setup-portage --undo
