@@ -39,6 +39,21 @@ m.save_manifests(force=True)
 """
 
 
+def stop_rsync_processes(marker: Path) -> None:
+    """SIGKILL every rsync process whose command line names ``marker`` (a directory of this test: only processes
+    the test started, e.g. the children a killed sync or the daemon forked, which outlive their parents)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            words = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if words and words[0].endswith(b"rsync") and any(str(marker).encode() in word for word in words):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry.name), signal.SIGKILL)
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now."""
     with socket.socket() as sock:
@@ -90,6 +105,7 @@ class RsyncDaemon:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
+        stop_rsync_processes(self.link.parent)  # a connection's child that left the group
 
 
 BASE_FILES = {

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rsync_helpers import CATEGORY, PURPOSES, RsyncDaemon, make_tree, pin_repository_keys
+from rsync_helpers import CATEGORY, PURPOSES, RsyncDaemon, make_tree, pin_repository_keys, stop_rsync_processes
 
 from gkeys_portage.core.config import load_config
 from gkeys_portage.demo.tree_repo import PortageSandbox, sync_module_missing
@@ -276,6 +276,7 @@ def test_sigkill_at_any_moment_leaves_old_or_new_tree(pinned: Any, daemon: Rsync
             break  # this kill landed after the exchange
     for home in scratch.glob("gemato.*"):
         GnuPG(home).close()  # a killed child's gpg-agent outlives it
+    stop_rsync_processes(location.parent)  # and so does its rsync's forked receiver (kept alive by keepalives)
     assert "old" in seen, "no kill landed before the swap"
     outcome = sync()  # the next sync cleans up whatever a kill left and ends at the new tree
     assert outcome.ok, sync.lines
