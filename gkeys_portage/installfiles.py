@@ -25,6 +25,10 @@ COMPLETION = f"{COMPLETION_DIR}/gkeys"
 HOOKS = ("repo.postsync.d/gkeys-verify", "postsync.d/gkeys-verify", "postsync.d/gkeys-overlays", "fetch/gkeys-fetch")
 BASHRC = "bashrc.d/gkeys.sh"
 ECLASS = "eclass-helpers/gkeys-verify.eclass"
+# The daily key refresh, off the sync path: systemd units (``share`` group: PREFIX/lib/systemd/system) and a
+# cron.daily script for systems without systemd timers.
+REFRESH_UNITS = ("packaging/systemd/gkeys-refresh.service", "packaging/systemd/gkeys-refresh.timer")
+REFRESH_CRON = "packaging/cron/gkeys-refresh"
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,9 @@ DATA_FILES: tuple[DataFile, ...] = (
     *(DataFile(f"docs/man/{page}", f"share/man/man{page[-1]}") for page in MAN_PAGES),
     # one file per command: bash-completion loads completions/NAME when NAME is first completed
     *(DataFile(f"{COMPLETION_DIR}/{program}", "share/bash-completion/completions") for program in PROGRAMS),
+    *(DataFile(unit, "lib/systemd/system") for unit in REFRESH_UNITS),
     DataFile(SAMPLE_CONFIG, "etc/gkeys", group="etc"),
+    DataFile(REFRESH_CRON, "etc/cron.daily", group="etc", executable=True),
 )
 
 

@@ -139,7 +139,8 @@ def test_sample_config_uncommented_equals_the_builtin_defaults(tmp_path: Path,
 def test_completion_completes_the_verify_actions() -> None:
     out = _complete(PROJECT / installfiles.COMPLETION, "gkeys", "ver")
     assert out.splitlines()[0] == "complete -o filenames -F _gkeys gkeys"
-    assert out.splitlines()[1].split() == ["verify", "verify-media", "verify-overlays", "verify-tree"]
+    assert out.splitlines()[1].split() == ["verify", "verify-media", "verify-overlays", "verify-snapshot",
+                                           "verify-tree"]
     assert _complete(PROJECT / installfiles.COMPLETION, "gkeys", "verify-tree", "--pol").splitlines()[1] == "--policy"
     assert _complete(PROJECT / installfiles.COMPLETION, "gkeys", "verify-tree", "--policy", "").splitlines()[1] \
         .split() == ["top", "all"]
@@ -276,7 +277,8 @@ def test_installed_man_pages_render_without_warnings(installed: Path) -> None:
 def test_installed_completion_completes_gkeys_ver(installed: Path) -> None:
     completions = installed / "share/bash-completion/completions"
     out = _complete(completions / "gkeys", "gkeys", "ver")
-    assert out.splitlines()[1].split() == ["verify", "verify-media", "verify-overlays", "verify-tree"]
+    assert out.splitlines()[1].split() == ["verify", "verify-media", "verify-overlays", "verify-snapshot",
+                                           "verify-tree"]
     assert _complete(completions / "gkeys-gen", "gkeys-gen", "--al").splitlines()[1].split() == [
         "--algorithm", "--allow-any-email"]
     assert _complete(completions / "gkeys-fetch", "gkeys-fetch", "--u").splitlines()[1] == "--uri"

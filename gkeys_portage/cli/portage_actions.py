@@ -1,5 +1,5 @@
-"""CLI actions ``setup-portage`` and ``doctor``: argument parsing and presentation of
-:mod:`gkeys_portage.portage.setup` and :mod:`gkeys_portage.portage.doctor`."""
+"""CLI actions ``setup-portage``, ``doctor`` and ``status``: argument parsing and presentation of
+:mod:`gkeys_portage.portage.setup`, :mod:`gkeys_portage.portage.doctor` and :mod:`gkeys_portage.portage.status`."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import argparse
 import os
 import re
 import shlex
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from gkeys_portage.core.config import eprefix, load_config
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.portage import doctor as portage_doctor
 from gkeys_portage.portage import setup as portage_setup
+from gkeys_portage.portage.status import Status, collect_status
 from gkeys_portage.ui.output import Report
 
 SETUP_DESCRIPTION = """\
@@ -38,7 +40,7 @@ files it created (while unchanged; recorded in gkeys' state) and the directories
 SETUP_EPILOG = """\
 examples:
   gkeys setup-portage --dry-run                 # show the files as a diff, write nothing
-  gkeys setup-portage                           # ::gentoo from the Gentoo git mirror, verified
+  gkeys setup-portage                           # ::gentoo verified (rsync stays rsync; else the git mirror)
   gkeys setup-portage --repo gentoo --fetch-wrapper --overlays
   gkeys setup-portage --repo guru --category guru   # an overlay: the category pinning its committers
   gkeys setup-portage --undo
@@ -78,6 +80,8 @@ def _setup_report(result: portage_setup.SetupResult, *, undo: bool) -> Report:
         report.good("nothing to do: Portage is already set up for gkeys")
     if not undo and result.ok and not result.dry_run:
         report.info("next: 'gkeys doctor' checks the whole set-up; 'emerge --sync' verifies from now on")
+        report.info("keys are refreshed off the sync path: systemctl enable --now gkeys-refresh.timer (or, "
+                    "without systemd, the cron.daily script gkeys-refresh the package installs)")
     report.exit_code = 0 if result.ok else 1
     return report
 
@@ -136,6 +140,63 @@ def run_doctor(ctx: Gkeys, args: argparse.Namespace) -> Report:
     return report
 
 
+STATUS_DESCRIPTION = """\
+One screen of what gkeys knows, read from its state and repos.conf (nothing is fetched):
+every category with its seeds, installed pinned keys, next expiry, last refresh and when each key
+source last answered; every repository with its sync type, what verifies it, and the last verified
+git revision or high-water mark (the newest verified Manifest TIMESTAMP or snapshot); and how many
+findings 'gkeys doctor' has.
+"""
+
+STATUS_EPILOG = """\
+examples:
+  gkeys status
+  gkeys --json status
+  gkeys status --eroot /mnt/gentoo --no-doctor
+
+exit status: 0 (status reports; 'gkeys doctor' judges), 2 bad input.
+"""
+
+
+def _when(epoch: float | None, fmt: str = "%Y-%m-%d %H:%M") -> str:
+    return time.strftime(fmt + " UTC", time.gmtime(epoch)) if epoch is not None else "never"
+
+
+def render_status(status: Status) -> Report:
+    """Text and JSON of ``gkeys status``."""
+    report = Report(data={"action": "status", **status.to_json()})
+    report.plain("categories (seeds, pinned keys installed, next expiry, last refresh; last answer per source):")
+    for cat in status.categories:
+        expiry = _when(cat.next_expiry, "%Y-%m-%d") if cat.next_expiry else "none"
+        sources = ", ".join(f"{source} {_when(when)}" for source, when in cat.sources.items()) or "no sources"
+        report.plain(f"  {cat.name:<16} {cat.seeds} seeds, {cat.keys} keys, next expiry {expiry}, refreshed "
+                     f"{_when(cat.last_refresh)}; {sources}")
+    report.plain("repositories (sync type, verified by; last verified revision or high-water mark):")
+    for repo in status.repositories:
+        if repo.mark:
+            last = f"high-water mark {repo.mark['timestamp']} from {repo.mark['source']}"
+        elif repo.revision:
+            last = f"last verified revision {repo.revision[:12]}"
+        else:
+            last = "nothing verified yet"
+        line = f"  {repo.name:<16} {repo.sync_type or '-'} ({repo.verified_by}); {last}"
+        (report.warn if repo.verified_by == "nothing" else report.plain)(line)
+    if status.doctor_error:
+        report.warn(f"doctor could not run: {status.doctor_error}")
+    elif status.doctor_findings is None:
+        report.info("doctor: not run (--no-doctor)")
+    elif status.doctor_findings:
+        report.warn(f"doctor: {status.doctor_findings} finding(s): run 'gkeys doctor' for them and their fixes")
+    else:
+        report.good("doctor: no findings")
+    return report
+
+
+def run_status(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """status."""
+    return render_status(collect_status(ctx, _eroot(args), doctor=not args.no_doctor))
+
+
 def with_options(command: str, config: str | None, root: str | None) -> str:
     """``command`` with the ``-c``/``--root`` the user gave inserted after each ``gkeys``, so a suggested
     command acts on the same configuration and state as the run that suggested it."""
@@ -152,7 +213,7 @@ def add_eroot(parser: argparse.ArgumentParser) -> None:
 
 
 def register(sub: SubParsers) -> None:
-    """Register setup-portage and doctor."""
+    """Register setup-portage, status and doctor."""
     p = add_action(sub, "setup-portage", run_setup_portage, summary="install the hooks and repos.conf that make "
                    "Portage verify with gkeys", description=SETUP_DESCRIPTION, epilog=SETUP_EPILOG)
     add_eroot(p)
@@ -167,6 +228,10 @@ def register(sub: SubParsers) -> None:
     p.add_argument("--overlays", action="store_true", help="also install the gkeys-overlays postsync hook "
                    "(the overlay list refreshed and verified)")
     p.add_argument("--undo", action="store_true", help="remove what setup-portage installed (unchanged files only)")
+    p = add_action(sub, "status", run_status, summary="one screen: categories, keys, sources and repositories",
+                   description=STATUS_DESCRIPTION, epilog=STATUS_EPILOG)
+    add_eroot(p)
+    p.add_argument("--no-doctor", action="store_true", help="do not count doctor's findings (faster)")
     p = add_action(sub, "doctor", run_doctor, summary="report what would make verification fail or be skipped",
                    description=DOCTOR_DESCRIPTION, epilog=DOCTOR_EPILOG)
     add_eroot(p)

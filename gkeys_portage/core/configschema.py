@@ -26,6 +26,7 @@ SCHEMA: dict[str, frozenset[str]] = {
     "media": frozenset({"category", "mirror", "stall-timeout", "max-size", "max-age", "all-digests"}),
     "overlays": frozenset({"category", "url", "signature-url", "output", "max-size", "max-age"}),
     "tree": frozenset({"category", "top-category", "policy", "max-age", "max-fetch-mib"}),
+    "snapshot": frozenset({"category", "max-age"}),
     "checks": frozenset({"spec", "expiry-days"}),
     "fetch": frozenset({"patterns", "renamed", "category", "nick", "allow-unnamed", "bind-by-date"}),
     "authority": frozenset({"roots", "domain", "max-shrink", "shrink-window"}),

@@ -186,3 +186,9 @@ class SignatureClassError(BadSignatureError):
     over binary data, whose CRLF variant verifies too, or a binary signature framed as cleartext)."""
 
     reason = "signature-class"
+
+
+class TreeMismatchError(NotVerifiedError):
+    """A file of a signed Manifest tree does not match its Manifest entry (changed, missing or stray)."""
+
+    reason = "tree-mismatch"

@@ -7,7 +7,8 @@ only renders them.  Checked, under ``EROOT`` and the gkeys state of the configur
   ``[policy] max-seed-age``;
 * ``keys:missing`` / ``keys:stale`` / ``keys:expiring``: no keyring, keys not refreshed within
   ``[policy] max-refresh-age``, a key expired or expiring within 30 days;
-* ``repo:unverified``: a repository with ``sync-type = git`` and no gkeys hooks;
+* ``repo:unverified``: a repository with ``sync-type = git`` and no gkeys hooks, or ``rsync``/``webrsync``
+  with verification switched off (each repository's verifier is listed under ``checked``);
 * ``repo:not-git``: a ``sync-type = gkeys`` repository whose location holds a tree that is not a git
   repository (an old rsync tree): the first verified clone refuses to overwrite it;
 * ``repo:hooks-on-change``: a ``sync-type = git`` repository the hooks protect with
@@ -52,6 +53,8 @@ from gkeys_portage.keys.refresh import REFRESH_RECORD, installed_at, last_refres
 from gkeys_portage.keys.seedfetch import SEED_RECORD
 from gkeys_portage.openpgp.process import gpg_version
 from gkeys_portage.portage.reposconf import RepoConfig, file_or_directory, read_repos
+from gkeys_portage.portage.rsyncsync import DEFAULT_CATEGORY as DEFAULT_RSYNC_CATEGORY
+from gkeys_portage.portage.rsyncsync import is_rsync_uri
 from gkeys_portage.portage.setup import ETC, HOOKS_ON_CHANGE, TREE_HOOKS, hooks_only_on_change
 from gkeys_portage.verify.git.tree import category_list
 
@@ -256,6 +259,17 @@ class Doctor:
         for name, repo in sorted(repos.items()):
             sync_type = repo.get("sync-type")
             where = repo.origin.get("sync-type") or self.eroot / ETC / "repos.conf"
+            self.result.checked.append(f"repository {name}: sync-type {sync_type or 'unset'}, verified by "
+                                       f"{verified_by(repo, hooked)}")
+            if sync_type == "gkeys" and is_rsync_uri(repo.get("sync-uri")):
+                categories |= _categories(repo.get("sync-gkeys-category") or DEFAULT_RSYNC_CATEGORY)
+                continue  # a Manifest tree, not a git clone: nothing below applies
+            if sync_type in ("rsync", "webrsync") and verified_by(repo, hooked) == "nothing":
+                self.result.add("repo:unverified", name, f"syncs with {sync_type} ({where}) with verification "
+                                "switched off: nothing verifies it",
+                                f"set sync-type = gkeys for [{name}] in {where} (an rsync:// sync-uri stays rsync: "
+                                "gkeys verifies the Manifest tree against the pinned repository key, with rollback "
+                                "protection)")
             if sync_type == "gkeys":
                 categories |= _categories(repo.get("sync-gkeys-category") or tree.get("tree", "category",
                                                                                      "gentoo-devs"))
@@ -474,3 +488,24 @@ class Doctor:
 def diagnose(ctx: Gkeys, eroot: Path, *, portage_user: str = "portage", now: float | None = None) -> Diagnosis:
     """Every finding for ``eroot`` and the gkeys state of ``ctx``."""
     return Doctor(ctx, eroot, portage_user=portage_user, now=now).run()
+
+
+def _yes(repo: RepoConfig, key: str, default: str = "no") -> bool:
+    return repo.get(key, default).strip().lower() in ("yes", "true", "1")
+
+
+def verified_by(repo: RepoConfig, hooked: bool) -> str:
+    """What verifies a repository's sync, in words (the same facts ``gkeys doctor`` reasons about)."""
+    kind, uri = repo.get("sync-type"), repo.get("sync-uri")
+    if kind == "gkeys":
+        return "gkeys rsync" if is_rsync_uri(uri) else "gkeys git"
+    if kind == "git":
+        if hooked:
+            return "gkeys git hook"
+        return "Portage (top commit only)" if _yes(repo, "sync-git-verify-commit-signature") else "nothing"
+    if kind == "rsync":
+        return ("Portage (gemato, any key in sync-openpgp-key-path; no rollback check)"
+                if _yes(repo, "sync-rsync-verify-metamanifest") else "nothing")
+    if kind == "webrsync":
+        return "Portage (emerge-webrsync)" if _yes(repo, "sync-webrsync-verify-signature") else "nothing"
+    return "nothing" if kind else "not synced"

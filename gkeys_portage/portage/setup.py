@@ -6,7 +6,8 @@ What it writes under ``EROOT`` (nothing else, and never a file that already exis
   ``overlays`` ``postsync.d/gkeys-overlays``): the hooks, with their ``#!`` line rewritten to the
   interpreter gkeys runs under (``sys.executable``), so they import this installation of gkeys_portage;
 * ``etc/portage/repos.conf/zz-gkeys.conf`` (read last): the named repositories switched to ``sync-type = gkeys``
-  (::gentoo with the settings of the Gentoo mirror: developer commits, mirror key on top);
+  (::gentoo with the settings of the Gentoo mirror: developer commits, mirror key on top; a ::gentoo on an
+  rsync:// URI keeps rsync, verified by the gkeys module);
 * with ``fetch_wrapper``: a make.conf fragment with ``FETCH_WRAPPER`` (``make.conf/gkeys-fetch.conf``
   when make.conf is a directory; otherwise ``etc/portage/gkeys-fetch.conf`` to ``source`` from it).
 
@@ -38,6 +39,7 @@ from gkeys_portage.core.state import atomic_write_json, read_json
 from gkeys_portage.core.types import parse_category
 from gkeys_portage.portage.confined import ConfinedRoot
 from gkeys_portage.portage.reposconf import RepoConfig, config_files, read_after, read_files, read_repos
+from gkeys_portage.portage.rsyncsync import is_rsync_uri
 
 ETC = Path("etc/portage")
 #: where setup-portage before issue 26 kept its record (inside EROOT); never trusted now
@@ -55,6 +57,7 @@ GENTOO_MIRROR = "https://github.com/gentoo-mirror/gentoo.git"
 GENTOO_SETTINGS = (("sync-gkeys-category", "gentoo-devs gentoo-infra"), ("sync-gkeys-top-category", "gentoo-infra"),
                    ("sync-gkeys-policy", "top"))
 GIT_TYPES = ("git", "gkeys")
+RSYNC_TYPES = ("rsync", "gkeys")  # ::gentoo on rsync (or already on gkeys with an rsync URI) stays on rsync
 REPO_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_+-]*")  # Portage's repository names
 SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]+")  # a path Portage can take as one word of FETCH_WRAPPER
 FETCH_WRAPPER = 'FETCH_WRAPPER="{gkeys_fetch} --uri \\"\\${{URI}}\\" --file \\"\\${{DISTDIR}}/\\${{FILE}}\\" --"\n'
@@ -125,7 +128,14 @@ def _clone_notes(eroot: Path, repos: Sequence[str]) -> list[str]:
     known = read_repos(eroot, skip=eroot / REPOS_FRAGMENT)
     notes = []
     for name in repos:
-        blocked = known[name].blocks_first_clone() if name in known else None
+        repo = known.get(name)
+        if repo is not None and name == "gentoo" and repo.get("sync-type") in RSYNC_TYPES \
+                and is_rsync_uri(repo.get("sync-uri")):
+            notes.append(f"::gentoo keeps rsync ({repo.get('sync-uri')}), now verified by gkeys: the signed Manifest "
+                         "tree, the pinned repository key, rollback protection; for the git mirror instead, set "
+                         f"sync-type = git and sync-uri = {GENTOO_MIRROR} for [gentoo] and run setup-portage again")
+            continue
+        blocked = repo.blocks_first_clone() if repo is not None else None
         if blocked is not None:
             notes.append(f"do this before the next 'emerge --sync': mv {blocked} {blocked}.old (the first gkeys sync "
                          f"of {name} clones afresh and refuses to clone over a tree that is not a git repository)")
@@ -152,7 +162,7 @@ def repos_fragment(eroot: Path, repos: Sequence[str], *, category: str | None = 
     known = read_repos(eroot, skip=fragment)
     later = read_files(read_after(config_files(eroot, skip=fragment), fragment.parent, fragment.name), defaults=False)
     lines = ["# Written by 'gkeys setup-portage' (remove with 'gkeys setup-portage --undo').",
-             "# Every new commit of these repositories is verified by gkeys before the tree moves.", ""]
+             "# Every sync of these repositories is verified by gkeys before the tree moves.", ""]
     for name in repos:
         if not REPO_NAME.fullmatch(name):
             raise BadInputError(f"invalid repository name {name!r} (letters, digits, _, + and -)")
@@ -163,7 +173,9 @@ def repos_fragment(eroot: Path, repos: Sequence[str], *, category: str | None = 
         if repo is not None and hooks_only_on_change(repo):
             # Portage would skip the hooks of a sync that "changed nothing" (a merge that failed half-way)
             settings.append((HOOKS_ON_CHANGE, "false"))
-        if name == "gentoo":
+        if name == "gentoo" and sync_type in RSYNC_TYPES and is_rsync_uri(uri):
+            pass  # rsync stays rsync: the gkeys module verifies the Manifest tree (category gentoo, its default)
+        elif name == "gentoo":
             if sync_type not in GIT_TYPES or not uri:
                 settings.append(("sync-uri", GENTOO_MIRROR))
             settings += [item for item in GENTOO_SETTINGS if not (repo and repo.get(item[0]))]

@@ -11,6 +11,11 @@ distribution of its own that depends on Portage), which only re-exports :data:`m
     sync-gkeys-category = gentoo-devs gentoo-infra
     sync-gkeys-policy = top
 
+An ``rsync://`` or ``ssh+rsync://`` ``sync-uri`` is synced by :mod:`gkeys_portage.portage.rsyncsync`
+instead: the tree is built beside the live one, its signed Manifest tree verified with gemato against the
+pinned repository key of ``sync-gkeys-category`` (default ``gentoo``), and swapped in atomically;
+``sync-gkeys-max-age`` (hours, default 24, 0 = none) bounds the age of its ``TIMESTAMP``.
+
 ``sync-gkeys-category`` is a space-separated list: a commit signed by a key pinned in any of them
 is good (the sync repositories' mirror commits lie between two syncs, so ``gentoo-infra`` belongs
 there; ``sync-gkeys-top-category`` admits a category for the top commit only).
@@ -40,16 +45,19 @@ from gkeys_portage.core.config import load_config
 from gkeys_portage.core.configschema import unknown_name
 from gkeys_portage.core.errors import GkeysError, UsageError
 from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.portage.rsyncsync import DEFAULT_CATEGORY, RsyncRequest, is_rsync_uri, sync_rsync
 from gkeys_portage.portage.treesync import SyncOutcome, SyncRequest, clone_verified, update_verified
 from gkeys_portage.verify.git.objects import GitRepo
 from gkeys_portage.verify.git.spawn import SpawnSettings
 from gkeys_portage.verify.git.tree import POLICIES, TreeOptions
+from gkeys_portage.verify.manifest.marks import DEFAULT_MAX_AGE_HOURS
 
 DOC = """gkeys plug-in module for portage.
 Syncs git repositories and verifies the OpenPGP signature of every new commit against keys
 pinned by gkeys seeds before the new revision is merged."""
 
-GKEYS_OPTIONS = ("sync-gkeys-category", "sync-gkeys-top-category", "sync-gkeys-policy", "sync-gkeys-config")
+GKEYS_OPTIONS = ("sync-gkeys-category", "sync-gkeys-top-category", "sync-gkeys-policy", "sync-gkeys-config",
+                 "sync-gkeys-max-age")
 GIT_OPTIONS = ("sync-git-clone-env", "sync-git-clone-extra-opts", "sync-git-env", "sync-git-pull-env",
                "sync-git-pull-extra-opts")
 
@@ -119,6 +127,8 @@ class GkeysSync(NewBase):
         """True if the repository location holds a git repository."""
         if kwargs:
             self._kwargs(kwargs)
+        if is_rsync_uri(self.repo.sync_uri):
+            return os.path.exists(os.path.join(self.repo.location, "Manifest"))
         return os.path.exists(os.path.join(self.repo.location, ".git"))
 
     def new(self, **kwargs: Any) -> tuple[int, bool]:
@@ -135,6 +145,8 @@ class GkeysSync(NewBase):
         """The commit the work tree is at."""
         if kwargs:
             self._kwargs(kwargs)
+        if is_rsync_uri(self.repo.sync_uri):
+            return 1, False  # a Manifest tree has no head; its last verified TIMESTAMP is in gkeys status
         try:
             return os.EX_OK, GitRepo(Path(self.repo.location), spawn=self._spawn()).resolve("HEAD") + "\n"
         except GkeysError:
@@ -146,7 +158,9 @@ class GkeysSync(NewBase):
         """Portage's uid/gid/umask for this repository (``sync-user``, ``FEATURES=usersync``, ``sync-umask``)."""
         return SpawnSettings.from_portage(getattr(self, "spawn_kwargs", None))
 
-    def _request(self, ctx: Gkeys) -> SyncRequest:
+    def _request(self, ctx: Gkeys) -> SyncRequest | RsyncRequest:
+        if is_rsync_uri(self.repo.sync_uri):
+            return self._rsync_request()
         opts: dict[str, str] = self.repo.module_specific_options
         options = TreeOptions.from_config(ctx, category=opts.get("sync-gkeys-category"),
                                           top_category=opts.get("sync-gkeys-top-category"),
@@ -166,6 +180,25 @@ class GkeysSync(NewBase):
             spawn=self._spawn(),
         )
 
+    def _rsync_request(self) -> RsyncRequest:
+        opts: dict[str, str] = self.repo.module_specific_options
+        text = opts.get("sync-gkeys-max-age", "").strip()
+        try:
+            max_age = float(text) if text else DEFAULT_MAX_AGE_HOURS
+        except ValueError:
+            max_age = -1.0
+        if max_age < 0 or max_age != max_age:
+            raise UsageError(f"repos.conf [{self.repo.name}] sync-gkeys-max-age = {text!r}: expected hours "
+                             "(a number, 0 for no maximum); fix it in repos.conf and sync again")
+        category = (opts.get("sync-gkeys-category") or "").split()
+        if len(category) > 1:
+            raise UsageError(f"repos.conf [{self.repo.name}] sync-gkeys-category: an rsync tree is signed by one "
+                             f"category's repository key, not {len(category)}; name one")
+        return RsyncRequest(location=Path(self.repo.location), uri=self.repo.sync_uri or "",
+                            category=category[0] if category else DEFAULT_CATEGORY,
+                            max_age_hours=max_age, quiet=self.settings.get("PORTAGE_QUIET") == "1",
+                            spawn=self._spawn())
+
     def _sync(self, *, first: bool) -> tuple[int, bool]:
         out = EOutput(quiet=self.settings.get("PORTAGE_QUIET") == "1")
         printers = {"info": out.einfo, "good": out.einfo, "warn": out.ewarn, "error": out.eerror}
@@ -179,7 +212,8 @@ class GkeysSync(NewBase):
             # EPREFIX as Portage has it (PORTAGE_OVERRIDE_EPREFIX puts it in the settings, not the environment)
             ctx = Gkeys(load_config(Path(config) if config else None, prefix=self.settings.get("EPREFIX", "")))
             request = self._request(ctx)
-            outcome = (clone_verified if first else update_verified)(ctx, request, log)
+            outcome = (sync_rsync(ctx, request, log) if isinstance(request, RsyncRequest)
+                       else (clone_verified if first else update_verified)(ctx, request, log))
         except GkeysError as exc:
             outcome = SyncOutcome(False, reason=f"gkeys: {exc.message}")
             log("error", outcome.reason)

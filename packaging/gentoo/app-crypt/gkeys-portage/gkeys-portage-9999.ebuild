@@ -22,11 +22,14 @@ RDEPEND="
 	>=dev-python/python-gnupg-0.5[${PYTHON_USEDEP}]
 	>=dev-python/requests-2.28[${PYTHON_USEDEP}]
 	>=dev-python/defusedxml-0.7[${PYTHON_USEDEP}]
+	>=app-portage/gemato-20[${PYTHON_USEDEP}]
+	net-misc/rsync
 "
 
 # The wheel installs the package and, as data files, everything gkeys_portage/installfiles.py lists
 # under /usr/share: hooks, the eclass (/usr/share/gkeys-portage/eclass), the bashrc snippet, the sample
-# config, man pages and bash completion.  The same list names the files for /etc (the configuration).
+# config, man pages, bash completion and the gkeys-refresh systemd units.  The same list names the files
+# for /etc (the configuration, the cron.daily refresh script; executable sources are installed with doexe).
 # The Portage sync module leaf (portage/sync/modules/gkeys, a distribution of its own for pip so that
 # nothing named "portage" exists without Portage) goes into Portage's directory: RDEPEND has Portage.
 python_install() {
@@ -42,8 +45,13 @@ python_install_all() {
 	listing=$("${EPYTHON}" gkeys_portage/installfiles.py etc) || die "installfiles.py failed"
 	while IFS=$'\t' read -r src dst; do
 		[[ -n ${src} ]] || continue
-		insinto "/${dst}"
-		doins "${src}"
+		if [[ -x ${src} ]]; then
+			exeinto "/${dst}"
+			doexe "${src}"
+		else
+			insinto "/${dst}"
+			doins "${src}"
+		fi
 	done <<< "${listing}"
 }
 
@@ -54,4 +62,7 @@ pkg_postinst() {
 	elog "    gkeys setup-portage          # hooks, repos.conf (::gentoo on sync-type = gkeys)"
 	elog "    gkeys doctor                 # what would still make verification fail or be skipped"
 	elog "The eclass for overlays is in ${EPREFIX}/usr/share/gkeys-portage/eclass."
+	elog "Keys are refreshed off the sync path, daily: with systemd, enable the timer:"
+	elog "    systemctl enable --now gkeys-refresh.timer"
+	elog "otherwise ${EPREFIX}/etc/cron.daily/gkeys-refresh does it (needs a cron daemon)."
 }

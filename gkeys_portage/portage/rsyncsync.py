@@ -1,0 +1,209 @@
+"""Verified rsync syncing: build the new tree beside the live one, verify it with gemato, swap it in.
+
+Used by ``sync-type = gkeys`` when ``sync-uri`` is ``rsync://`` or ``ssh+rsync://`` (a git URI takes
+:mod:`gkeys_portage.portage.treesync`).  Free of Portage imports, like treesync.
+
+1. Under the location's sync lock, undo an interrupted fallback swap and remove staging directories an
+   interrupted sync left (``.<name>.gkeys-*``).
+2. ``rsync --link-dest=<live tree>`` into a fresh staging directory beside the location: files the mirror
+   did not change become hard links to the live ones, so an unchanged tree costs little disk and time.
+3. gemato verifies the staging tree against a keyring holding exactly the pinned repository keys
+   (:mod:`gkeys_portage.verify.manifest.tree`); the signed ``TIMESTAMP`` must be fresh
+   (:mod:`gkeys_portage.verify.manifest.marks`: not older than the last verified one, not older than
+   ``sync-gkeys-max-age`` hours).
+4. The mark is raised, then the staging tree is exchanged with the live one in one ``renameat2`` call
+   (:mod:`gkeys_portage.core.swap`) and the old tree removed.  Killed before the exchange, the live tree is
+   untouched; after it, the live tree is the new verified one.  A mark raised just before a kill only makes
+   the next sync demand a tree at least that new, which the mirror has.
+
+rsync fetches no file larger than ``[tree] max-fetch-mib`` (the cap git fetches have; the tree then fails
+verification).  The top-level ``distfiles``, ``local`` and ``packages`` directories are never synced (as Portage's rsync
+module excludes them); if the live tree holds them, they are carried into the new one as hard links, so the
+swap never drops a user's files.  Nothing here talks to a keyserver: keys are refreshed off the sync path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import shutil
+import signal
+import subprocess
+import urllib.parse
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from gkeys_portage.core.errors import GkeysError, NetworkError, TreeMismatchError, UsageError
+from gkeys_portage.core.state import staging_directory
+from gkeys_portage.core.swap import recover, swap_in
+from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.portage.treesync import (
+    Log,
+    SyncOutcome,
+    fetch_cap,
+    location_lock,
+    remove_stale_staging,
+    staging_prefix,
+)
+from gkeys_portage.verify.git.spawn import SpawnSettings
+from gkeys_portage.verify.manifest.marks import DEFAULT_MAX_AGE_HOURS, Freshness
+from gkeys_portage.verify.manifest.purpose import purpose_keyring, repository_pins
+from gkeys_portage.verify.manifest.tree import verify_tree
+
+RSYNC_SCHEMES = ("rsync", "ssh+rsync")
+#: Never synced, never removed: kept from the live tree (Portage's rsync module excludes them too).
+LOCAL_DIRECTORIES = ("distfiles", "local", "packages")
+#: rsync's I/O timeout and its daemon connect timeout, in seconds.
+IO_TIMEOUT = 180
+CONNECT_TIMEOUT = 60
+DEFAULT_CATEGORY = "gentoo"
+_PR_SET_PDEATHSIG = 1
+
+
+def is_rsync_uri(uri: str | None) -> bool:
+    """True for the ``sync-uri`` values this module syncs (``rsync://``, ``ssh+rsync://``)."""
+    return bool(uri) and urllib.parse.urlsplit(uri or "").scheme in RSYNC_SCHEMES
+
+
+def mark_key(location: Path) -> str:
+    """The high-water mark's key for the repository at ``location``."""
+    return f"rsync:{Path(location).resolve()}"
+
+
+@dataclass
+class RsyncRequest:
+    """What to sync and how."""
+
+    location: Path
+    uri: str
+    category: str = DEFAULT_CATEGORY
+    max_age_hours: float = DEFAULT_MAX_AGE_HOURS
+    extra_opts: Sequence[str] = ()
+    quiet: bool = False
+    max_file_bytes: int | None = None  # larger files are not fetched (so the tree fails verification)
+    spawn: SpawnSettings = field(default_factory=SpawnSettings)
+
+
+def rsync_command(request: RsyncRequest, staging: Path, link_dest: Path | None, *, checksum: bool = False) -> list[str]:
+    """The rsync command that fetches ``request.uri`` into ``staging`` (hard-linking unchanged files;
+    ``checksum``: compare every file's content, not only its size and time)."""
+    parts = urllib.parse.urlsplit(request.uri)
+    args = ["rsync", "--recursive", "--links", "--safe-links", "--perms", "--times", "--omit-dir-times",
+            "--delete", "--whole-file", f"--timeout={IO_TIMEOUT}",
+            *([f"--max-size={request.max_file_bytes}"] if request.max_file_bytes else []),
+            *(f"--exclude=/{name}" for name in LOCAL_DIRECTORIES), "--exclude=/.git"]
+    if parts.scheme == "rsync":
+        args.append(f"--contimeout={CONNECT_TIMEOUT}")
+        source = request.uri
+    else:
+        if not parts.hostname or not parts.path:
+            raise UsageError(f"sync-uri {request.uri!r}: expected ssh+rsync://[USER@]HOST[:PORT]/PATH")
+        port = ["-p", str(parts.port)] if parts.port else []
+        args += ["-e", " ".join(["ssh", *port])]
+        user = f"{parts.username}@" if parts.username else ""
+        source = f"{user}{parts.hostname}:{parts.path}"
+    if link_dest is not None:
+        args.append(f"--link-dest={link_dest.resolve()}")
+    args += ["--quiet"] if request.quiet else []
+    args += ["--checksum"] if checksum else []
+    return [*args, *request.extra_opts, "--", source.rstrip("/") + "/", f"{staging}/"]
+
+
+def _die_with_parent() -> None:
+    """In the rsync child: be killed when the sync dies (``PR_SET_PDEATHSIG``), so a killed sync leaves no rsync
+    writing into a staging directory that the next sync removes."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _fetch(request: RsyncRequest, staging: Path, *, checksum: bool = False) -> None:
+    live = request.location if request.location.is_dir() and any(request.location.iterdir()) else None
+    command = rsync_command(request, staging, live, checksum=checksum)
+    result = subprocess.run(command, capture_output=True, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
+                            check=False, **request.spawn.run_kwargs())
+    if result.returncode != 0:
+        words = result.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise NetworkError(f"rsync from {request.uri} failed (exit {result.returncode}): "
+                           f"{words[-1] if words else 'no message'}; try again or another mirror")
+
+
+def _carry_local(live: Path, staging: Path) -> None:
+    """Hard-link the live tree's never-synced directories into the new tree (the originals stay put)."""
+    for name in LOCAL_DIRECTORIES:
+        source = live / name
+        if source.is_dir() and not source.is_symlink() and not (staging / name).exists():
+            shutil.copytree(source, staging / name, symlinks=True, copy_function=_link)
+
+
+def _link(source: str, target: str) -> None:
+    Path(target).hardlink_to(source)
+
+
+def sync_rsync(ctx: Gkeys, request: RsyncRequest, log: Log) -> SyncOutcome:
+    """Sync ``request.location`` from ``request.uri``: verified and swapped in, or left exactly as it was.
+
+    A location that is a symlink is synced where it points (the staging tree must sit beside the real
+    directory, and the link stays a link).
+    """
+    if request.location.is_symlink():
+        request = dataclasses.replace(request, location=request.location.resolve())
+    if request.max_file_bytes is None:
+        request = dataclasses.replace(request, max_file_bytes=fetch_cap(ctx))
+    location = request.location
+    location.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with location_lock(ctx, location):
+            if recover(location):
+                log("info", f"gkeys: {location} put back as it was before an interrupted sync")
+            try:
+                remove_stale_staging(location)
+            except OSError as exc:  # harmless: this sync stages in a directory of its own; the next one retries
+                log("warn", f"gkeys: could not remove a staging directory an interrupted sync left: {exc}")
+            return _sync(ctx, request, log)
+    except GkeysError as exc:
+        reason = f"gkeys: {location} NOT updated (the tree is as it was): {exc.message}"
+    except OSError as exc:
+        reason = f"gkeys: {location} NOT updated (the tree is as it was): {exc}"
+    log("error", reason)
+    return SyncOutcome(False, reason=reason)
+
+
+def _sync(ctx: Gkeys, request: RsyncRequest, log: Log) -> SyncOutcome:
+    location = request.location
+    for vcs in (".git", ".hg", ".svn"):
+        if (location / vcs).exists():
+            raise UsageError(f"{location} is a {vcs[1:]} work tree; an rsync sync would replace it: give "
+                             f"{location.name} a git sync-uri, or move the work tree away and sync again")
+    pins, _ = repository_pins(ctx, request.category)
+    keyring = purpose_keyring(ctx, request.category, pins)
+    freshness = Freshness(mark_key(location), request.uri, request.max_age_hours,
+                          override=f"sync-gkeys-max-age (hours) for {location.name} in repos.conf",
+                          clock_skew=ctx.config.policy.clock_skew)
+    with staging_directory(location.parent, staging_prefix(location)) as staging:
+        request.spawn.prepare_directory(staging, like=location if location.is_dir() else None)
+        log("info", f"gkeys: rsync from {request.uri} into a staging directory")
+        _fetch(request, staging)
+        fresh: list[bool] = []  # the freshness verdict, taken before gemato hashes every file
+
+        def check(timestamp: datetime, digest: str) -> None:
+            fresh[:] = [freshness.check(ctx, timestamp, digest)]
+
+        try:
+            tree = verify_tree(staging, keyring, pins, where=request.uri, before_files=check)
+        except TreeMismatchError:
+            # rsync's quick check (size and time) hard-links a file whose content changed without either
+            # changing (a live file edited in place, two builds in one second): compare contents, verify again
+            log("info", "gkeys: a file does not match its Manifest; fetching again, comparing every file's content")
+            _fetch(request, staging, checksum=True)
+            tree = verify_tree(staging, keyring, pins, where=request.uri, before_files=check)
+        newer = fresh[0]
+        log("good", f"gkeys: Manifest tree signed by {tree.signer.category}/{tree.signer.nick} "
+                    f"({tree.signer.fingerprint}), TIMESTAMP {tree.timestamp:%Y-%m-%d %H:%M:%S} UTC: verified")
+        if location.is_dir():
+            _carry_local(location, staging)
+        freshness.record(ctx, tree.timestamp, tree.digest)
+        swap_in(staging, location)  # staging now holds the old tree; staging_directory removes it
+    return SyncOutcome(True, changed=newer)

@@ -1,0 +1,51 @@
+"""Which pinned keys may sign repository Manifests and webrsync snapshots, and a keyring of exactly them.
+
+Gentoo signs rsync Manifests and webrsync snapshots with one key (the ebuild repository key,
+``DCD05B71…``, seed ``gentoo/snapshot``); a category that also pins the release-media or mirror keys must not
+let those sign a tree.  The purposes themselves are :mod:`gkeys_portage.keys.purposes`; this module is
+stricter than its general rule in one way: a category where *no* seed has the repository purpose (a user's
+own category, ``gentoo-devs``) yields no repository key at all, instead of letting every seed of it sign a
+tree, because a developer key must never sign one.
+"""
+
+from __future__ import annotations
+
+from gkeys_portage.core.config import KeyRef
+from gkeys_portage.core.errors import NotVerifiedError
+from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.keys.purposes import SECTION, Purpose, PurposeScope, purpose_pins, purpose_table
+from gkeys_portage.openpgp.verdict import PinSet
+
+
+def repository_pins(ctx: Gkeys, category: str) -> tuple[PinSet, PurposeScope]:
+    """The pins of ``category`` whose purpose is the repository (Manifests and snapshots), and the scope that
+    words the refusal of another purpose's key.
+
+    Raises :class:`NotVerifiedError` (missing trust, with what adds it) when there are none.
+    """
+    cat = ctx.require_category(category)
+    pins, scope = purpose_pins(ctx.config, ctx.seeds.pins(cat), Purpose.REPOSITORY)
+    wanted = set(purpose_table(ctx.config)[Purpose.REPOSITORY])
+    strict = PinSet.of(pin for pin in pins.pins.values() if KeyRef(pin.category, pin.nick) in wanted)
+    if not len(strict):
+        named = " ".join(str(ref) for ref in sorted(wanted, key=str)) or "none"
+        raise NotVerifiedError(
+            f"category {cat} pins no repository key (the seeds that sign {Purpose.REPOSITORY.artifacts}: {named}), "
+            f"so nothing may sign this tree (missing trust, not an attack): gkeys update-seed -C {cat}, or name "
+            f"the seed in gkeys.conf: [{SECTION}] {Purpose.REPOSITORY.value} = {cat}/NICK")
+    return strict, scope
+
+
+def purpose_keyring(ctx: Gkeys, category: str, pins: PinSet) -> bytes:
+    """An armored keyring holding exactly the installed keys of ``pins`` (from ``category``'s keyring).
+
+    Raises :class:`NotVerifiedError` when none of them is installed.
+    """
+    keyring = ctx.keyring(category)
+    installed = keyring.installed()
+    wanted = sorted(fpr for fpr in pins.pins if fpr in installed)
+    if not wanted:
+        raise NotVerifiedError(
+            f"the repository key(s) pinned in {category} ({pins.describe()}) are not installed (missing trust, "
+            f"not a bad signature): gkeys install-key -C {category}")
+    return keyring.gpg().export_keys(wanted, armor=True)

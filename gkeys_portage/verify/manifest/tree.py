@@ -1,0 +1,137 @@
+"""Verify a GLEP 74 Manifest tree with gemato's library, accepting only pinned repository keys.
+
+gemato checks the top Manifest's OpenPGP signature in its own isolated GnuPG home (holding only the keyring
+given here: exactly the pinned keys of the repository purpose) and then every file of the tree, stray
+files included.  On top of gemato this module requires that the top Manifest *is* signed, that the
+signer's primary key is pinned, and that it carries a ``TIMESTAMP``; what the time stamp must be is
+:mod:`gkeys_portage.verify.manifest.marks`' job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gkeys_portage.core.errors import (
+    BadSignatureError,
+    ExpiredKeyError,
+    NoSignatureError,
+    NotVerifiedError,
+    RevokedKeyError,
+    SignerNotPinnedError,
+    TreeMismatchError,
+    UnsignedDataError,
+)
+from gkeys_portage.core.types import is_fingerprint, parse_fingerprint
+from gkeys_portage.openpgp.verdict import Pin, PinSet
+
+if TYPE_CHECKING:
+    import gemato.exceptions
+
+TOP = "Manifest"
+
+
+@dataclass(frozen=True)
+class VerifiedTree:
+    """A tree gemato verified: its signed ``TIMESTAMP``, who signed it, and the top Manifest's digest."""
+
+    root: Path
+    timestamp: datetime  # the top Manifest's TIMESTAMP, UTC
+    signer: Pin
+    digest: str  # SHA-256 of the top Manifest as served (equal time stamps must mean equal trees)
+
+    def to_json(self) -> dict[str, str]:
+        """The facts, for ``--json``."""
+        return {"timestamp": self.timestamp.isoformat(), "signer": f"{self.signer.category}/{self.signer.nick}",
+                "fingerprint": self.signer.fingerprint, "manifest_sha256": self.digest}
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _refusal(where: str, exc: gemato.exceptions.GematoException, pins: PinSet) -> NotVerifiedError:
+    """The gkeys error for a gemato failure (one class per cause, gemato's words kept as detail)."""
+    import gemato.exceptions as gemato_errors
+    import gemato.openpgp
+
+    detail = str(exc)
+    if isinstance(exc, gemato_errors.OpenPGPRevokedKeyFailure):
+        return RevokedKeyError(f"{where}: the top Manifest is signed by a revoked key; refused", detail=detail)
+    if isinstance(exc, gemato_errors.OpenPGPExpiredKeyFailure):
+        return ExpiredKeyError(f"{where}: the top Manifest is signed by an expired key; refused", detail=detail)
+    if isinstance(exc, gemato_errors.OpenPGPVerificationFailure):
+        sig = getattr(exc, "sig_data", None)
+        status = getattr(sig, "sig_status", None)
+        if status is gemato.openpgp.OpenPGPSignatureStatus.NO_PUBLIC_KEY:
+            return SignerNotPinnedError(
+                f"{where}: the top Manifest is signed by a key that is not a pinned repository key (pinned: "
+                f"{pins.describe()}); refused (a developer or release-media key may not sign a tree)", detail=detail)
+        return BadSignatureError(f"{where}: the top Manifest's signature does not verify; refused", detail=detail)
+    if isinstance(exc, gemato_errors.ManifestUnsignedData):
+        return UnsignedDataError(f"{where}: the top Manifest has data outside its signature; refused", detail=detail)
+    if isinstance(exc, gemato_errors.ManifestMismatch):
+        exists = dict((key, (expected, got)) for key, expected, got in exc.diff).get("__exists__")
+        if exists == (True, False):
+            what = "is missing (listed in its Manifest; too large for the fetch cap, or not served)"
+        elif exists == (False, True):
+            what = "is in no Manifest (a stray file)"
+        else:
+            what = "does not match its Manifest entry (changed after signing, or a damaged transfer)"
+        return TreeMismatchError(f"{where}: {exc.path} {what}; refused", detail=detail)
+    return NotVerifiedError(f"{where}: gemato refused the tree: {_first_line(exc)}", detail=detail)
+
+
+def verify_tree(root: Path, keyring: bytes, pins: PinSet, *, where: str | None = None,
+                jobs: int | None = None, before_files: Callable[[datetime, str], object] | None = None) -> VerifiedTree:
+    """Verify the Manifest tree at ``root`` against ``keyring`` (exactly the keys of ``pins``).
+
+    ``where`` names the tree in messages (the mirror, not the staging directory).  ``before_files`` is called
+    with the signed ``TIMESTAMP`` and the top Manifest's digest once the signature verified and before the
+    files are (a rollback is refused without hashing the whole tree); whatever it raises propagates.  Raises a
+    :class:`NotVerifiedError` subclass: :class:`NoSignatureError` (no or unsigned top Manifest),
+    :class:`SignerNotPinnedError`, :class:`BadSignatureError`, :class:`RevokedKeyError`,
+    :class:`ExpiredKeyError`, :class:`TreeMismatchError` (a file differs from its entry, is missing or stray).
+    """
+    try:  # imported on use: every gkeys command would otherwise pay gemato's start-up (and need it installed)
+        import gemato.exceptions as gemato_errors
+        import gemato.openpgp
+        import gemato.recursiveloader
+    except ImportError as exc:
+        raise NotVerifiedError("gemato is not installed, so no Manifest tree can be verified: install it "
+                               "(emerge app-portage/gemato, or pip install gemato)") from exc
+    where = where or str(root)
+    top = root / TOP
+    if not top.is_file():
+        raise NoSignatureError(f"{where}: no top-level Manifest; refused (not a signed Manifest tree)")
+    digest = hashlib.sha256(top.read_bytes()).hexdigest()
+    try:
+        with gemato.openpgp.OpenPGPEnvironment() as env:
+            env.import_key(io.BytesIO(keyring))
+            loader = gemato.recursiveloader.ManifestRecursiveLoader(
+                str(top), verify_openpgp=True, openpgp_env=env, max_jobs=jobs)
+            if not loader.openpgp_signed:
+                raise NoSignatureError(f"{where}: the top Manifest is not OpenPGP-signed; refused")
+            signature = loader.openpgp_signature
+            primary = str(signature.primary_key_fingerprint or "").upper()
+            pin = pins.get(parse_fingerprint(primary)) if is_fingerprint(primary) else None
+            if pin is None:
+                raise SignerNotPinnedError(f"{where}: the top Manifest is signed by {primary or 'an unknown key'}, "
+                                           f"not a pinned repository key ({pins.describe()}); refused")
+            entry = loader.find_timestamp()
+            if entry is None:
+                raise NoSignatureError(f"{where}: the signed top Manifest has no TIMESTAMP, so its age and order "
+                                       f"cannot be checked; refused")
+            stamp = (entry.ts if entry.ts.tzinfo else entry.ts.replace(tzinfo=UTC)).astimezone(UTC)
+            if before_files is not None:
+                before_files(stamp, digest)
+            loader.assert_directory_verifies()
+    except gemato_errors.GematoException as exc:
+        raise _refusal(where, exc, pins) from exc
+    return VerifiedTree(root, stamp, pin, digest)
