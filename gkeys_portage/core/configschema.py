@@ -31,6 +31,7 @@ SCHEMA: dict[str, frozenset[str]] = {
     "authority": frozenset({"roots", "domain", "max-shrink"}),
     "binpkg": frozenset({"category", "nicks"}),
     "notify": frozenset({"smtp", "from"}),
+    "gpg": frozenset({"program"}),
 }
 #: Sections whose keys are names chosen by the user (categories), not options.
 OPEN_SECTIONS: frozenset[str] = frozenset({"seedurls", "verify-seeds", "authority-seeds", "keyrings"})
