@@ -28,6 +28,10 @@ REAL = SHARED / "fixtures" / "real"
 
 carry_coverage_into_children()
 
+#: The GnuPG that makes the session's keys and signatures (the signers' side), whatever engine
+#: ``$GKEYS_GPG`` selects for gkeys itself: every engine then checks the same bytes (tests/test_engines.py).
+SIGNER_PROGRAM = os.environ.get("GKEYS_TEST_SIGNER_GPG", "gpg")
+
 
 def shared_path(*parts: str) -> Path:
     """A path under ../shared, or skip the test cleanly if ../shared is absent."""
@@ -58,7 +62,7 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KeyFactory]:
     """Session keys.  Valid: gkeys (seed signer), releng, alice, bob, mallory (never pinned), carol
     (revocation available via ``keys.revocation('carol')``).  ``expired``: made 800 days ago with a
     1-year expiry; ``old``: a valid key for signatures dated in the past."""
-    factory = KeyFactory(tmp_path_factory.mktemp("secret-keys"))
+    factory = KeyFactory(tmp_path_factory.mktemp("secret-keys"), program=SIGNER_PROGRAM)
     for nick in ("gkeys", "releng", "alice", "bob", "mallory", "carol"):
         factory.create(nick)
     factory.create("expired", created=past(800), expire="1y")

@@ -20,6 +20,7 @@ capability           GnuPG 2.2.40 GnuPG 2.4.7  gpg-sq 0.13.1
 ==================== ============ ============ ===========================================================
 verdict status lines yes          yes          yes (plus ``TRUST_UNDEFINED`` after ``VALIDSIG``)
 multifile verdicts   yes          yes          no: ``FILE_START``, ``NODATA``, ``FILE_DONE``; no verdict
+cleartext --decrypt  yes          yes          no: ``NODATA`` (``--verify`` works, without the last newline)
 safe import options  yes          yes          no: ``self-sigs-only`` unknown, ``import-clean`` ambiguous
 keep certifications  yes          yes          no: ``no-self-sigs-only`` unknown
 trust model direct   yes          yes          no: "Trust model Direct not implemented"
@@ -64,6 +65,19 @@ PROBE_SIGNATURE = base64.b64decode(
     "iHUEABYKAB0WIQTGcK4Xc/fqWxmJxrS8s485ozeGHwUCaxIedQAKCRC8s485ozeGH00TAQDPoxFOxKlWsCrUyiv3LLf9tmfA1VFViiu8jh/b"
     "lKLalgEA7OSiQoCRxbEawDmWZ/CcSsIySwqdwU/sOEXXRMuW5Ao=")
 PROBE_DATA = b"gkeys engine probe\n"
+#: :data:`PROBE_DATA` clearsigned by the same key.
+PROBE_CLEARSIGNED = b"""-----BEGIN PGP SIGNED MESSAGE-----
+Hash: SHA512
+
+gkeys engine probe
+-----BEGIN PGP SIGNATURE-----
+
+iHUEARYKAB0WIQTGcK4Xc/fqWxmJxrS8s485ozeGHwUCaxIhRgAKCRC8s485ozeG
+H8n/AQDbt0bWebyFWzmiLX1JgtX7bUC/oIwhwlxKpocQunoTSwEA76snBNW67qFu
+mSW2KsqPuw9Y7rLNTwvydpkluB+mlg8=
+=e2Fs
+-----END PGP SIGNATURE-----
+"""
 PROBE_TIMEOUT = 60.0
 
 #: The engines that have every capability gkeys uses (named in every refusal).
@@ -81,6 +95,7 @@ class Capability(enum.Enum):
 
     STATUS = "VALIDSIG/BADSIG status lines for a detached signature"
     MULTIFILE = "per-file verdicts from gpg --verify --multifile"
+    CLEARTEXT = "cleartext-signed messages through gpg --decrypt (verdict and signed text)"
     SAFE_IMPORT = "--import-options " + ",".join(SAFE_IMPORT)
     KEEP_CERTIFICATIONS = "--import-options " + ",".join(KEEP_CERTIFICATIONS)
     TRUST_DIRECT = "--trust-model direct"
@@ -219,6 +234,16 @@ def _probe_status(program: str) -> bool:
             and "BADSIG" in bad_verdicts and not any(v.startswith("VALIDSIG") for v in bad_verdicts))
 
 
+def _probe_cleartext(program: str) -> bool:
+    """``gpg --decrypt`` of a cleartext-signed message must give a good verdict and the signed text."""
+    with tempfile.TemporaryDirectory(prefix="gkeys-engine-") as parent:
+        home = _probe_home(program, parent)
+        done = _run(program, home, ["--batch", "--status-fd", "2", "--decrypt"], PROBE_CLEARSIGNED)
+    status = [line[len(process.STATUS_LINE_PREFIX):] for line in done.stderr.decode("latin-1").split("\n")
+              if line.startswith(process.STATUS_LINE_PREFIX)]
+    return "VALIDSIG" in _verdicts(status) and done.stdout == PROBE_DATA
+
+
 def _probe_multifile(program: str) -> bool:
     """One ``--verify --multifile`` run over a good and a changed file must give each its own verdict
     (without ``--batch``: in batch mode gpg does not pair a signature with its data file)."""
@@ -284,6 +309,7 @@ def _probe_loopback(program: str) -> bool:
 PROBES = {
     Capability.STATUS: _probe_status,
     Capability.MULTIFILE: _probe_multifile,
+    Capability.CLEARTEXT: _probe_cleartext,
     Capability.SAFE_IMPORT: _probe_import(SAFE_IMPORT),
     Capability.KEEP_CERTIFICATIONS: _probe_import(KEEP_CERTIFICATIONS),
     Capability.TRUST_DIRECT: _probe_direct,

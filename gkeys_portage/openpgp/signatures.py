@@ -69,6 +69,7 @@ class Signatures(GpgProcess):
             return StatusReport(failures=[f"signed message larger than {MAX_INLINE} bytes"]), b""
         try:
             if is_cleartext(message):
+                probe(self.program).require(Capability.CLEARTEXT, "verify cleartext-signed messages")
                 block = find_clearsigned(message)
                 expected: bytes | None = cleartext_output(block.escaped)
                 checked = block.canonical
