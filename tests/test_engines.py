@@ -32,6 +32,8 @@ from typing import Any
 import pytest
 from conftest import PROJECT, SIGNER_PROGRAM, GkeysEnv
 
+from gkeys_portage.core.config import load_config
+from gkeys_portage.core.errors import ConfigError, EngineError
 from gkeys_portage.demo.world import DemoKey, KeyFactory, LoopbackServer, past
 from gkeys_portage.openpgp.engine import Capability, probe
 from gkeys_portage.openpgp.gnupg import GnuPG
@@ -372,3 +374,98 @@ def test_every_engine_gives_the_same_verdict_one_at_a_time_and_in_a_batch(
     batch = {name: (verdicts["batch"][name], verdicts["single"][name]) for name in verdicts["batch"]
              if verdicts["batch"][name] != verdicts["single"][name]}
     assert not batch, f"{engine.describe()}: batch and one-at-a-time verdicts differ: {batch}"
+
+
+# -- what an engine lacks is refused by name; what it can do is judged by probing, not by its number ---------
+
+
+def test_gpg_sq_verifies_a_tree_with_one_verify_per_commit(env: GkeysEnv, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """gpg-sq has no --multifile verdicts (it pairs no data file: FILE_START, NODATA, FILE_DONE): the tree
+    verifier gets one --verify per commit from it, and the same verdicts (a bad commit is still named)."""
+    from tree_helpers import build, install_devs
+
+    sq = _sq()
+    install_devs(env, ("alice", "bob"))
+    repo = build(tmp_path / "repo", env.keys, ["alice", "bob", "alice"])
+    monkeypatch.setenv("GKEYS_GPG", sq)
+    assert not probe(sq).has(Capability.MULTIFILE)
+    result = env.run("--json", "verify-tree", str(repo.path), "--policy", "all")
+    assert result.code == 0, result.text
+    assert json.loads(result.out)["checked"] == 3
+    repo.commit("mallory")
+    result = env.run("verify-tree", str(repo.path))
+    assert result.code == 1 and "bad commit" in result.text and "unknown key" in result.text, result.text
+
+
+def test_gpg_sq_refuses_key_import_naming_the_engine_and_what_it_lacks(env: GkeysEnv,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without ``self-sigs-only`` an import would keep every third-party certification (the flooding gkeys'
+    imports are built to refuse): refused, never a weaker import, and nothing is written."""
+    sq = _sq()
+    fingerprint = env.keys.keys["alice"].fingerprint
+    assert env.run("add-seed", "-C", "gentoo-devs", "-n", "alice", "-N", "Alice", "-K", fingerprint).code == 0
+    keyfile = env.root / "alice.asc"
+    keyfile.write_bytes(env.keys.public("alice"))
+    monkeypatch.setenv("GKEYS_GPG", sq)
+    result = env.run("import-key", "-C", "gentoo-devs", "-n", "alice", "-F", str(keyfile))
+    assert result.code == 1, result.text
+    assert (f"{sq} (Sequoia Chameleon" in result.text and "lacks --import-options import-clean,self-sigs-only"
+            in result.text and "GnuPG 2.2 or 2.4" in result.text and "[gpg] program" in result.text), result.text
+    assert "Traceback" not in result.text
+    assert not (env.state / "keyrings" / "gentoo-devs" / "pubring.kbx").exists()
+
+
+def test_gpg_sq_refuses_key_generation_before_making_anything(tmp_path: Path) -> None:
+    """gpg-sq makes a key with an empty passphrase and then cannot use it ("No passphrase given"): gkeys-gen
+    and the demo get the refusal first, not a half-made key."""
+    sq = _sq()
+    with pytest.raises(EngineError, match="cannot generate keys: it lacks unprotected keys through --pinentry-mode"):
+        GnuPG(tmp_path / "home", program=sq).generate_key("X <x@example.org>")
+    assert not list((tmp_path / "home").glob("pubring*"))
+
+
+def _wrapper(path: Path, banner: str, real: str) -> str:
+    """A program that says it is ``banner`` and runs ``real`` for everything else."""
+    path.write_text(f"#!/bin/sh\ncase \"$*\" in *--version*) echo '{banner}'; exit 0;; esac\n"
+                    f"echo \"$@\" >> {path}.log\nexec {real} \"$@\"\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_an_unknown_newer_gnupg_is_judged_by_its_capabilities_not_its_number(tmp_path: Path) -> None:
+    """GnuPG 2.5 is not in Debian, so untested here: an engine that calls itself 2.5.9 (real 2.2 underneath)
+    gets every capability from the probes; one that calls itself 2.4.7 and is gpg-sq underneath does not."""
+    newer = probe(_wrapper(tmp_path / "gpg-2.5", "gpg (GnuPG) 2.5.9", shutil.which("gpg") or "gpg"))
+    assert newer.name == "GnuPG 2.5.9" and all(newer.capabilities().values()), newer.capabilities()
+    where = Path(os.environ.get(ENGINES_VARIABLE) or DEFAULT_ENGINES) / "gpg-sq"
+    if where.exists():
+        liar = probe(_wrapper(tmp_path / "gpg-liar", "gpg (GnuPG) 2.4.7", str(where)))
+        assert liar.name == "GnuPG 2.4.7" and not liar.has(Capability.MULTIFILE)
+
+
+def test_gpg_program_in_the_config_selects_the_engine_and_gkeys_gpg_wins(env: GkeysEnv, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GKEYS_GPG", raising=False)
+    env.install_devs("alice")
+    data = env.root / "file"
+    data.write_bytes(b"payload\n")
+    (env.root / "file.sig").write_bytes(env.keys.sign("alice", data))
+    program = _wrapper(tmp_path / "my-gpg", "gpg (GnuPG) 2.2.40", shutil.which("gpg") or "gpg")
+    base = env.config.read_text()
+    env.config.write_text(base + f"[gpg]\nprogram = {program}\n")
+    try:
+        assert env.run("verify", "-F", str(data), "-C", "gentoo-devs").code == 0
+        assert "--verify" in Path(program + ".log").read_text()  # the configured engine checked it
+        Path(program + ".log").unlink()
+        monkeypatch.setenv("GKEYS_GPG", shutil.which("gpg") or "gpg")
+        assert env.run("verify", "-F", str(data), "-C", "gentoo-devs").code == 0
+        assert not Path(program + ".log").exists()  # $GKEYS_GPG won
+        for bad in ("program = bin/gpg", "program = /usr/bin/gpg --options x", "programm = /usr/bin/gpg"):
+            env.config.write_text(base + f"[gpg]\n{bad}\n")
+            with pytest.raises(ConfigError):
+                load_config(env.config)
+            assert env.run("verify", "-F", str(data), "-C", "gentoo-devs").code == 2
+    finally:
+        env.config.write_text(base)
+        env.run("list-cats")  # a context without [gpg]: back to the default engine
