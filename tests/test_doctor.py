@@ -47,6 +47,8 @@ def test_healthy_root_exits_0(env: Any, tmp_path: Path) -> None:
     document = doctor(env, root)
     assert document["findings"] == [] and document["exit"] == 0, document
     assert "category gentoo-devs" in document["checked"]
+    # the engine is named, as probed (docs/engines.md)
+    assert any(line.startswith(f"OpenPGP engine: {gpg.selected_program()} (") for line in document["checked"]), document
     text = env.run("doctor", "--eroot", str(root))
     assert text.code == 0 and "nothing would make verification fail" in text.out
 

@@ -469,3 +469,37 @@ def test_gpg_program_in_the_config_selects_the_engine_and_gkeys_gpg_wins(env: Gk
     finally:
         env.config.write_text(base)
         env.run("list-cats")  # a context without [gpg]: back to the default engine
+
+
+def test_ci_builds_the_engines_and_runs_the_verdict_tests_on_each() -> None:
+    """CI builds the engines after its packages (a failure stops it: ``set -e``), makes a missing engine fail
+    this module (``$GKEYS_TEST_ENGINES``), and runs the verdict tests under each engine."""
+    lines = (PROJECT / ".ci" / "run").read_text().splitlines()
+    assert "set -euo pipefail" in lines
+    build = lines.index("bash ../shared/openpgp-engines/make-engines.sh /opt/gkeys-engines")
+    assert build > next(i for i, line in enumerate(lines) if line.startswith("apt-get install"))
+    assert f"export {ENGINES_VARIABLE}=/opt/gkeys-engines/bin" in lines[build + 1:]
+    text = "\n".join(lines)
+    assert 'for engine in gpg-2.4 gpg-sq; do' in text and 'GKEYS_GPG="$GKEYS_TEST_ENGINES/$engine"' in text
+    for name in ("test_sig_matrix.py", "test_sig_redteam.py", "test_media.py", "test_tree.py", "test_key_install.py",
+                 "test_binpkg.py"):
+        assert f"tests/{name}" in text
+
+
+def test_an_engine_that_writes_into_homes_it_verifies_with_never_writes_a_live_keyring(
+        env: GkeysEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gpg-sq keeps a signature verification cache (sqlite) in ``pubring.cert.d`` of the home it verifies with:
+    live keyrings are replaced by rename, never written in place, so it verifies in a private copy."""
+    sq = _sq()
+    env.install_devs("alice")
+    data = env.root / "file"
+    data.write_bytes(b"payload\n")
+    (env.root / "file.sig").write_bytes(env.keys.sign("alice", data))
+    home = env.state / "keyrings" / "gentoo-devs"
+    before = sorted(str(p.relative_to(home)) for p in home.rglob("*") if not p.name.startswith("S.gpg-agent"))
+    monkeypatch.setenv("GKEYS_GPG", sq)
+    assert not probe(sq).has(Capability.READ_ONLY)
+    result = env.run("verify", "-F", str(data), "-C", "gentoo-devs")
+    assert result.code == 0 and "gentoo-devs/alice" in result.text, result.text
+    after = sorted(str(p.relative_to(home)) for p in home.rglob("*") if not p.name.startswith("S.gpg-agent"))
+    assert after == before

@@ -26,6 +26,7 @@ keep certifications  yes          yes          no: ``no-self-sigs-only`` unknown
 trust model direct   yes          yes          no: "Trust model Direct not implemented"
 export filter        yes          yes          yes
 loopback pinentry    yes          yes          no: a key made with an empty passphrase cannot be used
+read-only verify     yes          yes          no: writes a signature verification cache (sqlite) into the home
 ==================== ============ ============ ===========================================================
 
 Version-keyed workarounds, now keyed to a capability (each tested on every engine by ``tests/test_engines.py``):
@@ -86,7 +87,7 @@ WORKING_ENGINES = "GnuPG 2.2 or 2.4 (app-crypt/gnupg)"
 CHOOSE_ENGINE = "set [gpg] program = /usr/bin/gpg in gkeys.conf (or $GKEYS_GPG) to a GnuPG binary"
 
 SAFE_IMPORT = ("import-clean", "self-sigs-only")
-ProbeFunction = Callable[[str], bool]
+ProbeFunction = Callable[[str], "bool | dict[Capability, bool]"]
 KEEP_CERTIFICATIONS = ("no-import-clean", "no-self-sigs-only", "no-import-minimal")
 
 
@@ -101,6 +102,7 @@ class Capability(enum.Enum):
     TRUST_DIRECT = "--trust-model direct"
     EXPORT_FILTER = "--export-filter keep-uid=..."
     LOOPBACK = "unprotected keys through --pinentry-mode loopback"
+    READ_ONLY = "verification that leaves the keyring home unwritten (--lock-never)"
 
 
 @dataclass
@@ -121,7 +123,8 @@ class Engine:
         """Whether the engine can do ``capability`` (probed once, then remembered)."""
         with self._lock:
             if capability not in self._known:
-                self._known[capability] = PROBES[capability](self.program)
+                found = PROBES[capability](self.program)
+                self._known.update(found if isinstance(found, dict) else {capability: found})
             return self._known[capability]
 
     def require(self, capability: Capability, what: str) -> None:
@@ -224,14 +227,20 @@ def _verdicts(lines: Sequence[str]) -> list[str]:
     return out
 
 
-def _probe_status(program: str) -> bool:
+def _probe_verify(program: str) -> dict[Capability, bool]:
+    """One good and one changed detached signature, ``--lock-never``: :attr:`Capability.STATUS` (the verdict
+    lines) and :attr:`Capability.READ_ONLY` (the home unwritten) from the same two runs."""
     with tempfile.TemporaryDirectory(prefix="gkeys-engine-") as parent:
         home = _probe_home(program, parent)
-        _, good = _status(program, home, ["--batch", "--verify", str(home / "good.sig"), str(home / "good")])
-        _, bad = _status(program, home, ["--batch", "--verify", str(home / "bad.sig"), str(home / "bad")])
+        before = _listing(home)
+        args = ["--batch", "--lock-never", "--no-autostart", "--verify"]
+        _, good = _status(program, home, [*args, str(home / "good.sig"), str(home / "good")])
+        _, bad = _status(program, home, [*args, str(home / "bad.sig"), str(home / "bad")])
+        unwritten = _listing(home) == before
     good_verdicts, bad_verdicts = _verdicts(good), _verdicts(bad)
-    return ("VALIDSIG" in good_verdicts and "GOODSIG" in good_verdicts and "BADSIG" not in good_verdicts
-            and "BADSIG" in bad_verdicts and not any(v.startswith("VALIDSIG") for v in bad_verdicts))
+    status = ("VALIDSIG" in good_verdicts and "GOODSIG" in good_verdicts and "BADSIG" not in good_verdicts
+              and "BADSIG" in bad_verdicts and not any(v.startswith("VALIDSIG") for v in bad_verdicts))
+    return {Capability.STATUS: status, Capability.READ_ONLY: unwritten}
 
 
 def _probe_cleartext(program: str) -> bool:
@@ -277,6 +286,13 @@ def _probe_direct(program: str) -> bool:
     return code == 0 and not any(line.startswith("FAILURE") for line in lines)
 
 
+def _listing(home: Path) -> list[tuple[str, int, int]]:
+    """Every file of ``home`` with its size and mtime (agent sockets aside: the agent is not the engine)."""
+    return sorted((str(path.relative_to(home)), info.st_size, info.st_mtime_ns) for path in home.rglob("*")
+                  if not path.name.startswith("S.gpg-agent") and path.is_file()
+                  for info in (path.stat(),))
+
+
 def _probe_export_filter(program: str) -> bool:
     with tempfile.TemporaryDirectory(prefix="gkeys-engine-") as parent:
         home = _probe_home(program, parent)
@@ -306,8 +322,8 @@ def _probe_loopback(program: str) -> bool:
                                env=process.minimal_environment(home), timeout=30, check=False)
 
 
-PROBES = {
-    Capability.STATUS: _probe_status,
+PROBES: dict[Capability, ProbeFunction] = {
+    Capability.STATUS: _probe_verify,
     Capability.MULTIFILE: _probe_multifile,
     Capability.CLEARTEXT: _probe_cleartext,
     Capability.SAFE_IMPORT: _probe_import(SAFE_IMPORT),
@@ -315,4 +331,5 @@ PROBES = {
     Capability.TRUST_DIRECT: _probe_direct,
     Capability.EXPORT_FILTER: _probe_export_filter,
     Capability.LOOPBACK: _probe_loopback,
+    Capability.READ_ONLY: _probe_verify,
 }
