@@ -26,7 +26,7 @@ SCHEMA: dict[str, frozenset[str]] = {
     "media": frozenset({"category", "mirror", "stall-timeout", "max-size", "max-age", "all-digests"}),
     "overlays": frozenset({"category", "url", "signature-url", "output", "max-size", "max-age"}),
     "tree": frozenset({"category", "top-category", "policy", "max-age", "max-fetch-mib"}),
-    "checks": frozenset({"spec", "expiry-days"}),
+    "checks": frozenset({"spec", "expiry-days", "cutoffs"}),
     "fetch": frozenset({"patterns", "renamed", "category", "nick", "allow-unnamed"}),
     "authority": frozenset({"roots", "domain", "max-shrink"}),
     "binpkg": frozenset({"category", "nicks"}),
