@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import zlib
 from collections.abc import Iterator
@@ -508,3 +509,14 @@ def test_an_engine_that_writes_into_homes_it_verifies_with_never_writes_a_live_k
     assert result.code == 0 and "gentoo-devs/alice" in result.text, result.text
     after = sorted(str(p.relative_to(home)) for p in home.rglob("*") if not p.name.startswith("S.gpg-agent"))
     assert after == before
+
+
+def test_the_probes_need_no_agent_socket_under_a_long_tmpdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ebuild phase verifies with TMPDIR=${T}, deep enough that no gpg-agent socket name fits: the probes
+    must not depend on an agent (GnuPG 2.2 then failed every import probe, and the eclass refused good files)."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    monkeypatch.setenv("TMPDIR", str(deep))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read $TMPDIR
+    program = _wrapper(tmp_path / "gpg", "gpg (GnuPG) 2.2.40", shutil.which("gpg") or "gpg")  # a fresh cache key
+    assert all(probe(program).capabilities().values()), probe(program).capabilities()

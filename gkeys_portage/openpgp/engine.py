@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import base64
 import enum
+import os
 import shutil
 import subprocess
 import tempfile
@@ -183,20 +184,24 @@ def _identify(program: str) -> tuple[str, str]:
     return banner, banner
 
 
-def _run(program: str, home: Path, args: Sequence[str], stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
-    """Run ``program`` in the probe home ``home`` with the door's base options, status on stdout's twin."""
+def _run(program: str, home: Path, args: Sequence[str], stdin: bytes = b"", *,
+         agent: bool = False) -> subprocess.CompletedProcess[bytes]:
+    """Run ``program`` in the probe home ``home`` with the door's base options; no gpg-agent unless ``agent``
+    (none is needed to verify or import, and an agent socket under a long ``$TMPDIR`` cannot be made)."""
     process.prepare_home(home)
+    extra = [] if agent else ["--no-autostart"]
     try:
-        return subprocess.run([program, "--homedir", str(home), *process.BASE_OPTIONS, *args], input=stdin,
+        return subprocess.run([program, "--homedir", str(home), *process.BASE_OPTIONS, *extra, *args], input=stdin,
                               capture_output=True, env=process.minimal_environment(home), timeout=PROBE_TIMEOUT,
                               check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise GpgError(f"cannot run gpg: {program}: {exc}") from exc
 
 
-def _status(program: str, home: Path, args: Sequence[str], stdin: bytes = b"") -> tuple[int, list[str]]:
+def _status(program: str, home: Path, args: Sequence[str], stdin: bytes = b"", *,
+            agent: bool = False) -> tuple[int, list[str]]:
     """Exit status and ``[GNUPG:]`` keywords+arguments of one probe run (status on stdout)."""
-    done = _run(program, home, ["--status-fd", "1", *args], stdin)
+    done = _run(program, home, ["--status-fd", "1", *args], stdin, agent=agent)
     prefix = process.STATUS_LINE_PREFIX
     return done.returncode, [line[len(prefix):] for line in done.stdout.decode("latin-1").split("\n")
                              if line.startswith(prefix)]
@@ -233,7 +238,7 @@ def _probe_verify(program: str) -> dict[Capability, bool]:
     with tempfile.TemporaryDirectory(prefix="gkeys-engine-") as parent:
         home = _probe_home(program, parent)
         before = _listing(home)
-        args = ["--batch", "--lock-never", "--no-autostart", "--verify"]
+        args = ["--batch", "--lock-never", "--verify"]
         _, good = _status(program, home, [*args, str(home / "good.sig"), str(home / "good")])
         _, bad = _status(program, home, [*args, str(home / "bad.sig"), str(home / "bad")])
         unwritten = _listing(home) == before
@@ -270,12 +275,14 @@ def _probe_multifile(program: str) -> bool:
 
 
 def _probe_import(options: Sequence[str]) -> ProbeFunction:
+    """The probe key must be imported with ``options`` (an engine that does not know one imports nothing;
+    gpg's exit status also counts an unreachable agent, as :mod:`~gkeys_portage.openpgp.keyio` knows)."""
     def run(program: str) -> bool:
         with tempfile.TemporaryDirectory(prefix="gkeys-engine-") as parent:
-            code, lines = _status(program, Path(parent) / "home",
-                                  ["--batch", "--import-options", ",".join(options), "--import"], PROBE_KEY)
-        return code == 0 and any(line.startswith("IMPORT_OK ") for line in lines) \
-            and not any(line.startswith("FAILURE") for line in lines)
+            _, lines = _status(program, Path(parent) / "home",
+                               ["--batch", "--import-options", ",".join(options), "--import"], PROBE_KEY)
+        return any(line.startswith("IMPORT_OK ") for line in lines) \
+            and not any(line.startswith("FAILURE option-parser") for line in lines)
     return run
 
 
@@ -304,17 +311,19 @@ def _probe_export_filter(program: str) -> bool:
 def _probe_loopback(program: str) -> bool:
     """A key generated with an empty passphrase through loopback pinentry must take a subkey and sign
     (gpg-sq 0.13.1 makes the key, then answers "No passphrase given" to every use of it)."""
-    with tempfile.TemporaryDirectory(prefix="gkeys-engine-") as parent:
+    # a short parent directory: the agent's socket must fit a socket name (108 bytes)
+    short = "/tmp" if os.access("/tmp", os.W_OK | os.X_OK) else None
+    with tempfile.TemporaryDirectory(prefix="gkeys-engine-", dir=short) as parent:
         home = Path(parent) / "home"
         loopback = ["--batch", "--pinentry-mode", "loopback", "--passphrase-fd", "0"]
         try:
             _, made = _status(program, home, [*loopback, "--quick-generate-key", "probe <probe@gkeys.invalid>",
-                                              "ed25519", "cert", "1d"], b"\n")
+                                              "ed25519", "cert", "1d"], b"\n", agent=True)
             created = [line.split(" ")[-1] for line in made if line.startswith("KEY_CREATED ")]
             if not created:
                 return False
             code, added = _status(program, home, [*loopback, "--quick-add-key", created[0], "ed25519", "sign", "1d"],
-                                  b"\n")
+                                  b"\n", agent=True)
             return code == 0 and any(line.startswith("KEY_CREATED ") for line in added)
         finally:
             if shutil.which("gpgconf"):
