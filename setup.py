@@ -1,9 +1,10 @@
 """Packaging for gkeys-portage.
 
-Besides the ``gkeys_portage`` package this installs a tiny leaf package into
-Portage's sync-module directory (``portage/sync/modules/gkeys``), the way
-layman shipped ``laymansync``.  Only the leaf is shipped: Portage's own
-``portage/__init__.py`` and ``portage/sync/__init__.py`` are never touched.
+This installs the ``gkeys_portage`` package only.  The Portage sync module, a tiny leaf package in Portage's
+sync-module directory (``portage/sync/modules/gkeys``, the way layman shipped ``laymansync``), is a
+distribution of its own, ``portage-sync-module/`` (it depends on Portage): installed without Portage, this
+one leaves nothing named ``portage`` behind.  ``pip install ".[portage]" ./portage-sync-module`` installs both;
+the Gentoo ebuild puts the leaf into Portage's own directory.
 
 The files outside the package (hooks, eclass, bashrc snippet, sample config, man pages, bash
 completion) are listed once, in ``gkeys_portage/installfiles.py``; it is loaded by path so that a
@@ -24,9 +25,7 @@ sys.modules[_spec.name] = installfiles  # dataclasses look their module up there
 _spec.loader.exec_module(installfiles)
 
 setup(
-    packages=find_packages(include=["gkeys_portage", "gkeys_portage.*"])
-    + ["portage.sync.modules.gkeys"],
-    package_dir={"portage.sync.modules.gkeys": "portage-sync-module/gkeys"},
+    packages=find_packages(include=["gkeys_portage", "gkeys_portage.*"]),
     package_data={"gkeys_portage": ["data/*"]},
     data_files=installfiles.data_files("share"),
 )

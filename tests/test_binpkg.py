@@ -110,6 +110,32 @@ def test_no_key_installed_is_one_line_with_the_fix(env: GkeysEnv, public_dir: Pa
     assert not (public_dir / "gnupg").exists()
 
 
+@pytest.mark.parametrize("unsafe", ["group-writable", "world-writable", "owned by another user"])
+def test_a_home_parent_others_could_change_is_refused(env: GkeysEnv, public_dir: Path, unsafe: str) -> None:
+    """Issue 23 item 14: the home's parent directory was not checked: a group-writable /etc/portage (or one
+    another user owns) let that user swap in a home trusting their key.  Refused before anything is built,
+    by binpkg-keyring and by the helper's fast path, naming the directory and the fix."""
+    install_gentoo(env)
+    parent = public_dir / "etc-portage"
+    parent.mkdir()
+    home = parent / "gnupg"
+    assert env.run("binpkg-keyring", "--gnupghome", str(home), "--no-refresh").code == 0  # a safe parent: built
+    if unsafe == "owned by another user":
+        os.chown(parent, 65534, 65534)
+        needle = f"{parent} is owned by uid 65534"
+    else:
+        parent.chmod(0o775 if unsafe == "group-writable" else 0o757)
+        needle = f"{parent} is {unsafe}"
+    before = sorted(p.name for p in parent.iterdir())
+    result = env.run("binpkg-keyring", "--gnupghome", str(home), "--no-refresh", "--force")
+    assert result.code != 0 and needle in result.err, result.text
+    assert f"chown root:root {parent} && chmod go-w {parent}" in result.err and "Traceback" not in result.text
+    assert sorted(p.name for p in parent.iterdir()) == before
+    helper = _helper(env, home, "--no-refresh")
+    _out, err = helper.communicate(timeout=60)
+    assert helper.returncode != 0 and needle in err, err
+
+
 def test_unchanged_pins_leave_the_home_untouched(env: GkeysEnv, public_dir: Path) -> None:
     """The second run compares stamps and returns without starting gpg or writing anything; a change
     of the pinned set rebuilds and keeps one previous generation."""

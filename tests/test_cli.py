@@ -10,6 +10,7 @@ import pytest
 from conftest import PROJECT, GkeysEnv
 
 from gkeys_portage.cli.main import build_parser, main
+from gkeys_portage.ui.output import VERDICT_KEYS
 
 
 def test_every_action_has_a_man_page_quality_help() -> None:
@@ -52,7 +53,9 @@ def test_bad_input_is_one_line_and_the_right_exit(env: GkeysEnv, argv: list[str]
     assert needle in result.text
     assert len(result.text.strip().splitlines()) == 1 and "Traceback" not in result.text
     as_json = json.loads(env.run("--json", *argv).out)
-    assert as_json == {"ok": False, "error": result.text.strip().removeprefix("* "), "exit": code}
+    assert {key: as_json[key] for key in ("ok", "error", "exit")} == {
+        "ok": False, "error": result.text.strip().removeprefix("* "), "exit": code}
+    assert as_json["verified"] is False and as_json["reason"] and set(VERDICT_KEYS) <= set(as_json)  # one shape
 
 
 def test_broken_seed_file_in_state_is_a_clear_error(env: GkeysEnv) -> None:

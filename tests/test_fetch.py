@@ -277,6 +277,37 @@ def test_asc_only_media_must_be_bound_to_its_name(wrapper: Wrapper) -> None:
     assert "[fetch] allow-unnamed: expected yes or no" in wrapper.output()
 
 
+def test_asc_made_after_the_build_stamp_binds_only_with_bind_by_date(wrapper: Wrapper) -> None:
+    """Issue 23 item 1 in the wrapper: an .asc made after the build stamp binds a date, not a name (a genuine
+    build of another product passes it): refused and removed by default, kept only with ``[fetch]
+    bind-by-date = yes``, said so in the verified line."""
+    media = make_media(wrapper.env.keys, wrapper.env.root / "mirror", siblings=(".asc",))
+    url = wrapper.publish(media)
+    assert wrapper.run(url, media.name) == 1
+    said = wrapper.output()
+    assert "not bound to its name" in said and "[fetch] bind-by-date = yes" in said
+    assert not (wrapper.distdir / media.name).exists()
+    wrapper.env.write_config(extra="[fetch]\nbind-by-date = yes\n")
+    assert wrapper.run(url, media.name) == 0
+    assert "(name bound by a date, not a name; [fetch] bind-by-date)" in wrapper.output()
+    assert (wrapper.distdir / media.name).read_bytes() == media.data
+    wrapper.env.write_config(extra="[fetch]\nbind-by-date = perhaps\n")
+    assert wrapper.run(url, media.name) == 2
+    assert "[fetch] bind-by-date: expected yes or no" in wrapper.output()
+
+
+def test_media_signed_by_a_pinned_key_of_another_purpose_is_removed(wrapper: Wrapper) -> None:
+    """Issue 23 item 2 in the wrapper: gentoo/snapshot (the repository key) is pinned beside gentoo/releng; a
+    stage3 whose .asc and DIGESTS it signed is refused and removed, naming both purposes."""
+    wrapper.env.pin_key("gentoo", "snapshot", "bob")
+    media = make_media(wrapper.env.keys, wrapper.env.root / "mirror", signer="bob", siblings=(".asc", ".DIGESTS"))
+    url = wrapper.publish(media)
+    assert wrapper.run(url, media.name) == 1
+    said = wrapper.output()
+    assert "signed by gentoo/snapshot, the repository key; release media need release-media keys" in said, said
+    assert not (wrapper.distdir / media.name).exists()
+
+
 def test_renamed_media_from_a_distfiles_mirror_is_marked_by_config(wrapper: Wrapper) -> None:
     """Issue 12 item 6: SRC_URI="…/stage3-….tar.xz -> gentoo-stage3.tar.xz" fetched from a Gentoo distfiles
     mirror: the URI there names only the local name, so no media pattern matched and the file passed

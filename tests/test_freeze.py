@@ -25,7 +25,9 @@ def test_latest_file_older_than_media_max_age_is_refused(env: GkeysEnv, tmp_path
     env.server.publish(f"{AUTOBUILDS}/latest-stage3-amd64-openrc.txt",
                        env.keys.sign_bytes("expired", text, tmp_path, clearsign=True, when=past(700)))
     argv = ("fetch-media", "--latest", "stage3-amd64-openrc", "--mirror", env.server.url, "-d", str(tmp_path / "d"))
-    env.config.write_text(env.config.read_text() + "[media]\nmax-age = 30\n")
+    # gentoo has seeds with a purpose (issue 23 item 2): "expired" must be named a release-media seed to sign
+    env.config.write_text(env.config.read_text() + "[media]\nmax-age = 30\n"
+                          "[purposes]\nrelease-media = gentoo/releng gentoo/expired\n")
     refused = env.run(*argv)
     assert refused.code == 1 and "max-age" in refused.text and not (tmp_path / "d").exists()
     env.config.write_text(env.config.read_text().replace("max-age = 30", "max-age = 0"))

@@ -80,8 +80,10 @@ def test_foreign_owned_repository_config_never_runs(env: Any, tmp_path: Path, mo
     assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 1
     assert "NOT verified" in capsys.readouterr().err
     assert postsync_main() == 1
+    aside = repo.path.with_name(".repo.gkeys-unverified")  # never verified: moved out of Portage's reach
+    assert not repo.path.exists() and aside.is_dir()
     with pytest.raises(UntrustedRepositoryError, match="owned by nobody"):
-        GitRepo(repo.path).resolve("HEAD")
+        GitRepo(aside).resolve("HEAD")
     assert not [m.name for m in markers.values() if m.exists() and m.stat().st_uid == 0]
 
 

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tomllib
 import venv
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,8 +30,9 @@ SAMPLE = PROJECT / installfiles.SAMPLE_CONFIG
 # Calls that read one option: method name -> index of the section argument.
 _READERS = {"get": 0, "number": 0, "getboolean": 0, "getfloat": 0, "getint": 0, "has_option": 0, "flag": 0,
             "_float": 1, "_bool": 1}
-# Sections whose keys are names chosen by the user (categories), or read as a whole (notify), not one by one.
-_FREE_SECTIONS = {"seedurls", "verify-seeds", "authority-seeds", "keyrings", "notify"}
+# Sections whose keys are names chosen by the user (categories), or read as a whole (notify; purposes, one key
+# per keys.purposes.Purpose), not one by one.
+_FREE_SECTIONS = {"seedurls", "verify-seeds", "authority-seeds", "keyrings", "notify", "purposes"}
 
 
 def _constants(tree: ast.Module) -> dict[str, object]:
@@ -81,6 +83,14 @@ def sample_options() -> dict[tuple[str, str], str]:
     """(section, option) -> documented default of the sample config."""
     return {(section.name, name): default for section in docgen.parse_sample_config(SAMPLE.read_text())
             for name, default, _ in section.options}
+
+
+def test_the_sync_module_distribution_has_the_package_version() -> None:
+    main = tomllib.loads((PROJECT / "pyproject.toml").read_text())["project"]
+    sync = tomllib.loads((PROJECT / "portage-sync-module" / "pyproject.toml").read_text())["project"]
+    assert sync["version"] == main["version"]
+    assert f"gkeys-portage=={main['version']}" in sync["dependencies"]
+    assert any(dep.startswith("portage") for dep in sync["dependencies"]), "the leaf exists only beside Portage"
 
 
 def test_generated_files_match_the_argparse_definitions() -> None:
@@ -159,6 +169,22 @@ def render_man(page: Path) -> tuple[str, str]:
     return result.stdout, result.stderr
 
 
+def _see_our_dependencies(prefix: Path) -> None:
+    """Let the venv at ``prefix`` import the dependencies installed for the running interpreter.
+
+    ``system_site_packages=True`` is not that: inside a venv it exposes the *base* Python's site-packages, which
+    on a fresh machine holds none of them (README's ``pip install ".[test]"`` put them into the venv). A ``.pth``
+    file that adds the running interpreter's site directories works in a venv and system-wide alike; the new venv's
+    own site-packages stays first on ``sys.path``, so the wheel's ``gkeys_portage`` wins over the tested one.
+    ``site.addsitedir`` (not a bare path) also runs their ``.pth`` files, coverage's among them (``.ci/run``).
+    """
+    ours = [entry for entry in sys.path if Path(entry).name in ("site-packages", "dist-packages")]
+    site = subprocess.run([str(prefix / "bin" / "python"), "-c", "import sysconfig; print(sysconfig"
+                           ".get_paths()['purelib'])"], capture_output=True, text=True, check=True).stdout.strip()
+    (Path(site) / "_gkeys_test_deps.pth").write_text("".join(f"import site; site.addsitedir({entry!r})\n"
+                                                             for entry in ours))
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A wheel built from this checkout, installed into a fresh venv; yields the venv's prefix."""
@@ -167,13 +193,25 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     work = tmp_path_factory.mktemp("wheel")
     source = work / "src"
     shutil.copytree(PROJECT, source, ignore=shutil.ignore_patterns(".git", "__pycache__", "build", "*.egg-info"))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index",
-                    "-w", str(work / "dist"), str(source)], check=True, capture_output=True)
+    for project in (source, source / "portage-sync-module"):
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index",
+                        "-w", str(work / "dist"), str(project)], check=True, capture_output=True)
     prefix = work / "venv"
-    venv.create(prefix, system_site_packages=True, with_pip=False)
+    venv.create(prefix, with_pip=False)
+    _see_our_dependencies(prefix)
     wheel = next((work / "dist").glob("gkeys_portage-*.whl"))
+    assert not [name for name in zipfile.ZipFile(wheel).namelist() if name.startswith("portage/")], \
+        "gkeys-portage itself ships nothing named portage (the sync module is portage-sync-module/)"
+    sync_wheel = next((work / "dist").glob("gkeys_portage_sync-*.whl"))
+    assert sorted(n for n in zipfile.ZipFile(sync_wheel).namelist() if not n.startswith("gkeys_portage_sync-")) \
+        == ["portage/sync/modules/gkeys/__init__.py", "portage/sync/modules/gkeys/gkeyssync.py"]
     subprocess.run([sys.executable, "-m", "pip", "--python", str(prefix / "bin" / "python"), "install", "-q",
                     "--no-deps", "--no-index", "--ignore-installed", str(wheel)], check=True, capture_output=True)
+    site = Path(subprocess.run([str(prefix / "bin" / "python"), "-c", "import sysconfig; print(sysconfig"
+                                ".get_paths()['purelib'])"], capture_output=True, text=True, check=True).stdout.strip())
+    assert not (site / "portage").exists(), "without Portage, installing gkeys-portage leaves no 'portage' behind"
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(prefix / "bin" / "python"), "install", "-q",
+                    "--no-deps", "--no-index", "--ignore-installed", str(sync_wheel)], check=True, capture_output=True)
     yield prefix
 
 

@@ -177,7 +177,7 @@ def slapd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slapd]:
     if daemon is None or slapadd is None:
         pytest.skip("slapd is not installed (Debian: apt-get install slapd ldap-utils)")
     if not (SYSTEM_SCHEMA / "inetorgperson.schema").exists():
-        pytest.skip(f"the OpenLDAP schema files are not in {SYSTEM_SCHEMA}")
+        pytest.skip(f"the OpenLDAP schema files are not in {SYSTEM_SCHEMA} (Debian: apt-get install slapd)")
     tmp = tmp_path_factory.mktemp("slapd")
     tls = _make_certificate(tmp)
     config = _write_config(tmp, tls)

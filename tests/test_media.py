@@ -41,8 +41,11 @@ def test_all_siblings_verify_and_name_signer_and_digests(menv, keys: KeyFactory,
 
 @pytest.mark.parametrize("siblings", [(".asc",), (".sha256",), (".DIGESTS",)])
 def test_one_signed_sibling_is_enough(menv, keys: KeyFactory, tmp_path: Path, siblings: tuple[str, ...]) -> None:
+    """One signed sibling verifies; an .asc alone names no file, so it needs the explicit --bind-by-date
+    (issue 23 item 1: it used to be the default)."""
     media = make_media(keys, tmp_path / "m", siblings=siblings)
-    result = menv.run("verify-media", str(media.path))
+    opt_in = ["--bind-by-date"] if siblings == (".asc",) else []
+    result = menv.run("verify-media", *opt_in, str(media.path))
     assert result.code == 0, result.text
     assert f"{STAGE3}{siblings[0]}: good signature by gentoo/releng" in result.out
 
@@ -272,19 +275,53 @@ def test_old_release_under_a_newer_name_is_refused(menv, keys: KeyFactory, tmp_p
                                   "stage3-amd64-openrc-20261399T999999Z.tar.xz"])  # not a real date: no stamp
 def test_asc_only_without_build_stamp_needs_allow_unnamed(menv, keys: KeyFactory, tmp_path: Path, name: str) -> None:
     path = _asc_only(keys, tmp_path / "m", name)
-    _refused(menv, path, 1, f"{name}: not bound to its name", "carries no build stamp", f"fetch {name}.DIGESTS")
+    _refused(menv, path, 1, f"{name}: not bound to its name", f"there is no {name}.DIGESTS or {name}.sha256",
+             f"fetch the signed {name}.DIGESTS")
     result = menv.run("verify-media", "--allow-unnamed", str(path))
     assert result.code == 0, result.text
     assert "name bound (allowed-unnamed)" in result.out and "accepted with --allow-unnamed" in result.err
 
 
-def test_asc_made_after_the_build_stamp_binds_the_name(menv, keys: KeyFactory, tmp_path: Path) -> None:
+def test_asc_made_after_the_build_stamp_binds_the_name_only_when_asked(menv, keys: KeyFactory,
+                                                                        tmp_path: Path) -> None:
+    """signed-after-build binds a date, not a name: an explicit opt-in (--bind-by-date), never the default
+    (issue 23 item 1; this test used to expect it by default)."""
     path = _asc_only(keys, tmp_path / "m", STAGE3)  # stamp 2026-01-01, signature made today
-    result = menv.run("verify-media", str(path))
+    _refused(menv, path, 1, f"{STAGE3}: not bound to its name", "a date names no file", "--bind-by-date")
+    result = menv.run("verify-media", "--bind-by-date", str(path))
     assert result.code == 0, result.text
     assert f"{STAGE3}: name bound (signed-after-build): {STAGE3}.asc was made" in result.out
-    doc = json.loads(menv.run("--json", "verify-media", str(path)).out)
+    assert "a date, not a name" in result.out and f"there is no {STAGE3}.DIGESTS" in result.err
+    doc = json.loads(menv.run("--json", "verify-media", "--bind-by-date", str(path)).out)
     assert doc["name"]["rule"] == "signed-after-build"
+
+
+MUSL = "stage3-i686-musl-20260101T170000Z.tar.xz"
+
+
+def test_another_products_genuine_build_under_this_name_is_refused(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    """Issue 23 item 1: a genuine i686 musl stage3 with its genuine .asc, served as the amd64 openrc stage3 of
+    the same stamp, DIGESTS and .sha256 answering 404: the .asc postdates the stamp, which named no product.
+    Refused by default, naming what is missing and the next step."""
+    musl = make_media(keys, tmp_path / "src", MUSL, hashlib.sha512(b"i686 musl").digest() * 64, siblings=(".asc",))
+    served = tmp_path / "mirror"
+    served.mkdir()
+    (served / STAGE3).write_bytes(musl.data)
+    (served / (STAGE3 + ".asc")).write_bytes(musl.files[".asc"])
+    err = _refused(menv, served / STAGE3, 1, f"{STAGE3}: not bound to its name",
+                   f"there is no {STAGE3}.DIGESTS or {STAGE3}.sha256", f"fetch the signed {STAGE3}.DIGESTS",
+                   "fetch-media --latest")
+    assert "Traceback" not in err
+
+
+def test_unsigned_digests_is_not_ignored_when_nothing_else_names_the_file(menv, keys: KeyFactory,
+                                                                         tmp_path: Path) -> None:
+    """Issue 23 item 1: with a genuine .asc and an unsigned .DIGESTS listing the file, the DIGESTS was "not
+    signed; ignored" and the file accepted on the date alone; now the refusal says the DIGESTS is unsigned."""
+    media = make_media(keys, tmp_path / "m", siblings=(".asc",))
+    (media.folder / (STAGE3 + ".DIGESTS")).write_text(digest_block("SHA512", media.data, STAGE3))
+    _refused(menv, media.path, 1, f"{STAGE3}: not bound to its name",
+             f"{STAGE3}.DIGESTS is not signed (unsigned text names nothing)", f"there is no {STAGE3}.sha256")
 
 
 def test_signed_digests_listing_the_file_bind_the_name(menv, keys: KeyFactory, tmp_path: Path) -> None:

@@ -63,7 +63,8 @@ def test_only_verified_siblings_are_installed(menv, keys: KeyFactory, tmp_path: 
     media.files[".DIGESTS"] = digest_block("SHA512", b"evil", STAGE3).encode()  # not signed
     url = media.publish(menv.server)
     dest = tmp_path / "dest"
-    result = menv.run("fetch-media", url, "-d", str(dest))
+    # only the .asc signs: bound by its date alone, an explicit opt-in since issue 23 item 1
+    result = menv.run("fetch-media", "--bind-by-date", url, "-d", str(dest))
     assert result.code == 0, result.text
     assert f"{STAGE3}.DIGESTS: not signed; ignored" in result.text
     assert {p.name for p in dest.iterdir()} == {STAGE3, STAGE3 + ".asc"}
@@ -168,7 +169,7 @@ def test_usage_errors(menv, tmp_path: Path) -> None:
     result = menv.run("fetch-media", "--latest", "../x", "--mirror", menv.server.url)
     assert result.code == 2 and "expected a name like" in result.err
     result = menv.run("fetch-media", "--latest", "stage3-amd64-nosuch", "--mirror", menv.server.url)
-    assert result.code == 2 and "latest-stage3-amd64-nosuch.txt: not on the mirror" in result.err
+    assert result.code == 3 and "latest-stage3-amd64-nosuch.txt: not on the mirror" in result.err
 
 
 def test_one_fetch_per_file_at_a_time(menv, keys: KeyFactory, tmp_path: Path) -> None:
@@ -326,6 +327,9 @@ def test_old_release_served_under_a_newer_name_is_not_installed(menv, keys: KeyF
     url = old.publish(menv.server, f"{AUTOBUILDS}/{newer_stamp}")
     dest = tmp_path / "dest"
     _refused_fetch(menv, dest, menv.run("fetch-media", url, "-d", str(dest)), 1, f"{name}: not bound to its name")
+    assert f"/{AUTOBUILDS}/{newer_stamp}/{name}" not in menv.server.log  # refused before the download
+    _refused_fetch(menv, dest, menv.run("fetch-media", "--bind-by-date", url, "-d", str(dest)), 1,
+                   "before the build stamp 20271201T170321Z")
     assert (_quarantine(menv) / (name + ".rejected")).exists()
     result = menv.run("--json", "fetch-media", "--allow-unnamed", url, "-d", str(dest))
     assert result.code == 0, result.text
@@ -377,6 +381,29 @@ def test_unbindable_file_is_refused_before_its_download(menv, keys: KeyFactory, 
     assert f"/{AUTOBUILDS}/{STAMP}/{name}" not in menv.server.log
     assert menv.run("fetch-media", "--allow-unnamed", url, "-d", str(dest)).code == 0
     assert (dest / name).read_bytes() == media.data
+
+
+def test_asc_only_is_bound_by_the_sized_entry_of_the_signed_latest_list(menv, keys: KeyFactory,
+                                                                         tmp_path: Path) -> None:
+    """Issue 23 item 1: only an .asc beside the stage3, DIGESTS and .sha256 answering 404.  fetch-media URL
+    refuses it before the download (a date names no file); fetch-media --latest binds it by the signed
+    latest list's entry, which names the file and its size (rule listed-in-latest); an entry without a size
+    does not bind it."""
+    media = make_media(keys, tmp_path / "src", siblings=(".asc",))
+    url = media.publish(menv.server)
+    dest = tmp_path / "dest"
+    _refused_fetch(menv, dest, menv.run("fetch-media", url, "-d", str(dest)), 1,
+                   f"there is no {STAGE3}.DIGESTS or {STAGE3}.sha256")
+    assert FILE_PATH not in menv.server.log
+    publish_latest(keys, menv.server, tmp_path, FLAVOUR, f"{STAMP}/{STAGE3}")  # no size
+    _refused_fetch(menv, dest, _fetch_latest(menv, dest), 1, f"{STAGE3}: not bound to its name")
+    publish_latest(keys, menv.server, tmp_path, FLAVOUR, f"{STAMP}/{STAGE3} {len(media.data)}", ts=1767289203)
+    result = _fetch_latest(menv, dest, "--json")
+    assert result.code == 0, result.text
+    doc = json.loads(result.out)
+    assert doc["name"]["rule"] == "listed-in-latest", doc["name"]
+    assert f"latest-{FLAVOUR}.txt (signed) names {STAGE3} with its size" in doc["name"]["detail"]
+    assert (dest / STAGE3).read_bytes() == media.data
 
 
 def test_redirect_loop_on_the_download_is_not_retried(menv, keys: KeyFactory, tmp_path: Path) -> None:

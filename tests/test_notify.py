@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 from conftest import GkeysEnv
 
-from gkeys_portage.checks.notify import expiring_parts, reminder
+from gkeys_portage.checks.notify import expiring_parts, mail_address, reminder
 from gkeys_portage.core.config import load_config
+from gkeys_portage.core.types import Nick
 from gkeys_portage.demo.world import KeyFactory
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.keys.publish import address_of
+from gkeys_portage.keys.seeds import dump_seeds
 
 aiosmtpd_controller = pytest.importorskip("aiosmtpd.controller")
 
@@ -126,6 +128,28 @@ def test_unreachable_mail_server_is_exit_3_and_nothing_recorded(env: GkeysEnv) -
     result = env.run("check-key", "-C", "gentoo-devs", "--days", "30", "--notify")
     assert result.code == 3 and "mail server 127.0.0.1" in result.text and "Traceback" not in result.text
     assert not (env.state / "state" / "notified.json").exists()
+
+
+def test_a_comma_in_a_seed_user_id_adds_no_recipient(env: GkeysEnv, smtp: tuple[Mailbox, int]) -> None:
+    """Issue 23 item 14: the seed user id ``Eve <e@x,victim@y>`` (one "address" without spaces) put two
+    addresses in ``To:`` and mailed victim@.  Only a single address counts; --to is checked the same way."""
+    mailbox, port = smtp
+    _soon(env.keys)
+    env.bootstrap()
+    seed = env.seed("soon")
+    seed.uid = ["Eve <e@example.org,victim@example.net>", "Soon <soon@gentoo.org>"]
+    env.publish_seeds("gentoo-devs", (), data=dump_seeds({Nick("soon"): seed}))
+    env.server.hkp[env.keys.keys["soon"].fingerprint] = env.keys.public("soon")
+    assert env.run("update-seed", "-C", "gentoo-devs").code == 0
+    env.write_config(f"[notify]\nsmtp = 127.0.0.1:{port}\nfrom = keys@example.org\n")
+    assert mail_address("Eve <e@example.org,victim@example.net>") is None
+    assert mail_address("Soon <soon@gentoo.org>") == "soon@gentoo.org"
+    result = env.run("check-key", "-C", "gentoo-devs", "--days", "30", "--notify")
+    assert result.code == 0, result.text
+    assert [(m[1], "victim" in m[2]) for m in mailbox.messages] == [(["soon@gentoo.org"], False)]
+    bad = env.run("check-key", "-C", "gentoo-devs", "--days", "30", "--notify", "--dry-run",
+                  "--to", "a@example.org,victim@example.net")
+    assert bad.code == 2 and "not one e-mail address" in bad.err and "Traceback" not in bad.text, bad.text
 
 
 def test_notify_config_is_checked(env: GkeysEnv) -> None:

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import GkeysEnv
 
+from gkeys_portage.core.types import Nick
 from gkeys_portage.demo.world import KeyFactory, LoopbackServer
+from gkeys_portage.keys.seeds import dump_seeds
 from gkeys_portage.keys.sources import wkd_hash
 from gkeys_portage.openpgp.colons import parse_colons
 from gkeys_portage.openpgp.gnupg import GnuPG
@@ -27,6 +29,23 @@ def _dora(keys: KeyFactory) -> None:
         assert result.returncode == 0, result.stderr
 
 
+def _install_devs(env: GkeysEnv, *nicks: str, named: dict[str, tuple[str, ...]] | None = None) -> None:
+    """install_devs, with dora's seed naming all her user ids (a key is published only under the addresses
+    its seed names, issue 23 item 13); ``named`` gives other seeds' uids."""
+    uids = {"dora": (env.keys.keys["dora"].uid, *DORA_UIDS)} if "dora" in nicks else {}
+    uids.update(named or {})
+    env.bootstrap()
+    seeds = {}
+    for nick in nicks:
+        seed = env.seed(nick)
+        seed.uid = list(uids.get(nick, seed.uid))
+        seeds[Nick(nick)] = seed
+        env.server.hkp[env.keys.keys[nick].fingerprint] = env.keys.public(nick)
+    env.publish_seeds("gentoo-devs", (), data=dump_seeds(seeds))
+    result = env.run("update-seed", "-C", "gentoo-devs")
+    assert result.code == 0, result.text
+
+
 def _show(env: GkeysEnv, data: bytes) -> list[tuple[str, list[str]]]:
     """(primary, user ids) of each key gpg sees in ``data``."""
     gpg = GnuPG(env.root / "show")
@@ -41,7 +60,7 @@ def _show(env: GkeysEnv, data: bytes) -> list[tuple[str, list[str]]]:
 @pytest.fixture
 def exported(env: GkeysEnv) -> Iterator[Path]:
     _dora(env.keys)
-    env.install_devs("alice", "bob", "dora")
+    _install_devs(env, "alice", "bob", "dora")
     out = env.root / "wkd"
     result = env.run("export-wkd", "-C", "gentoo-devs", "-o", str(out), "--domain", "gentoo.org", "--method", "both")
     assert result.code == 0, result.text
@@ -99,7 +118,7 @@ def test_served_tree_installs_with_gkeys_own_wkd_source(env: GkeysEnv, exported:
 
 def test_direct_tree_needs_one_domain(env: GkeysEnv) -> None:
     _dora(env.keys)
-    env.install_devs("dora")
+    _install_devs(env, "dora")
     result = env.run("export-wkd", "-C", "gentoo-devs", "-o", str(env.root / "w"), "--method", "direct")
     assert result.code == 2 and "--domain" in result.text and "example.org" in result.text
     assert not (env.root / "w").exists()
@@ -107,3 +126,55 @@ def test_direct_tree_needs_one_domain(env: GkeysEnv) -> None:
     assert result.code == 0, result.text
     data = (env.root / "w" / ".well-known" / "openpgpkey" / "example.org" / "hu" / wkd_hash("dora")).read_bytes()
     assert _show(env, data) == [(env.keys.keys["dora"].fingerprint, ["Dora <dora@example.org>"])]
+
+
+def test_a_user_id_domain_that_is_no_dns_name_writes_nothing_outside_o(env: GkeysEnv) -> None:
+    """Issue 23 item 12: ``M <m@../../../escaped>`` (the seed even names it) wrote ``escaped/...`` outside -o.
+    Only DNS names are domains: the address is skipped and reported, nothing is written outside -o."""
+    if "escaper" not in env.keys.keys:
+        key = env.keys.create("escaper", name="M", email="m@gentoo.org")
+        for uid in ("M <m@../../../escaped>", "M <m@..>", "M <m@a/b.org>"):
+            result = env.keys.gpg.run(["--quick-add-uid", key.fingerprint, uid])
+            assert result.returncode == 0, result.stderr
+    _install_devs(env, "escaper", named={"escaper": ("M <m@gentoo.org>", "M <m@../../../escaped>", "M <m@..>",
+                                                     "M <m@a/b.org>")})
+    out = env.root / "deep" / "er" / "wkd"
+    result = env.run("export-wkd", "-C", "gentoo-devs", "-o", str(out))
+    assert result.code == 0, result.text
+    assert "'../../../escaped' is not a DNS name" in result.text and "'a/b.org' is not a DNS name" in result.text
+    assert not (env.root / "escaped").exists() and not (env.root / "deep" / "escaped").exists()
+    written = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert written == [f".well-known/openpgpkey/gentoo.org/hu/{wkd_hash('m')}",
+                       ".well-known/openpgpkey/gentoo.org/policy"]
+    bad = env.run("export-wkd", "-C", "gentoo-devs", "-o", str(out), "--domain", "../x")
+    assert bad.code == 2 and "is not a DNS name" in bad.text
+
+
+def test_a_symlink_leading_out_of_o_is_refused_before_writing(env: GkeysEnv) -> None:
+    """Issue 23 item 12: every resolved target must stay under -o (a symlink inside -o pointing elsewhere)."""
+    env.install_devs("alice")
+    out, elsewhere = env.root / "wkd", env.root / "elsewhere"
+    (out / ".well-known").mkdir(parents=True)
+    elsewhere.mkdir()
+    (out / ".well-known" / "openpgpkey").symlink_to(elsewhere)
+    result = env.run("export-wkd", "-C", "gentoo-devs", "-o", str(out))
+    assert result.code == 2 and "outside" in result.err and "Traceback" not in result.text, result.text
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_another_pinned_key_is_not_published_under_a_developers_address(env: GkeysEnv) -> None:
+    """Issue 23 item 13: mallory (pinned, seed uid mallory@) adds a self-signed ``Mallory <alice@gentoo.org>``;
+    alice's WKD file served mallory's key.  A key is published only under the addresses its own seed names."""
+    if "mallory-wkd" not in env.keys.keys:
+        mallory = env.keys.create("mallory-wkd", name="Mallory", email="mallory.wkd@gentoo.org")
+        result = env.keys.gpg.run(["--quick-add-uid", mallory.fingerprint, "Mallory <alice@gentoo.org>"])
+        assert result.returncode == 0, result.stderr
+    _install_devs(env, "alice", "mallory-wkd")
+    out = env.root / "wkd"
+    result = env.run("--json", "export-wkd", "-C", "gentoo-devs", "-o", str(out))
+    assert result.code == 0, result.text
+    doc = json.loads(result.out)
+    assert doc["addresses"]["alice@gentoo.org"] == [env.keys.keys["alice"].fingerprint]
+    assert any("alice@gentoo.org" in s and "not an address of the key's own seed" in s for s in doc["skipped"])
+    data = (out / ".well-known" / "openpgpkey" / "gentoo.org" / "hu" / wkd_hash("alice")).read_bytes()
+    assert [fpr for fpr, _ in _show(env, data)] == [env.keys.keys["alice"].fingerprint]

@@ -104,6 +104,32 @@ def test_unbound_seed_is_accepted_where_config_says_its_signer_is_unique(env: Gk
     assert result.code == 1 and "for category gentoo, not gentoo-devs" in result.text
 
 
+def test_unbound_seed_by_a_key_another_category_pins_under_another_name_is_refused(env: GkeysEnv) -> None:
+    """Issue 23 item 10: [policy] unbound-seeds compared signer names, not keys.  gentoo's seeds are signed by
+    seed-signers/gkeys, gentoo-devs' by other-signers/gkeys2: two names, one key (as gentoo/mirror and
+    gentoo-infra/mirror are).  The config check passed, so gentoo's unbound seed file served at the
+    gentoo-devs URL installed as gentoo-devs seeds (exit 0).  Now refused by fingerprint; nothing changes."""
+    env.bootstrap()
+    env.pin_key("other-signers", "gkeys2", "gkeys")
+    text = env.config.read_text().replace("gentoo-devs = seed-signers gkeys", "gentoo-devs = other-signers gkeys2")
+    env.config.write_text(text + "[policy]\nunbound-seeds = gentoo-devs\n")
+    env.publish_seeds("gentoo-devs", ("releng",), notations={})  # gentoo's (unbound) seeds at the devs URL
+    before = env.snapshot()
+    result = env.run("fetch-seed", "-C", "gentoo-devs")
+    assert result.code == 1, result.text
+    fpr = env.keys.keys["gkeys"].fingerprint
+    assert f"unbound signature by other-signers/gkeys2 ({fpr}), and that key also signs the gentoo seeds" \
+           in result.err, result.err
+    assert len(result.err.strip().splitlines()) == 1 and "Traceback" not in result.text
+    assert env.snapshot() == before
+    # a key of its own: accepted as before
+    env.pin_key("own-signers", "devsigner", "carol")
+    env.config.write_text(env.config.read_text().replace("other-signers gkeys2", "own-signers devsigner"))
+    env.publish_seeds("gentoo-devs", ("alice",), signer="carol", notations={})
+    result = env.run("fetch-seed", "-C", "gentoo-devs")
+    assert result.code == 0, result.text
+
+
 BAD_UNBOUND = {
     "not a category name": ("unbound-seeds = gentoo/devs", "invalid category"),
     "no signer in [verify-seeds]": ("unbound-seeds = nowhere", "'nowhere' has no seed signer"),

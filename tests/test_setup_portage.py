@@ -13,7 +13,12 @@ import pytest
 from tree_helpers import head, install_devs, records
 
 from gkeys_portage.demo.tree_repo import PortageSandbox, RepoBuilder, sync_module_missing
-from gkeys_portage.portage.setup import MANIFEST, REPOS_FRAGMENT
+from gkeys_portage.portage.setup import REPOS_FRAGMENT, record_path
+
+
+def record(env: Any, root: Path) -> Path:
+    """Where gkeys records what setup-portage created under ``root`` (its own state, never ``root``)."""
+    return record_path(env.state / "state", root)
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, bytes | str | None]]:
@@ -54,19 +59,19 @@ def test_setup_then_emerge_sync_verifies_and_undo_restores(env: Any, tmp_path: P
     eroot = str(sandbox.config_root)
     before = snapshot(sandbox.config_root)
 
-    result = env.run("setup-portage", "--eroot", eroot, "--repo", "test", "--dry-run")
+    result = env.run("setup-portage", "--eroot", eroot, "--repo", "test", "--category", "gentoo-devs", "--dry-run")
     assert result.code == 0, result.text
     assert "+[test]\n+sync-type = gkeys" in result.out and "would create" in result.out
     assert snapshot(sandbox.config_root) == before
 
-    result = env.run("setup-portage", "--eroot", eroot, "--repo", "test")
+    result = env.run("setup-portage", "--eroot", eroot, "--repo", "test", "--category", "gentoo-devs")
     assert result.code == 0, result.text
     for hook in ("repo.postsync.d/gkeys-verify", "postsync.d/gkeys-verify"):
         path = sandbox.etc / hook
         assert path.read_text().splitlines()[0] == f"#!{sys.executable}"
         assert os.access(path, os.X_OK)
     after = snapshot(sandbox.config_root)
-    result = env.run("setup-portage", "--eroot", eroot, "--repo", "test")
+    result = env.run("setup-portage", "--eroot", eroot, "--repo", "test", "--category", "gentoo-devs")
     assert result.code == 0 and "nothing to do" in result.out, result.text
     assert snapshot(sandbox.config_root) == after  # idempotent
 
@@ -94,11 +99,12 @@ def test_existing_different_file_is_left_alone_and_reported(env: Any, tmp_path: 
     mine = root / REPOS_FRAGMENT
     mine.write_text("[test]\nsync-type = git\n")
     before = snapshot(root)
-    result = env.run("setup-portage", "--eroot", str(root), "--repo", "test")
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", "test", "--category", "gentoo-devs")
     assert result.code == 1, result.text
     assert f"{mine} exists with other content; left alone" in result.err
     assert mine.read_text() == "[test]\nsync-type = git\n"
-    assert (root / "etc/portage/postsync.d/gkeys-verify").is_file()  # the rest was still installed
+    assert not (root / "etc/portage/postsync.d/gkeys-verify").exists()  # all or nothing (issue 23 item 22)
+    assert "nothing was written" in result.text, result.text
     result = env.run("setup-portage", "--eroot", str(root), "--undo")
     assert result.code == 0, result.text
     assert snapshot(root) == before  # undo never removes the user's file
@@ -106,15 +112,15 @@ def test_existing_different_file_is_left_alone_and_reported(env: Any, tmp_path: 
 
 def test_undo_keeps_a_file_changed_after_setup(env: Any, tmp_path: Path) -> None:
     root = git_repo_root(tmp_path)
-    assert env.run("setup-portage", "--eroot", str(root), "--repo", "test").code == 0
+    assert env.run("setup-portage", "--eroot", str(root), "--repo", "test", "--category", "gentoo-devs").code == 0
     hook = root / "etc/portage/postsync.d/gkeys-verify"
     hook.write_text(hook.read_text() + "# local change\n")
     result = env.run("setup-portage", "--eroot", str(root), "--undo")
     assert result.code == 1 and "changed since setup-portage wrote it" in result.err, result.text
-    assert hook.is_file() and not (root / REPOS_FRAGMENT).exists() and (root / MANIFEST).is_file()
+    assert hook.is_file() and not (root / REPOS_FRAGMENT).exists() and record(env, root).is_file()
     hook.unlink()
     assert env.run("setup-portage", "--eroot", str(root), "--undo").code == 0
-    assert not (root / MANIFEST).exists() and not (root / "etc/portage/postsync.d").exists()
+    assert not record(env, root).exists() and not (root / "etc/portage/postsync.d").exists()
 
 
 @pytest.mark.parametrize(("conf", "repo", "expected"), [
@@ -149,7 +155,8 @@ def test_gentoo_gets_the_mirror_settings_and_fetch_wrapper_a_fragment(env: Any, 
 def test_fetch_wrapper_beside_a_make_conf_file_is_a_fragment_to_source(env: Any, tmp_path: Path) -> None:
     root = git_repo_root(tmp_path)
     make_conf = (root / "etc/portage/make.conf").read_bytes()
-    result = env.run("setup-portage", "--eroot", str(root), "--repo", "test", "--fetch-wrapper")
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", "test", "--category", "gentoo-devs",
+                     "--fetch-wrapper")
     assert result.code == 0, result.text
     assert f"source {root}/etc/portage/gkeys-fetch.conf" in result.err
     assert (root / "etc/portage/make.conf").read_bytes() == make_conf  # never edited
@@ -159,7 +166,7 @@ def test_a_repos_conf_file_read_after_ours_that_would_win_is_refused(env: Any, t
     root = git_repo_root(tmp_path)
     (root / "etc/portage/repos.conf/zzz-local.conf").write_text("[test]\nsync-type = git\n")
     before = snapshot(root)
-    result = env.run("setup-portage", "--eroot", str(root), "--repo", "test")
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", "test", "--category", "gentoo-devs")
     assert result.code == 2 and "zzz-local.conf sets sync-type of [test]" in result.err, result.text
     assert snapshot(root) == before
 
@@ -178,8 +185,8 @@ def test_bad_repository_name_and_symlinked_target_are_refused(env: Any, tmp_path
     hooks = root / "etc/portage/postsync.d"
     hooks.mkdir()
     (hooks / "gkeys-verify").symlink_to(tmp_path / "dangling")
-    result = env.run("setup-portage", "--eroot", str(root), "--repo", "test")
-    assert result.code == 1 and "is not a regular file (a symlink or directory)" in result.err, result.text
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", "test", "--category", "gentoo-devs")
+    assert result.code == 1 and "is not a regular file (a symlink)" in result.err, result.text
     assert (hooks / "gkeys-verify").is_symlink() and not (tmp_path / "dangling").exists()
 
 
@@ -187,7 +194,8 @@ def test_undo_refuses_a_manifest_naming_paths_outside_etc_portage(env: Any, tmp_
     root = git_repo_root(tmp_path)
     victim = tmp_path / "victim"
     victim.write_text("keep me\n")
-    (root / MANIFEST).write_text('{"files": {"../victim": "x"}, "dirs": []}')
+    record(env, root).parent.mkdir(parents=True, exist_ok=True)
+    record(env, root).write_text('{"files": {"../victim": "x"}, "dirs": []}')
     result = env.run("setup-portage", "--eroot", str(root), "--undo")
     assert result.code == 2 and "is damaged" in result.err, result.text
     assert victim.read_text() == "keep me\n"
@@ -208,7 +216,7 @@ def test_an_rsync_tree_at_the_location_is_reported_not_moved(env: Any, tmp_path:
     root = git_repo_root(tmp_path)
     tree = tmp_path / "repos/test"
     (tree / "profiles").mkdir(parents=True)
-    result = env.run("setup-portage", "--eroot", str(root), "--repo", "test")
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", "test", "--category", "gentoo-devs")
     assert result.code == 0, result.text
     assert f"mv {tree} {tree}.old" in result.err and (tree / "profiles").is_dir()
 

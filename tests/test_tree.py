@@ -141,6 +141,9 @@ def test_parse_commit_strips_only_the_signature_header(env: Any, tmp_path: Path)
 def test_top_commit_may_be_signed_by_the_mirror_category(env: Any, tmp_path: Path) -> None:
     install_devs(env, ("alice",))
     env.pin_key("gentoo-infra", "releng", "releng", name="Mirror")
+    # beside the packaged gentoo-infra/mirror (purpose git-mirror), another seed signs commits only if
+    # [purposes] says it is a git-mirror key (issue 23 item 2)
+    env.write_config(extra="[purposes]\ngit-mirror = gentoo-infra/mirror gentoo-infra/releng\n")
     repo = build(tmp_path / "repo", env.keys, ["alice", "alice", "releng"])
     assert verify(env, repo.path, "--policy", "all", "--no-record")[0] == 1  # releng is no developer
     code, data = verify(env, repo.path, "--policy", "all", "-T", "gentoo-infra", "--no-record")

@@ -13,7 +13,7 @@ from gkeys_portage.core.errors import BadInputError, GpgError, NotVerifiedError,
 from gkeys_portage.demo.world import past
 from gkeys_portage.openpgp.status import StatusReport
 from gkeys_portage.portage.hooks import postsync_main, repo_postsync_main
-from gkeys_portage.verify.git import tree
+from gkeys_portage.verify.git import commits, tree
 from gkeys_portage.verify.git.objects import GitRepo, parse_commit
 
 
@@ -150,9 +150,9 @@ def test_empty_refusal_message_is_not_good(monkeypatch: pytest.MonkeyPatch, erro
     def refuse(*args: Any) -> Any:
         raise error
 
-    monkeypatch.setattr(tree, "decide", refuse)
-    verifier = tree.CommitVerifier(cast(Any, _Keyring()), cast(Any, None), cast(Any, None), jobs=1)
+    monkeypatch.setattr(commits, "decide", refuse)
+    verifier = commits.CommitVerifier(cast(Any, _Keyring()), cast(Any, None), cast(Any, None), jobs=1)
     commit = parse_commit("a" * 40, b"tree 0\nauthor x <x@y> 0 +0000\n\nmsg\n")
     verdict = verifier.judge(commit, cast(StatusReport, object()))
     assert not verdict.good and verdict.reason and verdict.code
-    assert not tree.CommitVerdict("a" * 40, "x", "msg").good  # a verdict nobody passed is not good
+    assert not commits.CommitVerdict("a" * 40, "x", "msg").good  # a verdict nobody passed is not good

@@ -27,6 +27,13 @@ def hook_env(env: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     return env
 
 
+def set_aside(location: Path) -> Path:
+    """Where the hook moved a refused clone that had no verified revision (checked to be there)."""
+    aside = location.with_name(f".{location.name}.gkeys-unverified")
+    assert not location.exists() and (aside / ".git").is_dir(), aside
+    return aside
+
+
 def markers(env: Any) -> list[str]:
     return sorted(p.name for p in (env.state / "state" / "tree-failed").glob("*.json"))
 
@@ -45,6 +52,8 @@ def test_bad_first_sync_marks_then_a_good_sync_clears(hook_env: Any, tmp_path: P
     assert "NO verified revision to roll back to" in capsys.readouterr().err
     assert postsync_main() == 1
     assert "repository test" in capsys.readouterr().err
+    aside = set_aside(repo.path)  # with nothing to roll back to, the refused clone left Portage's reach
+    aside.rename(repo.path)  # as if the next sync cloned again
     good = repo.commit("alice", parents=[repo.git("rev-parse", "HEAD~1").strip()])
     assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 0
     assert markers(hook_env) == [] and postsync_main() == 0
@@ -144,15 +153,17 @@ def test_hook_leaves_sync_type_gkeys_repositories_to_the_sync_module(tmp_path: P
 
     conf = tmp_path / "etc" / "portage" / "repos.conf"
     conf.mkdir(parents=True)
-    (conf / "a.conf").write_text("[viagkeys]\nsync-type = git\n[viagit]\nsync-type = git\n")
+    viagkeys, viagit = tmp_path / "viagkeys", tmp_path / "viagit"
+    (conf / "a.conf").write_text(f"[viagkeys]\nlocation = {viagkeys}\nsync-type = git\n"
+                                 f"[viagit]\nlocation = {viagit}\nsync-type = git\n")
     (conf / "b.conf").write_text("[viagkeys]\nsync-type = gkeys\n")  # read later: wins
     env = {"PORTAGE_CONFIGROOT": str(tmp_path)}
-    assert synced_by_gkeys_module("viagkeys", env)
-    assert not synced_by_gkeys_module("viagit", env)
-    assert not synced_by_gkeys_module("unknown", env)
-    assert not synced_by_gkeys_module("viagkeys", {})  # not run by emerge: verify
+    assert synced_by_gkeys_module(viagkeys, env)
+    assert not synced_by_gkeys_module(viagit, env)
+    assert not synced_by_gkeys_module(tmp_path / "unknown", env)
+    assert not synced_by_gkeys_module(viagkeys, {})  # not run by emerge: verify
     (conf / "c.conf").write_bytes(b"[broken\n")
-    assert not synced_by_gkeys_module("viagkeys", env)  # unreadable configuration: verify
+    assert not synced_by_gkeys_module(viagkeys, env)  # unreadable configuration: verify
 
 
 def test_hook_reads_the_repository_configuration_emerge_synced_with(tmp_path: Path) -> None:
@@ -165,10 +176,11 @@ def test_hook_reads_the_repository_configuration_emerge_synced_with(tmp_path: Pa
     conf.mkdir(parents=True)
     (conf / "a.conf").write_text("[overlay]\nlocation = /var/db/repos/overlay\nsync-type = gkeys\n")
     given = "[overlay]\nlocation = /var/db/repos/overlay\nsync-type = git\nsync-uri = file:///up\n"
-    assert not synced_by_gkeys_module("overlay", {"PORTAGE_CONFIGROOT": str(tmp_path),
-                                                  "PORTAGE_REPOSITORIES": given})
-    assert synced_by_gkeys_module("overlay", {"PORTAGE_CONFIGROOT": str(tmp_path),
-                                              "PORTAGE_REPOSITORIES": given.replace("= git", "= gkeys")})
+    overlay = Path("/var/db/repos/overlay")
+    assert not synced_by_gkeys_module(overlay, {"PORTAGE_CONFIGROOT": str(tmp_path),
+                                                "PORTAGE_REPOSITORIES": given})
+    assert synced_by_gkeys_module(overlay, {"PORTAGE_CONFIGROOT": str(tmp_path),
+                                            "PORTAGE_REPOSITORIES": given.replace("= git", "= gkeys")})
 
 
 def test_a_marker_from_a_git_sync_is_cleared_once_the_sync_module_verified(hook_env: Any, tmp_path: Path) -> None:
@@ -182,6 +194,7 @@ def test_a_marker_from_a_git_sync_is_cleared_once_the_sync_module_verified(hook_
     repo = build(tmp_path / "repo", hook_env.keys, ["alice", "mallory"])
     assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 1
     assert markers(hook_env) == ["test.json"]
+    set_aside(repo.path).rename(repo.path)  # the refused first clone was moved aside; bring it back
     module_env = {"PORTAGE_REPOSITORIES": f"[test]\nlocation = {repo.path}\nsync-type = gkeys\n"}
     with pytest.MonkeyPatch.context() as mp:
         for key, value in module_env.items():

@@ -1,6 +1,7 @@
 """Issue 15 item 8: without Portage, no traceback and no fake ``portage`` that changes anything.
 
-``pip install .`` installs the leaf ``portage/sync/modules/gkeys`` (no ``__init__.py`` above it).
+``pip install ./portage-sync-module`` installs the leaf ``portage/sync/modules/gkeys`` (no ``__init__.py`` above
+it); it depends on Portage, so the leaf is there without Portage only when copied by hand (issue 23 item 23).
 Both ways are tested in a child Python: beside a real Portage the bare directory shadows nothing
 (a regular package wins over a namespace portion, PEP 420); without Portage (simulated by a finder
 that resolves ``portage`` only in the bare directory) every gkeys path that looks for Portage says
@@ -36,7 +37,7 @@ sys.meta_path.insert(0, OnlyTheBareDirectory)
 
 @pytest.fixture
 def bare(tmp_path: Path) -> Path:
-    """A directory holding only what ``pip install .`` adds under site-packages/portage/."""
+    """A directory holding only the leaf ``portage/sync/modules/gkeys``, as if copied without Portage."""
     root = tmp_path / "site"
     shutil.copytree(PROJECT / "portage-sync-module" / "gkeys", root / "portage" / "sync" / "modules" / "gkeys")
     return root

@@ -15,12 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.message import EmailMessage
-from email.utils import formatdate, make_msgid
+from email.utils import formatdate, getaddresses, make_msgid
 
 from gkeys_portage import __version__
 from gkeys_portage.checks.glep63.sources import Subject
 from gkeys_portage.core.config import Config
-from gkeys_portage.core.errors import ConfigError, NetworkError
+from gkeys_portage.core.errors import ConfigError, NetworkError, UsageError
 from gkeys_portage.core.state import Layout, atomic_write_json, read_json_object
 from gkeys_portage.core.types import Nick, parse_category
 from gkeys_portage.keys.context import Gkeys
@@ -40,6 +40,24 @@ class NotifyConfig:
     sender: str
 
 
+#: Characters that make an address more than one, or a quoted or commented thing, to a mail parser.
+_NOT_IN_ADDRESS = frozenset(',;"()[]\\:')
+
+
+def mail_address(text: str) -> str | None:
+    """The single mail address ``text`` (a user id, or a bare address) holds, or None.
+
+    :func:`~gkeys_portage.keys.publish.address_of` takes a whole ``<addr>`` without spaces; as a recipient it
+    must also be exactly one address: no comma, semicolon, quote, comment or route characters, and
+    :func:`email.utils.getaddresses` must read it as that one address and nothing else (``e@x,victim@y``
+    is two, and would put both in ``To:``).
+    """
+    found = address_of(text)
+    if found is None or _NOT_IN_ADDRESS & set(found) or found.count("@") != 1:
+        return None
+    return found if getaddresses([found]) == [("", found)] else None
+
+
 def notify_config(config: Config) -> NotifyConfig:
     """Parse ``[notify]`` (unknown keys are refused by :func:`~gkeys_portage.core.configschema.check_known_keys`)."""
     section = dict(config.parser.items("notify")) if config.parser.has_section("notify") else {}
@@ -47,7 +65,7 @@ def notify_config(config: Config) -> NotifyConfig:
     if not sep or not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
         raise ConfigError(f"[notify] smtp = {section.get('smtp')!r}: expected host:port")
     sender = section.get("from", "").strip()
-    if sender and address_of(sender) is None:
+    if sender and mail_address(sender) is None:
         raise ConfigError(f"[notify] from = {sender!r}: not an e-mail address")
     return NotifyConfig(host.strip("[]"), int(port), sender)
 
@@ -109,6 +127,9 @@ def reminders_for(ctx: Gkeys, subjects: Sequence[Subject], days: int, now: float
                   to: Sequence[str] = ()) -> list[Reminder]:
     """A reminder for each installed key with a part expiring within ``days``; recipients are ``to``, else
     the addresses of the seed's user ids (else of the key's own user ids, for keys from a file)."""
+    for address in to:
+        if mail_address(address) != address:
+            raise UsageError(f"--to {address!r}: not one e-mail address (give --to once per address)")
     found: list[Reminder] = []
     for subject in subjects:
         if subject.key is None or not (parts := expiring_parts(subject.key, now, days)):
@@ -117,7 +138,7 @@ def reminders_for(ctx: Gkeys, subjects: Sequence[Subject], days: int, now: float
         if not recipients:
             seed = ctx.seeds.load(parse_category(subject.category)).get(Nick(subject.nick)) if subject.nick else None
             texts = seed.uid if seed is not None else [u.text for u in subject.key.uids]
-            recipients = list(dict.fromkeys(a for a in map(address_of, texts) if a))
+            recipients = list(dict.fromkeys(a for a in map(mail_address, texts) if a))
         if recipients:
             found.append(reminder(subject.label, subject.key, parts, recipients, sender))
     return found

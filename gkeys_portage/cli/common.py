@@ -31,14 +31,20 @@ def add_common_options(parser: argparse.ArgumentParser, *, suppress: bool) -> No
 
 
 def add_action(sub: SubParsers, name: str, func: Action, *, summary: str, description: str = "",
-               epilog: str = "", needs_lock: bool = False) -> argparse.ArgumentParser:
-    """Register one action: its sub-parser, its function and whether it writes state (takes the lock)."""
+               epilog: str = "", needs_lock: bool = False, verifies: str = "") -> argparse.ArgumentParser:
+    """Register one action: its sub-parser, its function and whether it writes state (takes the lock).
+
+    ``verifies`` names the argument holding what a verifying action verifies: its ``--json`` document then
+    carries the same keys whether it verified or refused (``ui.output.VERDICT_KEYS``, docs/exit-codes.md).
+    """
     parser: argparse.ArgumentParser = sub.add_parser(
         name, help=summary, description=description or summary, epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_common_options(parser, suppress=True)
     parser.set_defaults(func=func, needs_lock=needs_lock)
+    if verifies:
+        parser.set_defaults(verifies=verifies)
     return parser
 
 

@@ -19,7 +19,7 @@ from gkeys_portage.checks.glep63 import Level
 from gkeys_portage.core.errors import BadInputError, UsageError
 from gkeys_portage.core.state import read_limited
 from gkeys_portage.ui.output import Console, Report
-from gkeys_portage.ui.runner import add_output_options, run_report
+from gkeys_portage.ui.runner import JsonUsageParser, add_output_options, run_report
 
 MAX_PASSPHRASE_FILE = 4096
 
@@ -86,10 +86,11 @@ def terminal_prompter() -> Prompter:
     return Prompter(interactive=sys.stdin.isatty())
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
     """The ``gkeys-gen`` argument parser."""
-    parser = argparse.ArgumentParser(prog="gkeys-gen", description=DESCRIPTION, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser_class = JsonUsageParser if json_errors else argparse.ArgumentParser
+    parser = parser_class(prog="gkeys-gen", description=DESCRIPTION, epilog=EPILOG,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"gkeys-portage {__version__}")
     parser.add_argument("--name", help="your full name for the user id")
     parser.add_argument("--email", help="your @gentoo.org address for the user id")
@@ -196,7 +197,8 @@ def run(args: argparse.Namespace, prompter: Prompter, console: Console | None = 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``gkeys-gen``; return the exit status (also the console script)."""
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(json_errors="--json" in words).parse_args(words)  # usage errors as JSON too
     prompter = terminal_prompter()
     return run_report(args, lambda parsed, console: run(parsed, prompter, console))
 

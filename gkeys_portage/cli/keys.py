@@ -25,8 +25,18 @@ _LABELS = {
 
 
 def outcome_lines(report: Report, outcomes: Sequence[KeyOutcome], *, only_problems: bool = False) -> None:
-    """Human lines for key install outcomes (problems as warnings, with the reason)."""
+    """Human lines for key install outcomes (problems as warnings, with the reason).
+
+    Keys that no source could be reached for share one line: the sources' causes are said once, by the
+    failure line (:func:`summarize_failure`), not once per key and URL.
+    """
+    offline = [o for o in outcomes if o.status is KeyStatus.UNREACHABLE and o.unanswered and not o.dropped]
+    if offline:
+        report.warn(f"{_LABELS[KeyStatus.UNREACHABLE]}: {', '.join(f'{o.nick} {o.fingerprint}' for o in offline)}")
+    shown = {id(o) for o in offline}
     for outcome in outcomes:
+        if id(outcome) in shown:
+            continue
         label = f"{_LABELS[outcome.status]}: {outcome.nick} {outcome.fingerprint}"
         if outcome.status.ok:
             if not only_problems:

@@ -16,7 +16,7 @@ from gkeys_portage.core.state import read_limited
 from gkeys_portage.core.types import parse_category
 from gkeys_portage.keys import ldapseeds
 from gkeys_portage.ui.output import Console, Report
-from gkeys_portage.ui.runner import add_output_options, run_report
+from gkeys_portage.ui.runner import JsonUsageParser, add_output_options, run_report
 
 DESCRIPTION = """\
 Read Gentoo's LDAP developer directory (attributes uid, cn, mail, gentooStatus, gpgfingerprint) and
@@ -70,10 +70,11 @@ def _connection_options(parser: argparse.ArgumentParser) -> None:
                        help="an extra raw LDAP filter that must also match, e.g. '(gentooAccess=infra.group)'")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
     """The ``gkeys-ldap`` argument parser."""
-    parser = argparse.ArgumentParser(prog="gkeys-ldap", description=DESCRIPTION, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser_class = JsonUsageParser if json_errors else argparse.ArgumentParser
+    parser = parser_class(prog="gkeys-ldap", description=DESCRIPTION, epilog=EPILOG,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"gkeys-portage {__version__}")
     sub = parser.add_subparsers(title="actions", metavar="ACTION", dest="action")
     sub.required = True
@@ -175,7 +176,8 @@ def run_update_seeds(args: argparse.Namespace, console: Console) -> Report:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``gkeys-ldap``; return the exit status (also the console script)."""
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(json_errors="--json" in words).parse_args(words)  # usage errors as JSON too
     return run_report(args, args.func)
 
 

@@ -29,7 +29,7 @@ from gkeys_portage.cli.common import add_common_options
 from gkeys_portage.core.config import load_config
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Console, Report
-from gkeys_portage.ui.runner import run_report
+from gkeys_portage.ui.runner import JsonUsageParser, run_report
 
 TOPICS = (seeds, keys, signing, publish, media, overlays, tree, checks, portage_actions, binpkg, demo)
 
@@ -47,18 +47,18 @@ files:
   ${EPREFIX}/etc/gkeys/gkeys.conf   configuration (or -c FILE, or $GKEYS_CONFIG)
   ${EPREFIX}/var/lib/gkeys/         state: seeds/, keyrings/, state/ (or --root DIR)
 
-exit status:
-  0  verified / done      1  not verified, or a check failed
-  2  usage or bad input   3  network failure after retries
+exit status (one per cause; the table with the --json reason codes is docs/exit-codes.md):
+  0  verified / done      1  not verified (no signature, bad signature, ...), or a check failed
+  2  usage or bad input   3  network failure after retries, or not found on the server (404)
 
 Run 'gkeys ACTION --help' for the options of one action; 'gkeys demo' shows it all working
 offline in a temporary directory.
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full ``gkeys`` argument parser."""
-    parser = argparse.ArgumentParser(
+def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
+    """The full ``gkeys`` argument parser (``json_errors``: usage errors as one JSON document, for ``--json``)."""
+    parser = (JsonUsageParser if json_errors else argparse.ArgumentParser)(
         prog="gkeys", description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -87,7 +87,11 @@ def _run_action(args: argparse.Namespace, console: Console) -> Report:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``gkeys``; return the exit status (also used by the console script)."""
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(json_errors="--json" in words)
+    if isinstance(parser, JsonUsageParser):
+        parser.words = tuple(words)
+    args = parser.parse_args(words)
     args.gkeys_main = main  # the demo runs its steps through this same entry point
     return run_report(args, _run_action)
 

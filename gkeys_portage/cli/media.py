@@ -19,7 +19,13 @@ from gkeys_portage.verify.media.fetch import (
     fetch_media,
     verify_url,
 )
-from gkeys_portage.verify.media.verifier import MediaVerification, MediaVerifier, SignedBy, all_digests
+from gkeys_portage.verify.media.verifier import (
+    MediaVerification,
+    MediaVerifier,
+    SignedBy,
+    all_digests,
+    media_signatures,
+)
 
 
 def _category(ctx: Gkeys, args: argparse.Namespace) -> str:
@@ -74,13 +80,13 @@ def run_verify_media(ctx: Gkeys, args: argparse.Namespace) -> Report:
     if "://" in args.target:
         progress = args.console.progress(f"downloading {name}", unit="MiB")
         fetched = verify_url(ctx, args.target, category=category, nick=args.nick, progress=progress,
-                             allow_unnamed=args.allow_unnamed)
+                             allow_unnamed=args.allow_unnamed, bind_by_date=args.bind_by_date)
         report = Report()
         for skipped in fetched.skipped:
             report.info(f"{skipped}: not on the server; skipped")
         return describe(report, fetched.verification)
-    media = MediaVerifier(ctx.verifier(category, [args.nick] if args.nick else []), category,
-                          allow_unnamed=args.allow_unnamed, all_digests=all_digests(ctx.config))
+    media = MediaVerifier(media_signatures(ctx, category, args.nick), category, allow_unnamed=args.allow_unnamed,
+                          bind_by_date=args.bind_by_date, all_digests=all_digests(ctx.config))
     return describe(Report(), media.verify(Path(args.target), args.console.progress(f"verifying {name}", unit="MiB")))
 
 
@@ -103,10 +109,11 @@ def run_fetch_media(ctx: Gkeys, args: argparse.Namespace) -> Report:
 
         fetched = fetch_latest(ctx, args.latest, mirror, dest, category=category, nick=args.nick,
                                arch=args.arch, progress=progress, allow_unnamed=args.allow_unnamed,
-                               verify_progress=verify_progress, chosen=chosen)
+                               bind_by_date=args.bind_by_date, verify_progress=verify_progress, chosen=chosen)
     else:
         fetched = fetch_media(ctx, args.url, dest, category=category, nick=args.nick, progress=progress,
-                              allow_unnamed=args.allow_unnamed, verify_progress=verify_progress)
+                              allow_unnamed=args.allow_unnamed, bind_by_date=args.bind_by_date,
+                              verify_progress=verify_progress)
     return _fetch_report(fetched, dest, announced=bool(args.latest) and not console.json_mode)
 
 
@@ -151,10 +158,13 @@ private quarantine folder and deleted afterwards) against every signed sibling f
   FILE.CONTENTS.gz / FILE.CONTENTS   checked against their DIGESTS entries when present
 
 Every sibling found must verify; at least one signed sibling is required.  The file must be bound
-to its name: a signed .DIGESTS/.sha256 lists it (rule "listed"), or, with only FILE.asc, the
-signature was made at or after the build stamp in the name (stage3-...-20261201T170321Z.tar.xz;
-rule "signed-after-build"); otherwise it is refused unless --allow-unnamed is given (a detached
-signature names no file, so an older release could be served under a newer name).  Signatures count only
+to its name by signed text that names it: a signed .DIGESTS/.sha256 lists it (rule "listed"), or
+(fetch-media --latest) the signed latest-*.txt entry it was chosen from names it with its size
+(rule "listed-in-latest").  A detached FILE.asc names no file, and an unsigned .DIGESTS names
+nothing: such a file is refused, saying what is missing.  --bind-by-date accepts an .asc made at or
+after the build stamp in the name (stage3-...-20261201T170321Z.tar.xz; rule "signed-after-build"):
+a date, not a name (another product's build signed later passes it); --allow-unnamed accepts
+anything a pinned key signed.  Signatures count only
 from keys pinned by the seeds of the category (default: [media] category, else gentoo).  Only the
 text gpg says was signed is parsed.  Each signed statement is checked on one strong digest: SHA512
 (what the handbook's sha512sum -c checks), else BLAKE2B, else SHA256; its other digests are not
@@ -200,18 +210,28 @@ examples:
 """
 
 
+def add_binding_options(p: argparse.ArgumentParser) -> None:
+    """--bind-by-date and --allow-unnamed: the explicit opt-ins for a file nothing signed names."""
+    p.add_argument("--bind-by-date", action="store_true",
+                   help="accept FILE.asc made at or after the build stamp in FILE's name as binding it: a date, "
+                        "not a name (another product's genuine build signed later passes it too)")
+    p.add_argument("--allow-unnamed", action="store_true",
+                   help="accept a file that only a detached .asc signs although nothing signed binds it to its name "
+                        "(no signed DIGESTS, .sha256 or latest list names it)")
+
+
 def register(sub: SubParsers) -> None:
     """Register verify-media and fetch-media."""
-    p = add_action(sub, "verify-media", run_verify_media, summary="verify a stage3 tarball or ISO image",
+    p = add_action(sub, "verify-media", run_verify_media, verifies="target",
+                   summary="verify a stage3 tarball or ISO image",
                    description=VERIFY_DESCRIPTION, epilog=VERIFY_EPILOG)
     p.add_argument("target", metavar="PATH|URL", help="the tarball or image (siblings are found beside it)")
     add_category(p, help_text="category whose pinned keys must sign (default: [media] category, else gentoo)")
     add_nick(p, help_text="accept only this seed's keys")
-    p.add_argument("--allow-unnamed", action="store_true",
-                   help="accept a file that only a detached .asc signs although nothing signed binds it to its name "
-                        "(no signed DIGESTS lists it, no build stamp in the name that the signature postdates)")
+    add_binding_options(p)
 
-    p = add_action(sub, "fetch-media", run_fetch_media, summary="download, verify and install a stage3 or ISO",
+    p = add_action(sub, "fetch-media", run_fetch_media, verifies="url",
+                   summary="download, verify and install a stage3 or ISO",
                    description=FETCH_DESCRIPTION, epilog=FETCH_EPILOG)
     p.add_argument("url", nargs="?", metavar="URL", help="the file to fetch (or use --latest)")
     p.add_argument("--latest", metavar="NAME", help="fetch the newest NAME (e.g. stage3-amd64-openrc) "
@@ -222,6 +242,4 @@ def register(sub: SubParsers) -> None:
     p.add_argument("-d", "--destination", default=".", metavar="DIR", help="where verified files go (default: .)")
     add_category(p, help_text="category whose pinned keys must sign (default: [media] category, else gentoo)")
     add_nick(p, help_text="accept only this seed's keys")
-    p.add_argument("--allow-unnamed", action="store_true",
-                   help="accept a file that only a detached .asc signs although nothing signed binds it to its name "
-                        "(no signed DIGESTS lists it, no build stamp in the name that the signature postdates)")
+    add_binding_options(p)

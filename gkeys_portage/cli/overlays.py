@@ -58,7 +58,7 @@ def run_verify_overlays(ctx: Gkeys, args: argparse.Namespace) -> Report:
 def register(sub: SubParsers) -> None:
     """Register verify-overlays."""
     p = add_action(sub, "verify-overlays", run_verify_overlays,
-                   summary="verify repositories.xml (signature, format, safe source URLs)",
+                   verifies="list", summary="verify repositories.xml (signature, format, safe source URLs)",
                    description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("list", nargs="?", metavar="PATH|URL", help="the overlay list (default: [overlays] url)")
     p.add_argument("-s", "--signature", metavar="SIG", help="detached signature, path or URL (default: LIST.asc)")

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import shlex
+from dataclasses import replace
 from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action
@@ -26,19 +29,22 @@ Wire Portage to gkeys in one command, with new files only:
                                                       etc/portage/gkeys-fetch.conf to source from a
                                                       make.conf file, which is never edited)
 
-An existing file with other content is left alone and reported (exit 1).  Running it again changes
-nothing; --undo removes exactly the files it created (while unchanged) and the directories it made.
+An existing file with other content stops the install: it is reported and nothing is written (exit 1).
+Paths are never followed through a symlink, and every directory down to etc/portage must belong to you
+or root and be writable by nobody else.  Running it again changes nothing; --undo removes exactly the
+files it created (while unchanged; recorded in gkeys' state) and the directories it made.
 """
 
 SETUP_EPILOG = """\
 examples:
   gkeys setup-portage --dry-run                 # show the files as a diff, write nothing
   gkeys setup-portage                           # ::gentoo from the Gentoo git mirror, verified
-  gkeys setup-portage --repo gentoo --repo guru --fetch-wrapper --overlays
+  gkeys setup-portage --repo gentoo --fetch-wrapper --overlays
+  gkeys setup-portage --repo guru --category guru   # an overlay: the category pinning its committers
   gkeys setup-portage --undo
 
-exit status: 0 done (or nothing to do), 1 a file was left alone, 2 bad input (a repository that is
-not configured or does not sync with git).
+exit status: 0 done (or nothing to do), 1 a file was in the way (nothing written), 2 bad input (a
+repository that is not configured, does not sync with git or has no category; an unsafe path).
 """
 
 
@@ -79,10 +85,13 @@ def _setup_report(result: portage_setup.SetupResult, *, undo: bool) -> Report:
 def run_setup_portage(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """setup-portage."""
     eroot = _eroot(args)
+    record = portage_setup.record_path(ctx.layout.state_dir, eroot)
     if args.undo:
-        return _setup_report(portage_setup.undo(eroot, dry_run=args.dry_run), undo=True)
-    result = portage_setup.setup(eroot, args.repo or ["gentoo"], fetch_wrapper=args.fetch_wrapper,
-                                 overlays=args.overlays, dry_run=args.dry_run)
+        return _setup_report(portage_setup.undo(eroot, record=record, dry_run=args.dry_run), undo=True)
+    if not args.dry_run:
+        ctx.ensure_layout()
+    result = portage_setup.setup(eroot, args.repo or ["gentoo"], record=record, fetch_wrapper=args.fetch_wrapper,
+                                 overlays=args.overlays, category=args.category, dry_run=args.dry_run)
     return _setup_report(result, undo=False)
 
 
@@ -106,9 +115,12 @@ def run_doctor(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """doctor."""
     eroot = _eroot(args)
     own_config = eroot / "etc/gkeys/gkeys.conf"
+    config = args.config
     if args.eroot and not args.config and "GKEYS_CONFIG" not in os.environ and own_config.is_file():
         ctx = Gkeys(load_config(own_config, Path(args.root) if args.root else None))
+        config = str(own_config)
     diagnosis = portage_doctor.diagnose(ctx, eroot, portage_user=args.portage_user)
+    diagnosis.findings = [replace(f, fix=with_options(f.fix, config, args.root)) for f in diagnosis.findings]
     report = Report(data={"action": "doctor", **diagnosis.to_json()})
     for line in diagnosis.checked:
         report.info(f"checked {line}")
@@ -117,9 +129,20 @@ def run_doctor(ctx: Gkeys, args: argparse.Namespace) -> Report:
     if diagnosis.ok:
         report.good("nothing would make verification fail or be skipped")
     else:
-        report.error(f"{len(diagnosis.findings)} finding(s); run the fixes above, then 'gkeys doctor' again")
+        again = with_options("gkeys doctor", config, args.root) + (f" --eroot {shlex.quote(args.eroot)}"
+                                                                    if args.eroot else "")
+        report.error(f"{len(diagnosis.findings)} finding(s); run the fixes above, then '{again}' again")
     report.exit_code = 0 if diagnosis.ok else 1
     return report
+
+
+def with_options(command: str, config: str | None, root: str | None) -> str:
+    """``command`` with the ``-c``/``--root`` the user gave inserted after each ``gkeys``, so a suggested
+    command acts on the same configuration and state as the run that suggested it."""
+    words = (["-c", config] if config else []) + (["--root", root] if root else [])
+    if not words:
+        return command
+    return re.sub(r"(?<![\w/-])gkeys (?=[a-z])", lambda _match: f"gkeys {shlex.join(words)} ", command)
 
 
 def add_eroot(parser: argparse.ArgumentParser) -> None:
@@ -136,6 +159,9 @@ def register(sub: SubParsers) -> None:
     p.add_argument("--dry-run", action="store_true", help="show what would be written (a diff); write nothing")
     p.add_argument("--repo", action="append", metavar="NAME",
                    help="repository to switch to sync-type = gkeys (repeatable; default: gentoo)")
+    p.add_argument("--category", metavar="CAT", help="the gkeys category whose keys sign the commits of the "
+                   "--repo repositories other than gentoo (required for an overlay whose repos.conf section sets no "
+                   "sync-gkeys-category: its committers are not Gentoo developers)")
     p.add_argument("--fetch-wrapper", action="store_true", help="also set FETCH_WRAPPER to gkeys-fetch "
                    "(release media verified after download)")
     p.add_argument("--overlays", action="store_true", help="also install the gkeys-overlays postsync hook "

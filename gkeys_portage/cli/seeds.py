@@ -8,12 +8,13 @@ from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
 from gkeys_portage.cli.keys import outcome_lines
-from gkeys_portage.core.errors import BadInputError, UsageError
+from gkeys_portage.core.errors import EXIT_NETWORK, BadInputError, GkeysError, UsageError
 from gkeys_portage.core.state import atomic_write, read_limited
 from gkeys_portage.core.types import Category, Nick, parse_category, parse_fingerprint, parse_nick
 from gkeys_portage.keys import authority, refresh, seedfetch
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.keys.install import summarize_failure
+from gkeys_portage.keys.prerequisites import OFFLINE_WAY, MissingKeysError, update_order
 from gkeys_portage.keys.seeds import Seed, convert_old_seeds, dump_seeds, packaged_categories
 from gkeys_portage.ui.output import Report
 
@@ -152,7 +153,8 @@ def _categories_to_fetch(ctx: Gkeys, args: argparse.Namespace) -> list[Category]
 def _categories_to_update(ctx: Gkeys, args: argparse.Namespace) -> list[Category]:
     if args.category:
         return [parse_category(args.category)]
-    return sorted(set(ctx.config.seedurls) | set(ctx.config.authority.sources) | set(packaged_categories()))
+    return update_order(ctx.config, set(ctx.config.seedurls) | set(ctx.config.authority.sources)
+                        | set(packaged_categories()))
 
 
 def _no_seed_url(ctx: Gkeys, category: Category, action: str) -> str | None:
@@ -213,43 +215,84 @@ def _authority_update(ctx: Gkeys, args: argparse.Namespace, report: Report, cate
 
 def run_update_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """fetch-seed (or derive seeds from certifications), then install/refresh keys and remove keys no
-    longer pinned."""
+    longer pinned.
+
+    Without ``-C`` every category is updated, each after those whose keys it needs (:func:`update_order`), with
+    a progress line per category; one that fails does not stop the others, and one that fails only because a
+    category it needs failed says so (with that category's cause and exit status).
+    """
     report = Report(data={"updated": []})
-    failures = []
-    for category in _categories_to_update(ctx, args):
-        if category in ctx.config.authority.sources:
-            _authority_update(ctx, args, report, category)
-            continue
-        why = _no_seed_url(ctx, category, "update-seed")
-        if why:
-            report.info(why)
-            signer = "packaged seeds"
-        else:
-            result = seedfetch.fetch_seed(ctx, category)
-            _change_lines(report, result.changes)
-            signer = (f"seed file signed by {result.signer.pin.category}/{result.signer.pin.nick} "
-                      f"({result.binding.describe()})")
-        notes: list[str] = []  # what a [keyrings] bundle dropped or why it was refused
-        outcomes = refresh.install_keys(ctx, category, progress=args.console.progress(f"{category} keys"),
-                                       notes=notes)
-        for note in notes:
-            report.warn(note)
-        removed = refresh.prune_unpinned(ctx, category)
-        report.data["updated"].append({"seed": result.to_json() if not why else {"category": category,
-                                                                                 "packaged": True},
-                                       "keys": [o.to_json() for o in outcomes], "removed_keys": removed,
-                                       "notes": notes})
-        report.good(f"{category}: {signer}; {sum(o.status.ok for o in outcomes)}/{len(outcomes)} keys installed")
-        outcome_lines(report, outcomes, only_problems=True)
-        for fpr in removed:
-            report.info(f"Removed key {fpr} (no longer in the seeds)")
-        failure = summarize_failure(outcomes)
+    categories = _categories_to_update(ctx, args)
+    if args.category:
+        failure = _update_category(ctx, args, report, categories[0])
         if failure:
-            failures.append(failure)
-    if failures:
-        report.error(str(failures[0]))
-        report.exit_code = failures[0].exit_code
+            report.error(str(failure) + (f"; {OFFLINE_WAY}" if failure.exit_code == EXIT_NETWORK else ""))
+            report.exit_code = failure.exit_code
+        return report
+    failed: dict[Category, GkeysError] = {}
+    for number, category in enumerate(categories, 1):
+        args.console.step(f"update-seed {category} ({number}/{len(categories)})")
+        try:
+            failure = _update_category(ctx, args, report, category)
+        except MissingKeysError as exc:
+            cause = next((failed[c] for c in exc.categories if c in failed), None)
+            if cause is None:
+                raise
+            failure = _failure(f"{category}: not updated: it needs the keys of {', '.join(exc.categories)}, "
+                               "which could not be installed (above)", cause)
+        except GkeysError as exc:
+            failure = _failure(f"{category}: {exc.message}", exc)
+        if failure:
+            failed[category] = failure
+            report.error(str(failure))
+            report.data["updated"].append({"category": category, "error": str(failure),
+                                           "exit": failure.exit_code, "reason": failure.reason})
+    if failed:
+        first = next(iter(failed.values()))
+        report.exit_code = first.exit_code
+        if first.exit_code == EXIT_NETWORK:
+            report.error(f"{len(failed)} of {len(categories)} categories not updated: no key source could be "
+                         f"reached; {OFFLINE_WAY}")
     return report
+
+
+def _failure(message: str, cause: GkeysError) -> GkeysError:
+    """One category's failure: ``message``, with the exit status and reason code of ``cause``."""
+    failure = GkeysError(message)
+    failure.exit_code, failure.reason = cause.exit_code, cause.reason
+    return failure
+
+
+def _update_category(ctx: Gkeys, args: argparse.Namespace, report: Report, category: Category) -> GkeysError | None:
+    """Update one category; the error its keys failed with (None: all installed)."""
+    if category in ctx.config.authority.sources:
+        _authority_update(ctx, args, report, category)
+        return None
+    why = _no_seed_url(ctx, category, "update-seed")
+    if why:
+        report.info(why)
+        signer = "packaged seeds"
+    else:
+        result = seedfetch.fetch_seed(ctx, category)
+        _change_lines(report, result.changes)
+        signer = (f"seed file signed by {result.signer.pin.category}/{result.signer.pin.nick} "
+                  f"({result.binding.describe()})")
+    notes: list[str] = []  # what a [keyrings] bundle dropped or why it was refused
+    outcomes = refresh.install_keys(ctx, category, progress=args.console.progress(f"{category} keys"),
+                                   notes=notes)
+    for note in notes:
+        report.warn(note)
+    removed = refresh.prune_unpinned(ctx, category)
+    report.data["updated"].append({"seed": result.to_json() if not why else {"category": category,
+                                                                             "packaged": True},
+                                   "keys": [o.to_json() for o in outcomes], "removed_keys": removed,
+                                   "notes": notes})
+    said = report.good if all(o.status.ok for o in outcomes) else report.warn
+    said(f"{category}: {signer}; {sum(o.status.ok for o in outcomes)}/{len(outcomes)} keys installed")
+    outcome_lines(report, outcomes, only_problems=True)
+    for fpr in removed:
+        report.info(f"Removed key {fpr} (no longer in the seeds)")
+    return summarize_failure(outcomes)
 
 
 def run_convert_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:

@@ -47,7 +47,8 @@ def run_sign(ctx: Gkeys, args: argparse.Namespace) -> Report:
 
 def register(sub: SubParsers) -> None:
     """Register sign and verify."""
-    p = add_action(sub, "verify", run_verify, summary="verify a signed file or URL against pinned keys",
+    p = add_action(sub, "verify", run_verify, verifies="file",
+                   summary="verify a signed file or URL against pinned keys",
                    description="Verify a detached (-s SIG, FILE.asc, FILE.sig) or clearsigned file.\n"
                                "A signature counts only if it is good AND its primary key fingerprint is\n"
                                "pinned by a seed of the category (or by the one nick given with -n).",

@@ -89,7 +89,8 @@ def run_verify_tree(ctx: Gkeys, args: argparse.Namespace) -> Report:
 
 def register(sub: SubParsers) -> None:
     """Register verify-tree."""
-    p = add_action(sub, "verify-tree", run_verify_tree, summary="verify the signatures of git commits",
+    p = add_action(sub, "verify-tree", run_verify_tree, verifies="repo",
+                   summary="verify the signatures of git commits",
                    description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("repo", metavar="REPO", nargs="?", help="path of the git repository")
     p.add_argument("--clear-marker", metavar="NAME",

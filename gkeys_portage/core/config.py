@@ -37,9 +37,9 @@ def eprefix() -> str:
     return os.environ.get("EPREFIX", "").rstrip("/")
 
 
-def default_config_path() -> Path:
-    """``${EPREFIX}/etc/gkeys/gkeys.conf``."""
-    return Path(eprefix() + "/etc/gkeys/gkeys.conf")
+def default_config_path(prefix: str | None = None) -> Path:
+    """``${EPREFIX}/etc/gkeys/gkeys.conf`` (``prefix``: the EPREFIX to use instead of ``$EPREFIX``)."""
+    return Path((eprefix() if prefix is None else prefix.rstrip("/")) + "/etc/gkeys/gkeys.conf")
 
 
 @dataclass
@@ -292,11 +292,18 @@ def _keyrings(parser: configparser.ConfigParser) -> dict[Category, str]:
     return result
 
 
-def load_config(path: Path | None = None, root: Path | None = None) -> Config:
-    """Load the configuration; ``root`` (from ``--root``) overrides ``gkeysdir``."""
+def load_config(path: Path | None = None, root: Path | None = None, *, prefix: str | None = None) -> Config:
+    """Load the configuration; ``root`` (from ``--root``) overrides ``gkeysdir``.
+
+    ``prefix`` is the EPREFIX the defaults live under (``${EPREFIX}/etc/gkeys/gkeys.conf``,
+    ``${EPREFIX}/var/lib/gkeys``); None means ``$EPREFIX``.  Code running inside Portage passes the
+    EPREFIX of Portage's settings, which in a prefix (``PORTAGE_OVERRIDE_EPREFIX``) is not in the
+    environment.
+    """
     explicit = path is not None or "GKEYS_CONFIG" in os.environ
+    base = eprefix() if prefix is None else prefix.rstrip("/")
     if path is None:
-        path = Path(os.environ["GKEYS_CONFIG"]) if "GKEYS_CONFIG" in os.environ else default_config_path()
+        path = Path(os.environ["GKEYS_CONFIG"]) if "GKEYS_CONFIG" in os.environ else default_config_path(base)
     parser = configparser.ConfigParser(inline_comment_prefixes=(";",), interpolation=None)
     try:
         with open(path, encoding="utf-8") as handle:
@@ -313,7 +320,7 @@ def load_config(path: Path | None = None, root: Path | None = None) -> Config:
     check_known_keys(parser, used)  # a typo is an error, never a check silently left at its default
 
     gkeysdir = Path(root) if root is not None else Path(
-        parser.get("base", "gkeysdir", fallback=eprefix() + "/var/lib/gkeys"))
+        parser.get("base", "gkeysdir", fallback=base + "/var/lib/gkeys"))
     seedurls = dict(DEFAULT_SEEDURLS)
     if parser.has_section("seedurls"):
         seedurls.update(parser.items("seedurls"))

@@ -27,10 +27,11 @@ SCHEMA: dict[str, frozenset[str]] = {
     "overlays": frozenset({"category", "url", "signature-url", "output", "max-size", "max-age"}),
     "tree": frozenset({"category", "top-category", "policy", "max-age", "max-fetch-mib"}),
     "checks": frozenset({"spec", "expiry-days", "cutoffs"}),
-    "fetch": frozenset({"patterns", "renamed", "category", "nick", "allow-unnamed"}),
+    "fetch": frozenset({"patterns", "renamed", "category", "nick", "allow-unnamed", "bind-by-date"}),
     "authority": frozenset({"roots", "domain", "max-shrink"}),
     "binpkg": frozenset({"category", "nicks"}),
     "notify": frozenset({"smtp", "from"}),
+    "purposes": frozenset({"release-media", "repository", "git-mirror"}),
     "gpg": frozenset({"program"}),
 }
 #: Sections whose keys are names chosen by the user (categories), not options.

@@ -1,7 +1,8 @@
 """Exception classes, one per failure kind.
 
 Every error carries the exit status the command line uses (design.md §5):
-1 not verified / a check failed, 2 usage or bad input, 3 network failure.
+1 not verified / a check failed, 2 usage or bad input, 3 network failure; and a stable ``reason`` code, the
+``reason`` of ``--json`` output.  docs/exit-codes.md is the table (cause -> exit status -> reason).
 The CLI catches :class:`GkeysError` once, prints its message as one line and
 exits with :attr:`GkeysError.exit_code`.
 """
@@ -17,12 +18,17 @@ EXIT_NETWORK = 3
 class GkeysError(Exception):
     """Base class of every error the package raises on purpose."""
 
+    reason = "error"
     exit_code = EXIT_BAD_INPUT
 
-    def __init__(self, message: str, *, detail: str = "") -> None:
+    def __init__(self, message: str, *, detail: str = "", next_step: str = "", file: str | None = None,
+                 signer: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.detail = detail
+        self.next_step = next_step  # the command that fixes it, when the raiser knows one
+        self.file = file  # what was being verified, when the raiser knows it
+        self.signer = signer  # category/nick of the pinned key concerned, when known
 
     def __str__(self) -> str:
         return self.message
@@ -31,26 +37,37 @@ class GkeysError(Exception):
 class UsageError(GkeysError):
     """The command line or config asks for something impossible."""
 
+    reason = "usage"
+
 
 class BadInputError(GkeysError):
     """A file or document could not be parsed or is not acceptable."""
+
+    reason = "bad-input"
 
 
 class ConfigError(BadInputError):
     """The configuration file is malformed or incomplete."""
 
+    reason = "config"
+
 
 class SeedFormatError(BadInputError):
     """A seed file is malformed or in an unsupported format."""
+
+    reason = "seed-format"
 
 
 class StateError(GkeysError):
     """The state directory is unusable (locked, unsafe permissions, missing)."""
 
+    reason = "state"
+
 
 class GpgError(GkeysError):
     """GnuPG could not be run or failed in an unexpected way."""
 
+    reason = "gpg"
     exit_code = EXIT_NOT_VERIFIED
 
 
@@ -66,75 +83,115 @@ class EngineError(GpgError):
 class NetworkError(GkeysError):
     """A download failed after all retries."""
 
+    reason = "network"
     exit_code = EXIT_NETWORK
 
 
 class NotVerifiedError(GkeysError):
     """Base class: something could not be verified (exit 1)."""
 
+    reason = "not-verified"
     exit_code = EXIT_NOT_VERIFIED
 
 
 class NoSignatureError(NotVerifiedError):
     """No OpenPGP signature was found where one was required."""
 
+    reason = "no-signature"
+
+
+class TruncatedSignatureError(NoSignatureError):
+    """A signature (or a signed message) is cut short: its armor has no END line."""
+
+    reason = "truncated"
+
 
 class BadSignatureError(NotVerifiedError):
     """A signature does not match the data (tampered data or signature)."""
+
+    reason = "bad-signature"
 
 
 class UnknownSignerError(NotVerifiedError):
     """The signing key is not in the keyring used for verification."""
 
+    reason = "unknown-signer"
+
 
 class SignerNotPinnedError(NotVerifiedError):
     """The signature is good but its key is not one the seeds pin for this purpose."""
+
+    reason = "signer-not-pinned"
 
 
 class RevokedKeyError(NotVerifiedError):
     """The signing key (or subkey) is revoked."""
 
+    reason = "key-revoked"
+
 
 class ExpiredKeyError(NotVerifiedError):
     """The signing key had expired when the signature was made (or policy wants a valid key now)."""
+
+    reason = "key-expired"
 
 
 class FutureSignatureError(NotVerifiedError):
     """The signature claims a creation time in the future beyond the allowed clock skew."""
 
+    reason = "future-signature"
+
 
 class UntrustedRepositoryError(NotVerifiedError):
     """A git repository is owned by a user git must not act for (its configuration runs commands)."""
+
+    reason = "untrusted-repository"
 
 
 class RollbackError(NotVerifiedError):
     """A validly signed document is older than the one already installed."""
 
+    reason = "rollback"
+
 
 class StaleError(NotVerifiedError):
     """A validly signed document is older than the configured maximum age (freeze attack)."""
+
+    reason = "stale"
 
 
 class SeedCategoryError(NotVerifiedError):
     """A validly signed seed file was signed for another category than the one it is fetched for."""
 
+    reason = "seed-category"
+
 
 class UnboundSeedError(NotVerifiedError):
     """A validly signed seed file's signature names no category, and config does not allow that."""
+
+    reason = "unbound-seed"
 
 
 class KeyMismatchError(NotVerifiedError):
     """A key source returned keys, none of which matched the pinned fingerprint."""
 
+    reason = "key-mismatch"
+
 
 class UnsignedDataError(NotVerifiedError):
     """Input holds bytes outside its signed part (an inline signature covers only some of a file)."""
+
+    reason = "unsigned-data"
 
 
 class WeakHashError(BadSignatureError):
     """A pinned key's signature is made over a weak digest (MD5, SHA-1, RIPEMD-160)."""
 
+    reason = "weak-hash"
+
 
 class SignatureClassError(BadSignatureError):
     """A pinned key's signature has the wrong signature class for what it covers (a text-mode signature
     over binary data, whose CRLF variant verifies too, or a binary signature framed as cleartext)."""
+
+    reason = "signature-class"

@@ -114,8 +114,9 @@ class RepoBuilder:
 
 
 #: Run by :func:`sync_module_missing` in a child Python: one word, never a traceback.  A ``portage/``
-#: directory without Portage (the leaf ``portage/sync/modules/gkeys`` that ``pip install .`` adds) is
-#: a namespace package: ``import portage.sync`` then works but has no ``module_names``.
+#: directory without Portage (the leaf ``portage/sync/modules/gkeys``, if it was copied there by hand: its
+#: distribution depends on Portage) is a namespace package: ``import portage.sync`` works but has no
+#: ``module_names``.
 SYNC_MODULE_PROBE = """\
 try:
     import portage.sync as sync
@@ -145,7 +146,7 @@ def probe_reason(answer: str) -> str | None:
     if word == ["no-portage"]:
         return "Portage is not importable by this Python (pip install portage), so there is no sync module to test"
     return ("the gkeys sync module is not installed in Portage's portage/sync/modules/gkeys "
-            "(pip install . beside Portage installs it)")
+            "(pip install ./portage-sync-module beside Portage installs it)")
 
 
 class PortageSandbox:

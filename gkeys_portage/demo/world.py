@@ -237,7 +237,7 @@ class LoopbackServer:
         length = int(handler.headers.get("Content-Length") or 0) if handler.command == "POST" else 0
         info = RequestInfo(parts.path, urllib.parse.parse_qs(parts.query), dict(handler.headers.items()),
                            handler.rfile.read(length) if length else b"")
-        self.log.append(handler.path)
+        self.log.append(f"HEAD {handler.path}" if head else handler.path)  # a HEAD is no download
         if self.latency:
             time.sleep(self.latency)
         response = self._respond(info)

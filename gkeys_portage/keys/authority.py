@@ -41,6 +41,7 @@ from gkeys_portage.core.errors import GkeysError, NetworkError, NotVerifiedError
 from gkeys_portage.core.state import atomic_write_json, read_json_object, staging_directory
 from gkeys_portage.core.types import Category, Fingerprint, Nick, parse_category, parse_nick
 from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.keys.prerequisites import kept_certifier_copies, pinned_material
 from gkeys_portage.keys.refresh import (
     RefreshResult,
     read_location,
@@ -324,21 +325,6 @@ def _pinned(ctx: Gkeys, refs: Sequence[KeyRef], what: str) -> dict[Fingerprint, 
     return result
 
 
-def _pinned_material(ctx: Gkeys, pinned: Mapping[Fingerprint, str]) -> bytes:
-    """The installed root and certifier keys (with their certifications), exported from their keyrings."""
-    chunks = []
-    for category in sorted({name.split("/")[0] for name in pinned.values()}):
-        keyring = ctx.keyring(category)
-        wanted = [f for f, name in pinned.items() if name.split("/")[0] == category]
-        have = [f for f in wanted if f in keyring.installed()]
-        missing = [pinned[f] for f in wanted if f not in have]
-        if missing:
-            raise StateError(f"key(s) {', '.join(sorted(set(missing)))} not installed: "
-                             f"run 'gkeys update-seed -C {category}' first")
-        chunks.append(keyring.gpg().export_keys(have, armor=False))
-    return b"".join(chunks)
-
-
 def _published_certifiers(ctx: Gkeys, refs: Sequence[KeyRef]) -> list[bytes]:
     """The certifier keys as their key sources (WKD, keyservers) publish them, *with* third-party
     certifications: installed keyrings keep keys without them, and the root's certification of a
@@ -448,13 +434,13 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
     certifiers = _pinned(ctx, source.certifiers, "certifier")
     pinned = {**roots, **certifiers}
     hint = _update_keys_hint((*config.roots, *source.certifiers))
-    material = _pinned_material(ctx, pinned)
+    material = pinned_material(ctx, pinned)
     step = progress or (lambda _done, _total: None)
     step(0, 100)
     with ThreadPoolExecutor(max_workers=1) as pool:  # both downloads at once
         fetching = pool.submit(_published_certifiers, ctx, source.certifiers)
         data = read_location(ctx, source.location, MAX_KEYRING_BYTES, "authority keyring")
-        published = fetching.result()
+        published = fetching.result() + kept_certifier_copies(ctx, certifiers)
     step(25, 100)
     record = read_json_object(ctx.layout.record(RECORD))
     entry = record.get(cat)

@@ -7,11 +7,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from gkeys_portage.core.config import Config
-from gkeys_portage.core.errors import UnknownSignerError, UsageError
+from gkeys_portage.core.errors import SignerNotPinnedError, UnknownSignerError, UsageError
 from gkeys_portage.core.http import HttpClient
 from gkeys_portage.core.state import Layout, StateLock
 from gkeys_portage.core.types import Category, parse_category
 from gkeys_portage.keys.keyring import Keyring
+from gkeys_portage.keys.purposes import Purpose, PurposeScope, purpose_pins, purpose_table
 from gkeys_portage.keys.seeds import SeedStore
 from gkeys_portage.openpgp.process import DataSource, use_program
 from gkeys_portage.openpgp.signatures import is_cleartext
@@ -21,12 +22,14 @@ from gkeys_portage.openpgp.verdict import PinSet, SignedData, VerifyPolicy, Veri
 
 @dataclass
 class SignatureVerifier:
-    """Verify signatures against one keyring, accepting only pinned signers."""
+    """Verify signatures against one keyring, accepting only pinned signers (of one purpose, if ``scope``
+    says which: a signature by a pinned key it left out is refused naming both purposes)."""
 
     keyring: Keyring
     pins: PinSet
     policy: VerifyPolicy = field(default_factory=VerifyPolicy)
     faked_time: datetime | None = None
+    scope: PurposeScope | None = None
 
     def detached(self, signature: bytes, data: DataSource) -> VerifyResult:
         """Verify a detached signature over ``data`` (bytes, path or binary stream); binary signatures only
@@ -49,6 +52,11 @@ class SignatureVerifier:
         installed = self.keyring.installed()
         try:
             return decide(report, self.pins, installed, self.policy, signed)
+        except SignerNotPinnedError as exc:
+            wrong = self.scope.refusal_for(report) if self.scope is not None else None
+            if wrong is None:
+                raise
+            raise wrong from exc
         except UnknownSignerError as exc:
             cat = self.keyring.category
             pinned = [f"{pin.category}/{pin.nick}" for pin in
@@ -75,6 +83,7 @@ class Gkeys:
         self.lock = StateLock(self.layout)
         self._keyrings: dict[Category, Keyring] = {}
         self._http: HttpClient | None = None
+        purpose_table(config)  # a malformed [purposes] line is a config error for every action
 
     @property
     def http(self) -> HttpClient:
@@ -102,16 +111,19 @@ class Gkeys:
                             weak_hashes=self.config.policy.weak_hashes)
 
     def verifier(self, category: str, nicks: Iterable[str] = (), *, pins: PinSet | None = None,
-                 policy: VerifyPolicy | None = None) -> SignatureVerifier:
-        """A verifier for ``category``'s keyring pinned to its seeds (or only ``nicks`` of them)."""
+                 policy: VerifyPolicy | None = None, purpose: Purpose | None = None) -> SignatureVerifier:
+        """A verifier for ``category``'s keyring pinned to its seeds (or only ``nicks`` of them); with
+        ``purpose``, only to the seeds of that purpose (:func:`~gkeys_portage.keys.purposes.purpose_pins`)."""
         self.ensure_layout()
         cat = parse_category(category)
         if pins is None:
             pins = self.seeds.pins(cat, nicks)
             if not len(pins):
                 self.require_category(cat)
-        return SignatureVerifier(self.keyring(cat), pins,
-                                 policy or self.policy())
+        scope = None
+        if purpose is not None:
+            pins, scope = purpose_pins(self.config, pins, purpose)
+        return SignatureVerifier(self.keyring(cat), pins, policy or self.policy(), scope=scope)
 
     def require_category(self, category: str) -> Category:
         """``category`` if it is known (seeds or a keyring installed or packaged, or configured in

@@ -439,7 +439,19 @@ def summarize_failure(outcomes: Sequence[KeyOutcome]) -> GkeysError | None:
     names = ", ".join(f"{o.nick} ({o.status.value})" for o in failed[:5])
     more = f" and {len(failed) - 5} more" if len(failed) > 5 else ""
     if all(o.status is KeyStatus.UNREACHABLE for o in failed):
-        return NetworkError(f"could not reach any key source for {names}{more}")
+        causes = unreachable_sources(failed)
+        why = f": {'; '.join(f'{source}: {cause}' for source, cause in causes.items())}" if causes else ""
+        return NetworkError(f"could not reach any key source for {names}{more}{why}")
     from gkeys_portage.core.errors import KeyMismatchError
 
     return KeyMismatchError(f"keys not installed: {names}{more}")
+
+
+def unreachable_sources(outcomes: Sequence[KeyOutcome]) -> dict[str, str]:
+    """Each configured source that failed for any of ``outcomes``, once, with its first failure (the real cause:
+    DNS, refused, timeout; without the URL and the attempt count)."""
+    causes: dict[str, str] = {}
+    for outcome in outcomes:
+        for source, failure in outcome.unanswered.items():
+            causes.setdefault(source, failure.split(" (after ", 1)[0].split(" (as before", 1)[0])
+    return causes

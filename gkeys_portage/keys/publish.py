@@ -15,7 +15,14 @@ servable as they are written:
   ``openpgpkey.<domain>``).
 
 Addresses whose local part is not ASCII are skipped and reported: lower-casing them is not defined
-the same way by every client, so a hash computed here could point elsewhere than the client's.
+the same way by every client, so a hash computed here could point elsewhere than the client's.  So are
+addresses whose domain is not a DNS name (LDH labels, IDNA ``xn--`` punycode allowed: a user id
+``M <m@../../../escaped>`` would otherwise name a directory outside ``-o``), and every target is
+checked to resolve inside ``-o`` before anything is written.
+
+A key is published only under the addresses its own seed names (the seed's ``uid``; for an authority
+seed, the certified user id): a pinned key that adds a self-signed ``Mallory <alice@gentoo.org>`` is not
+served from Alice's WKD file.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from gkeys_portage.core.state import atomic_write
 from gkeys_portage.core.types import Category, Fingerprint, parse_category
 from gkeys_portage.keys.bundle import pinned_keyblocks
 from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.keys.seeds import Seed
 from gkeys_portage.keys.sources import keyserver_base, wkd_hash
 from gkeys_portage.openpgp.keyblocks import Keyblock, armor_public_keys, keep_user_ids, user_id_texts
 
@@ -40,6 +48,25 @@ _ERROR_PAGE = re.compile(r"error|fail|invalid|denied|refused|reject|not allowed|
                          re.IGNORECASE)
 _TAGS = re.compile(r"<[^>]*>")
 _ADDRESS = re.compile(r"<([^<>\s]+@[^<>\s]+)>\s*$|^([^<>\s]+@[^<>\s]+)$")
+_LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+
+
+def valid_domain(domain: str) -> bool:
+    """True if ``domain`` is a DNS host name: dot-separated LDH labels of 1-63 characters, none starting or
+    ending with a hyphen, 253 characters at most (IDNA punycode labels, ``xn--...``, are LDH); no trailing
+    dot, no empty, ``.`` or ``..`` label, nothing a path could be made of."""
+    labels = domain.lower().split(".")
+    return 0 < len(domain) <= 253 and all(_LABEL.fullmatch(label) for label in labels)
+
+
+def _inside(outdir: Path, target: Path) -> Path:
+    """``target`` if it resolves (symlinks followed) inside ``outdir``, else a :class:`BadInputError`."""
+    base = outdir.resolve()
+    resolved = target.resolve()
+    if not resolved.is_relative_to(base):
+        raise BadInputError(f"{target} resolves to {resolved}, outside {outdir}: refusing to write there "
+                            f"(choose an -o directory without symlinks leading out of it)")
+    return target
 
 
 def address_of(user_id: str) -> str | None:
@@ -83,8 +110,11 @@ def export_wkd(ctx: Gkeys, category: str, outdir: Path, *, domain: str | None = 
     """Write the WKD tree of ``category``'s pinned keys into ``outdir`` (see the module docstring)."""
     if method not in METHODS:
         raise UsageError(f"--method {method!r}: choose one of {', '.join(METHODS)}")
+    if domain is not None and not valid_domain(domain):
+        raise UsageError(f"--domain {domain!r} is not a DNS name (letters, digits and hyphens, dot-separated)")
     cat = parse_category(category)
-    _seeds, blocks = pinned_keyblocks(ctx, cat)
+    seeds, blocks = pinned_keyblocks(ctx, cat)
+    named = _seed_addresses(seeds)
     result = WkdExport(cat)
     by_address: dict[str, list[Keyblock]] = {}
     for block in blocks:
@@ -99,15 +129,26 @@ def export_wkd(ctx: Gkeys, category: str, outdir: Path, *, domain: str | None = 
                 result.skipped.append(f"{address} ({block.primary}): not an ASCII address; "
                                       "WKD clients do not agree how to lower-case it")
                 continue
+            if not valid_domain(addr_domain):
+                result.skipped.append(f"{address} ({block.primary}): {addr_domain!r} is not a DNS name")
+                continue
+            if not any(same_address(uid, address) for uid in named.get(block.primary, ())):
+                result.skipped.append(f"{address} ({block.primary}): not an address of the key's own seed (its "
+                                      f"uid names {', '.join(_shown_addresses(named.get(block.primary, ())))}); "
+                                      "a key is published only under the addresses its seed names")
+                continue
             key = f"{wkd_local(local)}@{addr_domain.lower()}"
             if block not in by_address.setdefault(key, []):
                 by_address[key].append(block)
     if not by_address:
-        raise BadInputError(f"no key of {cat} has a user id address{f' at {domain}' if domain else ''}")
+        raise BadInputError(f"no key of {cat} has a user id address{f' at {domain}' if domain else ''} that its "
+                            f"seed's uid names (see 'gkeys list-seed -C {cat}')"
+                            + (f"; skipped: {'; '.join(result.skipped[:3])}" if result.skipped else ""))
     domains = sorted({address.rpartition("@")[2] for address in by_address})
     if method in ("direct", "both") and len(domains) > 1:
         raise UsageError(f"the keys' addresses are at {', '.join(domains)}: a direct WKD tree serves one "
                          "domain; give --domain DOMAIN (or --method advanced)")
+    plan: list[tuple[Path, bytes]] = []
     for address, holders in sorted(by_address.items()):
         local, _, addr_domain = address.rpartition("@")
         data = b"".join(keep_user_ids(block.data, partial(same_address, address=address)) for block in holders)
@@ -116,15 +157,28 @@ def export_wkd(ctx: Gkeys, category: str, outdir: Path, *, domain: str | None = 
             roots.append(outdir / ".well-known" / "openpgpkey")
         if method in ("advanced", "both"):
             roots.append(outdir / ".well-known" / "openpgpkey" / addr_domain)
-        for root in roots:
-            target = root / "hu" / wkd_hash(local)
-            atomic_write(target, data)
-            result.files.append(target)
+        targets = [_inside(outdir, root / "hu" / wkd_hash(local)) for root in roots]
+        plan.extend((target, data) for target in targets)
         result.addresses[address] = [block.primary for block in holders]
-    for root in sorted({path.parent.parent for path in result.files}):
-        atomic_write(root / "policy", b"")
-        result.files.append(root / "policy")
+    plan.extend((_inside(outdir, root / "policy"), b"") for root in sorted({t.parent.parent for t, _ in plan}))
+    for target, data in plan:  # every target was checked first: nothing is written if one would escape
+        atomic_write(_inside(outdir, target), data)
+        result.files.append(target)
     return result
+
+
+def _seed_addresses(seeds: Sequence[Seed]) -> dict[Fingerprint, list[str]]:
+    """Primary fingerprint -> the user ids its seed(s) name (for an authority seed, the certified one)."""
+    named: dict[Fingerprint, list[str]] = {}
+    for seed in seeds:
+        for fingerprint in seed.keys:
+            named.setdefault(fingerprint, []).extend(seed.uid)
+    return named
+
+
+def _shown_addresses(user_ids: Sequence[str]) -> list[str]:
+    """The addresses of ``user_ids`` for a message (``none`` when there is none)."""
+    return [a for a in (address_of(uid) for uid in user_ids) if a is not None] or ["none"]
 
 
 @dataclass

@@ -24,6 +24,7 @@ from gkeys_portage.keys.install import (
     ProgressCallback,
     summarize_failure,
 )
+from gkeys_portage.keys.prerequisites import keep_certifier_copies
 from gkeys_portage.keys.seeds import Seed
 from gkeys_portage.openpgp.colons import PublicKey
 
@@ -67,7 +68,11 @@ def install_keys(ctx: Gkeys, category: str, nick: str | None = None,
     ctx.ensure_layout()
     installer = KeyInstaller(ctx.keyring(category), ctx.http, ctx.config.sources, progress)
     seeds = select_seeds(ctx, category, nick)
-    outcomes = installer.install(seeds, preloaded=bundle_source(ctx, category, seeds, notes))
+    preloaded = bundle_source(ctx, category, seeds, notes)
+    outcomes = installer.install(seeds, preloaded=preloaded)
+    if preloaded is not None:  # the roots' certifications of certifiers, for an air-gapped authority update
+        keep_certifier_copies(ctx, category, b"".join(preloaded[1].values()),
+                              [o.fingerprint for o in outcomes if o.status.ok])
     if nick is None and all(o.status.ok for o in outcomes):  # one nick's install is no refresh of the category
         record_refresh(ctx, parse_category(category))
     return outcomes
@@ -85,7 +90,9 @@ def import_key(ctx: Gkeys, category: str, nick: str, source: str) -> list[KeyOut
     ctx.ensure_layout()
     seed = select_seeds(ctx, category, nick)[0]
     data = read_location(ctx, source)
-    return KeyInstaller(ctx.keyring(category), ctx.http, ctx.config.sources).import_data(seed, data, source)
+    outcomes = KeyInstaller(ctx.keyring(category), ctx.http, ctx.config.sources).import_data(seed, data, source)
+    keep_certifier_copies(ctx, category, data, [o.fingerprint for o in outcomes if o.status.ok], any_key=True)
+    return outcomes
 
 
 @dataclass

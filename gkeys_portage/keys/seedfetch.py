@@ -4,8 +4,8 @@ The signature is looked for at ``<url>.sig`` then ``<url>.asc``.  It must be a g
 the key named in ``[verify-seeds]`` for that category (``<category> <nick>``), checked against
 that category's keyring, and it must be made for that category (:mod:`gkeys_portage.keys.seedbinding`:
 a ``seed-category@gentoo.org`` notation; unbound old signatures only where ``[policy] unbound-seeds``
-allows them).  A seed whose signature is older than the installed one's is refused (rollback to an
-old list of trusted keys).
+allows them, and only by a key that signs no other category's seeds, compared by fingerprint).  A
+seed whose signature is older than the installed one's is refused (rollback to an old list of trusted keys).
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import hashlib
 import time
 from dataclasses import dataclass, field
 
-from gkeys_portage.core.errors import NoSignatureError, RollbackError, StaleError, UsageError
+from gkeys_portage.core.errors import NoSignatureError, RollbackError, StaleError, UnboundSeedError, UsageError
 from gkeys_portage.core.http import NotFoundError
 from gkeys_portage.core.state import atomic_write_json, read_json
-from gkeys_portage.core.types import Category, Nick, parse_category
+from gkeys_portage.core.types import Category, Fingerprint, Nick, parse_category
 from gkeys_portage.keys.context import Gkeys
-from gkeys_portage.keys.seedbinding import Binding, check_binding
+from gkeys_portage.keys.seedbinding import Binding, check_binding, signed_categories
 from gkeys_portage.keys.seeds import MAX_SEED_FILE, Seed, parse_seeds
 from gkeys_portage.openpgp.verdict import GoodSignature
 
@@ -78,6 +78,37 @@ def _download_signature(ctx: Gkeys, url: str) -> tuple[bytes, str]:
     raise NoSignatureError(f"no signature for {url} (tried {', '.join(SIGNATURE_SUFFIXES)})")
 
 
+def categories_signed_by(ctx: Gkeys, category: Category, fingerprints: set[Fingerprint]) -> list[Category]:
+    """The categories other than ``category`` whose ``[verify-seeds]`` signer pins one of ``fingerprints``
+    (by key, not by name: ``gentoo/mirror`` and ``gentoo-infra/mirror`` are one key under two names).  A
+    signer with no seed (installed or packaged) pins nothing, so it cannot verify that category's seeds."""
+    shared = []
+    for other, (signer_category, signer_nick) in sorted(ctx.config.verify_seeds.items()):
+        if other == category:
+            continue
+        seed = ctx.seeds.load(signer_category).get(signer_nick)
+        if seed is not None and {pin.fingerprint for pin in seed.pins(signer_category)} & fingerprints:
+            shared.append(other)
+    return shared
+
+
+def _refuse_shared_unbound(ctx: Gkeys, category: Category, url: str, signatures: list[GoodSignature]) -> None:
+    """Where ``[policy] unbound-seeds`` allows an unbound signature over ``category``'s seeds, refuse one by
+    a key that also signs another category's seeds under any name (:class:`UnboundSeedError`): it cannot
+    tell the two categories' seed files apart."""
+    for signature in signatures:
+        if signed_categories(signature):
+            continue
+        shared = categories_signed_by(ctx, category, {signature.pin.fingerprint})
+        if shared:
+            pin = signature.pin
+            raise UnboundSeedError(
+                f"seed file {url} has an unbound signature by {pin.category}/{pin.nick} ({pin.fingerprint}), and "
+                f"that key also signs the {', '.join(shared)} seeds ([verify-seeds], under another name), so it "
+                f"could be their seed file; ask its maintainer to re-sign it with 'gkeys sign --seed-category "
+                f"{category}', or give {category} a signer of its own key, then keep it in [policy] unbound-seeds")
+
+
 def fetch_seed(ctx: Gkeys, category: str) -> SeedFetchResult:
     """Download, verify and install the seed file of ``category``.  The caller holds the lock."""
     cat = parse_category(category)
@@ -92,7 +123,10 @@ def fetch_seed(ctx: Gkeys, category: str) -> SeedFetchResult:
     signature, signature_url = _download_signature(ctx, url)
     verifier = ctx.verifier(signer_category, [signer_nick])
     result = verifier.detached(signature, data)
-    binding = check_binding(result.good, cat, url, allow_unbound=cat in ctx.config.policy.unbound_seeds)
+    allow_unbound = cat in ctx.config.policy.unbound_seeds
+    if allow_unbound:
+        _refuse_shared_unbound(ctx, cat, url, result.good)
+    binding = check_binding(result.good, cat, url, allow_unbound=allow_unbound)
     new_seeds = parse_seeds(data, url)  # only parsed once its signature is good
 
     record = read_json(ctx.layout.record(SEED_RECORD), {})

@@ -237,6 +237,19 @@ def _keyring_key_with_id(key_id: str, keys: Mapping[Fingerprint, PublicKey]) -> 
     return None
 
 
+def _bad_signer(key_id: str | None, keys: Mapping[Fingerprint, PublicKey], pins: PinSet) -> tuple[str, str | None]:
+    """Who made a BAD signature, as far as the keyring knows: ``category/nick (FPR)`` when the key (or the subkey)
+    is pinned, the primary fingerprint when it is only in the keyring, else gpg's key id; and the pin's name."""
+    wanted = (key_id or "").upper()
+    for fingerprint, key in keys.items() if wanted else ():
+        if any(part.fingerprint.upper().endswith(wanted) for part in key.all_keys()):
+            pin = pins.get(fingerprint)
+            if pin is not None:
+                return f"{pin.category}/{pin.nick} ({pin.fingerprint})", f"{pin.category}/{pin.nick}"
+            return f"key {fingerprint} (not pinned for this)", None
+    return f"key {key_id or 'unknown'} (not in the keyring)", None
+
+
 def decide(report: StatusReport, pins: PinSet, keys: Mapping[Fingerprint, PublicKey],
            policy: VerifyPolicy | None = None, signed: SignedData = SignedData.BINARY) -> VerifyResult:
     """Decide whether ``report`` shows a good signature by a pinned key.
@@ -269,14 +282,16 @@ def decide(report: StatusReport, pins: PinSet, keys: Mapping[Fingerprint, Public
     unpinned: list[str] = []
     for sig in report.signatures:
         if sig.outcome is SigOutcome.BAD:
-            raise BadSignatureError(f"BAD signature from key {sig.key_id}: data or signature was modified")
+            who, signer = _bad_signer(sig.key_id, keys, pins)
+            raise BadSignatureError(f"BAD signature by {who}: data or signature was modified", signer=signer)
         if sig.outcome is SigOutcome.NO_PUBKEY:
             claimed = _keyring_key_with_id(sig.key_id, keys)
             if claimed is not None:
+                who, signer = _bad_signer(sig.key_id, keys, pins)
                 raise BadSignatureError(
-                    f"BAD signature: it names key id {sig.key_id} of the keyring ({claimed}) but gpg found no "
-                    f"key for it (its issuer fingerprint {sig.signing_fingerprint or 'is missing'}): the "
-                    "signature was altered")
+                    f"BAD signature by {who}: it names key id {sig.key_id} of the keyring ({claimed}) but gpg found "
+                    f"no key for it (its issuer fingerprint {sig.signing_fingerprint or 'is missing'}): the "
+                    "signature was altered", signer=signer)
             unknown.append(sig.signing_fingerprint or sig.key_id)
             continue
         if sig.outcome is SigOutcome.ERROR or not sig.valid:

@@ -28,6 +28,7 @@ import ctypes
 import hashlib
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -102,6 +103,35 @@ def resolve_home(gnupghome: Path | None = None, eroot: Path | None = None) -> Pa
         return Path(os.path.abspath(configured))
     root = Path(os.path.abspath(os.environ.get("ROOT") or "/"))
     return root / eprefix().lstrip("/") / "etc/portage/gnupg"
+
+
+def check_home_parent(home: Path) -> None:
+    """Refuse a home whose directory (and the ones above it) another user could change.
+
+    The home is swapped in by renaming a symlink in its parent, and Portage trusts whatever the home
+    path then names: a parent owned by another user, or group- or world-writable, lets that user put a
+    home trusting their own key there.  The parent must be owned by root or the caller and writable by
+    its owner only; each directory above it owned by root or the caller and, if others may write to it,
+    sticky (``/tmp``).  A directory that does not exist yet is judged by its nearest existing ancestor.
+    Raises :class:`StateError` naming the directory and the fix.
+    """
+    mine = (0, os.getuid())
+    parent = Path(os.path.abspath(home)).parent
+    existing = next(p for p in (parent, *parent.parents) if os.path.lexists(p))
+    real = existing.resolve()
+    for folder in (real, *real.parents):
+        info = folder.stat()
+        why = ""
+        if info.st_uid not in mine:
+            why = f"is owned by uid {info.st_uid}"
+        elif folder == real and existing == parent and info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            why = f"is {'group' if info.st_mode & stat.S_IWGRP else 'world'}-writable"
+        elif info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not info.st_mode & stat.S_ISVTX:
+            why = "is writable by others (without the sticky bit)"
+        if why:
+            raise StateError(f"{folder} {why}: another user could replace the binary-package verification home "
+                             f"{home} with one that trusts their key; fix: chown root:root {folder} && chmod "
+                             f"go-w {folder}, or choose another home (--gnupghome, ${HOME_VARIABLE})")
 
 
 def pinned_fingerprints(config: Config, seeds: SeedStore) -> list[Fingerprint]:
@@ -179,6 +209,7 @@ def update_home(ctx: Gkeys, home: Path, *, refresh: bool = True, force: bool = F
 
     binpkg = ctx.config.binpkg
     result = BinpkgHome(home=home, changed=False, nicks=list(binpkg.nicks))
+    check_home_parent(home)
     ctx.ensure_layout()
     with ctx.lock:
         if refresh and ctx.keyring(binpkg.category).exists():
@@ -226,6 +257,7 @@ def _build_and_swap(ctx: Gkeys, home: Path, keys: list[Fingerprint],
     real directory was moved (None when the home was already ours or absent) and the unusable pins."""
     parent = home.parent
     parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+    check_home_parent(home)  # again, now that the parent exists (a umask may have made it group-writable)
     previous = os.readlink(home) if home.is_symlink() else None
     staging = Path(tempfile.mkdtemp(prefix=f".{home.name}.gkeys-", dir=parent))
     try:
@@ -351,6 +383,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = load_config()
         home = resolve_home(args.gnupghome, args.eroot)
+        check_home_parent(home)  # also on the fast path: a home others could have swapped is not "ready"
         if is_current(config, home, refresh=not args.no_refresh):
             return 0    # Portage runs this before every remote binary operation: stay cheap
         from gkeys_portage.keys.context import Gkeys

@@ -10,8 +10,10 @@ only renders them.  Checked, under ``EROOT`` and the gkeys state of the configur
 * ``repo:unverified``: a repository with ``sync-type = git`` and no gkeys hooks;
 * ``repo:not-git``: a ``sync-type = gkeys`` repository whose location holds a tree that is not a git
   repository (an old rsync tree): the first verified clone refuses to overwrite it;
-* ``repo:shallow``: such a repository with ``clone-depth``/``sync-depth`` other than 0 (commits between two
-  syncs are not fetched, so they cannot be verified);
+* ``repo:hooks-on-change``: a ``sync-type = git`` repository the hooks protect with
+  ``sync-hooks-only-on-change = true`` (Portage then skips the hooks exactly when a merge failed half-way);
+* ``repo:shallow``: a hooked ``sync-type = git`` repository with ``clone-depth``/``sync-depth`` other than 0
+  (commits between two syncs are not fetched, so they cannot be verified);
 * ``hook:not-executable`` / ``hook:interpreter``: a gkeys hook Portage will not run, or whose ``#!``
   interpreter is gone;
 * ``fetch:no-wrapper``: ``FETCH_WRAPPER`` does not run gkeys-fetch;
@@ -46,18 +48,17 @@ from gkeys_portage.core.errors import BadInputError, GkeysError
 from gkeys_portage.core.state import read_json
 from gkeys_portage.core.types import Category, parse_category
 from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.keys.prerequisites import FIRST_STEP
 from gkeys_portage.keys.refresh import REFRESH_RECORD, last_refresh
 from gkeys_portage.keys.seedfetch import SEED_RECORD
 from gkeys_portage.openpgp.engine import WORKING_ENGINES, Capability, probe
 from gkeys_portage.portage.reposconf import RepoConfig, file_or_directory, read_repos
-from gkeys_portage.portage.setup import ETC, TREE_HOOKS
+from gkeys_portage.portage.setup import ETC, HOOKS_ON_CHANGE, TREE_HOOKS, hooks_only_on_change
 from gkeys_portage.verify.git.tree import category_list
 
 #: What Portage's side of gkeys cannot work without (multifile verdicts only make it faster).
 NEEDED_CAPABILITIES = (Capability.STATUS, Capability.SAFE_IMPORT)
 TREE_RECORD = "tree-revisions"
-_ASSIGN = re.compile(r"^\s*(?:export\s+)?FETCH_WRAPPER=(.*)$")
-_TRUST_HELPER = re.compile(r"^\s*(?:export\s+)?PORTAGE_TRUST_HELPER=(.*)$")
 _SOURCE = re.compile(r"^\s*source\s+[\"']?([^\"'\s]+)")
 
 
@@ -98,46 +99,76 @@ def _hooks(eroot: Path) -> list[Path]:
     return [eroot / ETC / hook for hook in TREE_HOOKS]
 
 
+#: the make.conf files Portage reads, in order (the legacy ``etc/make.conf`` first)
+MAKE_CONF = (Path("etc/make.conf"), ETC / "make.conf")
+
+
 def make_conf_lines(eroot: Path) -> list[tuple[Path, str]]:
-    """The lines of make.conf (a file, or a directory's files in order) and the files they ``source``."""
-    files = file_or_directory(eroot / ETC / "make.conf")  # hidden and editor backup (~) files skipped, as Portage does
+    """The lines of make.conf (each a file, or a directory's files in Portage's order), each ``source``d file's
+    lines spliced in at its ``source`` line, as the shell (and Portage's reader) reads them."""
     lines: list[tuple[Path, str]] = []
-    seen: set[Path] = set()
-    while files:
-        path = files.pop(0)
-        if path in seen or not path.is_file():
-            continue
-        seen.add(path)
+
+    def read(path: Path, sourcing: frozenset[Path]) -> None:
+        if path in sourcing or not path.is_file():
+            return  # (a file that sources itself would never end)
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
-            continue
+            return
         for line in text.splitlines():
             lines.append((path, line))
             sourced = _SOURCE.match(line)
             if sourced:
                 target = Path(sourced.group(1))
-                files.append(target if target.is_absolute() else path.parent / target)
+                read(target if target.is_absolute() else path.parent / target, sourcing | {path})
+
+    for name in MAKE_CONF:
+        for path in file_or_directory(eroot / name):  # hidden and editor backup (~) files skipped, as Portage does
+            read(path, frozenset())
     return lines
 
 
-def fetch_wrapper(eroot: Path) -> str | None:
-    """The last ``FETCH_WRAPPER`` value set in make.conf, or None."""
-    return _last_assignment(eroot, _ASSIGN)
+def make_conf_value(eroot: Path, name: str) -> str | None:
+    """The value make.conf finally gives ``name`` (None if unset): Portage's own reader
+    (``portage.util.getconfig``) where Portage is importable, else :func:`own_make_conf_value`."""
+    try:
+        from portage.util import getconfig
+    except Exception:  # no Portage here: the same reading, by hand
+        return own_make_conf_value(eroot, name)
+    values: dict[str, str] = {}
+    for path in MAKE_CONF:
+        try:
+            found = getconfig(str(eroot / path), tolerant=True, allow_sourcing=True, expand=dict(values),
+                              recursive=True)
+        except Exception:  # a make.conf Portage cannot parse: read it the simple way rather than not at all
+            return own_make_conf_value(eroot, name)
+        values.update(found or {})
+    return values.get(name)
 
 
-def trust_helper(eroot: Path) -> str | None:
-    """The last ``PORTAGE_TRUST_HELPER`` value set in make.conf, or None (Portage's default: getuto)."""
-    return _last_assignment(eroot, _TRUST_HELPER)
-
-
-def _last_assignment(eroot: Path, pattern: re.Pattern[str]) -> str | None:
+def own_make_conf_value(eroot: Path, name: str) -> str | None:
+    """The last assignment to ``name`` in :func:`make_conf_lines`, its shell quoting removed (None if unset)."""
+    pattern = re.compile(rf"^\s*(?:export\s+)?{re.escape(name)}=(.*)$")
     value = None
     for _, line in make_conf_lines(eroot):
         match = pattern.match(line)
         if match:
-            value = match.group(1).strip()
+            raw = match.group(1).strip()
+            try:  # shlex keeps the backslash of \$ and \` inside double quotes, which the shell drops
+                value = " ".join(shlex.split(raw, comments=True)).replace("\\$", "$").replace("\\`", "`")
+            except ValueError:
+                value = raw
     return value
+
+
+def fetch_wrapper(eroot: Path) -> str | None:
+    """The ``FETCH_WRAPPER`` value make.conf sets, or None."""
+    return make_conf_value(eroot, "FETCH_WRAPPER")
+
+
+def trust_helper(eroot: Path) -> str | None:
+    """The ``PORTAGE_TRUST_HELPER`` value make.conf sets, or None (Portage's default: getuto)."""
+    return make_conf_value(eroot, "PORTAGE_TRUST_HELPER")
 
 
 def _categories(value: str) -> set[Category]:
@@ -194,6 +225,7 @@ class Doctor:
         """All checks; the findings in a stable order."""
         if not self.eroot.is_dir():
             raise BadInputError(f"{self.eroot} is not a directory: give --eroot the root that holds etc/portage")
+        self.check_first_install()
         repos = read_repos(self.eroot)
         categories = self.check_repos(repos)
         self.check_hooks()
@@ -207,6 +239,13 @@ class Doctor:
             self.check_category(category)
         self.check_clock()
         return self.result
+
+    def check_first_install(self) -> None:
+        """Nothing installed at all: the first step, the one docs/portage.md and the ebuild's message name."""
+        if any(self.ctx.keyring(category).exists() for category in self.ctx.seeds.categories()):
+            return
+        self.result.add("install:first", "gkeys", "no keys of any category are installed yet: nothing can be "
+                        "verified", f"{FIRST_STEP}   (offline: docs/portage.md, 'Offline first install')")
 
     # -- Portage configuration -------------------------------------------------------------------
 
@@ -235,16 +274,31 @@ class Doctor:
                 if not hooked:
                     self.result.add("repo:unverified", name, f"syncs with git ({where}) and the gkeys hooks are not "
                                     "installed: its commits are not verified",
-                                    f"gkeys setup-portage --eroot {self.eroot} --repo {name}")
+                                    self._switch_command(name, repo))
                     continue
+                if hooks_only_on_change(repo):
+                    self.result.add("repo:hooks-on-change", name, f"{HOOKS_ON_CHANGE} = {repo.get(HOOKS_ON_CHANGE)} "
+                                    f"({repo.origin.get(HOOKS_ON_CHANGE)}): Portage runs the gkeys hook only when it "
+                                    "counts a sync as a change, so a merge that fails half-way (HEAD unchanged, "
+                                    "files written) is never verified, rolled back or marked",
+                                    f"set {HOOKS_ON_CHANGE} = false for [{name}] in {where} (or verify before "
+                                    f"merging: {self._switch_command(name, repo)})")
                 shallow = [f"{key} = {repo.get(key) or 'unset (Portage: 1)'}" for key in ("clone-depth", "sync-depth")
                            if repo.get(key) != "0"]
                 if shallow:
                     self.result.add("repo:shallow", name, f"{', '.join(shallow)}: commits between two syncs are "
                                     "not fetched, so the hook cannot verify them",
                                     f"set clone-depth = 0 and sync-depth = 0 for [{name}] in {where} "
-                                    f"(or: gkeys setup-portage --eroot {self.eroot} --repo {name})")
+                                    f"(or: {self._switch_command(name, repo)})")
         return categories
+
+    def _switch_command(self, name: str, repo: RepoConfig) -> str:
+        """The setup-portage command that switches ``name`` to ``sync-type = gkeys`` (an overlay needs the
+        category that pins its committers, which only the user knows)."""
+        command = f"gkeys setup-portage --eroot {self.eroot} --repo {name}"
+        if name != "gentoo" and not repo.get("sync-gkeys-category"):
+            command += " --category CAT (the category whose seeds pin its committers)"
+        return command
 
     def check_hooks(self) -> None:
         """gkeys hooks that Portage would not run (not executable, or their interpreter is gone)."""

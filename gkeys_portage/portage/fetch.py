@@ -54,7 +54,7 @@ from gkeys_portage.core.errors import EXIT_BAD_INPUT, EXIT_NOT_VERIFIED, BadInpu
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Console
 from gkeys_portage.verify.media.fetch import DEFAULT_CATEGORY, fetch_siblings
-from gkeys_portage.verify.media.verifier import MediaVerification, MediaVerifier, all_digests
+from gkeys_portage.verify.media.verifier import MediaVerification, MediaVerifier, all_digests, media_signatures
 
 #: Release media verified by default (``[fetch] patterns`` replaces the list).
 DEFAULT_PATTERNS = ("stage3-*.tar.*", "install-*.iso", "admincd-*.iso", "livegui-*.iso")
@@ -146,6 +146,12 @@ def allow_unnamed(config: Config) -> bool:
     return config.flag("fetch", "allow-unnamed", False)
 
 
+def bind_by_date(config: Config) -> bool:
+    """``[fetch] bind-by-date`` (default no): accept an ``.asc`` made after the build stamp in the name as
+    binding the file to its name, although that binds a date, not a name."""
+    return config.flag("fetch", "bind-by-date", False)
+
+
 def wants_verification(request: FetchRequest, globs: Sequence[str]) -> bool:
     """True if any name of the download matches one of ``globs``."""
     return any(fnmatch.fnmatchcase(name, glob) for name in request.names for glob in globs)
@@ -215,11 +221,12 @@ def link_media(request: FetchRequest, stage: Path) -> Path:
 
 def media_verifier(ctx: Gkeys) -> MediaVerifier:
     """The release-media verifier for ``[fetch] category``/``nick`` (default: ``[media] category``, else
-    gentoo; any seed of it); ``[fetch] allow-unnamed = yes`` accepts files nothing signed binds to their name."""
+    gentoo; any seed of it); ``[fetch] bind-by-date = yes`` binds by a date, ``[fetch] allow-unnamed = yes``
+    accepts files nothing signed binds to their name."""
     category = ctx.config.get("fetch", "category", ctx.config.get("media", "category", DEFAULT_CATEGORY))
     nick = ctx.config.get("fetch", "nick", "").strip()
-    return MediaVerifier(ctx.verifier(category, [nick] if nick else []), category,
-                         allow_unnamed=allow_unnamed(ctx.config), all_digests=all_digests(ctx.config))
+    return MediaVerifier(media_signatures(ctx, category, nick), category, allow_unnamed=allow_unnamed(ctx.config),
+                         bind_by_date=bind_by_date(ctx.config), all_digests=all_digests(ctx.config))
 
 
 @dataclass
@@ -315,6 +322,7 @@ def _main(argv: Sequence[str] | None) -> int:
         ctx = Gkeys(load_config(request.config, request.root))
         globs = patterns(ctx.config)
         allow_unnamed(ctx.config)  # a bad value is a configuration error before anything is downloaded
+        bind_by_date(ctx.config)
     except GkeysError as exc:
         console.fail(f"gkeys-fetch: {exc.message}", exc.exit_code)
         return exc.exit_code
@@ -342,8 +350,9 @@ def _main(argv: Sequence[str] | None) -> int:
         raise
     if result is None:
         return _download_failed(console, name, download.status)
-    unbound = " (name not bound by anything signed; [fetch] allow-unnamed)" \
-        if result.name_rule == "allowed-unnamed" else ""
+    unbound = {"allowed-unnamed": " (name not bound by anything signed; [fetch] allow-unnamed)",
+               "signed-after-build": " (name bound by a date, not a name; [fetch] bind-by-date)",
+               }.get(result.name_rule, "")
     console.message("good", f"gkeys-fetch: {name}: verified, signed by {signers(result)}{unbound}"
                     + (f" (the download command's status {download.status} is passed on)" if download.status else ""))
     return download.status

@@ -3,8 +3,9 @@
 * ``repo.postsync.d/gkeys-verify REPO_NAME SYNC_URI LOCATION`` verifies the commits a git sync just
   merged and checks that the work tree is that revision (nothing else on disk, no fetched tip left
   unmerged).  On failure it rolls the work tree back to the last verified revision (``git reset
-  --hard`` plus ``git clean -ffdx``) and writes a failure marker.  Portage ignores the exit status
-  of these hooks, hence the marker.  Run as root on a tree another user owns (``sync-user``,
+  --hard`` plus ``git clean -ffdx``) and writes a failure marker; with no verified revision (a refused
+  first clone) it moves the clone out of Portage's reach.  Portage ignores the exit status of these
+  hooks, hence the marker.  Run as root on a tree another user owns (``sync-user``,
   ``FEATURES=usersync``), git runs as that owner, so a rollback leaves no root-owned files.
 * ``postsync.d/gkeys-verify`` runs once at the end of ``emerge --sync``; it exits non-zero (which
   does fail emerge) while a marker of a repository in repos.conf exists, naming the repositories.
@@ -13,7 +14,9 @@ A "pending" marker is written *before* verifying and removed only once the repos
 hook that crashes or is killed half-way still fails emerge.  Any error while verifying (not only a
 refused commit: a gpg timeout, a git error, missing seeds, an unexpected exception) rolls the work
 tree back like a refused commit.  A marker is removed when a later sync of that repository verifies,
-when the repository is no longer in repos.conf (said once), or by ``gkeys verify-tree --clear-marker``.
+when the repository is no longer in repos.conf (neither its location nor its name; said once), or by
+``gkeys verify-tree --clear-marker``.  Nothing is decided by the name Portage gives a repository: Portage
+takes it from the tree (``profiles/repo_name``), which an unverified tree controls.
 Non-git repositories are skipped (their Manifests are Portage's business).
 """
 
@@ -21,15 +24,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gkeys_portage.core.config import load_config
 from gkeys_portage.core.errors import BadInputError, GkeysError
 from gkeys_portage.keys.context import Gkeys
-from gkeys_portage.portage.reposconf import read_repos, read_string
+from gkeys_portage.portage.reposconf import RepoConfig, read_repos, read_string
 from gkeys_portage.ui.output import say
-from gkeys_portage.verify.git.markers import failure_markers, marker_path, write_marker
+from gkeys_portage.verify.git.markers import clear_markers_at, failure_markers, location_key, marker_path, write_marker
 from gkeys_portage.verify.git.objects import GitRepo
 from gkeys_portage.verify.git.records import last_verified, record_verified
 from gkeys_portage.verify.git.spawn import SpawnSettings
@@ -70,6 +74,7 @@ def verify_synced_repo(ctx: Gkeys, repo_name: str, location: Path) -> tuple[bool
             reason = _disk_problem(repo, tip)
             if reason is None:
                 marker.unlink(missing_ok=True)
+                clear_markers_at(ctx.layout, location)  # also those written under another name
                 return True, report.summary()
         else:
             reason = report.summary()
@@ -87,10 +92,43 @@ def verify_synced_repo(ctx: Gkeys, repo_name: str, location: Path) -> tuple[bool
         rolled = _roll_back(repo or GitRepo(location, spawn=spawn), recorded)
     except Exception as exc:
         where = f"rolling back to {(recorded or '')[:12]} FAILED: {getattr(exc, 'message', None) or exc}"
-    write_marker(marker, repo_name, location, reason, rolled or "")
     if rolled:
         where = f"rolled back to {rolled[:12]}"
+    else:
+        where += f"; {_set_aside(location)}"
+    write_marker(marker, repo_name, location, reason, rolled or "")
     return False, f"{repo_name}: NOT verified ({where}): {reason}"
+
+
+def _set_aside(location: Path) -> str:
+    """Take a tree with no verified revision out of Portage's reach; say where it went.
+
+    Without a revision to roll back to, the refused tree would otherwise stay on disk for Portage to
+    use (and only the marker would stand between it and the user).  The clone is moved to a hidden
+    sibling (replacing an earlier one), so the next sync clones afresh; where a rename is impossible
+    (a mount point), the location is emptied instead.
+    """
+    aside = location.with_name(f".{location.name}.gkeys-unverified")
+    try:
+        _remove(aside)
+        os.rename(location, aside)
+        return f"the unverified clone was moved to {aside}, out of Portage's reach; the next sync clones again"
+    except OSError:
+        pass
+    try:
+        for child in location.iterdir():
+            _remove(child)
+    except OSError as exc:
+        return f"the unverified clone could NOT be removed from {location} ({exc.strerror}): remove it by hand"
+    return f"the unverified clone was removed from {location}; the next sync clones again"
+
+
+def _remove(path: Path) -> None:
+    """Remove a file, a symlink or a whole directory (never following a symlink); nothing if absent."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
 
 
 def _disk_problem(repo: GitRepo, head: str) -> str | None:
@@ -114,21 +152,23 @@ def _roll_back(repo: GitRepo | None, recorded: str | None) -> str | None:
 
 
 def _context() -> Gkeys:
-    ctx = Gkeys(load_config(None))
+    """The gkeys context of a hook: Portage hands its hooks its settings' ``EPREFIX`` in the environment."""
+    ctx = Gkeys(load_config(None, prefix=os.environ.get("EPREFIX", "")))
     ctx.ensure_layout()
     return ctx
 
 
-def synced_by_gkeys_module(repo_name: str, environ: Mapping[str, str] | None = None) -> bool:
-    """True when Portage's configuration syncs ``repo_name`` with ``sync-type = gkeys``: the sync module
-    verified it before merging, and refused revisions stay fetched but unmerged, which this hook would
-    report a second time.  Anything unclear (no config root, an unreadable repos.conf) is False: the
-    hook then verifies as usual.
+def configured_repositories(environ: Mapping[str, str] | None = None) -> dict[str, RepoConfig] | None:
+    """The repository configuration emerge synced with, or None when it cannot be told.
 
-    The configuration is the one emerge synced with: ``PORTAGE_REPOSITORIES``, which emerge puts in
-    its hooks' environment (and which, when set, replaces every repos.conf file for Portage); only
-    without it the repos.conf files under ``PORTAGE_CONFIGROOT``.  Reading the files while emerge
-    used ``PORTAGE_REPOSITORIES`` would skip a repository emerge synced with plain git, unverified."""
+    That is ``PORTAGE_REPOSITORIES``, which emerge puts in its hooks' environment (and which, when set,
+    replaces every repos.conf file for Portage); only without it the repos.conf files under
+    ``PORTAGE_CONFIGROOT``.  Reading the files while emerge used ``PORTAGE_REPOSITORIES`` would skip a
+    repository emerge synced with plain git, unverified.  No configuration, an unreadable one and an
+    empty one are all None ("cannot tell"): a hook that reads no repositories reads the wrong
+    configuration.  Never Portage's own repository objects: Portage names a repository from its tree
+    (``profiles/repo_name``, ``layout.conf`` aliases), which an unverified tree controls.
+    """
     env = os.environ if environ is None else environ
     given = env.get("PORTAGE_REPOSITORIES")
     config_root = env.get("PORTAGE_CONFIGROOT")
@@ -138,10 +178,32 @@ def synced_by_gkeys_module(repo_name: str, environ: Mapping[str, str] | None = N
         elif config_root:
             repos = read_repos(Path(config_root))
         else:
-            return False
+            return None
     except GkeysError:
-        return False
-    repo = repos.get(repo_name)
+        return None
+    return repos or None
+
+
+def repository_at(location: Path, repos: Mapping[str, RepoConfig]) -> RepoConfig | None:
+    """The configured repository whose ``location`` is ``location`` (symlinks resolved), if any.
+
+    The location is what the configuration says; the name Portage hands a hook may come from the
+    synced tree itself, so nothing is looked up by it.
+    """
+    wanted = location_key(str(location))
+    for repo in repos.values():
+        if repo.get("location") and location_key(repo.get("location")) == wanted:
+            return repo
+    return None
+
+
+def synced_by_gkeys_module(location: Path, environ: Mapping[str, str] | None = None) -> bool:
+    """True when emerge's configuration syncs the repository at ``location`` with ``sync-type = gkeys``:
+    the sync module verified it before merging, and refused revisions stay fetched but unmerged, which
+    this hook would report a second time.  Anything unclear (no configuration, an unreadable one, no
+    repository at that location) is False: the hook then verifies as usual."""
+    repos = configured_repositories(environ)
+    repo = repository_at(location, repos) if repos else None
     return repo is not None and repo.get("sync-type") == "gkeys"
 
 
@@ -151,7 +213,7 @@ def repo_postsync_main(argv: Sequence[str]) -> int:
         say("error", "gkeys-verify: expected REPO_NAME SYNC_URI LOCATION")
         return 2
     repo_name, location = argv[0], Path(argv[2])
-    if synced_by_gkeys_module(repo_name):
+    if synced_by_gkeys_module(location):
         _clear_marker_verified_by_module(repo_name, location)
         return 0  # sync-type = gkeys: the sync module verified (or refused) before merging, and said so
     try:
@@ -188,27 +250,13 @@ def _clear_marker_verified_by_module(repo_name: str, location: Path) -> None:
                         "marker an earlier git sync left")
 
 
-def configured_repositories() -> set[str] | None:
-    """Names of the repositories in Portage's repos.conf (as ``emerge`` sees them through
-    ``PORTAGE_CONFIGROOT``), or None when Portage cannot tell (then every marker counts).
-
-    An empty answer is treated as "cannot tell": a hook that reads no repositories at all reads the
-    wrong configuration, and must not conclude that every marked repository is gone.
-    """
-    try:
-        import portage
-
-        names = {str(repo.name) for repo in portage.settings.repositories}
-    except Exception:  # Portage absent or its configuration unreadable: keep failing closed
-        return None
-    return names or None
-
-
 def postsync_main(argv: Sequence[str] = ()) -> int:
     """``postsync.d`` hook: fail emerge while any configured repository failed verification.
 
     Markers of repositories no longer in repos.conf cannot be fixed by syncing again: each is
-    reported once and removed.
+    reported once and removed.  "No longer in repos.conf" means that neither the marker's location
+    nor its name is in the configuration's text; a configured location keeps its marker whatever
+    name the tree now gives itself.
     """
     try:
         layout = _context().layout
@@ -217,10 +265,12 @@ def postsync_main(argv: Sequence[str] = ()) -> int:
         say("error", f"gkeys: cannot read the verification markers: {exc.message}")
         return 1
     configured = configured_repositories() if markers else None
+    locations = {location_key(repo.get("location")) for repo in (configured or {}).values()}
     failed = []
     for marker in markers:
         name = marker.get("repo", "")
-        if configured is not None and name not in configured:
+        if configured is not None and name not in configured and location_key(marker.get("location", "")) \
+                not in locations:
             marker_path(layout, name).unlink(missing_ok=True)
             say("warn", f"gkeys: repository {name} is no longer in repos.conf; removed its failure marker "
                         f"(it had failed: {marker.get('reason')})")

@@ -10,15 +10,21 @@ What it writes under ``EROOT`` (nothing else, and never a file that already exis
 * with ``fetch_wrapper``: a make.conf fragment with ``FETCH_WRAPPER`` (``make.conf/gkeys-fetch.conf``
   when make.conf is a directory; otherwise ``etc/portage/gkeys-fetch.conf`` to ``source`` from it).
 
-What it created (files with their SHA-256, directories) is recorded in ``etc/portage/.gkeys-setup-portage.json``;
+What it created (files with their SHA-256, directories) is recorded in gkeys' own state
+(``state/setup-portage/<EROOT digest>.json``), never in ``EROOT``, which another user may be able to write;
 :func:`undo` removes exactly those files (only while unchanged) and directories (only while empty), so
 setup followed by undo leaves ``EROOT`` as it was.  Running setup twice changes nothing the second time.
+An existing file with other content stops the whole install: nothing is written.  Every path below
+``EROOT`` is reached without following a symlink, through directories owned by the running user or root
+and writable by nobody else (:mod:`gkeys_portage.portage.confined`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import hashlib
+import os
 import re
 import shutil
 import sys
@@ -28,11 +34,15 @@ from pathlib import Path
 
 from gkeys_portage import installfiles
 from gkeys_portage.core.errors import BadInputError
-from gkeys_portage.core.state import atomic_write, atomic_write_json, read_json
-from gkeys_portage.portage.reposconf import config_files, read_files, read_repos
+from gkeys_portage.core.state import atomic_write_json, read_json
+from gkeys_portage.core.types import parse_category
+from gkeys_portage.portage.confined import ConfinedRoot
+from gkeys_portage.portage.reposconf import RepoConfig, config_files, read_after, read_files, read_repos
 
 ETC = Path("etc/portage")
-MANIFEST = ETC / ".gkeys-setup-portage.json"
+#: where setup-portage before issue 26 kept its record (inside EROOT); never trusted now
+LEGACY_MANIFEST = ETC / ".gkeys-setup-portage.json"
+RECORDS = "setup-portage"
 # "zz-": Portage reads repos.conf/ in sorted order and the last value wins; a file sorting after this one
 # that sets the same keys would switch the repository back (setup refuses that case).
 REPOS_FRAGMENT = ETC / "repos.conf" / "zz-gkeys.conf"
@@ -100,6 +110,16 @@ def hook_content(hook: str, interpreter: str | None = None) -> bytes:
     return f"#!{python}".encode() + b"\n" + rest
 
 
+HOOKS_ON_CHANGE = "sync-hooks-only-on-change"
+
+
+def hooks_only_on_change(repo: RepoConfig) -> bool:
+    """True when Portage runs this repository's ``repo.postsync.d`` hooks only after a sync it counts as a
+    change (``sync-hooks-only-on-change``, read as Portage reads it): a merge that fails half-way leaves
+    HEAD alone, so the gkeys hook never runs, nothing is rolled back and no marker is written."""
+    return repo.get(HOOKS_ON_CHANGE, "false").lower() in ("true", "yes")
+
+
 def _clone_notes(eroot: Path, repos: Sequence[str]) -> list[str]:
     """What the user must do before the first gkeys sync (never done for them: it moves their data)."""
     known = read_repos(eroot, skip=eroot / REPOS_FRAGMENT)
@@ -109,20 +129,28 @@ def _clone_notes(eroot: Path, repos: Sequence[str]) -> list[str]:
         if blocked is not None:
             notes.append(f"do this before the next 'emerge --sync': mv {blocked} {blocked}.old (the first gkeys sync "
                          f"of {name} clones afresh and refuses to clone over a tree that is not a git repository)")
+    for name, repo in sorted(known.items()):
+        if name not in repos and repo.get("sync-type") == "git" and hooks_only_on_change(repo):
+            notes.append(f"[{name}] sets {HOOKS_ON_CHANGE} = {repo.get(HOOKS_ON_CHANGE)} "
+                         f"({repo.origin.get(HOOKS_ON_CHANGE)}): Portage then skips the gkeys hooks when a merge fails "
+                         f"half-way; set it to false, or run setup-portage again with --repo {name}")
     return notes
 
 
-def repos_fragment(eroot: Path, repos: Sequence[str]) -> bytes:
+def repos_fragment(eroot: Path, repos: Sequence[str], *, category: str | None = None) -> bytes:
     """``repos.conf/zz-gkeys.conf``: each named repository switched to ``sync-type = gkeys``.
 
     Only keys that change are written; ``location`` and the rest stay where the user set them.  A
     repository that is not configured (other than ::gentoo, which Portage always knows) or that does
-    not sync with git cannot be switched: that is an error, and nothing is written.
+    not sync with git cannot be switched: that is an error, and nothing is written.  Nor can a
+    repository other than ::gentoo without a category (``category``, or its own ``sync-gkeys-category``):
+    its committers are not Gentoo developers, and the default category would refuse every sync.
     """
+    if category is not None:
+        category = parse_category(category)
     fragment = eroot / REPOS_FRAGMENT
     known = read_repos(eroot, skip=fragment)
-    later = read_files([path for path in config_files(eroot, skip=fragment)
-                        if path.parent == fragment.parent and path.name > fragment.name])
+    later = read_files(read_after(config_files(eroot, skip=fragment), fragment.parent, fragment.name), defaults=False)
     lines = ["# Written by 'gkeys setup-portage' (remove with 'gkeys setup-portage --undo').",
              "# Every new commit of these repositories is verified by gkeys before the tree moves.", ""]
     for name in repos:
@@ -132,6 +160,9 @@ def repos_fragment(eroot: Path, repos: Sequence[str]) -> bytes:
         sync_type = repo.get("sync-type") if repo else ""
         uri = repo.get("sync-uri") if repo else ""
         settings: list[tuple[str, str]] = [("sync-type", "gkeys")]
+        if repo is not None and hooks_only_on_change(repo):
+            # Portage would skip the hooks of a sync that "changed nothing" (a merge that failed half-way)
+            settings.append((HOOKS_ON_CHANGE, "false"))
         if name == "gentoo":
             if sync_type not in GIT_TYPES or not uri:
                 settings.append(("sync-uri", GENTOO_MIRROR))
@@ -143,6 +174,15 @@ def repos_fragment(eroot: Path, repos: Sequence[str]) -> bytes:
             raise BadInputError(f"repository {name!r} syncs with {sync_type or 'nothing'!r}: gkeys verifies git "
                                 f"repositories; set sync-type = git and a git sync-uri in "
                                 f"{repo.origin.get('sync-type') or eroot / 'etc/portage/repos.conf'} first")
+        if name != "gentoo":
+            if category is not None:
+                settings.append(("sync-gkeys-category", category))
+            elif not (repo and repo.get("sync-gkeys-category")):
+                raise BadInputError(
+                    f"repository {name!r} needs a category: its committers are not Gentoo developers, so the "
+                    "default category (gentoo-devs) would refuse every sync; give --category CAT, the gkeys "
+                    f"category whose seeds pin {name}'s committers (gkeys add-seed -C CAT ... adds them), or "
+                    f"set sync-gkeys-category for [{name}] in its repos.conf file")
         overriding = [key for key, _ in settings if later.get(name) and key in later[name].options]
         if overriding:
             path = later[name].origin[overriding[0]]
@@ -166,22 +206,27 @@ def gkeys_fetch_path() -> str:
     return found
 
 
-def plan(eroot: Path, repos: Sequence[str], *, fetch_wrapper: bool = False, overlays: bool = False) -> tuple[
-        list[PlannedFile], list[str]]:
-    """The files setup-portage wants, and notes for the user (steps it never takes itself)."""
-    if not eroot.is_dir():
-        raise BadInputError(f"{eroot} is not a directory: give --eroot the root that holds etc/portage")
-    if (eroot / ETC / "repos.conf").is_file():
+def plan(eroot: Path, repos: Sequence[str], *, fetch_wrapper: bool = False, overlays: bool = False,
+         category: str | None = None, root: ConfinedRoot | None = None) -> tuple[list[PlannedFile], list[str]]:
+    """The files setup-portage wants, and notes for the user (steps it never takes itself).
+
+    ``root`` (default: ``eroot`` opened here) tells files from directories without following symlinks.
+    """
+    with contextlib.ExitStack() as stack:
+        confined = root or stack.enter_context(ConfinedRoot(eroot))
+        repos_conf = confined.kind(ETC / "repos.conf")
+        make_conf = confined.kind(ETC / "make.conf")
+    if repos_conf == "file":
         raise BadInputError(f"{eroot / ETC / 'repos.conf'} is a file: make it a directory "
                             "(mv repos.conf gentoo.conf; mkdir repos.conf; mv gentoo.conf repos.conf/) and run again")
     repos = list(dict.fromkeys(repos))  # --repo x --repo x: one section
     hooks = list(TREE_HOOKS) + ([OVERLAYS_HOOK] if overlays else [])
     files = [PlannedFile(ETC / hook, hook_content(hook), 0o755, "hook") for hook in hooks]
-    files.append(PlannedFile(REPOS_FRAGMENT, repos_fragment(eroot, repos), 0o644, "repos.conf"))
+    files.append(PlannedFile(REPOS_FRAGMENT, repos_fragment(eroot, repos, category=category), 0o644, "repos.conf"))
     notes = _clone_notes(eroot, repos)
     if fetch_wrapper:
         line = FETCH_WRAPPER.format(gkeys_fetch=gkeys_fetch_path()).encode()
-        if (eroot / ETC / "make.conf").is_dir():
+        if make_conf == "directory":
             files.append(PlannedFile(ETC / "make.conf" / "gkeys-fetch.conf", line, 0o644, "make.conf"))
         else:
             fragment = ETC / "gkeys-fetch.conf"
@@ -191,36 +236,38 @@ def plan(eroot: Path, repos: Sequence[str], *, fetch_wrapper: bool = False, over
     return files, notes
 
 
-def _missing_dirs(eroot: Path, path: Path) -> list[Path]:
-    """Directories between ``eroot`` and ``path`` that do not exist yet, outermost first."""
-    missing = []
-    for parent in reversed(path.parents):
-        if parent == Path("."):
-            continue
-        if not (eroot / parent).exists():
-            missing.append(parent)
-    return missing
-
-
 def _diff(path: Path, old: bytes | None, new: bytes) -> str:
     old_lines = old.decode(errors="replace").splitlines(keepends=True) if old is not None else []
     return "".join(difflib.unified_diff(old_lines, new.decode(errors="replace").splitlines(keepends=True),
                                         fromfile="/dev/null" if old is None else f"a/{path}", tofile=f"b/{path}"))
 
 
-def _read_manifest(eroot: Path) -> dict[str, object]:
+def record_path(state_dir: Path, eroot: Path) -> Path:
+    """Where gkeys keeps the record of what setup-portage created under ``eroot`` (in its own state)."""
+    digest = hashlib.sha256(os.fsencode(os.path.realpath(eroot))).hexdigest()[:24]
+    return state_dir / RECORDS / f"{digest}.json"
+
+
+def _read_record(record: Path, eroot: Path) -> dict[str, object]:
     """The record of what setup created; only relative paths below ``etc/portage`` are accepted."""
-    data = read_json(eroot / MANIFEST, {})
+    data = read_json(record, {})
     files = data.get("files", {}) if isinstance(data, dict) else None
     dirs = data.get("dirs", []) if isinstance(data, dict) else None
-    damaged = BadInputError(f"{eroot / MANIFEST} is damaged: remove the files it lists by hand, then remove it")
+    damaged = BadInputError(f"{record} (the record of what setup-portage created in {eroot}) is damaged: remove "
+                            "the files it lists by hand, then remove it")
     if not isinstance(files, dict) or not isinstance(dirs, list):
+        raise damaged
+    if data and data.get("eroot") != os.path.realpath(eroot):
         raise damaged
     if not all(isinstance(n, str) and _own_path(n) for n in files) \
             or not all(isinstance(n, str) and _own_path(n, directory=True) for n in dirs) \
             or not all(isinstance(d, str) for d in files.values()):
         raise damaged
     return {"files": dict(files), "dirs": list(dirs)}
+
+
+def _write_record(record: Path, eroot: Path, files: dict[str, str], dirs: list[str]) -> None:
+    atomic_write_json(record, {"eroot": os.path.realpath(eroot), "files": files, "dirs": dirs})
 
 
 def _own_path(name: str, *, directory: bool = False) -> bool:
@@ -232,84 +279,94 @@ def _own_path(name: str, *, directory: bool = False) -> bool:
     return inside or (directory and path.parts == ETC.parts[:len(path.parts)])
 
 
-def setup(eroot: Path, repos: Sequence[str], *, fetch_wrapper: bool = False, overlays: bool = False,
-          dry_run: bool = False) -> SetupResult:
-    """Create the planned files that are missing; leave existing different ones alone (reported)."""
-    files, notes = plan(eroot, repos, fetch_wrapper=fetch_wrapper, overlays=overlays)
-    result = SetupResult(eroot, dry_run, notes=notes)
-    manifest = _read_manifest(eroot)
-    recorded: dict[str, str] = manifest["files"]  # type: ignore[assignment]
-    dirs: list[str] = manifest["dirs"]  # type: ignore[assignment]
-    diffs = []
-    todo: list[PlannedFile] = []
-    for item in files:
-        target = eroot / item.path
-        current = target.read_bytes() if target.is_file() and not target.is_symlink() else None
-        if target.is_symlink() or (target.exists() and not target.is_file()):
-            result.conflicts.append((item.path, "exists and is not a regular file (a symlink or directory)"))
-        elif current == item.content:
-            result.unchanged.append(item.path)
-        elif current is not None:
-            result.conflicts.append((item.path, "exists with other content"))
-            diffs.append(_diff(item.path, current, item.content))
-        else:
-            todo.append(item)
-            diffs.append(_diff(item.path, None, item.content))
-    result.diff = "".join(diffs)
-    result.created = [item.path for item in todo]
-    if dry_run or not todo:
-        return result
-    new_dirs: list[Path] = []
-    for item in [*todo, PlannedFile(MANIFEST, b"", 0o644, "manifest")]:
-        for missing in _missing_dirs(eroot, item.path):
-            if missing not in new_dirs:
-                new_dirs.append(missing)
-    for directory in new_dirs:
-        (eroot / directory).mkdir(mode=0o755)
-        dirs.append(directory.as_posix())
-    atomic_write_json(eroot / MANIFEST, {"files": recorded, "dirs": dirs})  # directories first: undo can clean up
-    for item in todo:
-        atomic_write(eroot / item.path, item.content, item.mode)
-        recorded[item.path.as_posix()] = sha256(item.content)
-        atomic_write_json(eroot / MANIFEST, {"files": recorded, "dirs": dirs})
+def setup(eroot: Path, repos: Sequence[str], *, record: Path, fetch_wrapper: bool = False, overlays: bool = False,
+          category: str | None = None, dry_run: bool = False) -> SetupResult:
+    """Create the planned files that are missing, recording them in ``record`` (gkeys' own state).
+
+    An existing file with other content (or a symlink, or a directory) in the place of a planned file
+    stops the whole install: it is reported and nothing is written.
+    """
+    with ConfinedRoot(eroot) as root:
+        files, notes = plan(eroot, repos, fetch_wrapper=fetch_wrapper, overlays=overlays, category=category,
+                            root=root)
+        result = SetupResult(eroot, dry_run, notes=notes)
+        manifest = _read_record(record, eroot)
+        recorded: dict[str, str] = manifest["files"]  # type: ignore[assignment]
+        dirs: list[str] = manifest["dirs"]  # type: ignore[assignment]
+        diffs = []
+        todo: list[PlannedFile] = []
+        for item in files:
+            kind = root.kind(item.path)
+            current = root.read(item.path) if kind == "file" else None
+            if kind not in ("file", "missing"):
+                result.conflicts.append((item.path, f"exists and is not a regular file (a {kind})"))
+            elif current == item.content:
+                result.unchanged.append(item.path)
+            elif current is not None:
+                result.conflicts.append((item.path, "exists with other content"))
+                diffs.append(_diff(item.path, current, item.content))
+            else:
+                todo.append(item)
+                diffs.append(_diff(item.path, None, item.content))
+        result.diff = "".join(diffs)
+        if result.conflicts:
+            result.notes.append("nothing was written: setup-portage installs all of its files or none")
+            return result
+        result.created = [item.path for item in todo]
+        if dry_run or not todo:
+            return result
+        for item in todo:
+            dirs += [d.as_posix() for d in root.missing(item.path.parent) if d.as_posix() not in dirs]
+            _write_record(record, eroot, recorded, dirs)  # directories first: undo can clean up
+            root.write(item.path, item.content, item.mode)
+            recorded[item.path.as_posix()] = sha256(item.content)
+            _write_record(record, eroot, recorded, dirs)
     return result
 
 
-def undo(eroot: Path, *, dry_run: bool = False) -> SetupResult:
-    """Remove what setup created: files only while unchanged, directories only while empty."""
+def undo(eroot: Path, *, record: Path, dry_run: bool = False) -> SetupResult:
+    """Remove what setup created: files only while unchanged, directories only while empty; never through a
+    symlink (a changed path is left alone and reported)."""
     result = SetupResult(eroot, dry_run)
-    if not eroot.is_dir():
-        raise BadInputError(f"{eroot} is not a directory: give --eroot the root that holds etc/portage")
-    if not (eroot / MANIFEST).exists():
-        result.notes.append(f"nothing to undo: {eroot / MANIFEST} does not exist")
-        return result
-    manifest = _read_manifest(eroot)
-    recorded: dict[str, str] = manifest["files"]  # type: ignore[assignment]
-    dirs: list[str] = manifest["dirs"]  # type: ignore[assignment]
-    kept: dict[str, str] = {}
-    for name, digest in recorded.items():
-        path = eroot / name
-        if not path.exists():
-            continue
-        if path.is_file() and not path.is_symlink() and sha256(path.read_bytes()) == digest:
-            result.removed.append(Path(name))
-            if not dry_run:
-                path.unlink()
-        else:
-            kept[name] = digest
-            result.conflicts.append((Path(name), "changed since setup-portage wrote it: left alone"))
-    if dry_run:
-        return result
-    if kept:
-        atomic_write_json(eroot / MANIFEST, {"files": kept, "dirs": dirs})
-        return result
-    (eroot / MANIFEST).unlink()
-    for name in reversed(dirs):
-        directory = eroot / name
-        try:
-            directory.rmdir()
-        except FileNotFoundError:
-            continue
-        except OSError:
-            result.notes.append(f"{directory} is not empty: left in place")
+    with ConfinedRoot(eroot) as root:
+        if not record.exists():
+            result.notes.append(f"nothing to undo: setup-portage has no record of files it created in {eroot}")
+            if root.kind(LEGACY_MANIFEST) != "missing":
+                result.notes.append(f"{eroot / LEGACY_MANIFEST} was written by an older gkeys; it is not trusted "
+                                    "(whoever can write that directory could have written it): remove the files it "
+                                    "lists by hand, then remove it")
+            return result
+        manifest = _read_record(record, eroot)
+        recorded: dict[str, str] = manifest["files"]  # type: ignore[assignment]
+        dirs: list[str] = manifest["dirs"]  # type: ignore[assignment]
+        kept: dict[str, str] = {}
+        for name, digest in recorded.items():
+            try:
+                data = root.read(Path(name))
+            except BadInputError as exc:
+                kept[name] = digest
+                result.conflicts.append((Path(name), f"cannot be checked ({exc.message}): left alone"))
+                continue
+            if data is None:
+                continue
+            if sha256(data) == digest:
+                result.removed.append(Path(name))
+                if not dry_run:
+                    root.unlink(Path(name))
+            else:
+                kept[name] = digest
+                result.conflicts.append((Path(name), "changed since setup-portage wrote it: left alone"))
+        if dry_run:
+            return result
+        if kept:
+            _write_record(record, eroot, kept, dirs)
+            return result
+        for name in reversed(dirs):
+            try:
+                emptied = root.rmdir(Path(name))
+            except BadInputError:
+                emptied = False
+            if not emptied:
+                result.notes.append(f"{eroot / name} is not empty: left in place")
+        record.unlink()
     return result

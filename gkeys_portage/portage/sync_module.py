@@ -1,7 +1,8 @@
 """The Portage sync module ``sync-type = gkeys``: git underneath, every new commit verified first.
 
-Installed into Portage as the leaf package ``portage/sync/modules/gkeys`` (see ``setup.py``), which
-only re-exports :data:`module_spec` and :class:`GkeysSync` from here.  ``repos.conf`` example::
+Installed into Portage as the leaf package ``portage/sync/modules/gkeys`` (``portage-sync-module/``, a
+distribution of its own that depends on Portage), which only re-exports :data:`module_spec` and
+:class:`GkeysSync` from here.  ``repos.conf`` example::
 
     [gentoo]
     location = /var/db/repos/gentoo
@@ -175,7 +176,8 @@ class GkeysSync(NewBase):
         try:
             check_gkeys_options(repos_conf(self.settings), self.repo.name)
             config = self.repo.module_specific_options.get("sync-gkeys-config")
-            ctx = Gkeys(load_config(Path(config) if config else None))
+            # EPREFIX as Portage has it (PORTAGE_OVERRIDE_EPREFIX puts it in the settings, not the environment)
+            ctx = Gkeys(load_config(Path(config) if config else None, prefix=self.settings.get("EPREFIX", "")))
             request = self._request(ctx)
             outcome = (clone_verified if first else update_verified)(ctx, request, log)
         except GkeysError as exc:

@@ -3,6 +3,8 @@
 Used by the ``sync-type = gkeys`` Portage module (:mod:`gkeys_portage.portage.sync_module`) and kept
 free of Portage imports so it can be tested and reused on its own.
 
+* Nothing is downloaded before the seeds and keys of every category the sync verifies with are installed
+  (:func:`trusted_verifier`): the refusal names the command that installs them.
 * A first clone goes into a private directory beside the repository location with ``--no-checkout``
   (only git's object store is written), its commits are verified, only then is the verified tip
   checked out, and the directory is renamed into place; on failure nothing is left at the location.
@@ -27,7 +29,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gkeys_portage.core.errors import BadInputError, GkeysError
+from gkeys_portage.core.errors import BadInputError, GkeysError, UsageError
 from gkeys_portage.core.state import StateLock, staging_directory
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.verify.git.objects import NO_SUBMODULES, GitRepo
@@ -141,6 +143,22 @@ def _require_space(repo: GitRepo, revision: str) -> None:
                             f"has {free // _MIB} MiB free; free some space and sync again")
 
 
+def trusted_verifier(ctx: Gkeys, options: TreeOptions) -> TreeVerifier:
+    """The verifier of ``options``, made before anything is downloaded: without seeds or keys for a category
+    nothing could verify a commit, so a sync must refuse before fetching a single object (a first clone of
+    ::gentoo is hundreds of MiB).  Raises :class:`UsageError` naming the command that installs them."""
+    try:
+        verifier = TreeVerifier(ctx, options)
+    except GkeysError as exc:
+        raise UsageError(f"{exc.message}; nothing was downloaded") from exc
+    categories = [*options.categories, *([options.top_category] if options.top_category else [])]
+    for category in dict.fromkeys(categories):
+        if not ctx.keyring(category).installed():
+            raise UsageError(f"no keys installed for category {category!r}, so no commit could verify; nothing was "
+                             f"downloaded (run: gkeys install-key -C {category})")
+    return verifier
+
+
 def clone_verified(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
     """First clone into a staging directory without a checkout; check out and move into place once verified."""
     location = request.location
@@ -166,6 +184,7 @@ def _clone(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
     location = request.location
     if location.exists() and (not location.is_dir() or any(location.iterdir())):
         return _failure(log, f"gkeys: {location} exists and is not empty; refusing to clone over it")
+    verifier = trusted_verifier(ctx, request.options)  # trust before download
     with staging_directory(location.parent, staging_prefix(location)) as staging:
         request.spawn.prepare_directory(staging, like=location if location.is_dir() else None)
         repo = GitRepo(staging, extra_env=request.git_env, spawn=request.spawn)
@@ -176,7 +195,6 @@ def _clone(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
         args += (["--quiet"] if request.quiet else []) + list(request.clone_opts) + ["--", request.uri, "."]
         log("info", f"gkeys: cloning {request.uri} into a staging directory")
         repo.run(*args, max_file_size=fetch_cap(ctx))
-        verifier = TreeVerifier(ctx, request.options)
         tip = repo.resolve("HEAD")
         base, hashes = verifier.plan(repo, tip, None)
         report = verifier.verify(repo, hashes, tip=tip, base=base)
@@ -222,6 +240,7 @@ def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
     repo = GitRepo(request.location, extra_env=request.git_env, spawn=request.spawn)
     recorded = last_verified(ctx.layout, repo.path)
     try:
+        verifier = trusted_verifier(ctx, request.options)  # trust before download
         previous = repo.resolve("HEAD")
         remote, tracking = _upstream(repo)
         url = repo.run("remote", "get-url", remote, check=False).stdout.decode("utf-8", "replace").strip()
@@ -230,7 +249,6 @@ def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
         repo.run("fetch", "--no-tags", *NO_SUBMODULES, *(["--quiet"] if request.quiet else []),
                  *request.fetch_opts, remote, max_file_size=fetch_cap(ctx))
         tip = repo.resolve(tracking)
-        verifier = TreeVerifier(ctx, request.options)
         base, hashes = verifier.plan(repo, tip, recorded)
         report = verifier.verify(repo, hashes, tip=tip, base=base)
         if not report.ok:

@@ -141,13 +141,23 @@ class Console:
             return
         say(level, text, stdout=self.stdout, stderr=self.stderr)
 
-    def fail(self, text: str, exit_code: int) -> None:
-        """Print a one-line failure (JSON: ``{"ok": false, "error": ...}``)."""
+    def step(self, text: str) -> None:
+        """Say at once, on stderr, which step a long action is at (nothing in quiet or JSON mode)."""
+        if self.quiet or self.json_mode:
+            return
+        self.stderr.write(star_line(INFO, text, self.stderr))
+        self.stderr.flush()
+
+    def fail(self, text: str, exit_code: int, *, reason: str = "error", file: str | None = None,
+             signer: str | None = None, next_step: str | None = None) -> None:
+        """Print a one-line failure; JSON: the keys of :data:`VERDICT_KEYS` plus ``error`` (docs/exit-codes.md)."""
         if self.json_mode:
-            self.stdout.write(json.dumps({"ok": False, "error": text, "exit": exit_code}, sort_keys=True) + "\n")
+            document = {"ok": False, "verified": False, "error": text, "exit": exit_code, "reason": reason,
+                        "file": file, "signer": signer, "next_step": next_step or None}
+            self.stdout.write(json.dumps(document, sort_keys=True) + "\n")
             self.stdout.flush()
         else:
-            self.message(ERROR, text)
+            self.message(ERROR, text + (f" (next: {next_step})" if next_step and next_step not in text else ""))
 
     def progress(self, label: str, unit: str = "") -> Callable[[int, int], None]:
         """A progress callback ``(done, total)`` on stderr.
@@ -226,3 +236,20 @@ def final_line(label: str, total: int, elapsed: float, *, unit: str = "") -> str
     suffix = f" {unit}" if unit else ""
     rate = f" ({total / elapsed:.1f}{suffix or ' items'}/s)" if elapsed > 0 else ""
     return f" * {label}: {total}/{total}{suffix} in {_duration(elapsed)}{rate}"
+
+
+#: The keys a verifying action's JSON document carries whether it verified or refused (docs/exit-codes.md).
+VERDICT_KEYS = ("ok", "verified", "file", "signer", "reason", "next_step", "exit")
+
+
+def with_verdict(document: dict[str, Any], exit_code: int, file: str | None) -> dict[str, Any]:
+    """``document`` (a verifying action's report) with every key of :data:`VERDICT_KEYS`, for ``--json``.
+
+    Keys the action set stay; the signer is read from the first good signature when the action names one.
+    """
+    signatures = document.get("signatures")
+    first = signatures[0] if isinstance(signatures, list) and signatures and isinstance(signatures[0], dict) else {}
+    signer = f"{first['category']}/{first['nick']}" if "category" in first and "nick" in first else None
+    defaults = {"ok": exit_code == 0, "verified": exit_code == 0, "file": file, "signer": signer,
+                "reason": None if exit_code == 0 else "not-verified", "next_step": None, "exit": exit_code}
+    return {**defaults, **document}

@@ -7,15 +7,17 @@ JSON document) and its exit status, never a traceback.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 from gkeys_portage.core.config import default_config_path, load_config
 from gkeys_portage.core.errors import EXIT_BAD_INPUT, EXIT_NOT_VERIFIED, GkeysError
-from gkeys_portage.ui.output import WARN, Console, Report
+from gkeys_portage.ui.output import WARN, Console, Report, with_verdict
 
 
 def add_output_options(parser: argparse.ArgumentParser) -> None:
@@ -44,30 +46,67 @@ def run_report(args: argparse.Namespace, func: Callable[[argparse.Namespace, Con
     With ``-v`` a failure is followed by the config file and state directory in use.
     """
     console = Console(json_mode=args.json, quiet=args.quiet, verbose=args.verbose)
+    target = verified_target(args)
     try:
         report = func(args, console)
     except GkeysError as exc:
-        console.fail(exc.message, exc.exit_code)
+        console.fail(exc.message, exc.exit_code, reason=exc.reason, file=exc.file or target, signer=exc.signer,
+                     next_step=exc.next_step)
         if args.verbose and exc.detail:
             sys.stderr.write(exc.detail + "\n")
         _say_where(args, console)
         return exc.exit_code
     except OSError as exc:  # local I/O: disk full, permissions, read-only file system
         where = f" ({exc.filename})" if exc.filename else ""
-        console.fail(f"cannot read or write local files: {exc.strerror or exc}{where}", EXIT_BAD_INPUT)
+        console.fail(f"cannot read or write local files: {exc.strerror or exc}{where}", EXIT_BAD_INPUT,
+                     reason="local-io", file=target)
         return EXIT_BAD_INPUT
     except (KeyboardInterrupt, EOFError):
-        console.fail("interrupted", EXIT_BAD_INPUT)
+        console.fail("interrupted", EXIT_BAD_INPUT, reason="interrupted", file=target)
         return 130
     except Exception as exc:  # a bug: still one line
-        console.fail(f"internal error: {type(exc).__name__}: {exc} (run with -v for details)", EXIT_NOT_VERIFIED)
+        console.fail(f"internal error: {type(exc).__name__}: {exc} (run with -v for details)", EXIT_NOT_VERIFIED,
+                     reason="internal-error", file=target)
         if args.verbose or os.environ.get("GKEYS_DEBUG"):
             traceback.print_exc()
         return EXIT_NOT_VERIFIED
+    if hasattr(args, "verifies"):
+        report.data = with_verdict(report.data, report.exit_code, target)
     console.render(report)
     if report.exit_code:
         _say_where(args, console)
     return report.exit_code
+
+
+def verified_target(args: argparse.Namespace) -> str | None:
+    """What a verifying action verifies (the option its ``add_action(verifies=...)`` names), else None."""
+    name = getattr(args, "verifies", None)
+    value = getattr(args, name, None) if name else None
+    return str(value) if value is not None else None
+
+
+class JsonUsageParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one JSON document on stdout (for ``--json``), exit 2."""
+
+    #: the command line being parsed (set by the entry point), to name the action's ``--help``
+    words: tuple[str, ...] = ()
+
+    def error(self, message: str) -> NoReturn:
+        """Print the usage error as JSON (the keys of every refusal) and exit 2."""
+        document = {"ok": False, "verified": False, "error": f"{self.prog}: {message}", "exit": EXIT_BAD_INPUT,
+                    "reason": "usage", "file": None, "signer": None, "next_step": self._help_command()}
+        sys.stdout.write(json.dumps(document, sort_keys=True) + "\n")
+        sys.stdout.flush()
+        raise SystemExit(EXIT_BAD_INPUT)
+
+    def _help_command(self) -> str:
+        """``PROG ACTION --help`` when the command line names an action of this parser, else ``PROG --help``."""
+        for action in self._actions:
+            choices = action.choices if isinstance(action.choices, dict) else {}
+            for word in self.words:
+                if word in choices:
+                    return f"{self.prog} {word} --help"
+        return f"{self.prog} --help"
 
 
 def _say_where(args: argparse.Namespace, console: Console) -> None:

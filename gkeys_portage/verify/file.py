@@ -15,6 +15,7 @@ from gkeys_portage.core.errors import (
     NotVerifiedError,
     RevokedKeyError,
     SignerNotPinnedError,
+    TruncatedSignatureError,
     UnknownSignerError,
     UnsignedDataError,
 )
@@ -100,7 +101,8 @@ def locate_local(target: Path, signature: Path | None) -> SignedInput:
     if target.suffix in SIGNATURE_SUFFIXES and target.with_suffix("").is_file():
         stem = target.with_suffix("")
         return SignedInput(str(stem), stem, read_limited(target, MAX_SIGNATURE, "signature"), str(target))
-    raise BadInputError(f"{target}: no signature found (give -s SIG, or put FILE.asc / FILE.sig beside it)")
+    raise NoSignatureError(f"{target}: no signature found, so not verified (give -s SIG, or put FILE.asc / FILE.sig "
+                           "beside it)", file=str(target))
 
 
 def locate_remote(ctx: Gkeys, url: str, signature: str | None) -> SignedInput:
@@ -121,7 +123,8 @@ def locate_remote(ctx: Gkeys, url: str, signature: str | None) -> SignedInput:
             continue
     if inline:
         raise _outside_error(url)
-    raise BadInputError(f"{url}: no signature found at {', '.join(url + s for s in SIGNATURE_SUFFIXES)}")
+    raise NoSignatureError(f"{url}: no signature found at {', '.join(url + s for s in SIGNATURE_SUFFIXES)}, so not "
+                           "verified", file=url)
 
 
 def locate(ctx: Gkeys, target: str, signature: str | None) -> SignedInput:
@@ -150,6 +153,7 @@ def verify_input(ctx: Gkeys, signed: SignedInput, categories: list[str],
         assert isinstance(signed.data, bytes)
         if unsigned_bytes(signed.data):
             raise _outside_error(signed.name)
+    _refuse_truncated(signed)
     failures: list[NotVerifiedError] = []
     for name in categories:
         category = parse_category(name)
@@ -162,7 +166,29 @@ def verify_input(ctx: Gkeys, signed: SignedInput, categories: list[str],
         except NotVerifiedError as exc:
             failures.append(exc)
     failures.sort(key=lambda e: next((i for i, k in enumerate(_SEVERITY) if isinstance(e, k)), len(_SEVERITY)))
-    raise failures[0]
+    failure = failures[0]
+    if signed.name not in failure.message:  # the refusal names the file
+        failure.message = f"{signed.name}: {failure.message}"
+    failure.file = failure.file or signed.name
+    raise failure
+
+
+_ARMOR_ENDS = ((b"-----BEGIN PGP SIGNATURE-----", b"-----END PGP SIGNATURE-----"),
+               (b"-----BEGIN PGP SIGNED MESSAGE-----", b"-----END PGP SIGNATURE-----"))
+
+
+def _refuse_truncated(signed: SignedInput) -> None:
+    """Refuse an armored signature (or clearsigned message) that ends before its END line: cut short."""
+    data = signed.signature if signed.signature is not None else signed.data
+    if not isinstance(data, bytes):
+        return
+    name = signed.signature_name or signed.name
+    head = data.lstrip()[:64]
+    for begin, end in _ARMOR_ENDS:
+        if head.startswith(begin) and end not in data:
+            raise TruncatedSignatureError(f"{name}: the signature is truncated (its armor ends before "
+                                          f"'{end.decode()}'), so {signed.name} is not verified: download "
+                                          "the signature again", file=signed.name)
 
 
 def default_categories(ctx: Gkeys, category: str | None) -> list[str]:

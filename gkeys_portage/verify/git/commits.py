@@ -7,6 +7,7 @@ each commit's own status lines (:mod:`gkeys_portage.verify.git.tree` drives it o
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,10 +27,11 @@ from gkeys_portage.core.errors import (
 )
 from gkeys_portage.core.types import Fingerprint
 from gkeys_portage.keys.keyring import Keyring
+from gkeys_portage.keys.purposes import PurposeScope, WrongPurposeError
 from gkeys_portage.openpgp.colons import PublicKey
 from gkeys_portage.openpgp.multifile import PreparedSignatures
 from gkeys_portage.openpgp.status import StatusReport
-from gkeys_portage.openpgp.verdict import PinSet, SignedData, VerifyPolicy, decide
+from gkeys_portage.openpgp.verdict import PinSet, SignedData, VerifyPolicy, VerifyResult, decide
 from gkeys_portage.verify.git.objects import Commit, printable
 from gkeys_portage.verify.git.revocation import Revocation, revoked_subkey_reason, subkey_revocation
 
@@ -40,6 +42,7 @@ REASON_CODES: dict[type[NotVerifiedError], str] = {
     NoSignatureError: "no-signature",
     BadSignatureError: "bad-signature",
     UnknownSignerError: "unknown-signer",
+    WrongPurposeError: "wrong-purpose",
     SignerNotPinnedError: "signer-not-pinned",
     RevokedKeyError: "revoked-key",
     ExpiredKeyError: "expired-key",
@@ -88,14 +91,21 @@ class PreparedCommits:
     signatures: PreparedSignatures | None
 
 
+#: what writing to a full (or over-quota) scratch file system raises
+SCRATCH_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
 class CommitVerifier:
     """Decides commits against one category's keyring and pins (key listing read once)."""
 
-    def __init__(self, keyring: Keyring, pins: PinSet, policy: VerifyPolicy, jobs: int = 0) -> None:
+    def __init__(self, keyring: Keyring, pins: PinSet, policy: VerifyPolicy, jobs: int = 0,
+                 scope: PurposeScope | None = None) -> None:
         self.keyring = keyring
         self.pins = pins
+        self.scope = scope  # the pins a purpose left out (keys.purposes), to name them when they sign
         self.policy = policy
         self.jobs = jobs or max(1, min(4, os.cpu_count() or 1))
+        self.full_scratch: set[str] = set()  # scratch directories found full: not tried again
         self._signatures: dict[Fingerprint, PublicKey | None] = {}  # --list-sigs listings, revoked subkeys only
         self.location = "REPO"  # the repository being verified, for the commands messages name
 
@@ -111,10 +121,26 @@ class CommitVerifier:
 
     def prepare(self, commits: Sequence[Commit], scratch: str | None = None) -> PreparedCommits:
         """Write the signed commits' signatures and payloads for one later gpg run (:meth:`finish`), so
-        the caller can write the next commits while gpg checks these."""
+        the caller can write the next commits while gpg checks these.
+
+        ``scratch`` (``/dev/shm``) is world-writable: any local user can fill it.  When it is full (or over
+        quota) the round is written again under the default temporary directory (``$TMPDIR``), and so
+        is every later round of this verifier: a full ``/dev/shm`` never stops a verification.
+        """
         signed = [c for c in commits if c.signature is not None and c.signature.lstrip().startswith(ARMOR_BEGIN)]
-        prepared = (self.keyring.gpg().prepare_detached_many([(c.signature or b"", c.payload) for c in signed],
-                                                             scratch=scratch) if signed else None)
+        if not signed:
+            return PreparedCommits(list(commits), signed, None)
+        items = [(c.signature or b"", c.payload) for c in signed]
+        gpg = self.keyring.gpg()
+        if scratch in self.full_scratch:
+            scratch = None
+        try:
+            prepared = gpg.prepare_detached_many(items, scratch=scratch)
+        except OSError as exc:
+            if scratch is None or exc.errno not in SCRATCH_FULL:
+                raise
+            self.full_scratch.add(scratch)
+            prepared = gpg.prepare_detached_many(items, scratch=None)  # the same round under $TMPDIR
         return PreparedCommits(list(commits), signed, prepared)
 
     def finish(self, prepared: PreparedCommits) -> dict[str, StatusReport | None]:
@@ -134,7 +160,7 @@ class CommitVerifier:
                 what = "no gpgsig header" if commit.signature is None else "gpgsig is not an OpenPGP signature"
                 raise NoSignatureError(f"unsigned commit ({what})")
             # git signs commits in binary mode; a text-mode signature is refused (stricter than git verify-commit)
-            result = decide(report, self.pins, self.keys, self.policy, SignedData.BINARY)
+            result = self._decide(report)
         except NotVerifiedError as exc:
             subkey = self._revoked_subkey(report) if isinstance(exc, RevokedKeyError) and report else None
             # never empty: an empty reason is no pass
@@ -148,6 +174,17 @@ class CommitVerifier:
             verdict.fingerprint = result.signer.pin.fingerprint
             verdict.signed = result.signer.created
         return verdict
+
+    def _decide(self, report: StatusReport) -> VerifyResult:
+        """:func:`decide` on binary data (git signs commits in binary mode); a signature by a pinned key
+        of another purpose (a release or snapshot key signing a commit) is refused naming both."""
+        try:
+            return decide(report, self.pins, self.keys, self.policy, SignedData.BINARY)
+        except SignerNotPinnedError as exc:
+            wrong = self.scope.refusal_for(report) if self.scope is not None else None
+            if wrong is None:
+                raise
+            raise wrong from exc
 
     def _revoked_subkey(self, report: StatusReport) -> str | None:
         """The refusal of a pinned signature whose signing *subkey* is revoked while the key is not (e.g. a

@@ -37,6 +37,21 @@ def write_marker(marker: Path, repo_name: str, location: Path, reason: str, roll
                                "rolled_back_to": rolled})
 
 
+def clear_markers_at(layout: Layout, location: Path) -> None:
+    """Remove every marker written for the repository at ``location``, whatever name it was written under
+    (Portage may name a repository from its tree, so the name of an earlier run can differ)."""
+    wanted = location_key(str(location))
+    for path in sorted((layout.state_dir / MARKERS).glob("*.json")):
+        data = read_json(path, {})
+        if isinstance(data, dict) and location_key(str(data.get("location", ""))) == wanted:
+            path.unlink(missing_ok=True)
+
+
+def location_key(location: str) -> str:
+    """A repository location with symlinks resolved, for comparing locations ("" stays "")."""
+    return str(Path(location).resolve()) if location else ""
+
+
 def clear_marker(layout: Layout, repo_name: str) -> bool:
     """Remove the marker of ``repo_name``; False if there was none."""
     path = marker_path(layout, repo_name)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import signal
 import subprocess
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -225,6 +226,15 @@ def parse_commit(commit_hash: str, raw: bytes) -> Commit:
     return commit
 
 
+def _hit_file_size_cap(lines: Sequence[str], returncode: int) -> bool:
+    """Whether git failed because a file reached RLIMIT_FSIZE: its helper died of SIGXFSZ (``unpack-objects died
+    of signal 25``; under clone, fetch-pack only sees ``invalid index-pack output``), or a write got EFBIG."""
+    xfsz = int(signal.SIGXFSZ)
+    return returncode in (-xfsz, 128 + xfsz) or any(
+        f"died of signal {xfsz}" in line or "invalid index-pack output" in line or "File too large" in line
+        for line in lines)
+
+
 class GitRepo:
     """Read-only access to one repository through plumbing commands, in the hardened environment.
 
@@ -273,7 +283,7 @@ class GitRepo:
             causes = [ln for ln in lines if ln.startswith(("error: ", "fatal: "))]  # the cause, not a closing hint
             reason = printable((causes[0] if causes else lines[-1]).strip()) if lines else \
                 f"exit status {result.returncode}"
-            if max_file_size:  # git's helper (index-pack) dies of SIGXFSZ; git itself reports another error
+            if max_file_size and _hit_file_size_cap(lines, result.returncode):
                 reason += f" (every file git may write here is capped at {max_file_size // 1048576} MiB)"
             raise BadInputError(f"git {args[0]} failed in {self.path}: {reason}")
         return result

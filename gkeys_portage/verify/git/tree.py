@@ -19,6 +19,7 @@ Commits below the last verified revision (recorded per repository) are never che
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -33,6 +34,7 @@ from gkeys_portage.core.errors import (
     UsageError,
 )
 from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.keys.purposes import Purpose, purpose_pins
 from gkeys_portage.openpgp.verdict import VerifyPolicy
 from gkeys_portage.verify.git.commits import CommitVerdict, CommitVerifier, PreparedCommits
 from gkeys_portage.verify.git.objects import Commit, GitRepo
@@ -163,7 +165,8 @@ class TreeVerifier:
         if not len(pins):
             self.ctx.require_category(category)  # a typo lists the installed categories instead
             raise UsageError(f"no seeds installed for category {category!r} (run: gkeys update-seed -C {category})")
-        return CommitVerifier(keyring, pins, policy, self.options.jobs)
+        pins, scope = purpose_pins(self.ctx.config, pins, Purpose.GIT_MIRROR)  # never a release/snapshot key
+        return CommitVerifier(keyring, pins, policy, self.options.jobs, scope)
 
     # -- ranges ------------------------------------------------------------------------------------
 
@@ -176,10 +179,15 @@ class TreeVerifier:
         """
         if recorded:
             if not repo.has_commit(recorded) or not repo.is_ancestor(recorded, tip):
+                shallow = repo.is_shallow()
                 hint = ("; the clone is shallow, so commits in between are missing: sync with full history "
-                        "(sync-depth = 0)") if repo.is_shallow() else " (force-pushed upstream?)"
+                        "(sync-depth = 0)") if shallow else (
+                    " (force-pushed upstream?); nothing is accepted. To accept a rewrite you have checked by other "
+                    f"means, remove {repo.path} and sync again: a first clone is verified afresh (docs/tree.md)")
                 raise RollbackError(f"{repo.path}: history was rewritten: the last verified commit "
-                                    f"{recorded[:12]} is not an ancestor of {tip[:12]}{hint}")
+                                    f"{recorded[:12]} is not an ancestor of {tip[:12]}{hint}",
+                                    next_step="" if shallow else
+                                    f"rm -rf {shlex.quote(str(repo.path))} && emerge --sync")
             hashes = repo.rev_list(tip, [recorded])
             if not hashes and self.options.max_age_days:
                 hashes = [tip]  # nothing new: re-check the (already recorded) tip, for its age
@@ -282,7 +290,7 @@ class TreeVerifier:
         if dev_verdict.code not in ("unknown-signer", "signer-not-pinned"):
             return dev_verdict
         top = self.top.judge(commit, self.top.statuses([commit], scratch)[commit.hash])
-        return top if top.good else dev_verdict
+        return top if top.good or top.code == "wrong-purpose" else dev_verdict  # a pinned key: name it
 
     def verify_repo(self, path: Path, *, revision: str = "HEAD", commit_range: str | None = None,
                     record: bool = True, progress: Progress | None = None) -> TreeReport:

@@ -50,9 +50,11 @@ from gkeys_portage.verify.media.verifier import (
     SIGNED_SIBLINGS,
     MediaVerification,
     MediaVerifier,
+    NamedEntry,
     SignedBy,
     all_digests,
     checked,
+    media_signatures,
     signed_text,
 )
 
@@ -128,8 +130,8 @@ def resolve_latest(ctx: Gkeys, verifier: SignatureVerifier, mirror: str, name: s
     try:
         data = ctx.http.get(base + latest, max_bytes=MAX_STATEMENT)
     except NotFoundError as exc:
-        raise UsageError(f"{latest}: not on the mirror ({safe_url(base + latest)}); check NAME, --arch, --mirror") \
-            from exc
+        raise NotFoundError(f"{latest}: not on the mirror ({safe_url(base + latest)}); check NAME, --arch, --mirror",
+                            file=safe_url(base + latest)) from exc
     good = checked(latest, verifier.clearsigned, data)
     text = signed_text(good.plaintext or b"", latest)
     entry, build = newest_of_product(parse_latest(text, latest), name, latest)
@@ -194,6 +196,9 @@ def fetch_siblings(ctx: Gkeys, url: str, folder: Path, name: str) -> list[str]:
             continue
         atomic_write(local, data)
     if all(s in skipped for s in SIGNED_SIBLINGS):
+        if not ctx.http.exists(url):  # the file itself is missing, not only what signs it
+            raise NotFoundError(f"{name}: not on the mirror ({safe_url(url)}), nor anything that signs it; check the "
+                                "URL (the file name and the mirror)", file=safe_url(url))
         raise NoSignatureError(f"nothing signed {name}: the mirror has none of "
                                f"{', '.join(name + s for s in SIGNED_SIBLINGS)}")
     return skipped
@@ -205,7 +210,8 @@ def download_and_verify(ctx: Gkeys, media: MediaVerifier, url: str, folder: Path
     """Fetch ``url`` and its siblings into ``folder`` and verify; a rejected file is renamed ``.rejected``."""
     name = file_name(url)
     skipped = fetch_siblings(ctx, url, folder, name)
-    media.check_bindable(name, {s for s in ALL_SIBLINGS if s not in skipped})  # before a multi-GB download
+    media.check_bindable(name, {s: folder / (name + s) for s in ALL_SIBLINGS if s not in skipped})  # before a
+    # multi-GB download
     target = folder / name
     downloader(ctx).fetch(url, target, expected_size=expected_size, progress=progress)
     try:
@@ -333,14 +339,16 @@ def already_verified(media: MediaVerifier, existing: Path, expected_size: int | 
 
 def fetch_media(ctx: Gkeys, url: str, dest_dir: Path, *, category: str, nick: str | None = None,
                 expected_size: int | None = None, progress: Progress | None = None,
-                allow_unnamed: bool = False, verify_progress: Progress | None = None) -> Fetched:
+                allow_unnamed: bool = False, bind_by_date: bool = False, named: NamedEntry | None = None,
+                verify_progress: Progress | None = None) -> Fetched:
     """Download ``url`` with its siblings, verify them all, then move the file and the verified siblings
     into ``dest_dir``; siblings the verifier ignored or did not check are deleted from quarantine.
 
     A copy already in ``dest_dir`` that verifies (re-verified in place) is not downloaded again.
+    ``allow_unnamed``, ``bind_by_date`` and ``named``: see :class:`MediaVerifier`.
     """
-    media = MediaVerifier(ctx.verifier(category, [nick] if nick else []), category, allow_unnamed=allow_unnamed,
-                          all_digests=all_digests(ctx.config))
+    media = MediaVerifier(media_signatures(ctx, category, nick), category, allow_unnamed=allow_unnamed,
+                          bind_by_date=bind_by_date, named=named, all_digests=all_digests(ctx.config))
     check_before_creating(dest_dir)  # before the download; again when installing
     present = already_verified(media, dest_dir / file_name(url), expected_size, verify_progress)
     if present is not None:
@@ -361,28 +369,32 @@ def fetch_media(ctx: Gkeys, url: str, dest_dir: Path, *, category: str, nick: st
 
 def fetch_latest(ctx: Gkeys, name: str, mirror: str, dest_dir: Path, *, category: str, nick: str | None = None,
                  arch: str | None = None, progress: Progress | None = None, allow_unnamed: bool = False,
-                 verify_progress: Progress | None = None,
+                 bind_by_date: bool = False, verify_progress: Progress | None = None,
                  chosen: Callable[[LatestChoice], None] | None = None) -> Fetched:
     """Resolve the newest ``name`` from the mirror's signed latest file, then :func:`fetch_media` it.
 
-    ``chosen`` hears the verified choice before anything is downloaded.
+    ``chosen`` hears the verified choice before anything is downloaded.  The chosen entry, when the signed
+    list gives its size, names the file (rule ``listed-in-latest``) even where only an ``.asc`` signs it.
     """
-    choice = resolve_latest(ctx, ctx.verifier(category, [nick] if nick else []), mirror, name, arch)
+    choice = resolve_latest(ctx, media_signatures(ctx, category, nick), mirror, name, arch)
     if chosen is not None:
         chosen(choice)
+    size = choice.entry.size
+    named = NamedEntry(choice.latest, choice.entry.filename, size) if size is not None else None
     fetched = fetch_media(ctx, choice.url, dest_dir, category=category, nick=nick,
-                          expected_size=choice.entry.size, progress=progress, allow_unnamed=allow_unnamed,
-                          verify_progress=verify_progress)
+                          expected_size=size, progress=progress, allow_unnamed=allow_unnamed,
+                          bind_by_date=bind_by_date, named=named, verify_progress=verify_progress)
     _record_latest(ctx, name, choice)
     fetched.latest = choice
     return fetched
 
 
 def verify_url(ctx: Gkeys, url: str, *, category: str, nick: str | None = None,
-               progress: Progress | None = None, allow_unnamed: bool = False) -> Fetched:
+               progress: Progress | None = None, allow_unnamed: bool = False,
+               bind_by_date: bool = False) -> Fetched:
     """Download ``url`` and its siblings into a private quarantine folder, verify, then delete them."""
-    media = MediaVerifier(ctx.verifier(category, [nick] if nick else []), category, allow_unnamed=allow_unnamed,
-                          all_digests=all_digests(ctx.config))
+    media = MediaVerifier(media_signatures(ctx, category, nick), category, allow_unnamed=allow_unnamed,
+                          bind_by_date=bind_by_date, all_digests=all_digests(ctx.config))
     with staging_directory(quarantine_dir(ctx), "verify-") as folder:
         _target, fetched = download_and_verify(ctx, media, url, folder, progress=progress)
     fetched.verification.file = url

@@ -23,9 +23,16 @@ result names it (:data:`NAME_RULES`):
 
 * ``listed``: a signed statement (``.DIGESTS``, ``.sha256``) lists the file by name with a matching
   strong digest;
-* ``signed-after-build``: no statement, but the name carries a build stamp
-  (``stage3-amd64-openrc-20261201T170321Z.tar.xz``) and the ``.asc`` was made at or after it;
-* ``allowed-unnamed``: neither, and the caller allowed it explicitly (``--allow-unnamed``).
+* ``listed-in-latest``: the verified ``latest-*.txt`` that ``fetch-media --latest`` chose the file from
+  names it with its size (:class:`NamedEntry`), and the file has that size;
+* ``signed-after-build``: only when asked for (``--bind-by-date``, ``[fetch] bind-by-date``): nothing
+  signed names the file, but its name carries a build stamp (``stage3-amd64-openrc-20261201T170321Z.tar.xz``)
+  and the ``.asc`` was made at or after it.  That binds a *date*, not a name: another product's genuine
+  build signed later (an i686 musl stage3 under an amd64 name) passes it, so it is never the default;
+* ``allowed-unnamed``: none of these, and the caller allowed it explicitly (``--allow-unnamed``).
+
+Only signed text names a file: an unsigned ``.DIGESTS`` or ``.sha256`` names nothing, and when nothing
+else does, the refusal says which statement is unsigned or missing and what to do.
 
 gpg reads the big file itself, started first, while the signed statements are verified and then
 the digests are computed (:func:`~gkeys_portage.verify.media.fanout.hash_held`) from a second read of the
@@ -37,6 +44,7 @@ held, the detached signature check and every digest are fed from one read
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -46,7 +54,8 @@ from typing import IO, cast
 from gkeys_portage.core.config import Config
 from gkeys_portage.core.errors import BadInputError, GpgError, NoSignatureError, NotVerifiedError
 from gkeys_portage.core.state import read_limited
-from gkeys_portage.keys.context import SignatureVerifier
+from gkeys_portage.keys.context import Gkeys, SignatureVerifier
+from gkeys_portage.keys.purposes import Purpose
 from gkeys_portage.openpgp.process import OpenFile
 from gkeys_portage.openpgp.verdict import GoodSignature, VerifyResult
 from gkeys_portage.verify.media.digests import (
@@ -73,7 +82,7 @@ DETACHED_MARKER = b"-----BEGIN PGP SIGNATURE-----"
 Progress = Callable[[int, int], None]
 
 #: How a verified file was bound to its name (see the module docstring).
-NAME_RULES = ("listed", "signed-after-build", "allowed-unnamed")
+NAME_RULES = ("listed", "listed-in-latest", "signed-after-build", "allowed-unnamed")
 #: Strong digests in order of preference: the one a statement is checked on (see the module docstring).
 PREFERRED = ("SHA512", "BLAKE2B", "SHA256")
 
@@ -207,35 +216,86 @@ def all_digests(config: Config) -> bool:
     return config.flag("media", "all-digests", False)
 
 
+def media_signatures(ctx: Gkeys, category: str, nick: str | None = None) -> SignatureVerifier:
+    """The signature verifier for release media: ``category``'s pinned keys (only ``nick``'s if given) of
+    purpose release-media (:mod:`gkeys_portage.keys.purposes`: in the packaged ``gentoo`` category the
+    releng and weekly keys, never the snapshot or mirror key)."""
+    return ctx.verifier(category, [nick] if nick else [], purpose=Purpose.RELEASE_MEDIA)
+
+
 def _hash_plan(expected: list[tuple[str, dict[str, str]]]) -> list[str]:
     """The hashlib names to compute for the listed algorithms (unavailable ones are left out)."""
     plan = (hashlib_name(algorithm) for _source, entries in expected for algorithm in entries)
     return list(dict.fromkeys(name for name in plan if name is not None))
 
 
-NO_STAMP = "its .asc names no file and the name carries no build stamp"
+@dataclass(frozen=True)
+class NamedEntry:
+    """A file named, with its size, by signed text other than its own siblings: the entry of a verified
+    ``latest-*.txt`` that ``fetch-media --latest`` chose (``source`` is that list's name)."""
+
+    source: str
+    filename: str
+    size: int
 
 
-def _unnamed(name: str, reason: str) -> UnnamedMediaError:
-    """The refusal of a file nothing signed binds to its name, and what to do about it."""
-    return UnnamedMediaError(f"{name}: not bound to its name: no signed .DIGESTS or .sha256 lists it and "
-                             f"{reason}; fetch {name}.DIGESTS from the release directory, or pass "
-                             f"--allow-unnamed if you know this is the right file")
+def _signed_looking(siblings: dict[str, Path]) -> list[str]:
+    """The suffixes of the statements beside a file that carry a signature (clearsigned, or a ``.DIGESTS``
+    with a detached ``.DIGESTS.asc``); whether it verifies is decided later."""
+    found = []
+    for suffix in STATEMENTS:
+        if suffix not in siblings:
+            continue
+        data = read_limited(siblings[suffix], MAX_STATEMENT, "signed statement")
+        if _has_armor(data, CLEARSIGN_MARKER) or (suffix == ".DIGESTS" and _detached(siblings.get(".DIGESTS.asc"))):
+            found.append(suffix)
+    return found
+
+
+def _what_is_missing(name: str, present: set[str], signed: set[str]) -> str:
+    """``FILE.DIGESTS is not signed; there is no FILE.sha256``: why no statement names ``name``."""
+    unsigned, absent = [], []
+    for suffix in (".DIGESTS", ".sha256"):
+        if suffix in signed or (suffix == ".DIGESTS" and ".DIGESTS.asc" in signed):
+            continue
+        if suffix in present:
+            unsigned.append(name + suffix)
+        elif suffix == ".DIGESTS" and ".DIGESTS.asc" in present:
+            unsigned.append(name + ".DIGESTS.asc")
+        else:
+            absent.append(name + suffix)
+    parts = [f"{shown} is not signed (unsigned text names nothing)" for shown in unsigned]
+    if absent:
+        parts.append(f"there is no {' or '.join(absent)}")
+    return "; ".join(parts) or "no signed statement lists it"
+
+
+def _unnamed(name: str, missing: str, date: str = "") -> UnnamedMediaError:
+    """The refusal of a file nothing signed binds to its name, what is missing, and what to do about it."""
+    return UnnamedMediaError(
+        f"{name}: not bound to its name: a detached .asc names no file, and nothing signed names {name} "
+        f"({missing}){date}; next: fetch the signed {name}.DIGESTS from the release directory, or use "
+        f"'gkeys fetch-media --latest PRODUCT' (its signed latest list names the file and its size); only if "
+        f"you know this is the right file: --allow-unnamed ([fetch] allow-unnamed = yes for gkeys-fetch)")
 
 
 class MediaVerifier:
     """Checks one release file with one category's pinned keys.
 
+    ``named`` is a signed entry naming the file and its size (``fetch-media --latest``).  ``bind_by_date``
+    accepts an ``.asc`` made after the build stamp in the name as binding it (a date, not a name);
     ``allow_unnamed`` accepts a file that only a detached signature vouches for even when nothing binds
-    it to its name (see the module docstring); off by default.  ``all_digests`` checks every digest a
+    it to its name (see the module docstring); both off by default.  ``all_digests`` checks every digest a
     statement lists instead of its preferred strong one (:func:`to_check`).
     """
 
     def __init__(self, verifier: SignatureVerifier, category: str, *, allow_unnamed: bool = False,
-                 all_digests: bool = False) -> None:
+                 bind_by_date: bool = False, named: NamedEntry | None = None, all_digests: bool = False) -> None:
         self.verifier = verifier
         self.category = category
         self.allow_unnamed = allow_unnamed
+        self.bind_by_date = bind_by_date
+        self.named = named
         self.all_digests = all_digests
 
     def verify(self, path: Path, progress: Progress | None = None) -> MediaVerification:
@@ -267,9 +327,11 @@ class MediaVerifier:
                 hashes = _hash_plan(self._checked_part(expected))
                 good: VerifyResult | None
                 if gpg_pass is not None and fd is not None:
+                    size = os.fstat(fd).st_size  # the descriptor pinned() holds still
                     digests, good = hash_held(fd, path, hashes, progress), gpg_pass.result()
                 else:
                     with unchanged(path):
+                        size = path.stat().st_size  # the file unchanged() vouches for
                         digests, good = self._read_once(path, signature, hashes, progress)
             finally:
                 if gpg_pass is not None:
@@ -283,7 +345,7 @@ class MediaVerifier:
         self._contents(siblings, statements, result)
         if not result.signed:  # defence in depth: never report "verified" without a good signature
             raise NoSignatureError(f"nothing signed {path.name}: no sibling verified")
-        self._bind_name(path.name, statements, good, result)
+        self._bind_name(path.name, size, siblings, statements, good, result)
         return result
 
     def _read_once(self, path: Path, signature: bytes | None, hashes: list[str],
@@ -299,40 +361,62 @@ class MediaVerifier:
 
         return read_once(path, hashes, detached, progress)
 
-    def _bind_name(self, name: str, statements: list[_Statement], detached: VerifyResult | None,
-                   result: MediaVerification) -> None:
+    def _bind_name(self, name: str, size: int, siblings: dict[str, Path], statements: list[_Statement],
+                   detached: VerifyResult | None, result: MediaVerification) -> None:
         """Set ``result.name_rule``; raise :class:`UnnamedMediaError` if no rule binds ``name``."""
         if statements:  # every statement lists the file, and a strong digest matched (checked above)
             result.name_rule = "listed"
             result.name_detail = f"{', '.join(s.source for s in statements)} list(s) {name} by name"
             return
+        named = self.named
+        if named is not None and named.filename == name and named.size == size:
+            result.name_rule = "listed-in-latest"
+            result.name_detail = f"{named.source} (signed) names {name} with its size, {size} bytes"
+            return
+        missing = _what_is_missing(name, set(siblings), {s.source[len(name):] for s in statements})
+        if named is not None and named.filename == name:
+            missing += f"; {named.source} names it with {named.size} bytes, not {size}"
         stamps = name_stamps(name)
         made = min(g.created for g in detached.good) if detached is not None else None
+        date = ""
         if made is not None and stamps:
             build = max(stamps)
             made_at = datetime.fromtimestamp(made, UTC)
             built = stamp_time(build)
             if built is not None and made_at >= built:
-                result.name_rule = "signed-after-build"
-                result.name_detail = (f"{name}.asc was made {made_at:%Y-%m-%d %H:%M:%S} UTC, after the build "
-                                      f"stamp {build} in the name")
-                return
-            reason = (f"its .asc was made {made_at:%Y-%m-%d %H:%M:%S} UTC, before the build stamp {build} in "
-                      f"the name, so it signs an older build")
-        else:
-            reason = NO_STAMP
+                if self.bind_by_date:
+                    result.name_rule = "signed-after-build"
+                    result.name_detail = (f"{name}.asc was made {made_at:%Y-%m-%d %H:%M:%S} UTC, after the build "
+                                          f"stamp {build} in the name (a date, not a name: accepted with "
+                                          f"--bind-by-date although {missing})")
+                    result.notes.append(f"{name}: bound by a date, not a name: {missing}")
+                    return
+                date = (f"; its .asc postdates the build stamp {build}, but a date names no file (any build "
+                        f"signed later passes it): --bind-by-date ([fetch] bind-by-date = yes) accepts that")
+            else:
+                date = (f"; its .asc was made {made_at:%Y-%m-%d %H:%M:%S} UTC, before the build stamp {build} "
+                        f"in the name, so it signs an older build")
         if self.allow_unnamed:
             result.name_rule = "allowed-unnamed"
-            result.name_detail = f"nothing signed names {name} ({reason}); accepted with --allow-unnamed"
+            result.name_detail = f"nothing signed names {name} ({missing}{date}); accepted with --allow-unnamed"
             result.notes.append(f"{name}: {result.name_detail}")
             return
-        raise _unnamed(name, reason)
+        raise _unnamed(name, missing, date)
 
-    def check_bindable(self, name: str, present: set[str]) -> None:
-        """Before downloading ``name``: raise :class:`UnnamedMediaError` if, with the siblings ``present``
-        (suffixes), no rule could bind it to its name (only an ``.asc``, no build stamp, not allowed)."""
-        if not (self.allow_unnamed or present & set(STATEMENTS) or name_stamps(name)):
-            raise _unnamed(name, NO_STAMP)
+    def check_bindable(self, name: str, siblings: dict[str, Path]) -> None:
+        """Before downloading ``name``: raise :class:`UnnamedMediaError` if, with the ``siblings`` fetched
+        (``{suffix: path}``), no rule could bind it to its name (no signed statement, no signed list entry
+        naming it, no build stamp that ``bind_by_date`` could accept, not allowed)."""
+        signed = _signed_looking(siblings)
+        if (self.allow_unnamed or signed or (self.named is not None and self.named.filename == name)
+                or (self.bind_by_date and name_stamps(name))):
+            return
+        if name_stamps(name):
+            date = ("; its name carries a build stamp: --bind-by-date ([fetch] bind-by-date = yes) would accept "
+                    "an .asc made after it, a date, not a name")
+        else:
+            date = "; its name carries no build stamp"
+        raise _unnamed(name, _what_is_missing(name, set(siblings), set(signed)), date)
 
 
     # -- signed statements -----------------------------------------------------------------------

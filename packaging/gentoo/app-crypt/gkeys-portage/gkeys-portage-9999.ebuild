@@ -24,10 +24,17 @@ RDEPEND="
 	>=dev-python/defusedxml-0.7[${PYTHON_USEDEP}]
 "
 
-# The wheel installs the package, the Portage sync module leaf (portage/sync/modules/gkeys) and,
-# as data files, everything gkeys_portage/installfiles.py lists under /usr/share: hooks, the
-# eclass (/usr/share/gkeys-portage/eclass), the bashrc snippet, the sample config, man pages and
-# bash completion.  The same list names the files for /etc (the configuration).
+# The wheel installs the package and, as data files, everything gkeys_portage/installfiles.py lists
+# under /usr/share: hooks, the eclass (/usr/share/gkeys-portage/eclass), the bashrc snippet, the sample
+# config, man pages and bash completion.  The same list names the files for /etc (the configuration).
+# The Portage sync module leaf (portage/sync/modules/gkeys, a distribution of its own for pip so that
+# nothing named "portage" exists without Portage) goes into Portage's directory: RDEPEND has Portage.
+python_install() {
+	distutils-r1_python_install
+	python_moduleinto portage/sync/modules/gkeys
+	python_domodule portage-sync-module/gkeys/__init__.py portage-sync-module/gkeys/gkeyssync.py
+}
+
 python_install_all() {
 	distutils-r1_python_install_all
 	python_setup
@@ -42,7 +49,8 @@ python_install_all() {
 
 pkg_postinst() {
 	elog "To make Portage verify with gkeys, install the seeds and keys, then wire Portage:"
-	elog "    gkeys update-seed -C gentoo-devs"
+	elog "    gkeys update-seed            # every category, the authority keys before the developers"
+	elog "    (offline: Gentoo's key files as [keyrings] files, docs/portage.md 'Offline first install')"
 	elog "    gkeys setup-portage          # hooks, repos.conf (::gentoo on sync-type = gkeys)"
 	elog "    gkeys doctor                 # what would still make verification fail or be skipped"
 	elog "The eclass for overlays is in ${EPREFIX}/usr/share/gkeys-portage/eclass."
