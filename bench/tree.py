@@ -46,7 +46,7 @@ from gkeys_portage.keys.context import Gkeys  # noqa: E402
 from gkeys_portage.keys.seeds import Seed, dump_seeds  # noqa: E402
 from gkeys_portage.openpgp.gnupg import GnuPG  # noqa: E402
 from gkeys_portage.openpgp.packets import detached_signature_packets  # noqa: E402
-from gkeys_portage.openpgp.process import BASE_OPTIONS, GPG_BINARY, minimal_environment
+from gkeys_portage.openpgp.process import BASE_OPTIONS, minimal_environment, selected_program
 from gkeys_portage.verify.git.objects import git_environment  # noqa: E402
 from gkeys_portage.verify.git.tree import TreeVerifier, open_repo  # noqa: E402
 
@@ -195,7 +195,7 @@ def gpg_floor(home: Path, repo: Path, tip: str, scratch: Path) -> tuple[float, f
         (scratch / f"{index}.sig").write_bytes(detached_signature_packets(commit.signature or b""))
         names.append(f"{index}.sig")
     cores = os.cpu_count() or 1
-    command = [GPG_BINARY, "--homedir", str(home), *BASE_OPTIONS, "--status-fd", "1", "--verify",
+    command = [selected_program(), "--homedir", str(home), *BASE_OPTIONS, "--status-fd", "1", "--verify",
                "--multifile"]
     outputs = [scratch / f"status-{i}" for i in range(cores)]  # files, not pipes: no gpg waits for a reader
     started, cpu = time.perf_counter(), cpu_seconds()

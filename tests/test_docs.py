@@ -26,6 +26,8 @@ EVERY_OPTION = frozenset().union(*(options for program in VOCABULARY.values() fo
 FOREIGN = frozenset({"--status-fd", "--verify", "--list-sigs", "--multifile", "--recv-keys", "--sync",  # gpg, emerge
                      "--quick-generate-key", "--quick-add-key", "--upload-pack", "--check-trustdb",  # gpg, git
                      "--check-sigs",  # gpg
+                     "--decrypt", "--import-options", "--trust-model", "--lock-never", "--export-filter",  # gpg
+                     "--pinentry-mode", "--show-keys", "--faked-system-time",  # gpg (docs/engines.md)
                      "--rounds", "--cold", "--compare-with", "--algo"})  # bench/*.py (scripts, not gkeys)
 OPTION = re.compile(r"^--?[A-Za-z][A-Za-z0-9-]*")
 PLACEHOLDER = re.compile(r"^[A-Z][A-Z_.]*$")  # ACTION, OPTIONS, CAT...

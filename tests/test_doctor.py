@@ -4,6 +4,7 @@ stable code and the command that fixes it (exit 1)."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -50,6 +51,8 @@ def test_healthy_root_exits_0(env: Any, tmp_path: Path) -> None:
     document = doctor(env, root)
     assert document["findings"] == [] and document["exit"] == 0, document
     assert "category gentoo-devs" in document["checked"]
+    # the engine is named, as probed (docs/engines.md)
+    assert any(line.startswith(f"OpenPGP engine: {gpg.selected_program()} (") for line in document["checked"]), document
     text = env.run("doctor", "--eroot", str(root))
     assert text.code == 0 and "nothing would make verification fail" in text.out
 
@@ -93,7 +96,7 @@ def _fake_gpg(version: str) -> Plant:
         script = root / "fake-gpg"
         script.write_text(f"#!/bin/sh\necho 'gpg (GnuPG) {version}'\necho 'cfg:version:{version}'\n")
         script.chmod(0o755)
-        gpg.GPG_BINARY = str(script)
+        os.environ[gpg.PROGRAM_VARIABLE] = str(script)  # restored by the test's monkeypatch
     return plant
 
 
@@ -120,8 +123,9 @@ FAULTS: dict[str, tuple[Plant, str]] = {
     "fetch:no-wrapper (missing program)": (lambda env, root: (root / "etc/portage/make.conf/gkeys-fetch.conf")
                                            .write_text('FETCH_WRAPPER="/nonexistent/gkeys-fetch --"\n'),
                                            "reinstall gkeys-portage"),
-    "gpg:missing": (lambda env, root: setattr(gpg, "GPG_BINARY", str(root / "no-such-gpg")), "app-crypt/gnupg"),
-    "gpg:old": (_fake_gpg("2.0.30"), "emerge --update app-crypt/gnupg"),
+    "gpg:missing": (lambda env, root: os.environ.__setitem__(gpg.PROGRAM_VARIABLE, str(root / "no-such-gpg")),
+                    "app-crypt/gnupg"),
+    "gpg:engine": (_fake_gpg("2.0.30"), "emerge --update app-crypt/gnupg"),
     "clock:behind": (_clock, "set the clock"),
 }
 FAULTS["clock:behind (seed signature)"] = (_clock_by_seed_signature, "set the clock")
@@ -137,7 +141,7 @@ FAULTS["binpkg:trust-helper (getuto)"] = (lambda env, root: (
 def test_each_planted_fault_is_reported_with_its_fix(env: Any, tmp_path: Path, code: str,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     root = healthy_root(env, tmp_path)
-    monkeypatch.setattr(gpg, "GPG_BINARY", gpg.GPG_BINARY)  # restored after the gpg faults
+    monkeypatch.setenv(gpg.PROGRAM_VARIABLE, gpg.selected_program())  # restored after the gpg faults
     plant, fix = FAULTS[code]
     plant(env, root)
     document = doctor(env, root)

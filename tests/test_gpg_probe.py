@@ -38,6 +38,6 @@ def test_the_version_probe_runs_once_and_each_object_keeps_its_own_home(tmp_path
 
 
 def test_a_gpg_that_cannot_run_is_still_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gpg_module, "GPG_BINARY", str(tmp_path / "no-such-gpg"))
+    monkeypatch.setenv(gpg_module.PROGRAM_VARIABLE, str(tmp_path / "no-such-gpg"))
     with pytest.raises(GpgError, match="cannot run gpg"):
         GnuPG(tmp_path / "home")

@@ -117,16 +117,16 @@ def test_gpg_killed_by_a_signal_is_not_verified() -> None:
     """A gpg killed from outside (the OOM killer) may have reported a good signature and stopped before the
     bad one after it: its report must not count, whatever it printed so far."""
     from gkeys_portage.openpgp.process import GpgResult
-    from gkeys_portage.openpgp.signatures import _verdict
+    from gkeys_portage.openpgp.signatures import signature_verdict
     from gkeys_portage.openpgp.status import parse_status
 
     fpr = "A" * 40
     status = parse_status([("NEWSIG", ""), ("GOODSIG", f"{fpr[-16:]} alice"),
                            ("VALIDSIG", f"{fpr} 2026-01-01 1767225600 0 4 0 22 10 00 {fpr}")])
     assert status.signatures  # what gpg had said before it died
-    killed = _verdict(GpgResult(returncode=-9, status=status, stdout=b"", stderr=""), "verifying")
+    killed = signature_verdict(GpgResult(returncode=-9, status=status, stdout=b"", stderr=""), "verifying")
     assert not killed.signatures and "killed by signal 9" in killed.failures[0]
-    assert _verdict(GpgResult(returncode=2, status=status, stdout=b"", stderr=""), "verifying").signatures
+    assert signature_verdict(GpgResult(returncode=2, status=status, stdout=b"", stderr=""), "verifying").signatures
 
 
 def test_prepared_batches_are_written_ahead_and_removed_whatever_happens(
@@ -145,7 +145,7 @@ def test_prepared_batches_are_written_ahead_and_removed_whatever_happens(
     assert list(scratch.iterdir()) == []
 
     failing = verifier.prepare_detached_many(items, scratch=str(scratch))
-    monkeypatch.setattr(gpg_module, "GPG_BINARY", str(tmp_path / "no-such-gpg"))
+    monkeypatch.setattr(verifier, "program", str(tmp_path / "no-such-gpg"))
     with pytest.raises(gpg_module.GpgError):
         verifier.verify_prepared(failing)
     assert list(scratch.iterdir()) == []

@@ -7,6 +7,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from conftest import keys_installed_by_gnupg
+
 from gkeys_portage.core.config import load_config
 from gkeys_portage.demo.tree_repo import RepoBuilder
 from gkeys_portage.demo.world import KeyFactory, past
@@ -22,7 +24,8 @@ def install_devs(env: Any, nicks: tuple[str, ...], public: dict[str, bytes] | No
     for nick in nicks:
         data = (public or {}).get(nick) or keys.public(nick)
         env.server.hkp[keys.keys[nick].fingerprint] = data
-    result = env.run("update-seed", "-C", "gentoo-devs")
+    with keys_installed_by_gnupg():
+        result = env.run("update-seed", "-C", "gentoo-devs")
     assert result.code == 0, result.text
 
 

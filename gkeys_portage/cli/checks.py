@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gkeys_portage.checks.cutoffs import Cutoff, check_cutoffs, parse_cutoffs
 from gkeys_portage.checks.glep63 import DEFAULT_DAYS, DEFAULT_SPEC, SPECS, Level, check_health, check_key, get_spec
 from gkeys_portage.checks.glep63.findings import count_levels
 from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
@@ -86,6 +87,11 @@ def _render(report: Report, results: Sequence[KeyResult], *, warnings_fail: bool
     return report
 
 
+def _cutoffs(ctx: Gkeys) -> dict[str, Cutoff]:
+    """``[checks] cutoffs``: the dated crypto cut-offs (:mod:`gkeys_portage.checks.cutoffs`)."""
+    return parse_cutoffs(ctx.config.get(CONFIG_SECTION, "cutoffs", ""))
+
+
 def _require_subjects(subjects: Sequence[Subject], args: argparse.Namespace) -> None:
     """Refuse to report "0 of 0 keys" as a pass: a check that checked nothing is bad input."""
     if not subjects:
@@ -113,10 +119,11 @@ def run_check_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
 
     at = _when(args)
     days = _days(ctx, args)
+    cutoffs = _cutoffs(ctx)
     subjects = load_subjects(ctx, category=args.category, nick=args.nick,
-                             keyring=Path(args.keyring) if args.keyring else None, at=at)
+                             keyring=Path(args.keyring) if args.keyring else None, at=at, sigs=True)
     _require_subjects(subjects, args)
-    results = run_checks(subjects, lambda key: check_health(key, at, days))
+    results = run_checks(subjects, lambda key: check_health(key, at, days) + check_cutoffs(key, at, cutoffs))
     report = Report(data={"action": "check-key", "at": (at or datetime.now(UTC)).isoformat(), "days": days})
     report = _render(report, results, warnings_fail=args.warnings_fail, passed="ok", failed="FAILED")
     if args.notify or args.dry_run:
@@ -161,10 +168,11 @@ def run_spec_check(ctx: Gkeys, args: argparse.Namespace) -> Report:
 
     spec = get_spec(args.spec or ctx.config.get(CONFIG_SECTION, "spec", DEFAULT_SPEC))
     at = _when(args)
+    cutoffs = _cutoffs(ctx)
     subjects = load_subjects(ctx, category=args.category, nick=args.nick,
                              keyring=Path(args.keyring) if args.keyring else None, at=at, sigs=True)
     _require_subjects(subjects, args)
-    results = run_checks(subjects, lambda key: check_key(key, spec, at))
+    results = run_checks(subjects, lambda key: check_key(key, spec, at) + check_cutoffs(key, at, cutoffs))
     when = at or datetime.now(UTC)
     report = Report(data={"action": "spec-check", "spec": spec.name, "at": when.isoformat()})
     report.info(f"spec {spec.name} ({spec.doc}), as of {when:%Y-%m-%d %H:%M:%S} UTC")

@@ -125,6 +125,15 @@ def _binpkg(parser: configparser.ConfigParser) -> BinpkgConfig:
     return BinpkgConfig(category=category, nicks=nicks)
 
 
+def _gpg_program(parser: configparser.ConfigParser) -> str | None:
+    """``[gpg] program``: an absolute path, or a bare name looked up in ``PATH``; empty means unset."""
+    value = parser.get("gpg", "program", fallback="gpg").strip()
+    if value and (("/" in value and not value.startswith("/")) or any(c.isspace() for c in value)):
+        raise ConfigError(f"[gpg] program = {value}: give an absolute path (e.g. /usr/bin/gpg) or a program "
+                          "name found in PATH")
+    return value or None
+
+
 @dataclass
 class Config:
     """The parsed configuration."""
@@ -142,6 +151,7 @@ class Config:
     authority: AuthorityConfig = field(default_factory=AuthorityConfig)
     keyrings: dict[Category, str] = field(default_factory=dict)  # [keyrings] CAT = bundle URL or file
     binpkg: BinpkgConfig = field(default_factory=BinpkgConfig)
+    gpg_program: str | None = None  # [gpg] program: the OpenPGP engine ($GKEYS_GPG wins); None: gpg from PATH
 
     def get(self, section: str, option: str, fallback: str) -> str:
         """A raw option from any section (for the verifiers' own sections)."""
@@ -354,6 +364,7 @@ def load_config(path: Path | None = None, root: Path | None = None, *, prefix: s
             authority=_authority(parser),
             keyrings=_keyrings(parser),
             binpkg=_binpkg(parser),
+            gpg_program=_gpg_program(parser),
         )
     except ConfigError:
         raise

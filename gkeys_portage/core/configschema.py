@@ -27,12 +27,13 @@ SCHEMA: dict[str, frozenset[str]] = {
     "overlays": frozenset({"category", "url", "signature-url", "output", "max-size", "max-age"}),
     "tree": frozenset({"category", "top-category", "policy", "max-age", "max-fetch-mib"}),
     "snapshot": frozenset({"category", "max-age"}),
-    "checks": frozenset({"spec", "expiry-days"}),
+    "checks": frozenset({"spec", "expiry-days", "cutoffs"}),
     "fetch": frozenset({"patterns", "renamed", "category", "nick", "allow-unnamed", "bind-by-date"}),
     "authority": frozenset({"roots", "domain", "max-shrink", "shrink-window"}),
     "binpkg": frozenset({"category", "nicks"}),
     "notify": frozenset({"smtp", "from"}),
     "purposes": frozenset({"release-media", "repository", "git-mirror"}),
+    "gpg": frozenset({"program"}),
 }
 #: Sections whose keys are names chosen by the user (categories), not options.
 OPEN_SECTIONS: frozenset[str] = frozenset({"seedurls", "verify-seeds", "authority-seeds", "keyrings"})

@@ -71,6 +71,15 @@ class GpgError(GkeysError):
     exit_code = EXIT_NOT_VERIFIED
 
 
+class EngineError(GpgError):
+    """The OpenPGP engine (``[gpg] program``) lacks what a job needs (:mod:`gkeys_portage.openpgp.engine`);
+    ``capability`` names what is missing."""
+
+    def __init__(self, message: str, *, capability: str, detail: str = "") -> None:
+        super().__init__(message, detail=detail)
+        self.capability = capability
+
+
 class NetworkError(GkeysError):
     """A download failed after all retries."""
 

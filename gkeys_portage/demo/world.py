@@ -42,15 +42,16 @@ class DemoKey:
 
 
 class KeyFactory:
-    """Generates and uses throwaway keys in one GnuPG home."""
+    """Generates and uses throwaway keys in one GnuPG home, with ``program`` (default: the selected engine;
+    the tests make every key and signature with the reference GnuPG, so each engine checks the same bytes)."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, *, program: str | None = None) -> None:
         self.home = home
-        self.gpg = GnuPG(home)
+        self.gpg = GnuPG(home, program=program)
         self.keys: dict[str, DemoKey] = {}
 
     def _at(self, when: datetime | None) -> GnuPG:
-        return self.gpg if when is None else GnuPG(self.home, faked_time=when)
+        return self.gpg if when is None else GnuPG(self.home, faked_time=when, program=self.gpg.program)
 
     def create(self, nick: str, *, name: str | None = None, email: str | None = None,
                created: datetime | None = None, expire: str = "2y", algorithm: str = "ed25519") -> DemoKey:

@@ -14,7 +14,7 @@ from gkeys_portage.core.types import Category, parse_category
 from gkeys_portage.keys.keyring import Keyring
 from gkeys_portage.keys.purposes import Purpose, PurposeScope, purpose_pins, purpose_table
 from gkeys_portage.keys.seeds import SeedStore
-from gkeys_portage.openpgp.process import DataSource
+from gkeys_portage.openpgp.process import DataSource, use_program
 from gkeys_portage.openpgp.signatures import is_cleartext
 from gkeys_portage.openpgp.status import SigOutcome, StatusReport
 from gkeys_portage.openpgp.verdict import PinSet, SignedData, VerifyPolicy, VerifyResult, decide
@@ -77,6 +77,7 @@ class Gkeys:
 
     def __init__(self, config: Config) -> None:
         self.config = config
+        use_program(config.gpg_program)  # [gpg] program: the engine every GnuPG object of this run uses
         self.layout = Layout(config.gkeysdir)
         self.seeds = SeedStore(self.layout)
         self.lock = StateLock(self.layout)

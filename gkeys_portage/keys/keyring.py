@@ -27,6 +27,7 @@ from gkeys_portage.core.state import (
 )
 from gkeys_portage.core.types import Category, Fingerprint, parse_category
 from gkeys_portage.openpgp.colons import PublicKey
+from gkeys_portage.openpgp.engine import Capability, probe
 from gkeys_portage.openpgp.gnupg import GnuPG
 from gkeys_portage.openpgp.keyblocks import Selection, armor_public_keys
 
@@ -76,10 +77,14 @@ class Keyring:
         """GnuPG on the live home, for reading and verifying (refused if the home is a symlink).
 
         A process that does not own the home gets a private throwaway home holding the exported
-        keyring (the same pinned keys, revocations included), removed when this object goes away.
+        keyring (the same pinned keys, revocations included), removed when this object goes away; so does
+        an engine that writes into a home it only verifies with (gpg-sq's verification cache:
+        :mod:`gkeys_portage.openpgp.engine`), so the live home is never written.
         """
         if not self.owned():
             home, read_only = self._reader_home(), False
+        elif not probe().has(Capability.READ_ONLY):
+            home, read_only = self._copied_home(), False
         else:
             check_safe_directory(self.home)
             home, read_only = self.home, True
@@ -88,6 +93,19 @@ class Keyring:
             cached = GnuPG(home, faked_time=faked_time, timeout=self.timeout, read_only=read_only)
             self._readers[faked_time] = cached
         return cached
+
+    def _copied_home(self) -> Path:
+        """A private copy of the live home (its files, not an import) for an engine that writes into homes
+        it verifies with; removed when this object goes away."""
+        if self._reader is None:
+            home = Path(tempfile.mkdtemp(prefix=f"gkeys-reader-{self.category}-"))
+            weakref.finalize(self, shutil.rmtree, home, True)
+            if self.home.exists():  # no home yet: an empty keyring, as the live path would see
+                check_safe_directory(self.home)
+                shutil.copytree(self.home, home, dirs_exist_ok=True, symlinks=True,
+                                ignore=shutil.ignore_patterns("S.*", "*.lock", ".#lk*"))
+            self._reader = home
+        return self._reader
 
     def _reader_home(self) -> Path:
         """The throwaway home of a non-owner (created on first use from the export)."""

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from gkeys_portage.core.errors import GpgError
 from gkeys_portage.core.types import Fingerprint, parse_fingerprint
+from gkeys_portage.openpgp.engine import Capability, probe
 from gkeys_portage.openpgp.process import (
     GpgProcess,
     GpgResult,
@@ -13,7 +14,15 @@ from gkeys_portage.openpgp.process import (
 
 
 class KeyEditing(GpgProcess):
-    """Create and change keys in one GnuPG home (gkeys-gen, the demo and the tests' worlds)."""
+    """Create and change keys in one GnuPG home (gkeys-gen, the demo and the tests' worlds).
+
+    Every job gives the passphrase through loopback pinentry: an engine that cannot use an unprotected key
+    that way (gpg-sq) is refused before anything is made (:mod:`gkeys_portage.openpgp.engine`).
+    """
+
+    def _loopback(self, what: str) -> list[str]:
+        probe(self.program).require(Capability.LOOPBACK, what)
+        return ["--pinentry-mode", "loopback", "--passphrase-fd", "0"]
 
     def generate_key(self, uid: str, *, algorithm: str = "ed25519", usage: str = "cert",
                      expire: str = "1y", passphrase: str = "", preferences: Sequence[str] = (),
@@ -23,7 +32,7 @@ class KeyEditing(GpgProcess):
         ``preferences`` (e.g. ``["SHA512", "AES256", "ZLIB"]``) become the key's algorithm preferences
         (``--default-preference-list``); ``cert_digest`` is the self-signature hash (``--cert-digest-algo``).
         """
-        args = [*_key_options(preferences, cert_digest), "--pinentry-mode", "loopback", "--passphrase-fd", "0",
+        args = [*_key_options(preferences, cert_digest), *self._loopback("generate keys"),
                 "--quick-generate-key", uid, algorithm, usage, expire]
         result = self._checked(args, passphrase=passphrase, what="generating a key")
         return _created_fingerprint(result, "generating a key")
@@ -34,7 +43,7 @@ class KeyEditing(GpgProcess):
 
         ``cert_digest`` is the hash of the binding signature (``--cert-digest-algo``).
         """
-        args = [*_key_options((), cert_digest), "--pinentry-mode", "loopback", "--passphrase-fd", "0",
+        args = [*_key_options((), cert_digest), *self._loopback("add subkeys"),
                 "--quick-add-key", primary, algorithm, usage, expire]
         result = self._checked(args, passphrase=passphrase, what="adding a subkey")
         return _created_fingerprint(result, "adding a subkey")
@@ -43,14 +52,14 @@ class KeyEditing(GpgProcess):
                 expire: str = "0", passphrase: str = "") -> None:
         """Certify ``uids`` (all when empty) of ``subject`` with ``certifier`` (exportable; ``expire``
         like ``1y``, ``0`` = never), as an authority does (``--quick-sign-key``)."""
-        args = ["--pinentry-mode", "loopback", "--passphrase-fd", "0", "--local-user", certifier,
+        args = [*self._loopback("certify keys"), "--local-user", certifier,
                 "--default-cert-expire", expire, "--quick-sign-key", subject, *uids]
         self._checked(args, passphrase=passphrase, what="certifying a key")
 
     def revoke_certification(self, subject: Fingerprint, certifier: Fingerprint, uids: Sequence[str] = (), *,
                              passphrase: str = "") -> None:
         """Revoke ``certifier``'s certification of ``uids`` of ``subject`` (``--quick-revoke-sig``)."""
-        args = ["--pinentry-mode", "loopback", "--passphrase-fd", "0", "--quick-revoke-sig", subject, certifier,
+        args = [*self._loopback("revoke certifications"), "--quick-revoke-sig", subject, certifier,
                 *uids]
         self._checked(args, passphrase=passphrase, what="revoking a certification")
 
@@ -67,7 +76,7 @@ class KeyEditing(GpgProcess):
     def set_expiry(self, fingerprint: Fingerprint, expire: str, *, subkeys: bool = False,
                    passphrase: str = "") -> None:
         """Set the expiry of the primary key (or of all its subkeys) relative to the current time."""
-        args = ["--pinentry-mode", "loopback", "--passphrase-fd", "0", "--quick-set-expire", fingerprint, expire]
+        args = [*self._loopback("change expiry dates"), "--quick-set-expire", fingerprint, expire]
         if subkeys:
             args.append("*")
         self._checked(args, passphrase=passphrase, what="setting the expiry")

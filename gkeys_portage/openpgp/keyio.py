@@ -12,6 +12,7 @@ from typing import IO
 from gkeys_portage.core.errors import GpgError
 from gkeys_portage.core.types import Fingerprint, parse_fingerprint
 from gkeys_portage.openpgp.colons import PublicKey, parse_colons
+from gkeys_portage.openpgp.engine import KEEP_CERTIFICATIONS, SAFE_IMPORT, Capability, probe
 from gkeys_portage.openpgp.keyblocks import Selection, armor_public_keys, select_keyblocks
 from gkeys_portage.openpgp.process import (
     GpgProcess,
@@ -21,7 +22,7 @@ from gkeys_portage.openpgp.process import (
 )
 
 #: ``--import-options`` for key data from sources and for rebuilding keyrings (see :meth:`GnuPG.import_report`).
-SAFE_IMPORT_OPTIONS = ("import-clean", "self-sigs-only")
+SAFE_IMPORT_OPTIONS = SAFE_IMPORT
 #: Field of ``IMPORT_RES`` counting keys GnuPG did not import (doc/DETAILS).
 IMPORT_RES_NOT_IMPORTED = 13
 _IMPORT_ERROR_WORDS = re.compile(r"\b(?:error|fail\w*|invalid|too large|not imported|unknown|bad|can't|cannot|fatal)\b",
@@ -74,10 +75,12 @@ class KeyIO(GpgProcess):
         pins, and a flood of certifications must neither grow a keyblock to GnuPG's 5 MiB keybox limit
         (after which a revocation can no longer be merged) nor cost minutes of CPU per refresh.
         """
-        # An import needs no agent; under "--trust-model always" gpg 2.2 dies ("Fatal: can't open
-        # trustdb.gpg") after merging a revocation into a home without a trustdb: "direct" has no trustdb.
-        args = ["--no-autostart", "--trust-model", "direct"]
+        # An import needs no agent; the trust model is the engine's import workaround (engine.py).
+        engine = probe(self.program)
+        args = ["--no-autostart", *engine.import_trust_options()]
         if options:
+            if tuple(options) == SAFE_IMPORT:
+                engine.require(Capability.SAFE_IMPORT, "import keys without third-party certifications")
             args += ["--import-options", ",".join(options)]
         args.append("--import")
         result = self.run(args, data)
@@ -123,6 +126,7 @@ class KeyIO(GpgProcess):
         Under ``trust-model direct`` the owner trust *is* the key's validity; no certification counts.
         """
         lines = "".join(f"{parse_fingerprint(fpr)}:{int(level)}:\n" for fpr, level in sorted(levels.items()))
+        probe(self.program).require(Capability.TRUST_DIRECT, "set owner trust for a trust-model direct home")
         self._checked(["--no-autostart", "--trust-model", "direct", "--import-ownertrust"],
                       lines.encode("ascii"), what="setting owner trust")
 
@@ -130,6 +134,7 @@ class KeyIO(GpgProcess):
         """Each key's validity letter under ``trust-model direct``, gpg started with ``options_file`` as
         its gpg.conf (a gpg.conf gpg cannot start with is a :class:`GpgError`).  The command line's
         trust model overrides a gpg.conf's, so ``direct`` is named here too."""
+        probe(self.program).require(Capability.TRUST_DIRECT, "check a trust-model direct home")
         result = self._checked(["--options", str(options_file), "--trust-model", "direct",
                                 "--no-autostart", "--batch",
                                 "--with-colons", "--fixed-list-mode", "--with-fingerprint", "--list-keys"],
@@ -139,11 +144,12 @@ class KeyIO(GpgProcess):
     def show_primaries(self, data: bytes) -> set[Fingerprint]:
         """The primary fingerprints GnuPG sees in key data, without importing it (``--show-keys``).
 
-        ``--trust-model direct``: under ``always`` gpg 2.2 dies ("Fatal: can't open trustdb.gpg") on a
-        revoked key in a home without a trustdb, as every keyring home is after a revocation was merged
-        (the staging home's trustdb is not committed), which made every later export of it fail.
+        Under the engine's import trust model (engine.py): under ``always`` gpg 2.2 dies ("Fatal: can't open
+        trustdb.gpg") on a revoked key in a home without a trustdb, as every keyring home is after a
+        revocation was merged (the staging home's trustdb is not committed), which made every later export
+        of it fail.
         """
-        result = self._checked(["--trust-model", "direct", "--with-colons", "--fixed-list-mode",
+        result = self._checked([*probe(self.program).import_trust_options(), "--with-colons", "--fixed-list-mode",
                                 "--with-fingerprint", "--show-keys"],
                                data, what="reading exported keys")
         return {key.fingerprint for key in parse_colons(result.stdout.decode("latin-1"))}
@@ -161,8 +167,8 @@ class KeyIO(GpgProcess):
         The options are explicit, so a changed default (``import-clean``, ``self-sigs-only``) cannot
         silently strip the certifications an authority check needs.
         """
-        result = self.run(["--import-options", "no-import-clean,no-self-sigs-only,no-import-minimal", "--import"],
-                          data)
+        probe(self.program).require(Capability.KEEP_CERTIFICATIONS, "import keys with their certifications")
+        result = self.run(["--import-options", ",".join(KEEP_CERTIFICATIONS), "--import"], data)
         if result.timed_out:
             raise GpgError("importing keys: gpg timed out")
         return [fpr for fpr in dict.fromkeys(

@@ -14,14 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gkeys_portage.core.errors import GpgError, NoSignatureError
-from gkeys_portage.openpgp import process
+from gkeys_portage.openpgp.engine import Capability, probe
 from gkeys_portage.openpgp.packets import detached_signature_packets
 from gkeys_portage.openpgp.process import (
+    OUTPUT_SLACK,
     STATUS_LINE_PREFIX,
     GpgProcess,
     minimal_environment,
     status_lines,
 )
+from gkeys_portage.openpgp.signatures import signature_verdict
 from gkeys_portage.openpgp.status import StatusReport, parse_status
 
 MULTIFILE_OUTPUT_PER_FILE = 64 * 1024
@@ -108,14 +110,21 @@ class BatchVerify(GpgProcess):
     def _multifile(self, names: Sequence[str], private: Path, jobs: int, parts: int) -> list[StatusReport]:
         """Run ``names`` (signature files in ``private``) through ``parts`` gpg processes, ``jobs`` at once.
 
+        An engine without ``--multifile`` verdicts (gpg-sq) gets one ``gpg --verify`` per signature
+        instead, ``jobs`` at once: the same check, slower (:mod:`gkeys_portage.openpgp.engine`).
+
         gpg writes its status lines to a file in ``private`` rather than to a pipe: no reader thread
         wakes for every line.  The file is read only after gpg exited, and never more than the status
         output allowed per signature.
         """
+        engine = probe(self.program)
+        engine.require(Capability.STATUS, "verify signatures")
+        if not engine.has(Capability.MULTIFILE):
+            return self._one_by_one(names, jobs)
         count = max(1, parts, jobs)
         size = -(-len(names) // count)
         chunks = [list(names[i : i + size]) for i in range(0, len(names), size)]
-        command = [process.GPG_BINARY, "--homedir", str(self.homedir), *self.options, "--verify", "--multifile"]
+        command = [self.program, "--homedir", str(self.homedir), *self.options, "--verify", "--multifile"]
         env = minimal_environment(self.homedir)
 
         def one(number: int, chunk: list[str]) -> list[StatusReport]:
@@ -143,6 +152,16 @@ class BatchVerify(GpgProcess):
         with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(chunks)))) as pool:
             runs = pool.map(one, range(len(chunks)), chunks)
             return [report for reports in runs for report in reports]
+
+    def _one_by_one(self, names: Sequence[str], jobs: int) -> list[StatusReport]:
+        """``gpg --verify NAME DATA`` for each signature file ``NAME`` (its data beside it), ``jobs`` at once."""
+
+        def one(name: str) -> StatusReport:
+            result = self.run(["--verify", name, name[: -len(".sig")]], max_output=OUTPUT_SLACK * 16)
+            return signature_verdict(result, "verifying signatures")
+
+        with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(names)))) as pool:
+            return list(pool.map(one, names))
 
 
 @dataclass

@@ -229,6 +229,97 @@ def parse_packets(data: bytes) -> list[Packet]:
     return packets
 
 
+def _subpackets(area: bytes) -> list[tuple[int, bytes]]:
+    """``(type without the critical bit, body)`` of each signature subpacket in ``area`` (RFC 9580 §5.2.3.7)."""
+    out = []
+    pos = 0
+    while pos < len(area):
+        first = area[pos]
+        if first < 192:
+            length, pos = first, pos + 1
+        elif first < 255:
+            if pos + 1 >= len(area):
+                raise NoSignatureError("truncated signature subpacket")
+            length, pos = ((first - 192) << 8) + area[pos + 1] + 192, pos + 2
+        else:
+            length, pos = int.from_bytes(area[pos + 1 : pos + 5], "big"), pos + 5
+        if length < 1 or pos + length > len(area):
+            raise NoSignatureError("truncated signature subpacket")
+        out.append((area[pos] & 0x7F, area[pos + 1 : pos + length]))
+        pos += length
+    return out
+
+
+CREATION_TIME = 2
+ISSUER_KEY_ID = 16
+ISSUER_FINGERPRINT = 33
+
+
+def check_signature_fields(body: bytes) -> None:
+    """Refuse a v4 or v6 signature that engines would read differently: issuer subpackets naming different
+    keys, no creation time in the hashed area (RFC 9580 §5.2.3.11: it MUST be there; GnuPG then reports a
+    bad signature, Sequoia none), or a non-canonical signature value (:func:`_check_mpis`).
+
+    Engines look the signer up by different fields: GnuPG 2.2 by the (unhashed) key id, GnuPG 2.4 by the
+    (hashed) fingerprint.  A signature whose fingerprint was changed got "BAD signature" from one and
+    "unknown signer" (ignored beside a good one) from the other; disagreeing issuers make it no signature
+    on every engine.
+    """
+    version = body[0] if body else 0
+    if version not in (4, 6):
+        return
+    size = 2 if version == 4 else 4
+    pos = 4
+    ids: set[bytes] = set()
+    created = False
+    for area in range(2):  # hashed area, then unhashed area
+        length = int.from_bytes(body[pos : pos + size], "big")
+        if pos + size + length > len(body):
+            raise NoSignatureError("truncated signature subpacket area")
+        for kind, value in _subpackets(body[pos + size : pos + size + length]):
+            if kind == CREATION_TIME and area == 0:
+                created = True
+            elif kind == ISSUER_KEY_ID:
+                ids.add(value)
+            elif kind == ISSUER_FINGERPRINT and value[:1] == b"\x04" and len(value) == 21:
+                ids.add(value[-8:])
+            elif kind == ISSUER_FINGERPRINT and value[:1] in (b"\x05", b"\x06") and len(value) == 33:
+                ids.add(value[1:9])
+            elif kind == ISSUER_FINGERPRINT:
+                ids.add(value)  # an issuer fingerprint of another shape names another key
+        pos += size + length
+    if len(ids) > 1:
+        raise NoSignatureError("a signature names two different issuers (key id and fingerprint disagree): "
+                               "it was altered")
+    if not created:
+        raise NoSignatureError("a signature without a creation time in its signed part (it was altered)")
+    if version == 4:
+        _check_mpis(body[2], body[pos + 2 :])
+
+
+#: Public-key algorithms whose v4 signature is a list of MPIs, and how many (RFC 9580 §5.2.3).
+SIGNATURE_MPIS = {1: 1, 3: 1, 17: 2, 19: 2, 22: 2}
+
+
+def _check_mpis(algorithm: int, data: bytes) -> None:
+    """Refuse a signature whose MPIs are not in their one canonical form (bit count = the value's length).
+
+    Sequoia refuses a non-canonical MPI, GnuPG reads only the bytes the count implies: a count one lower
+    made the same ed25519 signature good to one and no signature to the other.  (Also RFC 9580 §3.2.)
+    """
+    pos = 0
+    for _ in range(SIGNATURE_MPIS.get(algorithm, 0)):
+        if pos + 2 > len(data):
+            raise NoSignatureError("truncated signature value")
+        bits = int.from_bytes(data[pos : pos + 2], "big")
+        size = (bits + 7) // 8
+        value = data[pos + 2 : pos + 2 + size]
+        if len(value) != size or int.from_bytes(value, "big").bit_length() != bits:
+            raise NoSignatureError("a signature value is not in canonical form (its bit count is wrong): it was "
+                                   "altered")
+        pos += 2 + size
+
+
 def _signature_packets_only(packets: bytes, what: str) -> bytes:
     if not packets:
         raise NoSignatureError(f"empty {what}")
@@ -239,6 +330,7 @@ def _signature_packets_only(packets: bytes, what: str) -> bytes:
         if packet.tag != SIGNATURE_TAG:
             raise NoSignatureError(f"the {what} contains a packet of type {packet.tag}, not only signatures "
                                    "(a signed message or trailing data is not a detached signature)")
+        check_signature_fields(packet.body)
     return packets
 
 
@@ -357,6 +449,9 @@ def signed_message_packets(data: bytes, limit: int = MAX_EXPANDED) -> bytes:
     rest = tags[ops:]
     if ops == 0 or not rest or rest[0] != LITERAL_TAG or rest[1:] != [SIGNATURE_TAG] * ops:
         raise NoSignatureError("not a signed message (one-pass signatures, one literal packet, signatures)")
+    for packet in packets:
+        if packet.tag == SIGNATURE_TAG:
+            check_signature_fields(packet.body)
     return b"".join(_new_format(packet) for packet in packets)
 
 

@@ -24,7 +24,6 @@ import fcntl
 import logging
 import os
 import subprocess
-import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -42,7 +41,10 @@ from gkeys_portage.openpgp.status import StatusReport, parse_status
 logging.getLogger("gnupg").setLevel(logging.ERROR)
 
 DEFAULT_TIMEOUT = 300.0
-GPG_BINARY = os.environ.get("GKEYS_GPG", "gpg")
+#: The environment variable that names the OpenPGP program; it wins over ``[gpg] program``.
+PROGRAM_VARIABLE = "GKEYS_GPG"
+DEFAULT_PROGRAM = "gpg"
+_configured_program: str | None = None
 STATUS_LINE_PREFIX = "[GNUPG:] "
 
 #: Options given to every gpg call.
@@ -113,10 +115,23 @@ def minimal_environment(homedir: Path) -> dict[str, str]:
     }
 
 
+def use_program(program: str | None) -> None:
+    """Run ``program`` for gpg from now on (``[gpg] program``; None: back to ``gpg``); ``$GKEYS_GPG`` wins."""
+    global _configured_program
+    _configured_program = program or None
+
+
+def selected_program() -> str:
+    """The OpenPGP program gkeys runs: ``$GKEYS_GPG``, else ``[gpg] program``, else ``gpg`` from ``PATH``.
+
+    What it can do is :mod:`gkeys_portage.openpgp.engine`'s business."""
+    return os.environ.get(PROGRAM_VARIABLE) or _configured_program or DEFAULT_PROGRAM
+
+
 def faked_time_option(when: datetime) -> list[str]:
-    """``--faked-system-time`` frozen at ``when`` (so --at evaluations are reproducible)."""
-    stamp = when.astimezone(UTC).strftime("%Y%m%dT%H%M%S")
-    return ["--faked-system-time", stamp + "!"]
+    """``--faked-system-time`` frozen at ``when`` (so --at evaluations are reproducible), as seconds since
+    the epoch: every engine reads that form (gpg-sq refuses ``YYYYMMDDTHHMMSS!``; see ``engine``)."""
+    return ["--faked-system-time", f"{int(when.astimezone(UTC).timestamp())}!"]
 
 
 def prepare_home(homedir: Path) -> Path:
@@ -130,7 +145,7 @@ _PROBED: dict[str, gnupg.GPG] = {}  # gpg binary -> a python-gnupg object whose 
 _PROBE_LOCK = threading.Lock()
 
 
-def _python_gnupg(homedir: Path, options: list[str]) -> gnupg.GPG:
+def _python_gnupg(program: str, homedir: Path, options: list[str]) -> gnupg.GPG:
     """python-gnupg bound to ``homedir`` and ``options``.
 
     python-gnupg probes gpg (``gpg --list-config``, a process start) in every constructor; the answer (the
@@ -139,14 +154,14 @@ def _python_gnupg(homedir: Path, options: list[str]) -> gnupg.GPG:
     first probe (:class:`GpgError`).
     """
     with _PROBE_LOCK:
-        probed = _PROBED.get(GPG_BINARY)
+        probed = _PROBED.get(program)
         if probed is None:
             try:
-                probed = gnupg.GPG(gpgbinary=GPG_BINARY, gnupghome=str(homedir), env=minimal_environment(homedir),
+                probed = gnupg.GPG(gpgbinary=program, gnupghome=str(homedir), env=minimal_environment(homedir),
                                    options=list(options))
             except (OSError, ValueError) as exc:
                 raise GpgError(f"cannot run gpg: {exc}") from exc
-            _PROBED[GPG_BINARY] = probed
+            _PROBED[program] = probed
     bound = copy.copy(probed)
     bound.gnupghome = str(homedir)
     bound.env = minimal_environment(homedir)
@@ -160,11 +175,13 @@ class GpgProcess:
     """A gpg process runner bound to one home directory (the base of :class:`~gkeys_portage.openpgp.gnupg.GnuPG`).
 
     ``faked_time`` evaluates everything as of that moment; ``timeout`` bounds every call; ``read_only``
-    homes are never written by this object (no lock files).
+    homes are never written by this object (no lock files); ``program`` is the OpenPGP program (default:
+    :func:`selected_program`, fixed when the object is made).
     """
 
     def __init__(self, homedir: Path, *, faked_time: datetime | None = None,
-                 timeout: float = DEFAULT_TIMEOUT, read_only: bool = False) -> None:
+                 timeout: float = DEFAULT_TIMEOUT, read_only: bool = False, program: str | None = None) -> None:
+        self.program = program or selected_program()
         self.homedir = prepare_home(Path(homedir))
         self.timeout = timeout
         options = list(BASE_OPTIONS)
@@ -175,7 +192,7 @@ class GpgProcess:
             # no lock files (and keep working on a full disk).
             options.append("--lock-never")
         self.options = options
-        self._gpg = _python_gnupg(self.homedir, options)
+        self._gpg = _python_gnupg(self.program, self.homedir, options)
 
     # -- running ---------------------------------------------------------------------------------
 
@@ -347,18 +364,3 @@ def status_lines(text: str) -> list[str]:
     id's non-ASCII bytes raw: a split quote would let its words count as gpg's own error words.
     """
     return text.split("\n")
-
-
-def gpg_version() -> tuple[int, ...] | None:
-    """The version of the gpg that gkeys runs (``$GKEYS_GPG``, default ``gpg``); None if it cannot run."""
-    quiet = logging.getLogger("gnupg")
-    level = quiet.level
-    quiet.setLevel(logging.CRITICAL)  # python-gnupg logs a missing binary as an error; the caller reports it
-    try:
-        with tempfile.TemporaryDirectory(prefix="gkeys-version-") as home:
-            version = GpgProcess(Path(home))._gpg.version
-    except (GpgError, OSError, ValueError):
-        return None
-    finally:
-        quiet.setLevel(level)
-    return tuple(int(part) for part in version) if version else None

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from gkeys_portage.core.errors import GpgError, NoSignatureError
 from gkeys_portage.core.types import Fingerprint
+from gkeys_portage.openpgp.engine import Capability, probe
 from gkeys_portage.openpgp.packets import (
     CLEARSIGN_BEGIN,
     detached_signature_packets,
@@ -35,6 +36,7 @@ class Signatures(GpgProcess):
         :class:`OpenFile` is read by gpg itself through ``/dev/fd/N`` (no pipe); the caller must make
         sure that the file does not change meanwhile (:mod:`gkeys_portage.verify.media.pinned`).
         """
+        probe(self.program).require(Capability.STATUS, "verify signatures")
         try:
             packets = detached_signature_packets(signature)
         except NoSignatureError as exc:
@@ -52,7 +54,7 @@ class Signatures(GpgProcess):
                 result = self.run(["--verify", sigfile.name, str(data.absolute())], max_output=OUTPUT_SLACK * 16)
             else:
                 result = self.run(["--verify", sigfile.name, "-"], data, max_output=OUTPUT_SLACK * 16)
-        return _verdict(result, "verifying signature")
+        return signature_verdict(result, "verifying signature")
 
     def verify_clearsigned(self, message: bytes) -> tuple[StatusReport, bytes]:
         """Verify an inline (clearsigned or signed) message; return its status and the signed text.
@@ -62,10 +64,12 @@ class Signatures(GpgProcess):
         (:mod:`gkeys_portage.openpgp.packets`).  The returned text is what gpg says was signed, and for a
         cleartext block it must equal the text parsed here, or nothing was verified.
         """
+        probe(self.program).require(Capability.STATUS, "verify signatures")
         if len(message) > MAX_INLINE:
             return StatusReport(failures=[f"signed message larger than {MAX_INLINE} bytes"]), b""
         try:
             if is_cleartext(message):
+                probe(self.program).require(Capability.CLEARTEXT, "verify cleartext-signed messages")
                 block = find_clearsigned(message)
                 expected: bytes | None = cleartext_output(block.escaped)
                 checked = block.canonical
@@ -74,7 +78,7 @@ class Signatures(GpgProcess):
         except NoSignatureError as exc:
             return StatusReport(failures=[exc.message]), b""
         result = self.run(["--decrypt"], checked, max_output=len(checked) + OUTPUT_SLACK)
-        report = _verdict(result, "verifying signed message")
+        report = signature_verdict(result, "verifying signed message")
         if expected is not None and result.stdout != expected and report.signatures:
             return StatusReport(failures=["gpg and gkeys disagree on the signed text; refused"]), b""
         return report, result.stdout
@@ -91,6 +95,7 @@ class Signatures(GpgProcess):
                 raise GpgError(f"refusing notation {name!r}: gpg would not store it as given")
             args += ["--sig-notation", f"{name}={value}"]
         if passphrase is not None:
+            probe(self.program).require(Capability.LOOPBACK, "sign with a passphrase given to gkeys")
             args = ["--pinentry-mode", "loopback", *args]
         if clearsign:
             args.append("--clearsign")
@@ -104,7 +109,7 @@ class Signatures(GpgProcess):
         return result.stdout
 
 
-def _verdict(result: GpgResult, what: str) -> StatusReport:
+def signature_verdict(result: GpgResult, what: str) -> StatusReport:
     """The status of a verifying run; a timeout raises, an overflow or a gpg killed by a signal (the OOM
     killer, an administrator: it may have stopped before reporting a bad signature after a good one) is a
     report without signatures.  A non-zero exit alone is not: gpg exits 2 for an ignored unknown signer."""

@@ -213,9 +213,28 @@ def _class_refusal(sig: SignatureStatus, signed: SignedData, who: str) -> Signat
 #: (GnuPG doc/DETAILS; the rest are libgpg-error codes, printed as numbers).
 ERRSIG_MEANINGS = {
     "4": "gpg error code 4: an algorithm this GnuPG does not support",
+    "5": "gpg error code 5: the engine's own policy refuses the signature's algorithm (gpg-sq refuses SHA-1 "
+         "and other weak hashes)",
     "39": "gpg error code 39, time conflict: the signature is dated before the key that made it was "
           "created (backdated, or the signer's clock was wrong); ask the signer to sign again",
 }
+
+
+def _keyring_key_with_id(key_id: str, keys: Mapping[Fingerprint, PublicKey]) -> Fingerprint | None:
+    """The (sub)key of the keyring whose v4 key id is ``key_id``, if any.
+
+    Engines look a signer up by different fields (GnuPG 2.2 by the issuer key id, GnuPG 2.4 and Sequoia by
+    the issuer fingerprint): a signature whose fingerprint was altered is "BAD" to the one and "no public
+    key" to the other.  Naming a keyring key's id and not being checkable against it is BAD on every engine.
+    """
+    wanted = key_id.upper()
+    if len(wanted) != 16:
+        return None
+    for key in keys.values():
+        for part in key.all_keys():
+            if part.fingerprint.upper().endswith(wanted) and len(part.fingerprint) == 40:
+                return part.fingerprint
+    return None
 
 
 def _bad_signer(key_id: str | None, keys: Mapping[Fingerprint, PublicKey], pins: PinSet) -> tuple[str, str | None]:
@@ -238,7 +257,8 @@ def decide(report: StatusReport, pins: PinSet, keys: Mapping[Fingerprint, Public
     Returns a :class:`VerifyResult` listing every good pinned signature, or raises the
     :class:`NotVerifiedError` subclass that says why not.  Rules:
 
-    * a bad, revoked-key or expired signature anywhere fails the whole check;
+    * a bad, revoked-key or expired signature anywhere fails the whole check, and so does one that names
+      the key id of a keyring key which gpg could not check it against (an altered issuer fingerprint);
     * signatures by keys not in the keyring are ignored (as apt's ``Signed-By``), as are good
       signatures by keys that are in the keyring but not pinned for this purpose;
     * a pinned signature over a weak digest (MD5, SHA-1, RIPEMD-160) fails unless ``[policy]
@@ -265,6 +285,13 @@ def decide(report: StatusReport, pins: PinSet, keys: Mapping[Fingerprint, Public
             who, signer = _bad_signer(sig.key_id, keys, pins)
             raise BadSignatureError(f"BAD signature by {who}: data or signature was modified", signer=signer)
         if sig.outcome is SigOutcome.NO_PUBKEY:
+            claimed = _keyring_key_with_id(sig.key_id, keys)
+            if claimed is not None:
+                who, signer = _bad_signer(sig.key_id, keys, pins)
+                raise BadSignatureError(
+                    f"BAD signature by {who}: it names key id {sig.key_id} of the keyring ({claimed}) but gpg found "
+                    f"no key for it (its issuer fingerprint {sig.signing_fingerprint or 'is missing'}): the "
+                    "signature was altered", signer=signer)
             unknown.append(sig.signing_fingerprint or sig.key_id)
             continue
         if sig.outcome is SigOutcome.ERROR or not sig.valid:

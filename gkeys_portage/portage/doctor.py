@@ -20,7 +20,8 @@ only renders them.  Checked, under ``EROOT`` and the gkeys state of the configur
 * ``fetch:no-wrapper``: ``FETCH_WRAPPER`` does not run gkeys-fetch;
 * ``binpkg:trust-helper``: binary repositories are configured (``binrepos.conf``) but ``PORTAGE_TRUST_HELPER`` is
   not gkeys-trust-helper, so Portage verifies binary packages against getuto's home (every release key);
-* ``gpg:missing`` / ``gpg:old``: GnuPG absent or older than 2.2;
+* ``gpg:missing`` / ``gpg:engine``: the OpenPGP engine (``[gpg] program``, ``$GKEYS_GPG``) cannot run, or lacks
+  what verification or key installation needs (:mod:`gkeys_portage.openpgp.engine` probes it);
 * ``clock:behind``: the clock is earlier than the newest signature seen (seed files) or verification recorded
   (tree, key refresh), by more than the clock skew;
 * ``keyring:unreadable``: the exported keyring cannot be read by the ``portage`` user (fetch and
@@ -51,14 +52,15 @@ from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.keys.prerequisites import FIRST_STEP
 from gkeys_portage.keys.refresh import REFRESH_RECORD, installed_at, last_refresh
 from gkeys_portage.keys.seedfetch import SEED_RECORD
-from gkeys_portage.openpgp.process import gpg_version
+from gkeys_portage.openpgp.engine import WORKING_ENGINES, Capability, probe
 from gkeys_portage.portage.reposconf import RepoConfig, file_or_directory, read_repos
 from gkeys_portage.portage.rsyncsync import DEFAULT_CATEGORY as DEFAULT_RSYNC_CATEGORY
 from gkeys_portage.portage.rsyncsync import is_rsync_uri
 from gkeys_portage.portage.setup import ETC, HOOKS_ON_CHANGE, TREE_HOOKS, hooks_only_on_change
 from gkeys_portage.verify.git.tree import category_list
 
-MIN_GPG = (2, 2)
+#: What Portage's side of gkeys cannot work without (multifile verdicts only make it faster).
+NEEDED_CAPABILITIES = (Capability.STATUS, Capability.SAFE_IMPORT)
 TREE_RECORD = "tree-revisions"
 _SOURCE = re.compile(r"^\s*source\s+[\"']?([^\"'\s]+)")
 
@@ -365,15 +367,22 @@ class Doctor:
     # -- tools and time --------------------------------------------------------------------------
 
     def check_gpg(self) -> None:
-        """GnuPG present and at least 2.2."""
-        version = gpg_version()
-        self.result.checked.append(f"gpg {'.'.join(map(str, version)) if version else 'not found'}")
-        if version is None:
+        """The OpenPGP engine runs and can verify and install keys (named, with what it lacks)."""
+        try:
+            engine = probe()
+            lacking = [cap for cap in Capability if not engine.has(cap)]
+        except GkeysError:
+            self.result.checked.append("OpenPGP engine: not found")
             self.result.add("gpg:missing", "gpg", "GnuPG cannot be run: nothing can be verified",
-                            "emerge app-crypt/gnupg (or set $GKEYS_GPG to its path)")
-        elif version[:2] < MIN_GPG:
-            self.result.add("gpg:old", "gpg", f"GnuPG {'.'.join(map(str, version))} is older than 2.2",
-                            "emerge --update app-crypt/gnupg")
+                            "emerge app-crypt/gnupg (or set [gpg] program or $GKEYS_GPG to its path)")
+            return
+        self.result.checked.append(f"OpenPGP engine: {engine.describe()}" + (
+            f"; lacks {', '.join(cap.value for cap in lacking)}" if lacking else ""))
+        blocking = [cap for cap in NEEDED_CAPABILITIES if cap in lacking]
+        if blocking:
+            self.result.add("gpg:engine", "gpg", f"{engine.describe()} lacks {'; '.join(c.value for c in blocking)}: "
+                            "keys cannot be verified or installed safely with it",
+                            f"emerge --update app-crypt/gnupg and set [gpg] program to it ({WORKING_ENGINES})")
 
     def check_clock(self) -> None:
         """The clock must not be earlier than the newest verification recorded (beyond the clock skew)."""
