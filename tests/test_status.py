@@ -12,6 +12,7 @@ from rsync_helpers import CATEGORY, RsyncDaemon, make_tree, pin_repository_keys
 
 from gkeys_portage.core.config import load_config
 from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.openpgp.engine import probe
 from gkeys_portage.portage.rsyncsync import RsyncRequest, sync_rsync
 
 
@@ -52,11 +53,13 @@ def test_status_shows_categories_sources_and_repositories(env: Any, daemon: Rsyn
     assert repos["guru"]["verified_by"] == "nothing" and repos["guru"]["mark"] is None
     assert repos["plain"]["verified_by"].startswith("Portage (gemato")
     assert isinstance(data["doctor"]["findings"], int) and data["doctor"]["findings"] > 0  # guru syncs unverified
+    assert data["engine"]["name"] == probe().describe() and data["engine"]["error"] is None
 
     text = env.run("status", "--eroot", str(eroot))
     assert text.code == 0
     assert f"high-water mark {repos['gentoo']['mark']['timestamp']} from {daemon.url}" in text.text
     assert "guru" in text.text and "(nothing)" in text.text and "gkeys doctor" in text.text
+    assert f"OpenPGP engine: {probe().describe()}" in text.text
 
 
 def test_status_of_an_empty_root(env: Any, tmp_path: Path) -> None:

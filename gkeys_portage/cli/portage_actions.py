@@ -181,6 +181,10 @@ def render_status(status: Status) -> Report:
             last = "nothing verified yet"
         line = f"  {repo.name:<16} {repo.sync_type or '-'} ({repo.verified_by}); {last}"
         (report.warn if repo.verified_by == "nothing" else report.plain)(line)
+    if status.engine:
+        report.plain(f"OpenPGP engine: {status.engine}")
+    else:
+        report.warn(f"OpenPGP engine: cannot run: {status.engine_error}")
     if status.doctor_error:
         report.warn(f"doctor could not run: {status.doctor_error}")
     elif status.doctor_findings is None:

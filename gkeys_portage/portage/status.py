@@ -5,6 +5,7 @@
 * every repository Portage knows (repos.conf as Portage merges it, :mod:`gkeys_portage.portage.reposconf`):
   its sync type, what verifies it, the last verified git revision or the high-water mark (the newest
   verified Manifest ``TIMESTAMP`` or snapshot) gkeys keeps for it;
+* the OpenPGP engine gkeys runs (``[gpg] program``, ``$GKEYS_GPG``: :mod:`gkeys_portage.openpgp.engine`);
 * how many findings ``gkeys doctor`` has.
 """
 
@@ -17,6 +18,7 @@ from pathlib import Path
 from gkeys_portage.core.errors import GkeysError
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.keys.refresh import last_refresh, source_refreshes
+from gkeys_portage.openpgp.engine import probe
 from gkeys_portage.portage.doctor import diagnose, verified_by
 from gkeys_portage.portage.reposconf import read_repos
 from gkeys_portage.portage.rsyncsync import mark_key
@@ -58,12 +60,15 @@ class Status:
     repositories: list[RepoStatus]
     doctor_findings: int | None  # None: doctor was not run, or could not run (doctor_error says why)
     doctor_error: str = ""
+    engine: str = ""  # "gpg (GnuPG 2.2.40)"; "" when it cannot run (engine_error says why)
+    engine_error: str = ""
 
     def to_json(self) -> dict[str, object]:
         """The one JSON document of ``gkeys --json status``."""
         return {"categories": [asdict(c) for c in self.categories],
                 "repositories": [asdict(r) for r in self.repositories],
-                "doctor": {"findings": self.doctor_findings, "error": self.doctor_error or None}}
+                "doctor": {"findings": self.doctor_findings, "error": self.doctor_error or None},
+                "engine": {"name": self.engine or None, "error": self.engine_error or None}}
 
 
 def _category(ctx: Gkeys, name: str) -> CategoryStatus:
@@ -104,4 +109,8 @@ def collect_status(ctx: Gkeys, eroot: Path, *, doctor: bool = True) -> Status:
             findings = len(diagnose(ctx, eroot).findings)
         except GkeysError as exc:  # status still shows the rest; the reason is printed
             error = exc.message
-    return Status(categories, repos, findings, error)
+    try:
+        engine, engine_error = probe().describe(), ""
+    except GkeysError as exc:  # the engine cannot run: status says so, doctor names the fix
+        engine, engine_error = "", exc.message
+    return Status(categories, repos, findings, error, engine, engine_error)
