@@ -273,7 +273,8 @@ def world(keys: KeyFactory, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 
 #: Where an engine refuses by its own policy (Sequoia's), with a less precise refusal than gkeys' own: still
-#: refused, never verified (docs/security-rows/engines.md).  Each must stay exactly so: a change is a finding.
+#: refused, never verified (SECURITY.md: the engine rows and the known limits).  Each must stay exactly so: a
+#: change is a finding.
 KNOWN_DIFFERENCES: dict[str, dict[str, tuple[str, str]]] = {
     "gpg-sq": {
         "signer/future": ("BadSignatureError", "Sequoia reports a signature dated in the future as BADSIG"),
