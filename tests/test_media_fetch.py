@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -125,6 +126,23 @@ def test_stalled_download_times_out(menv, keys: KeyFactory, tmp_path: Path) -> N
     publish_latest(keys, menv.server, tmp_path, FLAVOUR, f"{STAMP}/{STAGE3} {len(media.data)}")
     dest = tmp_path / "dest"
     _refused_fetch(menv, dest, _fetch_latest(menv, dest), 3, "stalled (no data for 0.5 s)")
+
+
+def test_dripping_download_is_cut_and_resumed(menv, keys: KeyFactory, tmp_path: Path) -> None:
+    """A mirror sending a byte every 0.2 s (each read well within the 0.5 s stall timeout) would hold the
+    fetch for hours: each attempt is cut at the stall timeout plus what its bytes earn at 16 KiB/s, the
+    run ends with exit 3 naming it, and the partial file is kept for the next run."""
+    media = make_media(keys, tmp_path / "src")
+    media.publish(menv.server)
+    menv.server.routes[FILE_PATH] = lambda info: Response(200, media.data, drip=0.2)
+    publish_latest(keys, menv.server, tmp_path, FLAVOUR, f"{STAMP}/{STAGE3} {len(media.data)}")
+    dest = tmp_path / "dest"
+    started = time.monotonic()
+    result = _fetch_latest(menv, dest)
+    assert time.monotonic() - started < 30, "a dripping mirror held the fetch"
+    _refused_fetch(menv, dest, result, 3, "too slow")
+    partial = list(_quarantine(menv).rglob(STAGE3 + "*"))
+    assert partial and 0 < partial[0].stat().st_size < len(media.data)
 
 
 def test_partial_download_is_resumed(menv, keys: KeyFactory, tmp_path: Path) -> None:

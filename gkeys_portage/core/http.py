@@ -133,7 +133,7 @@ class HttpClient:
             if response.status_code in RETRY_STATUSES:
                 raise Retryable(f"HTTP {response.status_code}")
             body = b""
-            for chunk in self._iter_body(response, lambda got: self._check_time(url, started, got, None)):
+            for chunk in self.iter_body(response, lambda got: self._check_time(url, started, got, None)):
                 body += chunk[: max_bytes - len(body)]
                 if len(body) >= max_bytes:
                     break
@@ -205,7 +205,7 @@ class HttpClient:
                 raise NetworkError(f"{safe_url(url)}: HTTP {response.status_code}")
             chunks: list[bytes] = []
             size = 0
-            for chunk in self._iter_body(response, lambda got: self._check_time(url, started, got, deadline)):
+            for chunk in self.iter_body(response, lambda got: self._check_time(url, started, got, deadline)):
                 size += len(chunk)
                 if size > max_bytes:
                     raise TooLargeError(f"{safe_url(url)}: response larger than {max_bytes} bytes")
@@ -215,14 +215,12 @@ class HttpClient:
     def _check_time(self, url: str, started: float, received: int, deadline: float | None) -> None:
         """Cut an answer that is too slow: past the caller's ``deadline``, or past ``timeout`` plus what
         the bytes received so far earn at :data:`MIN_RATE`."""
-        now = time.monotonic()
-        if deadline is not None and now >= deadline:
+        if deadline is not None and time.monotonic() >= deadline:
             raise DeadlineError(f"{safe_url(url)}: no complete answer in time ({received} bytes so far)")
-        if now - started > self.timeout + received / MIN_RATE:
-            raise Retryable(f"too slow ({received} bytes in {now - started:.0f}s)")
+        check_rate(started, received, self.timeout)
 
     @staticmethod
-    def _iter_body(response: requests.Response, check: Callable[[int], None] | None = None) -> Iterator[bytes]:
+    def iter_body(response: requests.Response, check: Callable[[int], None] | None = None) -> Iterator[bytes]:
         """The body in pieces as they arrive (``read1``: whatever one read brings, never waiting to fill a
         buffer), with ``check(bytes so far)`` called before each read."""
         import requests
@@ -245,6 +243,15 @@ class HttpClient:
             raise Retryable(f"timed out mid-body: {exc}") from exc
         except urllib3.exceptions.DecodeError as exc:
             raise NetworkError(f"undecodable body: {exc}") from exc
+
+
+def check_rate(started: float, received: int, allowance: float) -> None:
+    """Raise :class:`Retryable` when an answer begun at ``started`` (monotonic) has taken longer than
+    ``allowance`` seconds plus what its ``received`` bytes earn at :data:`MIN_RATE`: a server sending a
+    byte a second is cut, however large the answer may be, while a slow but working link goes on."""
+    elapsed = time.monotonic() - started
+    if elapsed > allowance + received / MIN_RATE:
+        raise Retryable(f"too slow ({received} bytes in {elapsed:.0f}s)")
 
 
 class Retryable(Exception):

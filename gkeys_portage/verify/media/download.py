@@ -4,7 +4,9 @@
   ignores the range or answers a different one);
 * checks the size announced by the caller (the signed ``latest-*.txt``) against what the server
   announces, and never writes more bytes than announced: a server that sends more is refused;
-* a stall (no byte for ``stall_timeout`` seconds) aborts the attempt; the next attempt resumes;
+* a stall (no byte for ``stall_timeout`` seconds) aborts the attempt, and so does a drip: an attempt
+  slower than ``stall_timeout`` plus what its bytes earn at 16 KiB/s (a byte a second never holds a
+  fetch, nor Portage waiting on ``gkeys-fetch``, for ever); the next attempt resumes;
 * memory stays flat (64 KiB reads written straight to disk).
 
 Everything lands in a file the caller chose (a quarantine folder); nothing here decides trust.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,13 +24,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gkeys_portage.core.errors import BadInputError, NetworkError
-from gkeys_portage.core.http import RETRY_STATUSES, HttpClient, NotFoundError, Retryable, describe_failure, safe_url
+from gkeys_portage.core.http import (
+    RETRY_STATUSES,
+    HttpClient,
+    NotFoundError,
+    Retryable,
+    check_rate,
+    describe_failure,
+    safe_url,
+)
 
 if TYPE_CHECKING:
     import requests  # imported when a download starts (start-up cost, see core.http)
 
-#: Network read size: a read blocks until this much arrived, so a stall loses at most this much.
-CHUNK = 1 << 16
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
 
 Progress = Callable[[int, int], None]
@@ -111,11 +120,15 @@ class Downloader:
             return have, int(total) if total != "*" else None
         raise NetworkError(f"{safe_url(url)}: HTTP {status}")
 
-    @staticmethod
-    def _write(response: requests.Response, dest: Path, offset: int, limit: int, progress: Progress | None) -> int:
+    def _write(self, response: requests.Response, dest: Path, offset: int, limit: int,
+               progress: Progress | None) -> int:
+        """Append the body to ``dest``; an attempt slower than ``stall_timeout`` plus what its bytes earn at
+        :data:`~gkeys_portage.core.http.MIN_RATE` is cut (a dripping mirror never holds a fetch for ever;
+        the next attempt resumes from what arrived)."""
         size = offset
+        started = time.monotonic()
         with open(dest, "ab" if offset else "wb") as out:
-            for chunk in response.iter_content(CHUNK):
+            for chunk in HttpClient.iter_body(response, lambda got: check_rate(started, got, self.stall_timeout)):
                 size += len(chunk)
                 if size > limit:
                     raise OversizeDownloadError(f"{safe_url(response.url)}: the server sent more than the "
@@ -145,7 +158,6 @@ class Downloader:
 def _describe(exc: Exception | None, stall_timeout: float) -> str:
     """One short line for a failed attempt; a read timeout is a stall."""
     text = str(exc)
-    if exc is not None and not isinstance(exc, Retryable) and (
-            "timed out" in text.lower() or "timeout" in type(exc).__name__.lower()):
+    if exc is not None and ("timed out" in text.lower() or "timeout" in type(exc).__name__.lower()):
         return f"stalled (no data for {stall_timeout:g} s)"
     return describe_failure(exc)
