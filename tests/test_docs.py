@@ -135,3 +135,43 @@ def test_every_named_action_and_option_exists(path: Path) -> None:
 ])
 def test_the_checker_catches_typos(text: str, expected: list[str]) -> None:
     assert [problem for words in commands(text) for problem in problems(words)] == expected
+
+
+def _example_table() -> list[tuple[str, str, list[str]]]:
+    from gkeys_portage.cli import docgen
+
+    return [(program.name, action, commands) for program in docgen.programs()
+            for action, commands in docgen.examples(program.build()).items()
+            if action or not docgen._subparsers(program.build())]
+
+
+def test_every_action_has_examples_that_parse() -> None:
+    """Every action (and every program without actions) shows 2-5 examples, and each parses."""
+    import shlex
+
+    from gkeys_portage.cli import docgen
+
+    parsers = {program.name: program.build for program in docgen.programs()}
+    missing = [f"{program} {action}".strip() for program, action, commands in _example_table()
+               if not 2 <= len(commands) <= 5]
+    assert missing == [], "give these actions 2-3 examples (add_action(examples=...))"
+    for program, action, commands in _example_table():
+        for command in commands:
+            words = shlex.split(command, comments=True)
+            assert words[0] == program, command
+            if action:
+                assert action in words, command
+            try:
+                parsers[program]().parse_args(words[1:])
+            except SystemExit as exc:  # argparse's way of refusing
+                raise AssertionError(f"does not parse: {command}") from exc
+
+
+def test_man_pages_have_examples_sections() -> None:
+    from gkeys_portage.cli import docgen
+
+    for program in docgen.programs():
+        page = docgen.man_page(program)
+        assert ".SH EXAMPLES" in page, program.name
+        for action in docgen._subparsers(program.build()):
+            assert f".SS {docgen.roff(action)}" in page.split(".SH EXAMPLES")[1], (program.name, action)

@@ -47,6 +47,9 @@ def run_binpkg_keyring(ctx: Gkeys, args: argparse.Namespace) -> Report:
 def register(sub: SubParsers) -> None:
     """Register ``binpkg-keyring``."""
     parser = add_action(sub, "binpkg-keyring", run_binpkg_keyring,
+                        examples=("gkeys binpkg-keyring",
+                                  "gkeys binpkg-keyring --eroot /mnt/gentoo --no-refresh",
+                                  "gkeys binpkg-keyring --gnupghome /etc/portage/gnupg --force"),
                         summary="build Portage's binary package verification home from the pinned keys",
                         description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument("--eroot", type=Path, metavar="DIR", help="build DIR/etc/portage/gnupg")

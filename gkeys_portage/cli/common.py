@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gkeys_portage.keys.context import Gkeys
@@ -30,13 +31,60 @@ def add_common_options(parser: argparse.ArgumentParser, *, suppress: bool) -> No
                        help="print more detail (gpg's own messages on failure)")
 
 
+_EXAMPLES_HEADER = re.compile(r"examples?(?: \([^)]*\))?:")
+
+
+def examples_block(examples: Sequence[str]) -> str:
+    """The ``examples:`` block of an epilog: one indented command a line."""
+    return "examples:\n" + "".join(f"  {command}\n" for command in examples)
+
+
+def split_examples(epilog: str) -> tuple[list[str], str]:
+    """The commands of an epilog's ``examples:`` blocks, and the epilog without them.
+
+    The epilog (what ``--help`` prints) is the one source of the examples: ``docgen`` turns them into the
+    man pages' EXAMPLES section and ``tests/test_docs.py`` parses each with the real parser.  A block is a
+    line ``examples:`` (or ``example:``, ``examples (Portage):``) and the indented lines after it; a line
+    ending in `` \\`` continues on the next one.
+    """
+    commands: list[str] = []
+    rest: list[str] = []
+    lines = epilog.split("\n")
+    i = 0
+    while i < len(lines):
+        if not _EXAMPLES_HEADER.fullmatch(lines[i].strip()) or lines[i].startswith(" "):
+            rest.append(lines[i])
+            i += 1
+            continue
+        i += 1
+        while i < len(lines) and lines[i].startswith("  "):
+            command = lines[i].strip()
+            while command.endswith("\\") and i + 1 < len(lines):
+                i += 1
+                command = command[:-1].rstrip() + " " + lines[i].strip()
+            commands.append(command)
+            i += 1
+        while rest and not rest[-1].strip():
+            rest.pop()
+        while i < len(lines) and not lines[i].strip():
+            i += 1
+        if rest and i < len(lines):
+            rest.append("")
+    return commands, "\n".join(rest).strip("\n")
+
+
 def add_action(sub: SubParsers, name: str, func: Action, *, summary: str, description: str = "",
-               epilog: str = "", needs_lock: bool = False, verifies: str = "") -> argparse.ArgumentParser:
+               epilog: str = "", examples: Sequence[str] = (), needs_lock: bool = False,
+               verifies: str = "") -> argparse.ArgumentParser:
     """Register one action: its sub-parser, its function and whether it writes state (takes the lock).
 
-    ``verifies`` names the argument holding what a verifying action verifies: its ``--json`` document then
-    carries the same keys whether it verified or refused (``ui.output.VERDICT_KEYS``, docs/exit-codes.md).
+    ``examples`` (whole command lines) are appended to the epilog as an ``examples:`` block, unless the
+    epilog holds its own (see ``split_examples``).  ``verifies`` names the argument holding what a verifying
+    action verifies: its ``--json`` document then carries the same keys whether it verified or refused
+    (``ui.output.VERDICT_KEYS``, docs/exit-codes.md).
     """
+    if examples:
+        epilog = (epilog.rstrip("\n") + "\n\n" if epilog else "") + examples_block(examples)
     parser: argparse.ArgumentParser = sub.add_parser(
         name, help=summary, description=description or summary, epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,

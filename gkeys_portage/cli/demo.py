@@ -18,7 +18,10 @@ def run_demo(ctx: Gkeys, args: argparse.Namespace) -> Report:
 
 def register(sub: SubParsers) -> None:
     """Register demo."""
-    p = add_action(sub, "demo", run_demo, summary="run an offline demonstration in a temporary directory",
+    p = add_action(sub, "demo", run_demo,
+                   examples=("gkeys demo",
+                             "gkeys demo --keep"),
+                   summary="run an offline demonstration in a temporary directory",
                    description="Build a self-contained world on 127.0.0.1 (keys, signed seeds, a keyserver\n"
                                "and WKD, release media, an overlay list, a git tree) and run the real\n"
                                "commands against it: what verifies, and what is refused and why.")

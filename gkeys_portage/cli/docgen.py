@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gkeys_portage import __version__, installfiles
+from gkeys_portage.cli.common import split_examples
 
 SOURCE = f"gkeys-portage {__version__}"
 
@@ -154,13 +155,37 @@ def man_page(program: Program) -> str:
             else:
                 lines.append(roff(short))
             lines += _options(sub, common)
-            if sub.epilog:
-                lines += [".PP", *_block(sub.epilog)]
-    if parser.epilog:
-        lines += [".SH NOTES", *_block(parser.epilog)]
+            notes = split_examples(sub.epilog or "")[1]
+            if notes:
+                lines += [".PP", *_block(notes)]
+    own_examples, notes = split_examples(parser.epilog or "")
+    if notes:
+        lines += [".SH NOTES", *_block(notes)]
+    lines += _examples(own_examples, {name: split_examples(sub.epilog or "")[0]
+                                      for name, (sub, _short) in actions.items()})
     lines += [".SH SEE ALSO", roff(", ".join(f"{p.name}(1)" for p in programs() if p.name != program.name)
                                    + ", gkeys.conf(5), emerge(1), portage(5)")]
     return "\n".join(lines) + "\n"
+
+
+def examples(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
+    """Action name (``""``: the program itself) -> the example commands of its ``--help`` epilog."""
+    table = {"": split_examples(parser.epilog or "")[0]}
+    table.update({name: split_examples(sub.epilog or "")[0] for name, (sub, _short) in _subparsers(parser).items()})
+    return table
+
+
+def _examples(own: list[str], per_action: dict[str, list[str]]) -> list[str]:
+    """The EXAMPLES section: the program's own examples, then one subsection per action."""
+    if not own and not any(per_action.values()):
+        return []
+    lines = [".SH EXAMPLES"]
+    if own:
+        lines += _block("\n".join(own))
+    for name, commands in per_action.items():
+        if commands:
+            lines += [f".SS {roff(name)}", *_block("\n".join(commands))]
+    return lines
 
 
 @dataclass

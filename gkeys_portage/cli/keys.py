@@ -163,18 +163,28 @@ def register(sub: SubParsers) -> None:
                "addresses, then each keyserver of [sources] keyservers. Whatever a source returns is\n"
                "checked in a quarantine keyring: only keys whose primary fingerprint the seed pins are\n"
                "installed; everything else is dropped and reported.")
-    p = add_action(sub, "install-key", run_install_key, needs_lock=True, epilog=sources,
+    p = add_action(sub, "install-key", run_install_key,
+                   examples=("gkeys install-key -C gentoo",
+                             "gkeys install-key -C gentoo-devs -n larry"),
+                   needs_lock=True, epilog=sources,
                    summary="fetch and install the keys the seeds pin")
     add_category(p, required=True)
     add_nick(p, help_text="only this seed")
 
-    p = add_action(sub, "import-key", run_import_key, needs_lock=True,
+    p = add_action(sub, "import-key", run_import_key,
+                   examples=("gkeys import-key -C gentoo-devs -n larry -F larry.asc",
+                             "gkeys import-key -C gentoo -n portage -F https://qa-reports.gentoo.org/output/service-keys.gpg"),
+                   needs_lock=True,
                    summary="import a seed's key from a file or URL (fingerprint-checked)")
     add_category(p, required=True)
     add_nick(p, required=True)
     p.add_argument("-F", "--file", required=True, metavar="FILE|URL", help="key file or URL")
 
-    p = add_action(sub, "refresh-key", run_refresh_key, needs_lock=True,
+    p = add_action(sub, "refresh-key", run_refresh_key,
+                   examples=("gkeys refresh-key",
+                             "gkeys refresh-key -C gentoo --force",
+                             "gkeys refresh-key -C gentoo-devs -n larry"),
+                   needs_lock=True,
                    summary="refresh installed keys (new subkeys, expiry, revocations)",
                    epilog="At most once per [policy] refresh-interval (hours, default 24) unless --force.\n"
                           "A failed refresh only warns until the last good one is older than\n"
@@ -183,16 +193,24 @@ def register(sub: SubParsers) -> None:
     add_nick(p)
     p.add_argument("--force", action="store_true", help="refresh even if refreshed recently")
 
-    p = add_action(sub, "list-key", run_list_key, summary="list installed keys of a category")
+    p = add_action(sub, "list-key", run_list_key,
+                   examples=("gkeys list-key -C gentoo",
+                             "gkeys list-key -C gentoo-devs -n larry --json"),
+                   summary="list installed keys of a category")
     add_category(p, required=True)
     add_nick(p)
 
-    p = add_action(sub, "remove-key", run_remove_key, needs_lock=True, summary="remove a seed's keys")
+    p = add_action(sub, "remove-key", run_remove_key,
+                   examples=("gkeys remove-key -C gentoo-devs -n larry",
+                             "gkeys remove-key -C test -n alice"),
+                   needs_lock=True, summary="remove a seed's keys")
     add_category(p, required=True)
     add_nick(p, required=True)
 
-    p = add_action(sub, "export-keyring", run_export_keyring, summary="export a category keyring to a file",
-                   epilog="example (Portage):\n  gkeys export-keyring -C gentoo -o /usr/share/openpgp-keys/gentoo.asc")
+    p = add_action(sub, "export-keyring", run_export_keyring,
+                   examples=("gkeys export-keyring -C gentoo -o /usr/share/openpgp-keys/gentoo.asc",
+                             "gkeys export-keyring -C gentoo-devs -o gentoo-devs.gpg --no-armor"),
+                   summary="export a category keyring to a file")
     add_category(p, required=True)
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="output file (written atomically)")
     p.add_argument("--armor", action=argparse.BooleanOptionalAction, default=True,

@@ -205,8 +205,8 @@ config ([media] section, all optional):
 examples:
   gkeys fetch-media --latest stage3-amd64-openrc --mirror https://distfiles.gentoo.org -d /mnt/gentoo
   gkeys fetch-media --latest install-amd64-minimal -d ~/iso
-  gkeys fetch-media https://example.org/releases/amd64/autobuilds/20240107T170309Z/\\
-      stage3-amd64-openrc-20240107T170309Z.tar.xz -d .
+  gkeys fetch-media -d . \\
+      https://example.org/releases/amd64/autobuilds/20240107T170309Z/stage3-amd64-openrc-20240107T170309Z.tar.xz
 """
 
 

@@ -236,7 +236,11 @@ def register(sub: SubParsers) -> None:
                    description=STATUS_DESCRIPTION, epilog=STATUS_EPILOG)
     add_eroot(p)
     p.add_argument("--no-doctor", action="store_true", help="do not count doctor's findings (faster)")
-    p = add_action(sub, "doctor", run_doctor, summary="report what would make verification fail or be skipped",
+    p = add_action(sub, "doctor", run_doctor,
+                   examples=("gkeys doctor",
+                             "gkeys doctor --eroot /mnt/gentoo",
+                             "gkeys --json doctor --portage-user portage"),
+                   summary="report what would make verification fail or be skipped",
                    description=DOCTOR_DESCRIPTION, epilog=DOCTOR_EPILOG)
     add_eroot(p)
     p.add_argument("--portage-user", default="portage", metavar="USER",

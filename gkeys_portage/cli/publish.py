@@ -55,6 +55,8 @@ def run_send_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
 def register(sub: SubParsers) -> None:
     """Register build-keyring, export-wkd and send-key."""
     p = add_action(sub, "build-keyring", run_build_keyring,
+                   examples=("gkeys build-keyring -C gentoo-devs -o /var/www/keys",
+                             "gkeys build-keyring -C gentoo -o /var/www/keys --sign"),
                    summary="write a reproducible keyring bundle of a category for others",
                    epilog="Writes DIR/CAT.gpg (binary), DIR/CAT.asc (armored) and the manifest DIR/CAT.json;\n"
                           "the same seeds and keys give the same bytes (the manifest time is\n"
@@ -67,7 +69,11 @@ def register(sub: SubParsers) -> None:
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory")
     p.add_argument("--sign", action="store_true", help="sign the three files with the [sign] key")
 
-    p = add_action(sub, "export-wkd", run_export_wkd, summary="write a WKD tree of a category's keys",
+    p = add_action(sub, "export-wkd", run_export_wkd,
+                   examples=("gkeys export-wkd -C gentoo-devs -o /var/www/gentoo.org --domain gentoo.org",
+                             "gkeys export-wkd -C gentoo-devs -o /var/www/openpgpkey.gentoo.org --domain gentoo.org "
+                             "--method advanced"),
+                   summary="write a WKD tree of a category's keys",
                    epilog="direct:   DIR/.well-known/openpgpkey/hu/<hash> + policy   (DIR = web root of DOMAIN)\n"
                           "advanced: DIR/.well-known/openpgpkey/DOMAIN/hu/<hash> + policy\n"
                           "          (DIR = web root of openpgpkey.DOMAIN)\n"
@@ -78,7 +84,10 @@ def register(sub: SubParsers) -> None:
     p.add_argument("--method", choices=publish.METHODS, default="advanced",
                    help="WKD layout to write (default: advanced)")
 
-    p = add_action(sub, "send-key", run_send_key, summary="upload pinned keys to an HKP keyserver",
+    p = add_action(sub, "send-key", run_send_key,
+                   examples=("gkeys send-key -C gentoo-devs -n larry",
+                             "gkeys send-key -C gentoo --keyserver hkps://keys.openpgp.org"),
+                   summary="upload pinned keys to an HKP keyserver",
                    epilog="One POST /pks/add per key (armored, self-signatures only); the answer is\n"
                           "reported per key. Exit 1 if the keyserver refused a key, 3 if it was unreachable.")
     add_category(p, required=True)

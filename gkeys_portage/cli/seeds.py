@@ -311,20 +311,34 @@ def run_convert_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:
 
 def register(sub: SubParsers) -> None:
     """Register the seed actions."""
-    add_action(sub, "list-cats", run_list_cats, summary="list seed categories")
+    add_action(sub, "list-cats", run_list_cats,
+               examples=("gkeys list-cats",
+                         "gkeys --json list-cats"),
+               summary="list seed categories")
 
-    p = add_action(sub, "list-seed", run_list_seed, summary="list seeds",
+    p = add_action(sub, "list-seed", run_list_seed,
+                   examples=("gkeys list-seed -C gentoo",
+                             "gkeys list-seed -C gentoo-devs -n larry",
+                             "gkeys list-seed -C gentoo-devs -N 'the Cow' --json"),
+                   summary="list seeds",
                    description="List seeds, optionally filtered. Exit 1 if nothing matches.")
     add_category(p)
     add_nick(p)
     p.add_argument("-N", "--name", help="part of the person's name")
     p.add_argument("-f", "--fingerprint", metavar="FPR", help="a full fingerprint the seed accepts")
 
-    add_action(sub, "list-seedfiles", run_list_seedfiles, summary="list installed seed files and their URLs")
+    add_action(sub, "list-seedfiles", run_list_seedfiles,
+               examples=("gkeys list-seedfiles",
+                         "gkeys --json list-seedfiles"),
+               summary="list installed seed files and their URLs")
 
-    p = add_action(sub, "add-seed", run_add_seed, needs_lock=True, summary="add a seed by hand",
-                   description="Add a seed to a category by hand. Fingerprints must be full (40 or 64 hex).",
-                   epilog="example:\n  gkeys add-seed -C gentoo -n gkeys -N 'Gentoo-keys' -K D2DE1DBB...6C97")
+    p = add_action(sub, "add-seed", run_add_seed,
+                   examples=("gkeys add-seed -C gentoo -n portage -N 'Gentoo ebuild repository signing key' "
+                             "-K DCD05B71EAB94199527F44ACDB6B8C1F96D8BF6D",
+                             "gkeys add-seed -C test -n alice -N Alice -K 0123456789ABCDEF0123456789ABCDEF01234567 "
+                             "-u alice@example.org"),
+                   needs_lock=True, summary="add a seed by hand",
+                   description="Add a seed to a category by hand. Fingerprints must be full (40 or 64 hex).")
     add_category(p, required=True)
     add_nick(p, required=True)
     p.add_argument("-N", "--name", required=True, help="the person's or role's name")
@@ -334,22 +348,35 @@ def register(sub: SubParsers) -> None:
     p.add_argument("-u", "--uid", nargs="+", metavar="UID", help="user ids, e.g. 'Name <nick@gentoo.org>'")
     p.add_argument("-r", "--keydir", help="key directory name (default: the nick)")
 
-    p = add_action(sub, "remove-seed", run_remove_seed, needs_lock=True, summary="remove a seed")
+    p = add_action(sub, "remove-seed", run_remove_seed,
+                   examples=("gkeys remove-seed -C gentoo-devs -n larry",
+                             "gkeys --root /tmp/gkeys-test remove-seed -C test -n alice"),
+                   needs_lock=True, summary="remove a seed")
     add_category(p, required=True)
     add_nick(p, required=True)
 
-    p = add_action(sub, "move-seed", run_move_seed, needs_lock=True, summary="move a seed to another category")
+    p = add_action(sub, "move-seed", run_move_seed,
+                   examples=("gkeys move-seed -C gentoo-devs -n larry -d retired",
+                             "gkeys move-seed -C test -n alice -d gentoo-devs"),
+                   needs_lock=True, summary="move a seed to another category")
     add_category(p, required=True)
     add_nick(p, required=True)
     p.add_argument("-d", "--destination", required=True, metavar="CAT", help="destination category")
 
-    p = add_action(sub, "search-key", run_search_key, summary="search seeds by nick, name, uid or fingerprint")
+    p = add_action(sub, "search-key", run_search_key,
+                   examples=("gkeys search-key larry",
+                             "gkeys search-key -C gentoo DCD05B71EAB94199527F44ACDB6B8C1F96D8BF6D",
+                             "gkeys search-key larry@gentoo.org --json"),
+                   summary="search seeds by nick, name, uid or fingerprint")
     p.add_argument("text", help="text to look for (case-insensitive)")
     add_category(p)
 
     epilog = ("The signature is fetched from URL.sig, then URL.asc, and must be a good signature by the key\n"
               "named in [verify-seeds] for the category. A seed older than the installed one is refused.")
-    p = add_action(sub, "fetch-seed", run_fetch_seed, needs_lock=True, epilog=epilog,
+    p = add_action(sub, "fetch-seed", run_fetch_seed,
+                   examples=("gkeys fetch-seed -C gentoo",
+                             "gkeys fetch-seed -C gentoo-devs"),
+                   needs_lock=True, epilog=epilog,
                    summary="download, verify and install signed seed files")
     add_category(p, help_text="category to fetch (default: every category in [seedurls])")
 
@@ -358,7 +385,11 @@ def register(sub: SubParsers) -> None:
         "the keyring is downloaded once, and a key is kept when a UID <nick>@[authority] domain carries a\n"
         "valid certification by a pinned certifier that a root ([authority] roots) certifies. An update that\n"
         "empties the seeds or drops more than [authority] max-shrink percent (default 10) is refused.")
-    p = add_action(sub, "update-seed", run_update_seed, needs_lock=True, epilog=epilog + authority_epilog,
+    p = add_action(sub, "update-seed", run_update_seed,
+                   examples=("gkeys update-seed -C gentoo",
+                             "gkeys update-seed -C gentoo-devs",
+                             "gkeys update-seed -C gentoo-devs --allow-shrink"),
+                   needs_lock=True, epilog=epilog + authority_epilog,
                    summary="fetch-seed, then install/refresh the keys; print Added / Updated / Removed")
     add_category(p, help_text="category to update (default: every category with a seed URL, an "
                               "[authority-seeds] line or packaged seeds)")
@@ -366,6 +397,8 @@ def register(sub: SubParsers) -> None:
                    help="apply an authority update even if it drops more than [authority] max-shrink percent")
 
     p = add_action(sub, "convert-seed", run_convert_seed,
+                   examples=("gkeys convert-seed -F gentoo-devs.seeds",
+                             "gkeys convert-seed -F old/gentoo.seeds -o gentoo.seeds"),
                    summary="convert a 2013 pipe or 2014 JSON v1 seed file to the current format")
     p.add_argument("-F", "--file", required=True, help="the old seed file")
     p.add_argument("-o", "--output", help="write here (atomically) instead of printing")

@@ -63,7 +63,11 @@ def register(sub: SubParsers) -> None:
                    help="FILE is an inline-signed (clearsigned) message: write its signed text to OUT "
                         "(atomically, only once it verified; text outside the signed part is dropped)")
 
-    p = add_action(sub, "sign", run_sign, summary="sign a file with the [sign] key",
+    p = add_action(sub, "sign", run_sign,
+                   examples=("gkeys sign -F SHA256SUMS --clearsign -o SHA256SUMS.asc",
+                             "gkeys sign -F gentoo-devs.seeds --seed-category gentoo-devs --detach "
+                             "-o gentoo-devs.seeds.sig"),
+                   summary="sign a file with the [sign] key",
                    epilog="The key is the seed [sign] category/nick; its secret key must be in\n"
                           "[sign] gnupghome (default: the GnuPG home of the [sign] category).\n"
                           "Seed files: sign with --seed-category CAT (fetch-seed -C CAT requires it), e.g.\n"

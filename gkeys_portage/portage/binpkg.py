@@ -367,7 +367,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gkeys-trust-helper",
         description="Prepare Portage's binary package verification home from the gkeys seeds "
-                    "(use as PORTAGE_TRUST_HELPER).")
+                    "(use as PORTAGE_TRUST_HELPER).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+               "  gkeys-trust-helper                      # as Portage runs it (make.conf PORTAGE_TRUST_HELPER)\n"
+               "  gkeys-trust-helper --eroot /mnt/gentoo --no-refresh\n"
+               "  gkeys-trust-helper --gnupghome /tmp/binpkg-home -q\n")
     parser.add_argument("--eroot", type=Path, help="build EROOT/etc/portage/gnupg")
     parser.add_argument("--gnupghome", type=Path,
                         help=f"the home to build (default: ${HOME_VARIABLE}, "

@@ -101,7 +101,13 @@ def build_parser() -> argparse.ArgumentParser:
                '  FETCHCOMMAND="gkeys-fetch --uri \\"\\${URI}\\" --file \\"\\${DISTDIR}/\\${FILE}\\" -- '
                'wget -t 3 -T 60 --passive-ftp -O \\"\\${DISTDIR}/\\${FILE}\\" \\"\\${URI}\\""\n\n'
                "exit status: the fetch command's own on a failed download; 1 not verified (file removed);\n"
-               "2 usage or configuration error (nothing downloaded).")
+               "2 usage or configuration error (nothing downloaded).\n\n"
+               "examples:\n"
+               "  gkeys-fetch --uri https://distfiles.gentoo.org/releases/amd64/autobuilds/current-stage3-amd64-openrc/"
+               "stage3-amd64-openrc-20261201T170309Z.tar.xz --file /var/cache/distfiles/stage3.tar.xz "
+               "-- wget -O /var/cache/distfiles/stage3.tar.xz https://distfiles.gentoo.org/stage3.tar.xz\n"
+               "  gkeys-fetch --uri https://example.org/foo-1.0.tar.gz --file /var/cache/distfiles/foo-1.0.tar.gz "
+               "-- curl -fLo /var/cache/distfiles/foo-1.0.tar.gz https://example.org/foo-1.0.tar.gz\n")
     parser.add_argument("--uri", required=True, help="the URI Portage is downloading (${URI})")
     parser.add_argument("--file", required=True, help="the file it downloads to (${DISTDIR}/${FILE})")
     parser.add_argument("-c", "--config", metavar="FILE",
