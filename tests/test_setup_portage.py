@@ -237,3 +237,49 @@ def test_gentoo_accepts_the_mirror_key_on_every_commit(env: Any, tmp_path: Path)
                                       top_category=gentoo.get("sync-gkeys-top-category") or None,
                                       policy=gentoo.get("sync-gkeys-policy"))
     assert set(options.categories) == {"gentoo-devs", "gentoo-infra"}, options
+
+
+def systemd_root(tmp_path: Path) -> Path:
+    """A git-repository root with systemd: etc/systemd/system and the ebuild's gkeys-refresh.timer."""
+    root = git_repo_root(tmp_path)
+    (root / "etc/systemd/system").mkdir(parents=True)
+    (root / "usr/lib/systemd/system").mkdir(parents=True)
+    (root / "usr/lib/systemd/system/gkeys-refresh.timer").write_text("[Install]\nWantedBy=timers.target\n")
+    return root
+
+
+def test_refresh_timer_is_enabled_by_its_link_and_undo_removes_it(env: Any, tmp_path: Path) -> None:
+    root = systemd_root(tmp_path)
+    before = snapshot(root)
+    link = root / "etc/systemd/system/timers.target.wants/gkeys-refresh.timer"
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", "test", "--category", "gentoo-devs")
+    assert result.code == 0, result.text
+    assert os.readlink(link) == "/usr/lib/systemd/system/gkeys-refresh.timer"
+    assert "gkeys-refresh.timer" in result.out
+    again = env.run("setup-portage", "--eroot", str(root), "--repo", "test", "--category", "gentoo-devs")
+    assert again.code == 0 and f"already in place: {link}" in again.out, again.text
+    result = env.run("setup-portage", "--eroot", str(root), "--undo")
+    assert result.code == 0, result.text
+    assert snapshot(root) == before
+
+
+def test_a_foreign_timer_link_stops_the_install(env: Any, tmp_path: Path) -> None:
+    root = systemd_root(tmp_path)
+    link = root / "etc/systemd/system/timers.target.wants/gkeys-refresh.timer"
+    link.parent.mkdir()
+    link.symlink_to("/elsewhere/gkeys-refresh.timer")
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", "test", "--category", "gentoo-devs")
+    assert result.code == 1 and "is not the link to /usr/lib/systemd/system/gkeys-refresh.timer" in result.err, \
+        result.text
+    assert not (root / REPOS_FRAGMENT).exists() and os.readlink(link) == "/elsewhere/gkeys-refresh.timer"
+
+
+def test_without_systemd_the_cron_way_is_printed_and_no_link_is_made(env: Any, tmp_path: Path) -> None:
+    root = git_repo_root(tmp_path)
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", "test", "--category", "gentoo-devs")
+    assert result.code == 0 and "cron.daily script gkeys-refresh" in result.text, result.text
+    assert not (root / "etc/systemd").exists()
+    (root / "etc/systemd/system").mkdir(parents=True)  # systemd, but the units are not installed
+    result = env.run("setup-portage", "--eroot", str(root), "--repo", "test", "--category", "gentoo-devs")
+    assert "gkeys-refresh.timer is not installed under" in result.text, result.text
+    assert not (root / "etc/systemd/system/timers.target.wants").exists()

@@ -80,8 +80,9 @@ def _setup_report(result: portage_setup.SetupResult, *, undo: bool) -> Report:
         report.good("nothing to do: Portage is already set up for gkeys")
     if not undo and result.ok and not result.dry_run:
         report.info("next: 'gkeys doctor' checks the whole set-up; 'emerge --sync' verifies from now on")
-        report.info("keys are refreshed off the sync path: systemctl enable --now gkeys-refresh.timer (or, "
-                    "without systemd, the cron.daily script gkeys-refresh the package installs)")
+        if any(path == portage_setup.TIMER_LINK for path in result.created):
+            report.info("keys are refreshed off the sync path by gkeys-refresh.timer, enabled from the next boot "
+                        "(start it now: systemctl start gkeys-refresh.timer)")
     report.exit_code = 0 if result.ok else 1
     return report
 

@@ -181,6 +181,28 @@ class ConfinedRoot:
         finally:
             os.close(fd)
 
+    def readlink(self, rel: Path) -> str | None:
+        """The target of symlink ``rel`` (None if ``rel`` is missing or not a symlink); directories walked safely."""
+        fd = self.directory(rel.parent)
+        if fd is None:
+            return None
+        try:
+            return os.readlink(rel.name, dir_fd=fd)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
+    def symlink(self, rel: Path, target: str, made: list[Path] | None = None) -> None:
+        """Create symlink ``rel`` -> ``target`` (never replacing a name), making its missing directories."""
+        fd = self.directory(rel.parent, create=True, made=made)
+        assert fd is not None  # created
+        try:
+            os.symlink(target, rel.name, dir_fd=fd)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
     def unlink(self, rel: Path) -> None:
         """Remove file ``rel`` (its directories walked safely; the name itself is never followed)."""
         fd = self.directory(rel.parent)

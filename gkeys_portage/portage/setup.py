@@ -8,6 +8,9 @@ What it writes under ``EROOT`` (nothing else, and never a file that already exis
 * ``etc/portage/repos.conf/zz-gkeys.conf`` (read last): the named repositories switched to ``sync-type = gkeys``
   (::gentoo with the settings of the Gentoo mirror: developer commits, mirror key on top; a ::gentoo on an
   rsync:// URI keeps rsync, verified by the gkeys module);
+* when ``EROOT/etc/systemd/system`` exists and ``gkeys-refresh.timer`` is installed under EROOT: the symlink
+  ``systemctl enable gkeys-refresh.timer`` would make in ``timers.target.wants`` (the daily key refresh,
+  off the sync path); otherwise a note with the OpenRC/cron way;
 * with ``fetch_wrapper``: a make.conf fragment with ``FETCH_WRAPPER`` (``make.conf/gkeys-fetch.conf``
   when make.conf is a directory; otherwise ``etc/portage/gkeys-fetch.conf`` to ``source`` from it).
 
@@ -60,17 +63,36 @@ GIT_TYPES = ("git", "gkeys")
 RSYNC_TYPES = ("rsync", "gkeys")  # ::gentoo on rsync (or already on gkeys with an rsync URI) stays on rsync
 REPO_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_+-]*")  # Portage's repository names
 SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]+")  # a path Portage can take as one word of FETCH_WRAPPER
+REFRESH_TIMER = "gkeys-refresh.timer"
+SYSTEMD_ETC = Path("etc/systemd/system")
+#: the link ``systemctl enable gkeys-refresh.timer`` makes (its [Install] section: WantedBy=timers.target)
+TIMER_LINK = SYSTEMD_ETC / "timers.target.wants" / REFRESH_TIMER
+#: where the unit may be installed below EROOT, in systemd's order (the ebuild's unit dir: usr/lib/systemd/system)
+UNIT_DIRS = (SYSTEMD_ETC, Path("usr/lib/systemd/system"), Path("lib/systemd/system"))
+LINK = "symlink:"  # record value of a link setup made: "symlink:" + its target (files record their SHA-256)
+CRON_NOTE = ("without systemd, keys are refreshed off the sync path by the cron.daily script gkeys-refresh the "
+             "package installs (OpenRC: rc-update add cronie default), or by a crontab line such as "
+             "'17 4 * * * gkeys -q refresh-key'")
 FETCH_WRAPPER = 'FETCH_WRAPPER="{gkeys_fetch} --uri \\"\\${{URI}}\\" --file \\"\\${{DISTDIR}}/\\${{FILE}}\\" --"\n'
 
 
 @dataclass(frozen=True)
 class PlannedFile:
-    """A file setup-portage wants under EROOT: relative path, exact content, mode and why."""
+    """A file setup-portage wants under EROOT: relative path, exact content, mode and why.
+
+    With ``link``, a symlink to that target instead (``content`` is then the target, for the diff).
+    """
 
     path: Path
     content: bytes
     mode: int
     why: str
+    link: str | None = None
+
+    @property
+    def recorded(self) -> str:
+        """What the record keeps of it: the SHA-256 of a file, ``symlink:TARGET`` of a link."""
+        return LINK + self.link if self.link is not None else sha256(self.content)
 
 
 @dataclass
@@ -218,6 +240,18 @@ def gkeys_fetch_path() -> str:
     return found
 
 
+def timer_plan(root: ConfinedRoot) -> tuple[list[PlannedFile], list[str]]:
+    """The ``timers.target.wants`` link enabling gkeys-refresh.timer, or the note saying how to refresh instead."""
+    if root.kind(SYSTEMD_ETC) != "directory":
+        return [], [CRON_NOTE]
+    for unit_dir in UNIT_DIRS:
+        if root.kind(unit_dir / REFRESH_TIMER) == "file":
+            target = "/" + (unit_dir / REFRESH_TIMER).as_posix()
+            return [PlannedFile(TIMER_LINK, target.encode() + b"\n", 0o777, "timer", link=target)], []
+    return [], [f"{REFRESH_TIMER} is not installed under {root.eroot} ({', '.join(map(str, UNIT_DIRS))}): install "
+                "gkeys-portage's systemd units, then run setup-portage again to enable it"]
+
+
 def plan(eroot: Path, repos: Sequence[str], *, fetch_wrapper: bool = False, overlays: bool = False,
          category: str | None = None, root: ConfinedRoot | None = None) -> tuple[list[PlannedFile], list[str]]:
     """The files setup-portage wants, and notes for the user (steps it never takes itself).
@@ -236,6 +270,10 @@ def plan(eroot: Path, repos: Sequence[str], *, fetch_wrapper: bool = False, over
     files = [PlannedFile(ETC / hook, hook_content(hook), 0o755, "hook") for hook in hooks]
     files.append(PlannedFile(REPOS_FRAGMENT, repos_fragment(eroot, repos, category=category), 0o644, "repos.conf"))
     notes = _clone_notes(eroot, repos)
+    with contextlib.ExitStack() as stack:
+        timer, timer_notes = timer_plan(root or stack.enter_context(ConfinedRoot(eroot)))
+    files += timer
+    notes += timer_notes
     if fetch_wrapper:
         line = FETCH_WRAPPER.format(gkeys_fetch=gkeys_fetch_path()).encode()
         if make_conf == "directory":
@@ -283,10 +321,13 @@ def _write_record(record: Path, eroot: Path, files: dict[str, str], dirs: list[s
 
 
 def _own_path(name: str, *, directory: bool = False) -> bool:
-    """A path setup may have created: below ``etc/portage`` (or, for a directory, ``etc`` and ``etc/portage``)."""
+    """A path setup may have created: below ``etc/portage`` (or, for a directory, ``etc`` and ``etc/portage``),
+    and the timer link (and its ``timers.target.wants``)."""
     path = Path(name)
     if path.is_absolute() or ".." in path.parts or not path.parts:
         return False
+    if path == TIMER_LINK or (directory and path == TIMER_LINK.parent):
+        return True
     inside = path.parts[:len(ETC.parts)] == ETC.parts and len(path.parts) > len(ETC.parts)
     return inside or (directory and path.parts == ETC.parts[:len(path.parts)])
 
@@ -309,6 +350,15 @@ def setup(eroot: Path, repos: Sequence[str], *, record: Path, fetch_wrapper: boo
         todo: list[PlannedFile] = []
         for item in files:
             kind = root.kind(item.path)
+            if item.link is not None:
+                if kind == "missing":
+                    todo.append(item)
+                    diffs.append(_diff(item.path, None, item.content))
+                elif kind == "symlink" and root.readlink(item.path) == item.link:
+                    result.unchanged.append(item.path)
+                else:
+                    result.conflicts.append((item.path, f"exists and is not the link to {item.link} (a {kind})"))
+                continue
             current = root.read(item.path) if kind == "file" else None
             if kind not in ("file", "missing"):
                 result.conflicts.append((item.path, f"exists and is not a regular file (a {kind})"))
@@ -330,8 +380,11 @@ def setup(eroot: Path, repos: Sequence[str], *, record: Path, fetch_wrapper: boo
         for item in todo:
             dirs += [d.as_posix() for d in root.missing(item.path.parent) if d.as_posix() not in dirs]
             _write_record(record, eroot, recorded, dirs)  # directories first: undo can clean up
-            root.write(item.path, item.content, item.mode)
-            recorded[item.path.as_posix()] = sha256(item.content)
+            if item.link is not None:
+                root.symlink(item.path, item.link)
+            else:
+                root.write(item.path, item.content, item.mode)
+            recorded[item.path.as_posix()] = item.recorded
             _write_record(record, eroot, recorded, dirs)
     return result
 
@@ -353,6 +406,16 @@ def undo(eroot: Path, *, record: Path, dry_run: bool = False) -> SetupResult:
         dirs: list[str] = manifest["dirs"]  # type: ignore[assignment]
         kept: dict[str, str] = {}
         for name, digest in recorded.items():
+            if digest.startswith(LINK):
+                target = root.readlink(Path(name))
+                if target == digest[len(LINK):]:
+                    result.removed.append(Path(name))
+                    if not dry_run:
+                        root.unlink(Path(name))
+                elif target is not None or root.kind(Path(name)) != "missing":
+                    kept[name] = digest
+                    result.conflicts.append((Path(name), "changed since setup-portage made it: left alone"))
+                continue
             try:
                 data = root.read(Path(name))
             except BadInputError as exc:
