@@ -283,3 +283,55 @@ def test_without_systemd_the_cron_way_is_printed_and_no_link_is_made(env: Any, t
     result = env.run("setup-portage", "--eroot", str(root), "--repo", "test", "--category", "gentoo-devs")
     assert "gkeys-refresh.timer is not installed under" in result.text, result.text
     assert not (root / "etc/systemd/system/timers.target.wants").exists()
+
+
+def webrsync_root(tmp_path: Path) -> Path:
+    """A root whose ::gentoo syncs with emerge-webrsync."""
+    root = tmp_path / "webrsync-root"
+    (root / "etc/portage/repos.conf").mkdir(parents=True)
+    (root / "etc/portage/repos.conf/gentoo.conf").write_text(
+        f"[gentoo]\nlocation = {tmp_path}/repos/gentoo\nsync-type = webrsync\n")
+    return root
+
+
+def _keyring_fingerprints(path: Path, home: Path) -> set[str]:
+    """The primary fingerprints in an armored keyring file, listed by a throwaway gpg home."""
+    import subprocess
+
+    home.mkdir(mode=0o700)
+    out = subprocess.run(["gpg", "--homedir", str(home), "--batch", "--with-colons", "--show-keys", str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    lines = out.splitlines()
+    return {lines[i + 1].split(":")[9] for i, line in enumerate(lines) if line.startswith("pub:")}
+
+
+def test_webrsync_is_pointed_at_a_keyring_of_exactly_the_repository_keys(env: Any, tmp_path: Path) -> None:
+    from media_helpers import install_release_key
+
+    install_release_key(env)                      # gentoo/releng: a release-media key, never for a tree
+    env.pin_key("gentoo", "snapshot", "bob")      # gentoo/snapshot: the repository key
+    root = webrsync_root(tmp_path)
+    before = snapshot(root)
+    result = env.run("setup-portage", "--eroot", str(root))
+    assert result.code == 0, result.text
+    fragment = (root / REPOS_FRAGMENT).read_text()
+    assert "[gentoo]\nsync-webrsync-verify-signature = yes\nsync-openpgp-key-path = /etc/portage/gkeys/gentoo.asc\n" \
+        in fragment and "sync-type" not in fragment, fragment
+    assert _keyring_fingerprints(root / "etc/portage/gkeys/gentoo.asc", tmp_path / "gpg") == \
+        {env.keys.keys["bob"].fingerprint}
+    assert "gkeys verify-snapshot" in result.text
+    assert env.run("setup-portage", "--eroot", str(root)).code == 0  # idempotent
+    result = env.run("setup-portage", "--eroot", str(root), "--undo")
+    assert result.code == 0 and snapshot(root) == before, result.text
+
+
+def test_webrsync_without_a_repository_key_writes_nothing(env: Any, tmp_path: Path) -> None:
+    from media_helpers import install_release_key
+
+    install_release_key(env)
+    root = webrsync_root(tmp_path)
+    before = snapshot(root)
+    result = env.run("setup-portage", "--eroot", str(root))
+    assert result.code == 1 and "pins no repository key" in result.err and "Traceback" not in result.text, \
+        result.text
+    assert snapshot(root) == before

@@ -18,6 +18,7 @@ from gkeys_portage.portage import doctor as portage_doctor
 from gkeys_portage.portage import setup as portage_setup
 from gkeys_portage.portage.status import Status, collect_status
 from gkeys_portage.ui.output import Report
+from gkeys_portage.verify.manifest.purpose import purpose_keyring, repository_pins
 
 SETUP_DESCRIPTION = """\
 Wire Portage to gkeys in one command, with new files only:
@@ -87,6 +88,11 @@ def _setup_report(result: portage_setup.SetupResult, *, undo: bool) -> Report:
     return report
 
 
+def _repository_keyring(ctx: Gkeys, category: str) -> bytes:
+    """The armored keys of ``category`` that may sign snapshots (Purpose.REPOSITORY), for emerge-webrsync."""
+    return purpose_keyring(ctx, category, repository_pins(ctx, category)[0])
+
+
 def run_setup_portage(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """setup-portage."""
     eroot = _eroot(args)
@@ -96,7 +102,8 @@ def run_setup_portage(ctx: Gkeys, args: argparse.Namespace) -> Report:
     if not args.dry_run:
         ctx.ensure_layout()
     result = portage_setup.setup(eroot, args.repo or ["gentoo"], record=record, fetch_wrapper=args.fetch_wrapper,
-                                 overlays=args.overlays, category=args.category, dry_run=args.dry_run)
+                                 overlays=args.overlays, category=args.category, dry_run=args.dry_run,
+                                 keyrings=lambda _name: _repository_keyring(ctx, args.category or "gentoo"))
     return _setup_report(result, undo=False)
 
 

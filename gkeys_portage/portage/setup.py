@@ -11,13 +11,18 @@ What it writes under ``EROOT`` (nothing else, and never a file that already exis
 * when ``EROOT/etc/systemd/system`` exists and ``gkeys-refresh.timer`` is installed under EROOT: the symlink
   ``systemctl enable gkeys-refresh.timer`` would make in ``timers.target.wants`` (the daily key refresh,
   off the sync path); otherwise a note with the OpenRC/cron way;
+* for a repository on ``sync-type = webrsync``: its section in ``zz-gkeys.conf`` keeps webrsync but sets
+  ``sync-webrsync-verify-signature = yes`` and ``sync-openpgp-key-path`` to ``etc/portage/gkeys/<repo>.asc``,
+  a keyring of exactly the repository-purpose keys gkeys pins (never a developer or release key);
 * with ``fetch_wrapper``: a make.conf fragment with ``FETCH_WRAPPER`` (``make.conf/gkeys-fetch.conf``
   when make.conf is a directory; otherwise ``etc/portage/gkeys-fetch.conf`` to ``source`` from it).
 
 What it created (files with their SHA-256, directories) is recorded in gkeys' own state
 (``state/setup-portage/<EROOT digest>.json``), never in ``EROOT``, which another user may be able to write;
 :func:`undo` removes exactly those files (only while unchanged) and directories (only while empty), so
-setup followed by undo leaves ``EROOT`` as it was.  Running setup twice changes nothing the second time.
+setup followed by undo leaves ``EROOT`` as it was.  Running setup twice changes nothing the second time,
+except that a file setup wrote and nobody changed since is brought up to date (the webrsync keyring after
+a key refresh).
 An existing file with other content stops the whole install: nothing is written.  Every path below
 ``EROOT`` is reached without following a symlink, through directories owned by the running user or root
 and writable by nobody else (:mod:`gkeys_portage.portage.confined`).
@@ -32,7 +37,7 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,6 +68,9 @@ GIT_TYPES = ("git", "gkeys")
 RSYNC_TYPES = ("rsync", "gkeys")  # ::gentoo on rsync (or already on gkeys with an rsync URI) stays on rsync
 REPO_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_+-]*")  # Portage's repository names
 SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]+")  # a path Portage can take as one word of FETCH_WRAPPER
+WEBRSYNC_KEYRINGS = ETC / "gkeys"  # <repo>.asc: the repository keys emerge-webrsync may accept
+#: makes the webrsync keyring of a repository (armored keys); raises NotVerifiedError without a repository key
+KeyringSource = Callable[[str], bytes]
 REFRESH_TIMER = "gkeys-refresh.timer"
 SYSTEMD_ETC = Path("etc/systemd/system")
 #: the link ``systemctl enable gkeys-refresh.timer`` makes (its [Install] section: WantedBy=timers.target)
@@ -169,6 +177,17 @@ def _clone_notes(eroot: Path, repos: Sequence[str]) -> list[str]:
     return notes
 
 
+def webrsync_repos(eroot: Path, repos: Sequence[str]) -> list[str]:
+    """The named repositories that sync with ``sync-type = webrsync`` (repos.conf as Portage reads it)."""
+    known = read_repos(eroot, skip=eroot / REPOS_FRAGMENT)
+    return [name for name in dict.fromkeys(repos) if known.get(name) and known[name].get("sync-type") == "webrsync"]
+
+
+def webrsync_keyring_path(name: str) -> Path:
+    """Where setup writes the keyring ``sync-openpgp-key-path`` of webrsync repository ``name`` names."""
+    return WEBRSYNC_KEYRINGS / f"{name}.asc"
+
+
 def repos_fragment(eroot: Path, repos: Sequence[str], *, category: str | None = None) -> bytes:
     """``repos.conf/zz-gkeys.conf``: each named repository switched to ``sync-type = gkeys``.
 
@@ -192,10 +211,17 @@ def repos_fragment(eroot: Path, repos: Sequence[str], *, category: str | None = 
         sync_type = repo.get("sync-type") if repo else ""
         uri = repo.get("sync-uri") if repo else ""
         settings: list[tuple[str, str]] = [("sync-type", "gkeys")]
-        if repo is not None and hooks_only_on_change(repo):
+        if repo is not None and sync_type == "webrsync":
+            # emerge-webrsync verifies the snapshot's .gpgsig itself (gemato, -K keyring); gkeys gives it a
+            # keyring of exactly the repository keys.  (It ignores sync-openpgp-key-refresh: gemato refreshes.)
+            settings = [("sync-webrsync-verify-signature", "yes"),
+                        ("sync-openpgp-key-path", "/" + webrsync_keyring_path(name).as_posix())]
+        elif repo is not None and hooks_only_on_change(repo):
             # Portage would skip the hooks of a sync that "changed nothing" (a merge that failed half-way)
             settings.append((HOOKS_ON_CHANGE, "false"))
-        if name == "gentoo" and sync_type in RSYNC_TYPES and is_rsync_uri(uri):
+        if sync_type == "webrsync":
+            pass  # stays webrsync, verified by emerge-webrsync against gkeys' keyring (and gkeys verify-snapshot)
+        elif name == "gentoo" and sync_type in RSYNC_TYPES and is_rsync_uri(uri):
             pass  # rsync stays rsync: the gkeys module verifies the Manifest tree (category gentoo, its default)
         elif name == "gentoo":
             if sync_type not in GIT_TYPES or not uri:
@@ -208,7 +234,7 @@ def repos_fragment(eroot: Path, repos: Sequence[str], *, category: str | None = 
             raise BadInputError(f"repository {name!r} syncs with {sync_type or 'nothing'!r}: gkeys verifies git "
                                 f"repositories; set sync-type = git and a git sync-uri in "
                                 f"{repo.origin.get('sync-type') or eroot / 'etc/portage/repos.conf'} first")
-        if name != "gentoo":
+        if name != "gentoo" and sync_type != "webrsync":
             if category is not None:
                 settings.append(("sync-gkeys-category", category))
             elif not (repo and repo.get("sync-gkeys-category")):
@@ -253,8 +279,11 @@ def timer_plan(root: ConfinedRoot) -> tuple[list[PlannedFile], list[str]]:
 
 
 def plan(eroot: Path, repos: Sequence[str], *, fetch_wrapper: bool = False, overlays: bool = False,
-         category: str | None = None, root: ConfinedRoot | None = None) -> tuple[list[PlannedFile], list[str]]:
+         category: str | None = None, root: ConfinedRoot | None = None,
+         keyrings: KeyringSource | None = None) -> tuple[list[PlannedFile], list[str]]:
     """The files setup-portage wants, and notes for the user (steps it never takes itself).
+
+    ``keyrings`` makes the keyring of each webrsync repository (required when one is named).
 
     ``root`` (default: ``eroot`` opened here) tells files from directories without following symlinks.
     """
@@ -270,6 +299,12 @@ def plan(eroot: Path, repos: Sequence[str], *, fetch_wrapper: bool = False, over
     files = [PlannedFile(ETC / hook, hook_content(hook), 0o755, "hook") for hook in hooks]
     files.append(PlannedFile(REPOS_FRAGMENT, repos_fragment(eroot, repos, category=category), 0o644, "repos.conf"))
     notes = _clone_notes(eroot, repos)
+    for name in webrsync_repos(eroot, repos):
+        if keyrings is None:
+            raise BadInputError(f"repository {name!r} syncs with webrsync: its keyring cannot be made here")
+        files.append(PlannedFile(webrsync_keyring_path(name), keyrings(name), 0o644, "webrsync keyring"))
+        notes.append(f"emerge-webrsync now accepts only the repository keys gkeys pins for {name}; it does not know "
+                     f"gkeys' high-water mark: 'gkeys verify-snapshot' also refuses an older snapshot")
     with contextlib.ExitStack() as stack:
         timer, timer_notes = timer_plan(root or stack.enter_context(ConfinedRoot(eroot)))
     files += timer
@@ -333,7 +368,7 @@ def _own_path(name: str, *, directory: bool = False) -> bool:
 
 
 def setup(eroot: Path, repos: Sequence[str], *, record: Path, fetch_wrapper: bool = False, overlays: bool = False,
-          category: str | None = None, dry_run: bool = False) -> SetupResult:
+          category: str | None = None, dry_run: bool = False, keyrings: KeyringSource | None = None) -> SetupResult:
     """Create the planned files that are missing, recording them in ``record`` (gkeys' own state).
 
     An existing file with other content (or a symlink, or a directory) in the place of a planned file
@@ -341,7 +376,7 @@ def setup(eroot: Path, repos: Sequence[str], *, record: Path, fetch_wrapper: boo
     """
     with ConfinedRoot(eroot) as root:
         files, notes = plan(eroot, repos, fetch_wrapper=fetch_wrapper, overlays=overlays, category=category,
-                            root=root)
+                            root=root, keyrings=keyrings)
         result = SetupResult(eroot, dry_run, notes=notes)
         manifest = _read_record(record, eroot)
         recorded: dict[str, str] = manifest["files"]  # type: ignore[assignment]
@@ -364,6 +399,9 @@ def setup(eroot: Path, repos: Sequence[str], *, record: Path, fetch_wrapper: boo
                 result.conflicts.append((item.path, f"exists and is not a regular file (a {kind})"))
             elif current == item.content:
                 result.unchanged.append(item.path)
+            elif current is not None and recorded.get(item.path.as_posix()) == sha256(current):
+                todo.append(item)  # written by setup and unchanged since: bring it up to date
+                diffs.append(_diff(item.path, current, item.content))
             elif current is not None:
                 result.conflicts.append((item.path, "exists with other content"))
                 diffs.append(_diff(item.path, current, item.content))
