@@ -335,3 +335,22 @@ def test_webrsync_without_a_repository_key_writes_nothing(env: Any, tmp_path: Pa
     assert result.code == 1 and "pins no repository key" in result.err and "Traceback" not in result.text, \
         result.text
     assert snapshot(root) == before
+
+
+def test_setup_again_updates_its_own_unchanged_keyring_but_not_an_edited_one(env: Any, tmp_path: Path) -> None:
+    from media_helpers import install_release_key
+
+    install_release_key(env)
+    env.pin_key("gentoo", "snapshot", "bob")
+    root = webrsync_root(tmp_path)
+    assert env.run("setup-portage", "--eroot", str(root)).code == 0
+    keyring = root / "etc/portage/gkeys/gentoo.asc"
+    assert env.run("remove-seed", "-C", "gentoo", "-n", "snapshot").code == 0
+    env.pin_key("gentoo", "snapshot", "alice")    # the repository key changed (a new key, a refresh)
+    result = env.run("setup-portage", "--eroot", str(root))
+    assert result.code == 0, result.text
+    assert _keyring_fingerprints(keyring, tmp_path / "gpg") == {env.keys.keys["alice"].fingerprint}
+    keyring.write_text("edited by the admin\n")
+    result = env.run("setup-portage", "--eroot", str(root))
+    assert result.code == 1 and "exists with other content" in result.err, result.text
+    assert keyring.read_text() == "edited by the admin\n"
