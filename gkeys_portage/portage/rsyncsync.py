@@ -11,6 +11,15 @@ Used by ``sync-type = gkeys`` when ``sync-uri`` is ``rsync://`` or ``ssh+rsync:/
    (:mod:`gkeys_portage.verify.manifest.tree`); the signed ``TIMESTAMP`` must be fresh
    (:mod:`gkeys_portage.verify.manifest.marks`: not older than the last verified one, not older than
    ``sync-gkeys-max-age`` hours).
+   A sync that changes nothing skips the hashing (see :func:`unchanged_files`): when every file of the
+   staging tree is a hard link to the live file at the same path (rsync transferred nothing, deleted
+   nothing) and the top Manifest is byte-identical to the one recorded with the high-water mark, the
+   staging tree *is* the live tree, which gkeys verified in full with that very Manifest.  The signature
+   of the top Manifest is still verified against today's keyring (a key revoked since refuses), its signer
+   must still be a pinned repository key, and the freshness rules (rollback, maximum age, clock) still
+   apply.  What it trusts: the live tree's files are still the ones gkeys swapped in; whoever can write
+   the live tree (root, the portage user) could change them after any sync anyway, and a file they
+   replace so that rsync's size-and-time check passes is not repaired by a no-change sync.
 4. The mark is raised, then the staging tree is exchanged with the live one in one ``renameat2`` call
    (:mod:`gkeys_portage.core.swap`) and the old tree removed.  Killed before the exchange, the live tree is
    untouched; after it, the live tree is the new verified one.  A mark raised just before a kill only makes
@@ -27,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import os
 import shutil
 import signal
 import subprocess
@@ -49,7 +59,7 @@ from gkeys_portage.portage.treesync import (
     staging_prefix,
 )
 from gkeys_portage.verify.git.spawn import SpawnSettings
-from gkeys_portage.verify.manifest.marks import DEFAULT_MAX_AGE_HOURS, Freshness
+from gkeys_portage.verify.manifest.marks import DEFAULT_MAX_AGE_HOURS, Freshness, last_mark
 from gkeys_portage.verify.manifest.purpose import purpose_keyring, repository_pins
 from gkeys_portage.verify.manifest.tree import verify_tree
 
@@ -130,6 +140,37 @@ def _fetch(request: RsyncRequest, staging: Path, *, checksum: bool = False) -> N
                            f"{words[-1] if words else 'no message'}; try again or another mirror")
 
 
+def _inodes(root: Path, skip: tuple[str, ...]) -> dict[str, int | str]:
+    """Relative path -> inode of every regular file (symlink: ``->`` + target) under ``root``; top-level
+    names in ``skip`` left out.  ``os.scandir`` gives the inode and the type without a stat call."""
+    found: dict[str, int | str] = {}
+    pending = [("", root)]
+    while pending:
+        prefix, folder = pending.pop()
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                rel = prefix + entry.name
+                if not prefix and entry.name in skip:
+                    continue
+                if entry.is_symlink():
+                    found[rel] = "->" + os.readlink(entry.path)
+                elif entry.is_dir():
+                    pending.append((rel + "/", Path(entry.path)))
+                else:
+                    found[rel] = entry.inode()
+    return found
+
+
+def unchanged_files(staging: Path, live: Path) -> bool:
+    """True when ``staging`` holds exactly the files of ``live`` as hard links (same paths, same inodes, same
+    symlinks): rsync transferred and deleted nothing.  Both are on one file system (staging sits beside)."""
+    skip = (*LOCAL_DIRECTORIES, ".git")
+    try:
+        return live.is_dir() and _inodes(staging, skip) == _inodes(live, skip)
+    except OSError:
+        return False  # cannot tell: hash everything
+
+
 def _carry_local(live: Path, staging: Path) -> None:
     """Hard-link the live tree's never-synced directories into the new tree (the originals stay put)."""
     for name in LOCAL_DIRECTORIES:
@@ -191,8 +232,10 @@ def _sync(ctx: Gkeys, request: RsyncRequest, log: Log) -> SyncOutcome:
         def check(timestamp: datetime, digest: str) -> None:
             fresh[:] = [freshness.check(ctx, timestamp, digest)]
 
+        previous = last_mark(ctx, freshness.key)
+        known = previous.digest if previous is not None and unchanged_files(staging, location) else None
         try:
-            tree = verify_tree(staging, keyring, pins, where=request.uri, before_files=check)
+            tree = verify_tree(staging, keyring, pins, where=request.uri, before_files=check, known_digest=known)
         except TreeMismatchError:
             # rsync's quick check (size and time) hard-links a file whose content changed without either
             # changing (a live file edited in place, two builds in one second): compare contents, verify again
@@ -200,6 +243,9 @@ def _sync(ctx: Gkeys, request: RsyncRequest, log: Log) -> SyncOutcome:
             _fetch(request, staging, checksum=True)
             tree = verify_tree(staging, keyring, pins, where=request.uri, before_files=check)
         newer = fresh[0]
+        if not tree.files_hashed:
+            log("info", "gkeys: no file changed and the top Manifest is the one verified last time: its signature "
+                        "checked again, the files not hashed again")
         log("good", f"gkeys: Manifest tree signed by {tree.signer.category}/{tree.signer.nick} "
                     f"({tree.signer.fingerprint}), TIMESTAMP {tree.timestamp:%Y-%m-%d %H:%M:%S} UTC: verified")
         if location.is_dir():

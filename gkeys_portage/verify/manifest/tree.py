@@ -44,6 +44,7 @@ class VerifiedTree:
     timestamp: datetime  # the top Manifest's TIMESTAMP, UTC
     signer: Pin
     digest: str  # SHA-256 of the top Manifest as served (equal time stamps must mean equal trees)
+    files_hashed: bool = True  # False: the files were vouched for by the caller (``known_digest``)
 
     def to_json(self) -> dict[str, str]:
         """The facts, for ``--json``."""
@@ -89,8 +90,14 @@ def _refusal(where: str, exc: gemato.exceptions.GematoException, pins: PinSet) -
 
 
 def verify_tree(root: Path, keyring: bytes, pins: PinSet, *, where: str | None = None,
-                jobs: int | None = None, before_files: Callable[[datetime, str], object] | None = None) -> VerifiedTree:
+                jobs: int | None = None, before_files: Callable[[datetime, str], object] | None = None,
+                known_digest: str | None = None) -> VerifiedTree:
     """Verify the Manifest tree at ``root`` against ``keyring`` (exactly the keys of ``pins``).
+
+    ``known_digest``: the caller vouches that every file under ``root`` is the very file (same inode) of a
+    tree verified in full with a top Manifest of that SHA-256.  When the top Manifest has that digest, its
+    signature, signer and TIMESTAMP are still checked (today's keyring: a revoked key refuses) but the files
+    are not hashed again.
 
     ``where`` names the tree in messages (the mirror, not the staging directory).  ``before_files`` is called
     with the signed ``TIMESTAMP`` and the top Manifest's digest once the signature verified and before the
@@ -131,7 +138,9 @@ def verify_tree(root: Path, keyring: bytes, pins: PinSet, *, where: str | None =
             stamp = (entry.ts if entry.ts.tzinfo else entry.ts.replace(tzinfo=UTC)).astimezone(UTC)
             if before_files is not None:
                 before_files(stamp, digest)
-            loader.assert_directory_verifies()
+            hashed = known_digest is None or digest != known_digest
+            if hashed:
+                loader.assert_directory_verifies()
     except gemato_errors.GematoException as exc:
         raise _refusal(where, exc, pins) from exc
-    return VerifiedTree(root, stamp, pin, digest)
+    return VerifiedTree(root, stamp, pin, digest, files_hashed=hashed)

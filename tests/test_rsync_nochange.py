@@ -1,0 +1,88 @@
+"""Issue 24, speed goal: a sync that changes nothing does not hash the tree again, but still checks the top
+Manifest's signature against today's keyring and the freshness rules; any change falls back to the full
+gemato pass."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rsync_helpers import CATEGORY, RsyncDaemon, make_tree, pin_repository_keys
+from test_rsync_sync import Syncer, _refused
+
+from gkeys_portage.core.config import load_config
+from gkeys_portage.demo.world import past
+from gkeys_portage.keys.context import Gkeys
+
+pytestmark = pytest.mark.skipif(not os.path.exists("/usr/bin/rsync") and shutil.which("rsync") is None,
+                                reason="rsync is not installed")
+FAST = "the files not hashed again"
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[RsyncDaemon]:
+    served = RsyncDaemon(tmp_path / "rsyncd")
+    yield served
+    served.close()
+
+
+@pytest.fixture
+def synced(env: Any, daemon: RsyncDaemon, tmp_path: Path) -> tuple[Syncer, Path, Path]:
+    """A location synced once (in full) from a served tree; returns the syncer, the location and the tree."""
+    pinned = pin_repository_keys(env)
+    served = make_tree(tmp_path / "served", pinned.keys, "infra", when=past(0.1))
+    daemon.serve(served)
+    location = tmp_path / "repos" / "gentoo"
+    sync = Syncer(pinned, location, daemon.url)
+    outcome = sync()
+    assert outcome.ok and not any(FAST in line for line in sync.lines), sync.lines
+    return sync, location, served
+
+
+def test_an_unchanged_tree_is_not_hashed_again(synced: tuple[Syncer, Path, Path]) -> None:
+    sync, location, _served = synced
+    outcome = sync()
+    assert outcome.ok and not outcome.changed, sync.lines
+    assert any(FAST in line for line in sync.lines), sync.lines
+    assert (location / "dev-test/pkg/pkg-1.ebuild").is_file()
+
+
+def test_a_changed_file_under_the_same_manifest_still_refuses(synced: tuple[Syncer, Path, Path]) -> None:
+    sync, location, served = synced
+    (served / "dev-test/pkg/pkg-1.ebuild").write_text("tampered on the mirror\n")
+    _refused(sync, location, "does not match")
+
+
+def test_a_file_deleted_under_the_same_manifest_still_refuses(synced: tuple[Syncer, Path, Path]) -> None:
+    sync, location, served = synced
+    (served / "dev-test/pkg/pkg-1.ebuild").unlink()
+    _refused(sync, location, "is missing")
+
+
+def test_a_changed_manifest_is_verified_in_full(synced: tuple[Syncer, Path, Path], env: Any) -> None:
+    sync, _location, served = synced
+    times = {path: path.stat().st_mtime for path in served.rglob("*") if not path.name.startswith("Manifest")}
+    make_tree(served, env.keys, "infra", when=past(0.05))  # re-signed later: a new top Manifest ...
+    for path, mtime in times.items():  # ... over the very same files (rsync links them all)
+        os.utime(path, (mtime, mtime))
+    outcome = sync()
+    assert outcome.ok and outcome.changed and not any(FAST in line for line in sync.lines), sync.lines
+
+
+def test_a_key_revoked_since_still_refuses_an_unchanged_tree(synced: tuple[Syncer, Path, Path], env: Any) -> None:
+    sync, location, _served = synced
+    ctx = Gkeys(load_config(env.config))
+    with ctx.lock, ctx.keyring(CATEGORY).update() as staging:  # the key refresh brings its revocation
+        staging.import_keys(env.keys.revocation("infra"))
+    _refused(Syncer(env, location, sync.request.uri), location, "revoked")
+
+
+def test_the_maximum_age_still_applies_to_an_unchanged_tree(synced: tuple[Syncer, Path, Path]) -> None:
+    sync, location, _served = synced
+    sync.request = dataclasses.replace(sync.request, max_age_hours=0.01)
+    _refused(sync, location, "more than the maximum")
