@@ -110,7 +110,10 @@ def main() -> int:
                     raise SystemExit(f"the bench tree did not sync: {outcome.reason}")
 
             first = timed("gkeys sync, first", sync)
+            said.clear()
             same = timed("gkeys sync, nothing changed", sync)
+            if not any("not hashed again" in line for line in said):
+                print("note: the no-change sync hashed the tree (its fast path was not taken)")
             refetched = [line for line in said if "fetching again" in line]
             if refetched:
                 print(f"note: {len(refetched)} sync(s) fetched again comparing contents")
