@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import REAL, shared_path
@@ -256,3 +257,20 @@ def test_category_sections_take_any_key(tmp_path: Path) -> None:
     path.write_text("[seedurls]\nmy-overlay = https://example.org/x.seeds\n"
                     "[verify-seeds]\nmy-overlay = gentoo gkeys\n[tree]\npolicy = all\n")
     assert load_config(path, tmp_path).seedurls["my-overlay"] == "https://example.org/x.seeds"  # type: ignore[index]
+
+
+def test_a_reworded_error_keeps_its_class_and_fields() -> None:
+    """A verifier that names the sibling an error is about re-raises the same error: an EngineError (which
+    needs its capability) once came out as 'internal error: TypeError' from verify-media on gpg-sq."""
+    from gkeys_portage.core.errors import EngineError
+    from gkeys_portage.verify.media.verifier import checked
+
+    def fails() -> Any:
+        raise EngineError("gpg-sq cannot verify: it lacks multifile", capability="MULTIFILE", next_step="set x")
+
+    with pytest.raises(EngineError) as caught:
+        checked("stage3.tar.xz.asc", fails)
+    assert caught.value.message == "stage3.tar.xz.asc: gpg-sq cannot verify: it lacks multifile"
+    assert str(caught.value) == caught.value.message
+    assert caught.value.capability == "MULTIFILE" and caught.value.next_step == "set x"
+    assert caught.value.exit_code == EngineError.exit_code

@@ -9,6 +9,8 @@ exits with :attr:`GkeysError.exit_code`.
 
 from __future__ import annotations
 
+from typing import Self
+
 EXIT_OK = 0
 EXIT_NOT_VERIFIED = 1
 EXIT_BAD_INPUT = 2
@@ -32,6 +34,15 @@ class GkeysError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+    def reworded(self, message: str) -> Self:
+        """The same error (class, exit status, reason, detail, next step, every field a subclass adds) with
+        ``message`` in place of its own: for a caller that names what the error is about."""
+        clone = type(self).__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        Exception.__init__(clone, message)
+        clone.message = message
+        return clone
 
 
 class UsageError(GkeysError):
@@ -75,8 +86,9 @@ class EngineError(GpgError):
     """The OpenPGP engine (``[gpg] program``) lacks what a job needs (:mod:`gkeys_portage.openpgp.engine`);
     ``capability`` names what is missing."""
 
-    def __init__(self, message: str, *, capability: str, detail: str = "") -> None:
-        super().__init__(message, detail=detail)
+    def __init__(self, message: str, *, capability: str, detail: str = "", next_step: str = "",
+                 file: str | None = None, signer: str | None = None) -> None:
+        super().__init__(message, detail=detail, next_step=next_step, file=file, signer=signer)
         self.capability = capability
 
 

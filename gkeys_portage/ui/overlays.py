@@ -93,7 +93,7 @@ def overlay_report(ctx: Gkeys, request: OverlayRequest) -> Report:
     except GkeysError as exc:
         if output is None:
             raise
-        raise type(exc)(f"{exc.message}; {output} left unchanged", detail=exc.detail) from exc
+        raise exc.reworded(f"{exc.message}; {output} left unchanged") from exc
     report = _describe(verification, request)
     report.data["output"] = None
     if not verification.ok:

@@ -135,7 +135,7 @@ def verify_snapshot(ctx: Gkeys, path: Path, category: str, *, signature: Path | 
     try:
         result = verifier.detached(read_limited(sig_path, MAX_SIGNATURE, "signature"), path)
     except NotVerifiedError as exc:
-        raise type(exc)(f"snapshot {path.name}: {exc.message}; the snapshot is refused", detail=exc.detail) from exc
+        raise exc.reworded(f"snapshot {path.name}: {exc.message}; the snapshot is refused") from exc
     stamp = signed_time(path)
     if stamp.date() != claimed:
         raise NotVerifiedError(f"{path.name}: named for {claimed:%Y-%m-%d} but signed as the tree of "

@@ -172,7 +172,7 @@ def checked(source: str, call: Callable[..., VerifyResult], *args: object) -> Ve
     try:
         return call(*args)
     except (NotVerifiedError, BadInputError, GpgError) as exc:
-        raise type(exc)(f"{source}: {exc.message}", detail=exc.detail) from exc
+        raise exc.reworded(f"{source}: {exc.message}") from exc
 
 
 def _has_armor(data: bytes, marker: bytes) -> bool:

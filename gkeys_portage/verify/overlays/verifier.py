@@ -194,7 +194,7 @@ def verify_overlay_list(ctx: Gkeys, signed: SignedList, category: str, *, nick: 
     try:
         result = ctx.verifier(cat, [nick] if nick else []).detached(signed.signature, signed.data)
     except NotVerifiedError as exc:
-        raise type(exc)(f"{signed.name}: {exc.message}", detail=exc.detail) from exc
+        raise exc.reworded(f"{signed.name}: {exc.message}") from exc
     _check_age(ctx, signed, result)
     signed_at = time.perf_counter()
     root = parse_document(signed.data, signed.name, limits)
