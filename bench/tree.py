@@ -258,7 +258,7 @@ def main() -> int:
         cpu_baseline.append(used)
         good = sum(1 for m in out.decode().split() if m in ("G", "U"))
         assert good == total, (good, total)
-        print(f"round {round_ + 1}/{args.rounds}: gpg --verify --multifile alone (the floor) ...", flush=True)
+        print(f"round {round_ + 1}/{args.rounds}: gpg alone, one process per core (the floor) ...", flush=True)
         with tempfile.TemporaryDirectory(prefix="gkeys-bench-floor-", dir=work) as scratch:
             wall, used, _ = gpg_floor(home, repo, tip, Path(scratch))
         floor.append(wall)
@@ -273,7 +273,7 @@ def main() -> int:
     print(describe(program))
     print(f"gkeys verify-tree --policy all (a command): median {mine:6.2f} s  ({total / mine:7.0f} commits/s)")
     print(f"git log --format=%G?:                       median {theirs:6.2f} s  ({total / theirs:7.0f} commits/s)")
-    print(f"gpg --verify --multifile alone (floor):     median {gpg_only:6.2f} s  ({total / gpg_only:7.0f} commits/s)")
+    print(f"gpg alone, one process per core (floor):    median {gpg_only:6.2f} s  ({total / gpg_only:7.0f} commits/s)")
     print(f"ratio per round: {', '.join(f'{r:.1f}x' for r in ratios)}; median {statistics.median(ratios):.1f}x; "
           f"git log / floor {theirs / gpg_only:.1f}x (the most any gpg-based verifier gets here); "
           f"gkeys / floor {mine / gpg_only:.2f}x")
