@@ -19,7 +19,7 @@ start-up, gkeys' imports, each digest over the file) closes the report.
 
 Usage: python3 bench/media.py [--size-mib 512] [--rounds 5] [--cold] [--gkeys-only] [--gpg PATH]
   --gpg:    the OpenPGP engine of gkeys ($GKEYS_GPG) and of the handbook's gpg commands alike (the key is
-            made and signs with gpg from PATH).
+            made, signs and is imported into gkeys' keyring with gpg from PATH).
   --rounds: alternate gkeys and the baselines this many times; medians and ranges are printed.
   --cold:   evict the release file and its siblings from the page cache before every command
             (``posix_fadvise(POSIX_FADV_DONTNEED)``: the file is read from disk, while the cache of other
@@ -155,8 +155,6 @@ def bench(work: Path, size_mib: int, gkeys_only: bool, rounds: int = 1, cold: bo
         (work / f"check.{tool}").write_text(f"{sums[algo]}  {NAME}\n")
     public = keys.public("releng")
     keys.close()
-    program = select(engine)  # after the signing: gkeys and the handbook verify with it
-    print(describe(program), flush=True)
 
     # gkeys: a gentoo seed pinning releng, and its key imported.
     state = work / "state"
@@ -168,6 +166,8 @@ def bench(work: Path, size_mib: int, gkeys_only: bool, rounds: int = 1, cold: bo
     (work / "releng.asc").write_bytes(public)
     assert gkeys_main(["-c", str(config), "-q", "import-key", "-C", "gentoo", "-n", "releng",
                        "-F", str(work / "releng.asc")]) == 0
+    program = select(engine)  # after the signing and gkeys' import (gpg-sq refuses it): both sides verify with it
+    print(describe(program), flush=True)
 
     # The handbook's GnuPG home: the release key imported.
     home = work / "handbook-gnupg"
