@@ -7,12 +7,15 @@ Compares, in the same run and against the same server:
 
 Rounds alternate A and B (``--rounds``, default 3); each round's ratio and their median are printed.
 
-Usage: python3 bench/keys.py [--keys 164] [--latency 0.1] [--rounds 3]
+Usage: python3 bench/keys.py [--keys 164] [--latency 0.1] [--rounds 3] [--gpg PATH]
+  --gpg: the OpenPGP engine of gkeys ($GKEYS_GPG) and of the ``gpg --recv-keys`` baseline alike (keys are
+         generated with gpg from PATH).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -22,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench._engine import add_option, describe, select  # noqa: E402
 from gkeys_portage.cli.main import main as gkeys_main  # noqa: E402
 from gkeys_portage.core.types import Nick  # noqa: E402
 from gkeys_portage.demo.world import KeyFactory, LoopbackServer  # noqa: E402
@@ -35,6 +39,7 @@ def main() -> int:
     parser.add_argument("--keys", type=int, default=164)
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument("--rounds", type=int, default=3, help="A/B rounds, alternating (medians reported)")
+    add_option(parser)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="gkeys-bench-keys-"))
     print(f"generating {args.keys} ed25519 keys ...", flush=True)
@@ -44,6 +49,8 @@ def main() -> int:
     for key in keys:
         server.hkp[key.fingerprint] = factory.gpg.export_keys([key.fingerprint])
     factory.close()
+    program = select(args.gpg)  # after key generation: both sides import with it
+    print(describe(program), flush=True)
 
     seeds = {Nick(f"dev{i:03d}"): Seed(Nick(f"dev{i:03d}"), k.name, f"dev{i:03d}", [k.fingerprint],
                                        [k.fingerprint], [k.uid]) for i, k in enumerate(keys)}
@@ -72,14 +79,15 @@ def main() -> int:
         env = minimal_environment(home)
         started = time.perf_counter()
         for key in keys:
-            subprocess.run(["gpg", "--homedir", str(home), "--batch", "--keyserver", keyserver,
+            subprocess.run([program, "--homedir", str(home), "--batch", "--keyserver", keyserver,
                             "--recv-keys", key.fingerprint], env=env, check=True, capture_output=True)
         baseline.append(time.perf_counter() - started)
         subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], env=env, check=False)
     server.close()
     ratios = sorted(b / o for b, o in zip(baseline, ours, strict=True))
 
-    print(f"\nkeys: {args.keys}, latency {args.latency * 1000:.0f} ms/request")
+    print(f"\nkeys: {args.keys}, latency {args.latency * 1000:.0f} ms/request; load {os.getloadavg()[0]:.2f}; "
+          f"{describe(program)}")
     print(f"gkeys install-key:           median {statistics.median(ours):7.2f} s  "
           f"({', '.join(f'{t:.2f}' for t in ours)})")
     print(f"sequential gpg --recv-keys:  median {statistics.median(baseline):7.2f} s  "

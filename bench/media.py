@@ -17,7 +17,9 @@ the load-independent measure.  The peak RSS of the gkeys process is reported too
 < 100 MiB on a 2 GiB file; it does not grow with size).  A breakdown of what each part costs (Python
 start-up, gkeys' imports, each digest over the file) closes the report.
 
-Usage: python3 bench/media.py [--size-mib 512] [--rounds 5] [--cold] [--gkeys-only]
+Usage: python3 bench/media.py [--size-mib 512] [--rounds 5] [--cold] [--gkeys-only] [--gpg PATH]
+  --gpg:    the OpenPGP engine of gkeys ($GKEYS_GPG) and of the handbook's gpg commands alike (the key is
+            made, signs and is imported into gkeys' keyring with gpg from PATH).
   --rounds: alternate gkeys and the baselines this many times; medians and ranges are printed.
   --cold:   evict the release file and its siblings from the page cache before every command
             (``posix_fadvise(POSIX_FADV_DONTNEED)``: the file is read from disk, while the cache of other
@@ -43,6 +45,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench._engine import add_option, describe, select  # noqa: E402
 from gkeys_portage.cli.main import main as gkeys_main  # noqa: E402
 from gkeys_portage.core.types import Nick  # noqa: E402
 from gkeys_portage.demo.world import KeyFactory  # noqa: E402
@@ -125,16 +128,17 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--compare-with", type=Path, help="another gkeys source tree to time alongside")
     parser.add_argument("--cold", action="store_true", help="evict the file from the page cache before every command")
+    add_option(parser)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="gkeys-bench-media-", dir="/var/tmp" if args.cold else None))
     try:
-        return bench(work, args.size_mib, args.gkeys_only, args.rounds, args.cold, args.compare_with)
+        return bench(work, args.size_mib, args.gkeys_only, args.rounds, args.cold, args.compare_with, args.gpg)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 def bench(work: Path, size_mib: int, gkeys_only: bool, rounds: int = 1, cold: bool = False,
-          other: Path | None = None) -> int:
+          other: Path | None = None, engine: str | None = None) -> int:
     media = work / "media"
     media.mkdir()
     target = media / NAME
@@ -162,14 +166,16 @@ def bench(work: Path, size_mib: int, gkeys_only: bool, rounds: int = 1, cold: bo
     (work / "releng.asc").write_bytes(public)
     assert gkeys_main(["-c", str(config), "-q", "import-key", "-C", "gentoo", "-n", "releng",
                        "-F", str(work / "releng.asc")]) == 0
+    program = select(engine)  # after the signing and gkeys' import (gpg-sq refuses it): both sides verify with it
+    print(describe(program), flush=True)
 
     # The handbook's GnuPG home: the release key imported.
     home = work / "handbook-gnupg"
     home.mkdir(mode=0o700)
     env = minimal_environment(home)
-    subprocess.run(["gpg", "--homedir", str(home), "--batch", "--import"], input=public, env=env, check=True,
+    subprocess.run([program, "--homedir", str(home), "--batch", "--import"], input=public, env=env, check=True,
                    capture_output=True)
-    gpg = ["gpg", "--homedir", str(home), "--batch", "--verify"]
+    gpg = [program, "--homedir", str(home), "--batch", "--verify"]
 
     subprocess.run(["cat", str(target)], stdout=subprocess.DEVNULL, check=True)  # page cache warm for all
 
@@ -224,7 +230,8 @@ def bench(work: Path, size_mib: int, gkeys_only: bool, rounds: int = 1, cold: bo
 
     state = "cold: evicted from the page cache before each command" if cold else "page-cached"
     print(f"\nfile: {size_mib} MiB ({state}), "
-          f"{os.cpu_count()} CPUs, {rounds} round(s): median (min-max)")
+          f"{os.cpu_count()} CPUs, {rounds} round(s), load {os.getloadavg()[0]:.2f}: median (min-max); "
+          f"{describe(program)}")
     for label, times in results.items():
         print(f"{label:32s} {span(times, ' s')}   CPU {span(cpus[label], ' s')}")
     speedups = [h / o for h, o in zip(results["handbook, six commands"], results["gkeys verify-media"], strict=True)]

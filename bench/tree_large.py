@@ -17,6 +17,8 @@ Measured, each in a child process so its peak RSS is its own:
 Rounds alternate A (gkeys) and B (git log) (``--rounds``); ratios are from the same run.
 
 Usage: python3 bench/tree_large.py [--commits 20000] [--keys 200] [--work DIR] [--sample 2000] [--rounds 1]
+                                   [--gpg PATH]
+  --gpg: the OpenPGP engine of gkeys ($GKEYS_GPG) and of git log (gpg.program); the shape is built with gpg.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tree import git  # noqa: E402  (bench/tree.py)
 from tree_shape import Grower, Shape, build_shape  # noqa: E402
 
+from bench._engine import add_option, describe, git_options, select  # noqa: E402
 from gkeys_portage.openpgp.gnupg import GnuPG  # noqa: E402
 from gkeys_portage.verify.git.objects import git_environment  # noqa: E402
 
@@ -103,13 +106,13 @@ def forget_record(shape: Shape) -> None:
     (shape.work / "state" / "state" / "tree-revisions.json").unlink(missing_ok=True)
 
 
-def git_log(shape: Shape, tip: str, sample: int) -> tuple[float, float, int]:
+def git_log(shape: Shape, tip: str, sample: int, program: str) -> tuple[float, float, int]:
     """``git log --format=%G?`` over the newest ``sample`` commits: (wall, CPU, good marks)."""
     env = {**git_environment(), "GNUPGHOME": str(shape.keyring)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    marks = git(shape.repo, "-c", "log.showSignature=false", "log", "--format=%G?", "-n", str(sample), tip,
-                env=env).decode().split()
+    marks = git(shape.repo, *git_options(program), "-c", "log.showSignature=false", "log", "--format=%G?", "-n",
+                str(sample), tip, env=env).decode().split()
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
@@ -128,6 +131,7 @@ def main() -> int:
     parser.add_argument("--new", type=int, default=100, help="commits added for the incremental run")
     parser.add_argument("--rounds", type=int, default=1, help="A/B rounds, alternating (medians reported)")
     parser.add_argument("--work", type=Path, help="build (or reuse) the shape here; kept")
+    add_option(parser)
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="gkeys-bench-large-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -137,6 +141,8 @@ def main() -> int:
                                      rotated=args.rotated, progress=lambda text: print(text, flush=True))
         factory.close()
     tip = shape.tip
+    program = select(args.gpg)  # after the build: gkeys and git log verify with it
+    print(describe(program), flush=True)
     git(shape.repo, "update-ref", "refs/heads/master", tip)  # undo an earlier run's incremental commits
     total = int(git(shape.repo, "rev-list", "--count", tip))
     octopus = int(git(shape.repo, "rev-list", "--count", "--min-parents=3", tip))
@@ -156,7 +162,7 @@ def main() -> int:
         assert result["status"] == 0, result
         ours.append(result)
         print(f"round {round_ + 1}/{args.rounds}: git log --format=%G? over the newest {sample} ...", flush=True)
-        theirs.append(git_log(shape, tip, sample))
+        theirs.append(git_log(shape, tip, sample, program))
     wall = statistics.median(r["wall"] for r in ours)
     cpu = statistics.median(r["cpu"] for r in ours)
     rss = max(r["rss_mib"] for r in ours)
