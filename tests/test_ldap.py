@@ -441,6 +441,74 @@ def test_silent_server_times_out(silent_server: int, tmp_path: Path, capsys: pyt
     assert not out.exists()
 
 
+class _DrippingServer:
+    """An LDAP server on 127.0.0.1 that answers the bind at once, then sends its search answer one byte
+    every 0.2 s for ever (each read is quick, so no per-read timeout trips)."""
+
+    def __init__(self) -> None:
+        self.socket = socket.socket()
+        self.socket.bind(("127.0.0.1", 0))
+        self.socket.listen(8)
+        self.port = int(self.socket.getsockname()[1])
+        self.dripped = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _message_id(request: bytes) -> int:
+        """The messageID of a BER-encoded LDAPMessage (SEQUENCE, then INTEGER)."""
+        pos = 2 if request[1] < 0x80 else 2 + (request[1] & 0x7F)
+        length = request[pos + 1]
+        return int.from_bytes(request[pos + 2 : pos + 2 + length], "big")
+
+    def _serve(self) -> None:
+        self.socket.settimeout(0.2)
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.socket.accept()
+            except OSError:
+                continue
+            with conn:
+                try:
+                    bind = self._message_id(conn.recv(4096))
+                    # BindResponse: success, empty matchedDN and diagnosticMessage
+                    conn.sendall(bytes([0x30, 0x0C, 0x02, 0x01, bind, 0x61, 0x07, 0x0A, 0x01, 0x00, 0x04, 0x00,
+                                        0x04, 0x00]))
+                    search = self._message_id(conn.recv(4096))
+                    # a searchResEntry announced as 1 MiB long, sent a byte at a time
+                    conn.sendall(bytes([0x30, 0x83, 0x10, 0x00, 0x08, 0x02, 0x01, search, 0x64, 0x83, 0x10, 0x00,
+                                        0x00]))
+                    while not self._stop.wait(0.2):
+                        conn.sendall(b"\x04")
+                        self.dripped += 1
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.socket.close()
+
+
+def test_a_dripping_server_is_cut_at_the_deadline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The per-read timeout alone let a server that sends a byte every 0.2 s hold the search for ever."""
+    server = _DrippingServer()
+    out = tmp_path / "devs.seeds"
+    try:
+        start = time.monotonic()
+        result = run(capsys, "update-seeds", "-C", "gentoo-devs", "-o", str(out), "--json",
+                     "--uri", f"ldap://127.0.0.1:{server.port}", "--timeout", "2", "--deadline", "3")
+        elapsed = time.monotonic() - start
+    finally:
+        server.close()
+    assert result.code == 3, result.out + result.err
+    assert "did not end within 3 s" in str(result.doc["error"]) and "--deadline" in str(result.doc["error"])
+    assert server.dripped >= 5  # the server was dripping, not silent: the per-read timeout never tripped
+    assert elapsed < 15
+    assert not out.exists()
+
+
 class _Recorder:
     """A TCP server on 127.0.0.1 that records what every connection sends and never answers."""
 
@@ -563,6 +631,8 @@ def test_empty_password_is_refused(slapd: Slapd, tmp_path: Path, capsys: pytest.
     (("--uri", "ldap://ldap.example.org", "--bind-dn", "cn=x", "--password-file", "PW"), "in the clear"),
     (("--uri", "ldap://127.0.0.1:1", "--password-file", "PW"), "needs --bind-dn"),
     (("--uri", "ldap://127.0.0.1:1", "--ca-file", "/nonexistent/ca.pem"), "does not exist"),
+    (("--uri", "ldap://127.0.0.1:1", "--deadline", "0"), "--deadline 0: give a positive"),
+    (("--uri", "ldap://127.0.0.1:1", "--timeout", "nan"), "--timeout nan: give a positive"),
 ])
 def test_unsafe_or_impossible_settings_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                    argv: tuple[str, ...], fragment: str) -> None:

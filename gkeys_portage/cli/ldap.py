@@ -49,7 +49,7 @@ refused:
 
 exit status:
   0  done   2  usage or bad input (bad filter, bind refused, unknown base, empty result)
-  3  network failure (connection refused, timeout, TLS failure)
+  3  network failure (connection refused, timeout, TLS failure, past --deadline)
 """
 
 
@@ -65,7 +65,10 @@ def _connection_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--ca-file", metavar="FILE",
                        help="CA certificates (PEM) to verify the server with (default: the system's)")
     group.add_argument("--timeout", type=float, default=ldapseeds.DEFAULT_TIMEOUT, metavar="SECONDS",
-                       help=f"connect and response timeout (default: {ldapseeds.DEFAULT_TIMEOUT:.0f})")
+                       help=f"connect and per-read timeout (default: {ldapseeds.DEFAULT_TIMEOUT:.0f})")
+    group.add_argument("--deadline", type=float, default=ldapseeds.DEFAULT_DEADLINE, metavar="SECONDS",
+                       help="the whole search must end within SECONDS, however the server paces its answer "
+                            f"(default: {ldapseeds.DEFAULT_DEADLINE:.0f})")
     group.add_argument("--filter", dest="extra_filter", metavar="FILTER",
                        help="an extra raw LDAP filter that must also match, e.g. '(gentooAccess=infra.group)'")
 
@@ -122,7 +125,7 @@ def settings_from(args: argparse.Namespace) -> ldapseeds.LdapSettings:
         raise BadInputError("--password-file needs --bind-dn")
     return ldapseeds.LdapSettings(uri=args.uri, base=args.base, bind_dn=args.bind_dn, password=password,
                                   starttls=args.starttls, ca_file=Path(args.ca_file) if args.ca_file else None,
-                                  timeout=args.timeout)
+                                  timeout=args.timeout, deadline=args.deadline)
 
 
 def _add_problems(report: Report, problems: Sequence[ldapseeds.Problem]) -> None:

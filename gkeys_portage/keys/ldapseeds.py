@@ -11,7 +11,8 @@ the word ``undefined``).  A seed is made per active developer::
 A fingerprint that is not 40 or 64 hex digits after removing spaces is reported and dropped; a
 developer left without any valid fingerprint (or without ``uid``) is reported and left out.
 
-Network trouble (refused connection, timeout, TLS failure) raises :class:`NetworkError` (exit 3).
+Network trouble (refused connection, timeout, TLS failure, a search not ended by its deadline) raises
+:class:`NetworkError` (exit 3).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import contextlib
 import ipaddress
 import math
 import re
+import socket
 import ssl
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +40,9 @@ ATTRIBUTES = ("uid", "cn", "mail", "gentooStatus", "gpgfingerprint")
 DEFAULT_BASE = "ou=devs,dc=gentoo,dc=org"
 ACTIVE = "active"
 DEFAULT_TIMEOUT = 30.0
+#: the whole search (connect, bind, every page) must end within this many seconds: the per-read timeout
+#: alone lets a server that sends a byte every few seconds hold gkeys-ldap for ever
+DEFAULT_DEADLINE = 300.0
 PAGE_SIZE = 500
 #: memory bound: a directory answer with more entries than this is refused
 MAX_ENTRIES = 100_000
@@ -61,6 +67,7 @@ class LdapSettings:
     starttls: bool = False
     ca_file: Path | None = None
     timeout: float = DEFAULT_TIMEOUT
+    deadline: float = DEFAULT_DEADLINE
 
 
 @dataclass
@@ -228,6 +235,9 @@ def _check_settings(settings: LdapSettings) -> tuple[str, bool]:
         raise UsageError(f"invalid LDAP URI {settings.uri!r}: use ldap://HOST[:PORT] or ldaps://HOST[:PORT]")
     if scheme == "ldaps" and settings.starttls:
         raise UsageError("--starttls is for ldap:// URIs; ldaps:// is already encrypted")
+    for name, value in (("--timeout", settings.timeout), ("--deadline", settings.deadline)):
+        if not math.isfinite(value) or value <= 0:
+            raise UsageError(f"{name} {value:g}: give a positive number of seconds")
     if settings.ca_file is not None and not settings.ca_file.is_file():
         raise UsageError(f"CA file {settings.ca_file} does not exist")
     if settings.password == "":
@@ -263,7 +273,7 @@ def _network_errors() -> tuple[type[BaseException], ...]:
             ex.LDAPCommunicationError, ex.LDAPSSLConfigurationError, ssl.SSLError, OSError)
 
 
-def _connect(settings: LdapSettings) -> Any:
+def _connect(settings: LdapSettings, watchdog: _Watchdog) -> Any:
     ldap3 = _ldap3()
     host, use_ssl = _check_settings(settings)
     tls = ldap3.Tls(validate=ssl.CERT_REQUIRED, ca_certs_file=str(settings.ca_file) if settings.ca_file else None,
@@ -276,6 +286,7 @@ def _connect(settings: LdapSettings) -> Any:
                                   receive_timeout=max(1, math.ceil(settings.timeout)), raise_exceptions=True,
                                   auto_bind=ldap3.AUTO_BIND_NONE, auto_referrals=False)
     connection.open()
+    watchdog.watch(connection)
     if settings.starttls and connection.start_tls() is not True:
         # ldap3 returns False (without raising) when it did not start TLS; binding now would send
         # the password in the clear
@@ -287,17 +298,25 @@ def _connect(settings: LdapSettings) -> Any:
 
 
 def search(settings: LdapSettings, ldap_filter: str) -> list[Developer]:
-    """Run one subtree search under ``settings.base`` (paged) and return the entries."""
+    """Run one subtree search under ``settings.base`` (paged) and return the entries.
+
+    The whole search ends within ``settings.deadline`` seconds: past it the connection is cut and the
+    search fails as a network failure (a server that answers a byte at a time never trips the per-read
+    ``timeout``).
+    """
     ldap3 = _ldap3()
     from ldap3.core import exceptions as ex
 
     where = f"LDAP server {settings.uri}"
+    watchdog = _Watchdog(settings.deadline)
     try:
-        connection = _connect(settings)
-        try:
-            entries = _paged_search(connection, settings.base, ldap_filter, ldap3.SUBTREE)
-        finally:
-            connection.unbind()
+        with watchdog:
+            connection = _connect(settings, watchdog)
+            try:
+                entries = _paged_search(connection, settings.base, ldap_filter, ldap3.SUBTREE)
+            finally:
+                with contextlib.suppress(*_network_errors(), ex.LDAPException):
+                    connection.unbind()
     except ex.LDAPInvalidFilterError as exc:
         raise UsageError(f"invalid LDAP filter {ldap_filter!r}: {exc}") from exc
     except (ex.LDAPBindError, ex.LDAPInvalidCredentialsResult,
@@ -307,11 +326,51 @@ def search(settings: LdapSettings, ldap_filter: str) -> list[Developer]:
         raise BadInputError(f"{where}: search base {settings.base!r} does not exist") from exc
     except ex.LDAPOperationResult as exc:
         raise BadInputError(f"{where}: {exc.description or exc}: {exc.message or ''}".rstrip(": ")) from exc
-    except _network_errors() as exc:
-        raise NetworkError(f"{where}: {_reason(exc)}") from exc
-    except ex.LDAPException as exc:
-        raise NetworkError(f"{where}: {exc}") from exc
+    except (*_network_errors(), ex.LDAPException) as exc:
+        if watchdog.fired:
+            raise NetworkError(f"{where}: the search did not end within {settings.deadline:g} s (the server "
+                               "answers too slowly); try again later, or allow longer with --deadline SECONDS") from exc
+        raise NetworkError(f"{where}: {_reason(exc) if isinstance(exc, _network_errors()) else exc}") from exc
     return [developer_from_entry(entry.get("dn", ""), entry.get("attributes")) for entry in entries]
+
+
+class _Watchdog:
+    """Cuts the LDAP connection's socket once ``seconds`` have passed (``fired`` then says so)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.fired = False
+        self._connection: Any = None
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._cut)
+        self._timer.daemon = True
+
+    def watch(self, connection: Any) -> None:
+        """Cut ``connection`` at the deadline (at once if it has already passed)."""
+        with self._lock:
+            self._connection = connection
+            fired = self.fired
+        if fired:
+            self._shutdown(connection)
+
+    def _cut(self) -> None:
+        with self._lock:
+            self.fired = True
+            connection = self._connection
+        if connection is not None:
+            self._shutdown(connection)
+
+    @staticmethod
+    def _shutdown(connection: Any) -> None:
+        with contextlib.suppress(OSError, AttributeError):
+            connection.socket.shutdown(socket.SHUT_RDWR)  # a blocked recv returns at once
+
+    def __enter__(self) -> _Watchdog:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
 
 
 def _paged_search(connection: Any, base: str, ldap_filter: str, scope: Any) -> list[dict[str, Any]]:
