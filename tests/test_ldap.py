@@ -8,6 +8,7 @@ it skips cleanly when slapd (Debian package ``slapd``) is not installed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import socket
@@ -402,32 +403,45 @@ def test_connection_refused_is_a_network_failure(tmp_path: Path, capsys: pytest.
     assert not out.exists()
 
 
+class _LoopbackServer:
+    """A TCP server on 127.0.0.1 that hands its connections, one at a time, to :meth:`handle` (later ones wait
+    in the listen backlog: connected, unanswered)."""
+
+    def __init__(self) -> None:
+        self.socket = socket.socket()
+        self.socket.bind(("127.0.0.1", 0))
+        self.socket.listen(8)
+        self.port = int(self.socket.getsockname()[1])
+        self.stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        self.socket.settimeout(0.2)
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.socket.accept()
+            except OSError:
+                continue
+            with conn, contextlib.suppress(OSError):
+                self.handle(conn)
+
+    def handle(self, conn: socket.socket) -> None:
+        """Serve one connection (here: hold it open, saying nothing, until the server stops)."""
+        self.stop.wait()
+
+    def close(self) -> None:
+        self.stop.set()
+        self._thread.join(5)
+        self.socket.close()
+
+
 @pytest.fixture
 def silent_server() -> Iterator[int]:
     """A TCP server on 127.0.0.1 that accepts connections and never answers."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        listener.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                continue
-            held.append(conn)
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield int(listener.getsockname()[1])
-    stop.set()
-    thread.join(5)
-    for conn in held:
-        conn.close()
-    listener.close()
+    server = _LoopbackServer()
+    yield server.port
+    server.close()
 
 
 def test_silent_server_times_out(silent_server: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -441,19 +455,11 @@ def test_silent_server_times_out(silent_server: int, tmp_path: Path, capsys: pyt
     assert not out.exists()
 
 
-class _DrippingServer:
+class _DrippingServer(_LoopbackServer):
     """An LDAP server on 127.0.0.1 that answers the bind at once, then sends its search answer one byte
     every 0.2 s for ever (each read is quick, so no per-read timeout trips)."""
 
-    def __init__(self) -> None:
-        self.socket = socket.socket()
-        self.socket.bind(("127.0.0.1", 0))
-        self.socket.listen(8)
-        self.port = int(self.socket.getsockname()[1])
-        self.dripped = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
+    dripped = 0
 
     @staticmethod
     def _message_id(request: bytes) -> int:
@@ -462,33 +468,16 @@ class _DrippingServer:
         length = request[pos + 1]
         return int.from_bytes(request[pos + 2 : pos + 2 + length], "big")
 
-    def _serve(self) -> None:
-        self.socket.settimeout(0.2)
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.socket.accept()
-            except OSError:
-                continue
-            with conn:
-                try:
-                    bind = self._message_id(conn.recv(4096))
-                    # BindResponse: success, empty matchedDN and diagnosticMessage
-                    conn.sendall(bytes([0x30, 0x0C, 0x02, 0x01, bind, 0x61, 0x07, 0x0A, 0x01, 0x00, 0x04, 0x00,
-                                        0x04, 0x00]))
-                    search = self._message_id(conn.recv(4096))
-                    # a searchResEntry announced as 1 MiB long, sent a byte at a time
-                    conn.sendall(bytes([0x30, 0x83, 0x10, 0x00, 0x08, 0x02, 0x01, search, 0x64, 0x83, 0x10, 0x00,
-                                        0x00]))
-                    while not self._stop.wait(0.2):
-                        conn.sendall(b"\x04")
-                        self.dripped += 1
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        self.socket.close()
+    def handle(self, conn: socket.socket) -> None:
+        bind = self._message_id(conn.recv(4096))
+        # BindResponse: success, empty matchedDN and diagnosticMessage
+        conn.sendall(bytes([0x30, 0x0C, 0x02, 0x01, bind, 0x61, 0x07, 0x0A, 0x01, 0x00, 0x04, 0x00, 0x04, 0x00]))
+        search = self._message_id(conn.recv(4096))
+        # a searchResEntry announced as 1 MiB long, sent a byte at a time
+        conn.sendall(bytes([0x30, 0x83, 0x10, 0x00, 0x08, 0x02, 0x01, search, 0x64, 0x83, 0x10, 0x00, 0x00]))
+        while not self.stop.wait(0.2):
+            conn.sendall(b"\x04")
+            self.dripped += 1
 
 
 def test_a_dripping_server_is_cut_at_the_deadline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -509,40 +498,17 @@ def test_a_dripping_server_is_cut_at_the_deadline(tmp_path: Path, capsys: pytest
     assert not out.exists()
 
 
-class _Recorder:
+class _Recorder(_LoopbackServer):
     """A TCP server on 127.0.0.1 that records what every connection sends and never answers."""
 
-    def __init__(self) -> None:
-        self.socket = socket.socket()
-        self.socket.bind(("127.0.0.1", 0))
-        self.socket.listen(8)
-        self.port = int(self.socket.getsockname()[1])
-        self.connections = 0
-        self.received = b""
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
+    connections = 0
+    received = b""
 
-    def _serve(self) -> None:
-        self.socket.settimeout(0.2)
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.socket.accept()
-            except OSError:
-                continue
-            self.connections += 1
-            conn.settimeout(0.5)
-            with conn:
-                try:
-                    while chunk := conn.recv(4096):
-                        self.received += chunk
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        self.socket.close()
+    def handle(self, conn: socket.socket) -> None:
+        self.connections += 1
+        conn.settimeout(0.5)
+        while chunk := conn.recv(4096):
+            self.received += chunk
 
 
 _MANAGE_DSA_IT = ("2.16.840.1.113730.3.4.2", True, None)
