@@ -14,6 +14,7 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from subprocess_coverage import carry_coverage_into_children
@@ -24,6 +25,9 @@ from gkeys_portage.demo.world import KeyFactory, LoopbackServer, past
 from gkeys_portage.keys.seedbinding import category_notation
 from gkeys_portage.keys.seeds import Seed, dump_seeds
 from gkeys_portage.openpgp.engine import Capability, probe
+
+if TYPE_CHECKING:
+    from gkeys_portage.demo.tree_repo import PortageSandbox
 
 PROJECT = Path(__file__).resolve().parent.parent
 SHARED = PROJECT.parent / "shared"
@@ -255,6 +259,21 @@ def env(tmp_path: Path, server: LoopbackServer, keys: KeyFactory,
         capsys: pytest.CaptureFixture[str]) -> GkeysEnv:
     """A fresh gkeys root with a config pointing at the test's loopback server."""
     return GkeysEnv(tmp_path, server, keys, capsys)
+
+
+@pytest.fixture
+def portage_root(env: GkeysEnv, tmp_path: Path) -> Iterator[PortageSandbox]:
+    """A throwaway PORTAGE_CONFIGROOT/EPREFIX for real ``emerge --sync`` runs with the installed sync module
+    (skipped when it is not installed); the test fails if /etc/gitconfig changed meanwhile."""
+    from gkeys_portage.demo.tree_repo import PortageSandbox, sync_module_missing
+
+    missing = sync_module_missing()
+    if missing:
+        pytest.skip(missing)
+    system = Path("/etc/gitconfig")
+    before = system.read_bytes() if system.exists() else None
+    yield PortageSandbox(tmp_path / "portage", env.config)
+    assert (system.read_bytes() if system.exists() else None) == before, "/etc/gitconfig was modified"
 
 
 def have(tool: str) -> bool:

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def portage_root(env: GkeysEnv) -> PortageRoot:
+def wrapper_root(env: GkeysEnv) -> PortageRoot:
     """A gentoo keyring pinning releng and a Portage prefix whose make.conf uses the wrapper."""
     if not (Path(sys.executable).parent / "emerge").exists():
         pytest.skip("Portage's emerge is not installed beside this Python")
@@ -37,30 +37,30 @@ def _stage3_and_plain(env: GkeysEnv, *, served: bytes | None = None) -> tuple[li
     return [Distfile(STAGE3, url, data), Distfile("helper-1.0.tar.gz", plain_url, plain)], media.data
 
 
-def test_emerge_fetchonly_good_stage3(env: GkeysEnv, portage_root: PortageRoot) -> None:
+def test_emerge_fetchonly_good_stage3(env: GkeysEnv, wrapper_root: PortageRoot) -> None:
     distfiles, signed = _stage3_and_plain(env)
-    atom = portage_root.add_ebuild("stage3", "1", distfiles)
-    result = portage_root.emerge("--fetchonly", atom)
+    atom = wrapper_root.add_ebuild("stage3", "1", distfiles)
+    result = wrapper_root.emerge("--fetchonly", atom)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "verified, signed by gentoo/releng" in result.stdout + result.stderr
-    assert (portage_root.distdir / STAGE3).read_bytes() == signed
-    assert (portage_root.distdir / "helper-1.0.tar.gz").exists()
-    assert not [p for p in portage_root.distdir.iterdir() if p.name.startswith(".gkeys-fetch")]
+    assert (wrapper_root.distdir / STAGE3).read_bytes() == signed
+    assert (wrapper_root.distdir / "helper-1.0.tar.gz").exists()
+    assert not [p for p in wrapper_root.distdir.iterdir() if p.name.startswith(".gkeys-fetch")]
 
 
 @pytest.mark.parametrize("style", ["FETCH_WRAPPER", "FETCHCOMMAND"])
-def test_emerge_fetchonly_tampered_stage3(env: GkeysEnv, portage_root: PortageRoot, style: str) -> None:
+def test_emerge_fetchonly_tampered_stage3(env: GkeysEnv, wrapper_root: PortageRoot, style: str) -> None:
     if style != "FETCH_WRAPPER":
-        portage_root = PortageRoot(env.root / "portage-fetchcommand", env.config, wrapper=style)
+        wrapper_root = PortageRoot(env.root / "portage-fetchcommand", env.config, wrapper=style)
     distfiles, signed = _stage3_and_plain(env, served=b"tampered stage3 " * 1000)
-    atom = portage_root.add_ebuild("stage3", "1", distfiles)
-    result = portage_root.emerge("--fetchonly", atom)
+    atom = wrapper_root.add_ebuild("stage3", "1", distfiles)
+    result = wrapper_root.emerge("--fetchonly", atom)
     text = result.stdout + result.stderr
     assert result.returncode != 0, text
     assert f"{STAGE3}: NOT verified, removed" in text
     assert "Couldn't download" in text  # Portage saw the wrapper fail and gave up on that file
-    assert not any(p.name.startswith(STAGE3) for p in portage_root.distdir.iterdir())
-    assert (portage_root.distdir / "helper-1.0.tar.gz").exists()  # other files pass through
+    assert not any(p.name.startswith(STAGE3) for p in wrapper_root.distdir.iterdir())
+    assert (wrapper_root.distdir / "helper-1.0.tar.gz").exists()  # other files pass through
 
 
 def test_emerge_fetchonly_without_wrapper_accepts_tampered(env: GkeysEnv, tmp_path: Path) -> None:

@@ -6,26 +6,13 @@ pip-installed Portage in a temp PORTAGE_CONFIGROOT, real git and gpg) and checks
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tree_helpers import PROJECT, build, install_devs
 
-from gkeys_portage.demo.tree_repo import PortageSandbox, RepoBuilder, sync_module_missing
-
-_MISSING = sync_module_missing()
-
-
-@pytest.fixture
-def portage_root(env: Any, tmp_path: Path) -> Iterator[PortageSandbox]:
-    if _MISSING:
-        pytest.skip(_MISSING)
-    system = Path("/etc/gitconfig")
-    before = system.read_bytes() if system.exists() else None
-    yield PortageSandbox(tmp_path / "portage", env.config)
-    assert (system.read_bytes() if system.exists() else None) == before, "/etc/gitconfig was modified"
+from gkeys_portage.demo.tree_repo import PortageSandbox, RepoBuilder
 
 
 def _markers(env: Any) -> list[str]:

@@ -27,17 +27,8 @@ from gkeys_portage.demo.tree_repo import GARBAGE_SIGNATURE, PortageSandbox, Repo
 
 pytestmark = pytest.mark.slow
 
-_MISSING = sync_module_missing()
 
 
-@pytest.fixture
-def portage_root(env: Any, tmp_path: Path) -> Iterator[PortageSandbox]:
-    if _MISSING:
-        pytest.skip(_MISSING)
-    system = Path("/etc/gitconfig")
-    before = system.read_bytes() if system.exists() else None
-    yield PortageSandbox(tmp_path / "portage", env.config)
-    assert (system.read_bytes() if system.exists() else None) == before, "/etc/gitconfig was modified"
 
 
 def _bad_cases(keys: Any, when_after_expiry: Callable[[], datetime]) -> dict[str, Callable[[RepoBuilder], str]]:
@@ -170,8 +161,8 @@ def test_git_sync_hooks_check_the_work_tree_not_only_head(env: Any, tmp_path: Pa
 @pytest.fixture
 def public_portage_root(env: Any) -> Iterator[tuple[PortageSandbox, Path]]:
     """A PortageSandbox (and a place for upstream) in a directory the sync user can traverse."""
-    if _MISSING:
-        pytest.skip(_MISSING)
+    if missing := sync_module_missing():
+        pytest.skip(missing)
     if os.geteuid() != 0:
         pytest.skip("switching git to the sync user needs root")
     base = Path(tempfile.mkdtemp(prefix="gkeys-usersync-"))

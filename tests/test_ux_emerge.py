@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,20 +10,14 @@ import pytest
 from tree_helpers import PROJECT, head, install_devs
 
 from gkeys_portage.core.config import load_config
-from gkeys_portage.demo.tree_repo import PortageSandbox, RepoBuilder, sync_module_missing
+from gkeys_portage.demo.tree_repo import PortageSandbox, RepoBuilder
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.verify.git.markers import failure_markers, marker_path, write_marker
 
 pytestmark = pytest.mark.slow
 
-_MISSING = sync_module_missing()
 
 
-@pytest.fixture
-def portage_root(env: Any, tmp_path: Path) -> Iterator[PortageSandbox]:
-    if _MISSING:
-        pytest.skip(_MISSING)
-    yield PortageSandbox(tmp_path / "portage", env.config)
 
 
 def _markers(env: Any) -> list[str]:
