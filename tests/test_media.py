@@ -173,7 +173,9 @@ def test_empty_or_truncated_asc(menv, keys: KeyFactory, tmp_path: Path, signatur
     asc = media.folder / (media.name + ".asc")
     asc.write_bytes(media.files[".asc"][: len(media.files[".asc"]) // 2] if signature == "truncated"
                     else signature)  # type: ignore[arg-type]
-    _refused(menv, media.path, 1, ".asc")
+    err = _refused(menv, media.path, 1, ".asc")
+    if signature == "truncated":  # named as what it is, with the next step (as tree and verify say it)
+        assert "truncated" in err and "download" in err, err
 
 
 def test_nothing_signed_the_file(menv, keys: KeyFactory, tmp_path: Path) -> None:

@@ -85,7 +85,7 @@ class BatchVerify(GpgProcess):
                 try:
                     packets = detached_signature_packets(signature)
                 except NoSignatureError as exc:
-                    refused[index] = StatusReport(failures=[exc.message])
+                    refused[index] = StatusReport.unparsable(exc)
                     continue
                 name = os.path.join(directory.name, str(index))
                 _write_new(name + ".sig", packets)

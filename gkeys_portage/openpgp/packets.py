@@ -30,7 +30,7 @@ import textwrap
 import zlib
 from dataclasses import dataclass, field
 
-from gkeys_portage.core.errors import NoSignatureError
+from gkeys_portage.core.errors import NoSignatureError, TruncatedSignatureError
 
 ARMOR_BEGIN = b"-----BEGIN PGP SIGNATURE-----"
 ARMOR_END = b"-----END PGP SIGNATURE-----"
@@ -115,7 +115,7 @@ def parse_armor_block(lines: list[bytes], start: int, kind: bytes) -> tuple[byte
     end = b"-----END PGP " + kind + b"-----"
     while True:
         if index >= len(lines):
-            raise NoSignatureError(f"armor block without its END PGP {kind.decode()} line")
+            raise TruncatedSignatureError(f"armor block without its END PGP {kind.decode()} line")
         line = lines[index]
         index += 1
         if line == end:

@@ -40,7 +40,7 @@ class Signatures(GpgProcess):
         try:
             packets = detached_signature_packets(signature)
         except NoSignatureError as exc:
-            return StatusReport(failures=[exc.message])
+            return StatusReport.unparsable(exc)
         # The signature goes to $TMPDIR, never into the (possibly full, possibly shared) keyring home;
         # gpg reads exactly the packets that were checked.
         with tempfile.NamedTemporaryFile(prefix="gkeys-sig-") as sigfile:
@@ -76,7 +76,7 @@ class Signatures(GpgProcess):
             else:
                 expected, checked = None, signed_message_packets(message)
         except NoSignatureError as exc:
-            return StatusReport(failures=[exc.message]), b""
+            return StatusReport.unparsable(exc), b""
         result = self.run(["--decrypt"], checked, max_output=len(checked) + OUTPUT_SLACK)
         report = signature_verdict(result, "verifying signed message")
         if expected is not None and result.stdout != expected and report.signatures:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from urllib.parse import unquote_to_bytes
 
+from gkeys_portage.core.errors import NoSignatureError, TruncatedSignatureError
 from gkeys_portage.core.types import Fingerprint, is_fingerprint
 
 STATUS_PREFIX = "[GNUPG:] "
@@ -102,6 +103,12 @@ class StatusReport:
     failures: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
+    truncated: bool = False  # the signature's armor ends before its END line (cut short in transit)
+
+    @classmethod
+    def unparsable(cls, exc: NoSignatureError) -> StatusReport:
+        """The report for a signature gkeys' own parser refused before gpg saw it."""
+        return cls(failures=[exc.message], truncated=isinstance(exc, TruncatedSignatureError))
 
 
 def _parse_time(text: str) -> int | None:

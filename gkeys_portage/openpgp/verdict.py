@@ -24,6 +24,7 @@ from gkeys_portage.core.errors import (
     RevokedKeyError,
     SignatureClassError,
     SignerNotPinnedError,
+    TruncatedSignatureError,
     UnknownSignerError,
     WeakHashError,
 )
@@ -272,6 +273,9 @@ def decide(report: StatusReport, pins: PinSet, keys: Mapping[Fingerprint, Public
         raise BadInputError("the message is encrypted, not (only) signed")
     if report.plaintexts > 1:
         raise BadInputError("more than one signed message in one file")
+    if not report.signatures and report.truncated:
+        raise TruncatedSignatureError(f"the signature is truncated ({report.failures[0]}): fetch it again "
+                                      "(a download cut short, or a copy that lost its end)")
     if not report.signatures:
         hint = ("garbage or truncated data" if (report.no_data or report.bad_armor)
                 else report.failures[0] if report.failures else "no signature packet")
