@@ -137,6 +137,24 @@ FAULTS["binpkg:trust-helper (getuto)"] = (lambda env, root: (
     'PORTAGE_TRUST_HELPER="gkeys-trust-helper"')
 
 
+
+
+def _marker(name: str, location: str) -> Plant:
+    """A failure marker as the repo.postsync.d hook writes it (gkeys_portage.verify.git.markers)."""
+    def plant(env: Any, root: Path) -> None:
+        atomic_write_json(env.state / "state" / "tree-failed" / f"{name}.json",
+                          {"repo": name, "location": location.format(root=root), "reason": "commit 0123 unsigned",
+                           "rolled_back_to": ""})
+    return plant
+
+
+# a configured repository's marker (found by name, or by location under the name its tree gave): emerge --sync fails
+FAULTS["tree:failed"] = (_marker("test", "{root}/../repos/test"), "gkeys verify-tree --clear-marker test")
+FAULTS["tree:failed (by location)"] = (_marker("renamed", "{root}/../repos/test"),
+                                       "emerge --sync test once upstream is fixed")
+FAULTS["tree:stale-marker"] = (_marker("gone", "/nonexistent/gone"), "gkeys verify-tree --clear-marker gone")
+
+
 @pytest.mark.parametrize("code", sorted(FAULTS))
 def test_each_planted_fault_is_reported_with_its_fix(env: Any, tmp_path: Path, code: str,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
@@ -198,3 +216,13 @@ def test_make_conf_files_portage_skips_are_skipped(env: Any, tmp_path: Path) -> 
     document = doctor(env, root)
     assert [f["code"] for f in document["findings"]] == ["fetch:no-wrapper"], document
     assert "FETCH_WRAPPER: not set" in document["checked"]
+
+
+def test_the_marker_fix_it_names_clears_the_finding(env: Any, tmp_path: Path) -> None:
+    root = healthy_root(env, tmp_path)
+    _marker("gone", "/nonexistent/gone")(env, root)
+    fix = doctor(env, root)["findings"][0]["fix"]
+    assert fix == "gkeys verify-tree --clear-marker gone"
+    result = env.run(*fix.split()[1:])
+    assert result.code == 0, result.text
+    assert doctor(env, root)["findings"] == []

@@ -251,7 +251,7 @@ def test_doctor_reads_a_sourced_make_conf_at_the_source_line(env: Any, tmp_path:
     ``getconfig``), not at the end."""
     from test_doctor import doctor, healthy_root
 
-    from gkeys_portage.portage.doctor import fetch_wrapper, own_make_conf_value
+    from gkeys_portage.portage.makeconf import fetch_wrapper, own_make_conf_value
 
     root = healthy_root(env, tmp_path)
     etc = root / "etc/portage"

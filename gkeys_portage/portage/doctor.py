@@ -25,7 +25,10 @@ only renders them.  Checked, under ``EROOT`` and the gkeys state of the configur
 * ``clock:behind``: the clock is earlier than the newest signature seen (seed files) or verification recorded
   (tree, key refresh), by more than the clock skew;
 * ``keyring:unreadable``: the exported keyring cannot be read by the ``portage`` user (fetch and
-  build phases verify as that user).
+  build phases verify as that user);
+* ``tree:failed``: a configured repository's last sync did not verify (the hooks' failure marker), so
+  ``emerge --sync`` fails until a sync verifies; ``tree:stale-marker``: a marker of a repository that
+  repos.conf no longer configures (it blocks nothing; the postsync hook removes it at the next sync).
 
 "In use": the categories of the repositories' tree verification (``sync-gkeys-category``,
 ``sync-gkeys-top-category`` or ``[tree]``), and ``[fetch]``/``[media]`` category once a fetch wrapper is set.
@@ -36,7 +39,6 @@ from __future__ import annotations
 import grp
 import os
 import pwd
-import re
 import shlex
 import stat
 import time
@@ -53,16 +55,17 @@ from gkeys_portage.keys.prerequisites import FIRST_STEP
 from gkeys_portage.keys.refresh import REFRESH_RECORD, installed_at, last_refresh
 from gkeys_portage.keys.seedfetch import SEED_RECORD
 from gkeys_portage.openpgp.engine import WORKING_ENGINES, Capability, probe
-from gkeys_portage.portage.reposconf import RepoConfig, file_or_directory, read_repos
+from gkeys_portage.portage.makeconf import fetch_wrapper, trust_helper
+from gkeys_portage.portage.reposconf import RepoConfig, read_repos
 from gkeys_portage.portage.rsyncsync import DEFAULT_CATEGORY as DEFAULT_RSYNC_CATEGORY
 from gkeys_portage.portage.rsyncsync import is_rsync_uri
 from gkeys_portage.portage.setup import ETC, HOOKS_ON_CHANGE, TREE_HOOKS, hooks_only_on_change
+from gkeys_portage.verify.git.markers import failure_markers, location_key
 from gkeys_portage.verify.git.tree import category_list
 
 #: What Portage's side of gkeys cannot work without (multifile verdicts only make it faster).
 NEEDED_CAPABILITIES = (Capability.STATUS, Capability.SAFE_IMPORT)
 TREE_RECORD = "tree-revisions"
-_SOURCE = re.compile(r"^\s*source\s+[\"']?([^\"'\s]+)")
 
 
 @dataclass(frozen=True)
@@ -100,78 +103,6 @@ class Diagnosis:
 
 def _hooks(eroot: Path) -> list[Path]:
     return [eroot / ETC / hook for hook in TREE_HOOKS]
-
-
-#: the make.conf files Portage reads, in order (the legacy ``etc/make.conf`` first)
-MAKE_CONF = (Path("etc/make.conf"), ETC / "make.conf")
-
-
-def make_conf_lines(eroot: Path) -> list[tuple[Path, str]]:
-    """The lines of make.conf (each a file, or a directory's files in Portage's order), each ``source``d file's
-    lines spliced in at its ``source`` line, as the shell (and Portage's reader) reads them."""
-    lines: list[tuple[Path, str]] = []
-
-    def read(path: Path, sourcing: frozenset[Path]) -> None:
-        if path in sourcing or not path.is_file():
-            return  # (a file that sources itself would never end)
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return
-        for line in text.splitlines():
-            lines.append((path, line))
-            sourced = _SOURCE.match(line)
-            if sourced:
-                target = Path(sourced.group(1))
-                read(target if target.is_absolute() else path.parent / target, sourcing | {path})
-
-    for name in MAKE_CONF:
-        for path in file_or_directory(eroot / name):  # hidden and editor backup (~) files skipped, as Portage does
-            read(path, frozenset())
-    return lines
-
-
-def make_conf_value(eroot: Path, name: str) -> str | None:
-    """The value make.conf finally gives ``name`` (None if unset): Portage's own reader
-    (``portage.util.getconfig``) where Portage is importable, else :func:`own_make_conf_value`."""
-    try:
-        from portage.util import getconfig
-    except Exception:  # no Portage here: the same reading, by hand
-        return own_make_conf_value(eroot, name)
-    values: dict[str, str] = {}
-    for path in MAKE_CONF:
-        try:
-            found = getconfig(str(eroot / path), tolerant=True, allow_sourcing=True, expand=dict(values),
-                              recursive=True)
-        except Exception:  # a make.conf Portage cannot parse: read it the simple way rather than not at all
-            return own_make_conf_value(eroot, name)
-        values.update(found or {})
-    return values.get(name)
-
-
-def own_make_conf_value(eroot: Path, name: str) -> str | None:
-    """The last assignment to ``name`` in :func:`make_conf_lines`, its shell quoting removed (None if unset)."""
-    pattern = re.compile(rf"^\s*(?:export\s+)?{re.escape(name)}=(.*)$")
-    value = None
-    for _, line in make_conf_lines(eroot):
-        match = pattern.match(line)
-        if match:
-            raw = match.group(1).strip()
-            try:  # shlex keeps the backslash of \$ and \` inside double quotes, which the shell drops
-                value = " ".join(shlex.split(raw, comments=True)).replace("\\$", "$").replace("\\`", "`")
-            except ValueError:
-                value = raw
-    return value
-
-
-def fetch_wrapper(eroot: Path) -> str | None:
-    """The ``FETCH_WRAPPER`` value make.conf sets, or None."""
-    return make_conf_value(eroot, "FETCH_WRAPPER")
-
-
-def trust_helper(eroot: Path) -> str | None:
-    """The ``PORTAGE_TRUST_HELPER`` value make.conf sets, or None (Portage's default: getuto)."""
-    return make_conf_value(eroot, "PORTAGE_TRUST_HELPER")
 
 
 def _categories(value: str) -> set[Category]:
@@ -231,6 +162,7 @@ class Doctor:
         self.check_first_install()
         repos = read_repos(self.eroot)
         categories = self.check_repos(repos)
+        self.check_markers(repos)
         self.check_hooks()
         wrapper = self.check_fetch_wrapper()
         if wrapper:
@@ -305,6 +237,23 @@ class Doctor:
                                     f"set clone-depth = 0 and sync-depth = 0 for [{name}] in {where} "
                                     f"(or: {self._switch_command(name, repo)})")
         return categories
+
+    def check_markers(self, repos: dict[str, RepoConfig]) -> None:
+        """Failure markers the git hooks left: each fails ``emerge --sync`` while its repository is configured
+        (matched by name or location, as the postsync hook matches them)."""
+        locations = {location_key(repo.get("location") or ""): name for name, repo in repos.items()}
+        for marker in failure_markers(self.ctx.layout):
+            name, reason = marker.get("repo", ""), marker.get("reason", "no reason recorded")
+            clear = f"gkeys verify-tree --clear-marker {shlex.quote(name)}"
+            configured = name if name in repos else locations.get(location_key(marker.get("location", "")))
+            if configured is None:
+                self.result.add("tree:stale-marker", name, f"a failure marker of a repository that repos.conf no "
+                                f"longer configures (it had failed: {reason}); it blocks nothing", clear)
+            else:
+                self.result.add("tree:failed", configured, f"its last sync did not verify ({reason}), so emerge "
+                                "--sync fails until a sync verifies",
+                                f"emerge --sync {shlex.quote(configured)} once upstream is fixed (docs/tree.md); "
+                                f"only if you checked the tree by other means: {clear}")
 
     def _switch_command(self, name: str, repo: RepoConfig) -> str:
         """The setup-portage command that switches ``name`` to ``sync-type = gkeys`` (an overlay needs the
