@@ -39,6 +39,10 @@ m.save_manifests(force=True)
 """
 
 
+#: The greeting the test daemon prints to every client, as rsync.gentoo.org's mirrors do.
+MOTD = "This is a Gentoo rsync mirror on 127.0.0.1 (a test daemon).\n"
+
+
 def stop_rsync_processes(marker: Path) -> None:
     """SIGKILL every rsync process whose command line names ``marker`` (a directory of this test: only processes
     the test started, e.g. the children a killed sync or the daemon forked, which outlive their parents)."""
@@ -69,7 +73,10 @@ class RsyncDaemon:
         self.link = base / "served"
         self.port = free_port()
         conf = base / "rsyncd.conf"
+        motd = base / "motd"  # Gentoo's mirrors greet every client (rsync prints it on stdout): as they do
+        motd.write_text(MOTD)
         conf.write_text(f"use chroot = no\npid file = {base}/rsyncd.pid\nlog file = {base}/rsyncd.log\n"
+                        f"motd file = {motd}\n"
                         f"[gentoo]\npath = {self.link}\nread only = yes\ntimeout = 60\n")
         self.process = subprocess.Popen(["rsync", "--daemon", "--no-detach", f"--config={conf}",
                                          "--address=127.0.0.1", f"--port={self.port}"],

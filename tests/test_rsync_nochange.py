@@ -52,6 +52,33 @@ def test_an_unchanged_tree_is_not_hashed_again(synced: tuple[Syncer, Path, Path]
     assert (location / "dev-test/pkg/pkg-1.ebuild").is_file()
 
 
+def test_an_unchanged_tree_is_neither_staged_nor_swapped(synced: tuple[Syncer, Path, Path]) -> None:
+    """The dry run decides: no staging tree beside the location, the live directory is the same directory."""
+    sync, location, _served = synced
+    before = location.stat().st_ino
+    outcome = sync()
+    assert outcome.ok and location.stat().st_ino == before, sync.lines
+    assert not [p for p in location.parent.iterdir() if p.name.startswith(f".{location.name}.gkeys")]
+
+
+def test_a_file_only_the_live_tree_has_takes_the_full_path(synced: tuple[Syncer, Path, Path]) -> None:
+    """rsync would delete it: not "unchanged"; the full sync removes it (the mirror's tree, verified)."""
+    sync, location, _served = synced
+    (location / "dev-test/pkg/added-by-hand.ebuild").write_text("not in any Manifest\n")
+    outcome = sync()
+    assert outcome.ok and not any(FAST in line for line in sync.lines), sync.lines
+    assert not (location / "dev-test/pkg/added-by-hand.ebuild").exists()
+
+
+def test_a_live_file_edited_takes_the_full_path_and_is_restored(synced: tuple[Syncer, Path, Path]) -> None:
+    sync, location, served = synced
+    ebuild = location / "dev-test/pkg/pkg-1.ebuild"
+    ebuild.write_text("edited in the live tree\n")
+    outcome = sync()
+    assert outcome.ok and not any(FAST in line for line in sync.lines), sync.lines
+    assert ebuild.read_bytes() == (served / "dev-test/pkg/pkg-1.ebuild").read_bytes()
+
+
 def test_a_changed_file_under_the_same_manifest_still_refuses(synced: tuple[Syncer, Path, Path]) -> None:
     sync, location, served = synced
     (served / "dev-test/pkg/pkg-1.ebuild").write_text("tampered on the mirror\n")

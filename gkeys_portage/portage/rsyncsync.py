@@ -11,15 +11,16 @@ Used by ``sync-type = gkeys`` when ``sync-uri`` is ``rsync://`` or ``ssh+rsync:/
    (:mod:`gkeys_portage.verify.manifest.tree`); the signed ``TIMESTAMP`` must be fresh
    (:mod:`gkeys_portage.verify.manifest.marks`: not older than the last verified one, not older than
    ``sync-gkeys-max-age`` hours).
-   A sync that changes nothing skips the hashing (see :func:`unchanged_files`): when every file of the
-   staging tree is a hard link to the live file at the same path (rsync transferred nothing, deleted
-   nothing) and the top Manifest is byte-identical to the one recorded with the high-water mark, the
-   staging tree *is* the live tree, which gkeys verified in full with that very Manifest.  The signature
-   of the top Manifest is still verified against today's keyring (a key revoked since refuses), its signer
-   must still be a pinned repository key, and the freshness rules (rollback, maximum age, clock) still
-   apply.  What it trusts: the live tree's files are still the ones gkeys swapped in; whoever can write
-   the live tree (root, the portage user) could change them after any sync anyway, and a file they
-   replace so that rsync's size-and-time check passes is not repaired by a no-change sync.
+   A sync that changes nothing builds no staging tree and hashes nothing (see :func:`mirror_matches_live`):
+   first ``rsync --dry-run --itemize-changes`` compares the mirror with the live tree itself; when it would
+   transfer, delete and change nothing and the live top Manifest is byte-identical to the one recorded with
+   the high-water mark, the mirror serves the tree gkeys verified in full with that very Manifest.  The
+   signature of the top Manifest is still verified against today's keyring (a key revoked since refuses),
+   its signer must still be a pinned repository key, and the freshness rules (rollback, maximum age, clock)
+   still apply.  What it trusts: the live tree's files are still the ones gkeys swapped in (rsync's
+   size-and-time check sees any other change, as it does for ``--link-dest``); whoever can write the live
+   tree (root, the portage user) could change them after any sync anyway.  Any doubt (rsync reports a
+   change, fails, or the Manifest is not the marked one) takes the full path.
 4. The mark is raised, then the staging tree is exchanged with the live one in one ``renameat2`` call
    (:mod:`gkeys_portage.core.swap`) and the old tree removed.  Killed before the exchange, the live tree is
    untouched; after it, the live tree is the new verified one.  A mark raised just before a kill only makes
@@ -36,7 +37,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
-import os
 import shutil
 import signal
 import subprocess
@@ -61,7 +61,7 @@ from gkeys_portage.portage.treesync import (
 from gkeys_portage.verify.git.spawn import SpawnSettings
 from gkeys_portage.verify.manifest.marks import DEFAULT_MAX_AGE_HOURS, Freshness, last_mark
 from gkeys_portage.verify.manifest.purpose import purpose_keyring, repository_pins
-from gkeys_portage.verify.manifest.tree import verify_tree
+from gkeys_portage.verify.manifest.tree import VerifiedTree, verify_tree
 
 RSYNC_SCHEMES = ("rsync", "ssh+rsync")
 #: Never synced, never removed: kept from the live tree (Portage's rsync module excludes them too).
@@ -140,35 +140,19 @@ def _fetch(request: RsyncRequest, staging: Path, *, checksum: bool = False) -> N
                            f"{words[-1] if words else 'no message'}; try again or another mirror")
 
 
-def _inodes(root: Path, skip: tuple[str, ...]) -> dict[str, int | str]:
-    """Relative path -> inode of every regular file (symlink: ``->`` + target) under ``root``; top-level
-    names in ``skip`` left out.  ``os.scandir`` gives the inode and the type without a stat call."""
-    found: dict[str, int | str] = {}
-    pending = [("", root)]
-    while pending:
-        prefix, folder = pending.pop()
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                rel = prefix + entry.name
-                if not prefix and entry.name in skip:
-                    continue
-                if entry.is_symlink():
-                    found[rel] = "->" + os.readlink(entry.path)
-                elif entry.is_dir():
-                    pending.append((rel + "/", Path(entry.path)))
-                else:
-                    found[rel] = entry.inode()
-    return found
-
-
-def unchanged_files(staging: Path, live: Path) -> bool:
-    """True when ``staging`` holds exactly the files of ``live`` as hard links (same paths, same inodes, same
-    symlinks): rsync transferred and deleted nothing.  Both are on one file system (staging sits beside)."""
-    skip = (*LOCAL_DIRECTORIES, ".git")
+def mirror_matches_live(request: RsyncRequest) -> bool:
+    """True when ``rsync --dry-run --itemize-changes`` from the mirror into the live tree would transfer, delete
+    and change nothing (same options as the real fetch: the same size-and-time check, the same excludes).
+    Any output line, any failure or an rsync that cannot run means False: the caller takes the full path."""
+    command = rsync_command(dataclasses.replace(request, quiet=False), request.location, None)
+    split = command.index("--")
+    command[split:split] = ["--dry-run", "--itemize-changes", "--no-motd"]
     try:
-        return live.is_dir() and _inodes(staging, skip) == _inodes(live, skip)
+        result = subprocess.run(command, capture_output=True, stdin=subprocess.DEVNULL,
+                                preexec_fn=_die_with_parent, check=False, **request.spawn.run_kwargs())
     except OSError:
-        return False  # cannot tell: hash everything
+        return False
+    return result.returncode == 0 and not result.stdout.strip()
 
 
 def _carry_local(live: Path, staging: Path) -> None:
@@ -212,6 +196,11 @@ def sync_rsync(ctx: Gkeys, request: RsyncRequest, log: Log) -> SyncOutcome:
     return SyncOutcome(False, reason=reason)
 
 
+def _log_verified(log: Log, tree: VerifiedTree) -> None:
+    log("good", f"gkeys: Manifest tree signed by {tree.signer.category}/{tree.signer.nick} "
+                f"({tree.signer.fingerprint}), TIMESTAMP {tree.timestamp:%Y-%m-%d %H:%M:%S} UTC: verified")
+
+
 def _sync(ctx: Gkeys, request: RsyncRequest, log: Log) -> SyncOutcome:
     location = request.location
     for vcs in (".git", ".hg", ".svn"):
@@ -223,19 +212,28 @@ def _sync(ctx: Gkeys, request: RsyncRequest, log: Log) -> SyncOutcome:
     freshness = Freshness(mark_key(location), request.uri, request.max_age_hours,
                           override=f"sync-gkeys-max-age (hours) for {location.name} in repos.conf",
                           clock_skew=ctx.config.policy.clock_skew)
+    fresh: list[bool] = []  # the freshness verdict, taken before gemato hashes every file
+
+    def check(timestamp: datetime, digest: str) -> None:
+        fresh[:] = [freshness.check(ctx, timestamp, digest)]
+
+    previous = last_mark(ctx, freshness.key)
+    if previous is not None and location.is_dir() and mirror_matches_live(request):
+        with contextlib.suppress(TreeMismatchError):  # the live tree is not the marked one: the full path decides
+            tree = verify_tree(location, keyring, pins, where=request.uri, before_files=check,
+                               known_digest=previous.digest)
+            log("info", "gkeys: the mirror serves the tree verified last time: its top Manifest's signature "
+                        "checked again, the files not hashed again" if not tree.files_hashed else
+                        "gkeys: the mirror serves the live tree: verified in full")
+            _log_verified(log, tree)
+            freshness.record(ctx, tree.timestamp, tree.digest)
+            return SyncOutcome(True, changed=False)
     with staging_directory(location.parent, staging_prefix(location)) as staging:
         request.spawn.prepare_directory(staging, like=location if location.is_dir() else None)
         log("info", f"gkeys: rsync from {request.uri} into a staging directory")
         _fetch(request, staging)
-        fresh: list[bool] = []  # the freshness verdict, taken before gemato hashes every file
-
-        def check(timestamp: datetime, digest: str) -> None:
-            fresh[:] = [freshness.check(ctx, timestamp, digest)]
-
-        previous = last_mark(ctx, freshness.key)
-        known = previous.digest if previous is not None and unchanged_files(staging, location) else None
         try:
-            tree = verify_tree(staging, keyring, pins, where=request.uri, before_files=check, known_digest=known)
+            tree = verify_tree(staging, keyring, pins, where=request.uri, before_files=check)
         except TreeMismatchError:
             # rsync's quick check (size and time) hard-links a file whose content changed without either
             # changing (a live file edited in place, two builds in one second): compare contents, verify again
@@ -243,11 +241,7 @@ def _sync(ctx: Gkeys, request: RsyncRequest, log: Log) -> SyncOutcome:
             _fetch(request, staging, checksum=True)
             tree = verify_tree(staging, keyring, pins, where=request.uri, before_files=check)
         newer = fresh[0]
-        if not tree.files_hashed:
-            log("info", "gkeys: no file changed and the top Manifest is the one verified last time: its signature "
-                        "checked again, the files not hashed again")
-        log("good", f"gkeys: Manifest tree signed by {tree.signer.category}/{tree.signer.nick} "
-                    f"({tree.signer.fingerprint}), TIMESTAMP {tree.timestamp:%Y-%m-%d %H:%M:%S} UTC: verified")
+        _log_verified(log, tree)
         if location.is_dir():
             _carry_local(location, staging)
         freshness.record(ctx, tree.timestamp, tree.digest)
