@@ -29,7 +29,8 @@ FOREIGN = frozenset({"--status-fd", "--verify", "--list-sigs", "--multifile", "-
                      "--decrypt", "--import-options", "--trust-model", "--lock-never", "--export-filter",  # gpg
                      "--pinentry-mode", "--show-keys", "--faked-system-time",  # gpg (docs/engines.md)
                      "--rounds", "--cold", "--compare-with", "--algo", "--gpg",  # bench/*.py (scripts, not gkeys)
-                     "--topo-order"})  # git rev-list
+                     "--topo-order",  # git rev-list
+                     "--link-dest", "--itemize-changes", "--checksum"})  # rsync
 OPTION = re.compile(r"^--?[A-Za-z][A-Za-z0-9-]*")
 PLACEHOLDER = re.compile(r"^[A-Z][A-Z_.]*$")  # ACTION, OPTIONS, CAT...
 

@@ -113,3 +113,21 @@ def test_the_maximum_age_still_applies_to_an_unchanged_tree(synced: tuple[Syncer
     sync, location, _served = synced
     sync.request = dataclasses.replace(sync.request, max_age_hours=0.01)
     _refused(sync, location, "more than the maximum")
+
+
+def test_gemato_runs_the_engine_gkeys_runs(env: Any, daemon: RsyncDaemon, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """One engine decides every verdict: gemato's gpg calls go to ``$GKEYS_GPG``, not to ``gpg`` from PATH."""
+    engine = os.environ.get("GKEYS_GPG") or shutil.which("gpg") or "gpg"
+    calls = tmp_path / "calls"
+    wrapper = tmp_path / "engine"
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {engine} "$@"\n')
+    wrapper.chmod(0o755)
+    pinned = pin_repository_keys(env)
+    daemon.serve(make_tree(tmp_path / "served", pinned.keys, "infra", when=past(0.1)))
+    monkeypatch.setenv("GKEYS_GPG", str(wrapper))
+    sync = Syncer(pinned, tmp_path / "repos" / "gentoo", daemon.url)
+    assert sync().ok, sync.lines
+    gemato_calls = [line for line in calls.read_text().splitlines()
+                    if "--auto-check-trustdb" in line or "--import-ownertrust" in line]  # only gemato runs these
+    assert gemato_calls, calls.read_text()

@@ -9,13 +9,14 @@ signer's primary key is pinned, and that it carries a ``TIMESTAMP``; what the ti
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gkeys_portage.core.errors import (
     BadSignatureError,
@@ -28,6 +29,7 @@ from gkeys_portage.core.errors import (
     UnsignedDataError,
 )
 from gkeys_portage.core.types import is_fingerprint, parse_fingerprint
+from gkeys_portage.openpgp.process import selected_program
 from gkeys_portage.openpgp.verdict import Pin, PinSet
 
 if TYPE_CHECKING:
@@ -50,6 +52,19 @@ class VerifiedTree:
         """The facts, for ``--json``."""
         return {"timestamp": self.timestamp.isoformat(), "signer": f"{self.signer.category}/{self.signer.nick}",
                 "fingerprint": self.signer.fingerprint, "manifest_sha256": self.digest}
+
+
+@contextlib.contextmanager
+def gkeys_engine(openpgp: Any) -> Iterator[str]:
+    """gemato runs gkeys' OpenPGP engine (``$GKEYS_GPG``, ``[gpg] program``), not its own ``$GNUPG`` or ``gpg``
+    from ``PATH``: one engine decides every verdict.  gemato reads the program from its module's ``GNUPG`` at
+    each call; it is set for the block and put back after.  Yields the program."""
+    saved = openpgp.GNUPG
+    openpgp.GNUPG = selected_program()
+    try:
+        yield str(openpgp.GNUPG)
+    finally:
+        openpgp.GNUPG = saved
 
 
 def _first_line(exc: BaseException) -> str:
@@ -119,7 +134,7 @@ def verify_tree(root: Path, keyring: bytes, pins: PinSet, *, where: str | None =
         raise NoSignatureError(f"{where}: no top-level Manifest; refused (not a signed Manifest tree)")
     digest = hashlib.sha256(top.read_bytes()).hexdigest()
     try:
-        with gemato.openpgp.OpenPGPEnvironment() as env:
+        with gkeys_engine(gemato.openpgp), gemato.openpgp.OpenPGPEnvironment() as env:
             env.import_key(io.BytesIO(keyring))
             loader = gemato.recursiveloader.ManifestRecursiveLoader(
                 str(top), verify_openpgp=True, openpgp_env=env, max_jobs=jobs)
