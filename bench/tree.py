@@ -52,6 +52,7 @@ from gkeys_portage.openpgp.gnupg import GnuPG  # noqa: E402
 from gkeys_portage.openpgp.packets import detached_signature_packets  # noqa: E402
 from gkeys_portage.openpgp.process import BASE_OPTIONS, minimal_environment, selected_program
 from gkeys_portage.verify.git.objects import git_environment  # noqa: E402
+from gkeys_portage.verify.git.revisions import Revisions  # noqa: E402
 from gkeys_portage.verify.git.tree import TreeVerifier, open_repo  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -178,7 +179,7 @@ def phases(config: Path, repo: Path, tip: str, env: dict[str, str]) -> dict[str,
     times["config, seeds, key listing"] = time.perf_counter() - started
     started = time.perf_counter()
     git_repo = open_repo(repo)
-    hashes = git_repo.rev_list(tip)
+    hashes = Revisions(git_repo, tip)
     times["git rev-list"] = time.perf_counter() - started
     started = time.perf_counter()
     report = verifier.verify(git_repo, hashes, tip=tip, base=None)

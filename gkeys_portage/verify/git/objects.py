@@ -33,6 +33,7 @@ import subprocess
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from gkeys_portage.core.errors import BadInputError, UntrustedRepositoryError
 from gkeys_portage.verify.git.spawn import SpawnSettings, file_size_limit
@@ -264,17 +265,19 @@ class GitRepo:
         return ["git", "--no-replace-objects", "-C", str(self.path), *settings, *args]
 
     def run(self, *args: str, stdin: bytes | None = None, check: bool = True,
-            max_file_size: int | None = None) -> subprocess.CompletedProcess[bytes]:
+            max_file_size: int | None = None, stdout: IO[bytes] | None = None) -> subprocess.CompletedProcess[bytes]:
         """Run git; raise :class:`BadInputError` with git's first error line when ``check`` fails, and
         :class:`UntrustedRepositoryError` (before git starts) for a repository another user owns.
 
         ``max_file_size`` caps every file git writes (a fetched pack); exceeding it is always an error.
+        ``stdout`` is a file git's output goes to instead of memory (a whole history's ``rev-list``).
         """
         runs_as = self.spawn.uid if self.spawn.switches_user and self.spawn.uid is not None else os.geteuid()
         foreign = repository_owners(self.path, self.owners) - {runs_as}
         try:
             result = subprocess.run(self.command(*args, safe_directory=bool(foreign)), input=stdin,
-                                    capture_output=True, env=self.env, check=False, timeout=3600,
+                                    stdout=stdout or subprocess.PIPE, stderr=subprocess.PIPE, env=self.env,
+                                    check=False, timeout=3600,
                                     preexec_fn=file_size_limit(max_file_size), **self.spawn.run_kwargs())
         except (OSError, subprocess.SubprocessError) as exc:
             raise BadInputError(f"cannot run git: {exc}") from exc
@@ -321,7 +324,8 @@ class GitRepo:
         return self.run("rev-parse", "--is-shallow-repository").stdout.strip() == b"true"
 
     def rev_list(self, tip: str, exclude: Iterable[str] = ()) -> list[str]:
-        """Commits reachable from ``tip`` but not from ``exclude``, children before parents."""
+        """Commits reachable from ``tip`` but not from ``exclude``, children before parents, in memory
+        (a whole history is better read as :class:`~gkeys_portage.verify.git.revisions.Revisions`)."""
         args = ["rev-list", "--topo-order", tip, *[f"^{e}" for e in exclude], "--"]
         return self.run(*args).stdout.decode("ascii").split()
 

@@ -14,6 +14,10 @@ each chunk's parsed signatures and payloads are written to a private scratch dir
 ``git log --format=%G?`` starts.  GnuPG stays the verifier of record: each commit gets its own status
 lines, decided by the same pinning code as every signature.
 Commits below the last verified revision (recorded per repository) are never checked again.
+
+Memory stays flat over a whole history: the range's hashes wait in a file (:class:`Revisions`), the
+commits are read a round at a time, only refused verdicts are kept, and no parent lists are held (the
+first good ancestor of a refused range is asked of git afterwards, :mod:`.ancestry`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import islice
 from pathlib import Path
 
 from gkeys_portage.core.errors import (
@@ -36,9 +41,11 @@ from gkeys_portage.core.errors import (
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.keys.purposes import Purpose, purpose_pins
 from gkeys_portage.openpgp.verdict import VerifyPolicy
+from gkeys_portage.verify.git.ancestry import first_good_ancestor
 from gkeys_portage.verify.git.commits import CommitVerdict, CommitVerifier, PreparedCommits
 from gkeys_portage.verify.git.objects import Commit, GitRepo
 from gkeys_portage.verify.git.records import last_verified, record_verified
+from gkeys_portage.verify.git.revisions import Revisions
 
 DEFAULT_CATEGORY = "gentoo-devs"
 POLICIES = ("top", "all")
@@ -170,7 +177,7 @@ class TreeVerifier:
 
     # -- ranges ------------------------------------------------------------------------------------
 
-    def plan(self, repo: GitRepo, tip: str, recorded: str | None) -> tuple[str | None, list[str]]:
+    def plan(self, repo: GitRepo, tip: str, recorded: str | None) -> tuple[str | None, Revisions]:
         """The commits to check for ``tip``: those above the last verified revision, else by policy.
 
         Raises :class:`RollbackError` when the recorded revision is no ancestor of ``tip`` (upstream
@@ -188,17 +195,17 @@ class TreeVerifier:
                                     f"{recorded[:12]} is not an ancestor of {tip[:12]}{hint}",
                                     next_step="" if shallow else
                                     f"rm -rf {shlex.quote(str(repo.path))} && emerge --sync")
-            hashes = repo.rev_list(tip, [recorded])
-            if not hashes and self.options.max_age_days:
-                hashes = [tip]  # nothing new: re-check the (already recorded) tip, for its age
+            hashes = Revisions(repo, tip, [recorded])
+            if not len(hashes) and self.options.max_age_days:
+                hashes = Revisions(repo, tip, only_tip=True)  # nothing new: the recorded tip again, for its age
             return recorded, hashes
         if self.options.policy == "top":
-            return None, [tip]
-        return None, repo.rev_list(tip)
+            return None, Revisions(repo, tip, only_tip=True)
+        return None, Revisions(repo, tip)
 
-    def verify(self, repo: GitRepo, hashes: Sequence[str], *, tip: str, base: str | None,
+    def verify(self, repo: GitRepo, hashes: Revisions, *, tip: str, base: str | None,
                progress: Progress | None = None) -> TreeReport:
-        """Verify the named commits (newest first); the tip may use the top-commit category.
+        """Verify the range's commits (newest first); the tip may use the top-commit category.
 
         The commits are read in rounds, each round split into ``jobs`` interleaved gpg runs that run at
         once; git reads the next round while gpg checks the current one (at most ``READ_AHEAD`` rounds
@@ -210,11 +217,11 @@ class TreeVerifier:
         for verifier in verifiers:
             verifier.location = str(repo.path)
             verifier.keys  # noqa: B018 - the keyring listing, read once before the worker threads share it
-        parents: dict[str, list[str]] = {}
         scratch = scratch_parent()
+        total = len(hashes)
         first = self.verifiers[0]
         jobs = first.jobs
-        size = max(1, min(BATCH, -(-len(hashes) // (jobs * PARTS_PER_JOB))))
+        size = max(1, min(BATCH, -(-total // (jobs * PARTS_PER_JOB))))
         pending: deque[tuple[list[str], dict[str, Commit], list[Future[dict[str, CommitVerdict]]]]] = deque()
 
         def settle() -> None:
@@ -222,7 +229,6 @@ class TreeVerifier:
             verdicts = {name: verdict for lane in lanes for name, verdict in lane.result().items()}
             for name in names:
                 commit = commits[name]
-                parents[commit.hash] = commit.parents
                 verdict = verdicts[commit.hash]
                 if not verdict.good and commit.hash == tip and self.top is not None:
                     verdict = self._judge_top(commit, verdict, scratch)
@@ -232,14 +238,13 @@ class TreeVerifier:
                 if not verdict.good:
                     report.refused.append(verdict)
             if progress:
-                progress(report.checked, len(hashes))
+                progress(report.checked, total)
 
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            offset = 0
-            while offset < len(hashes):
-                span = jobs * (min(size, FIRST_RUN) if offset == 0 else size)  # a short first round: gpg starts soon
-                names = list(hashes[offset : offset + span])
-                offset += span
+            listed = iter(hashes)
+            span = jobs * min(size, FIRST_RUN)  # a short first round: gpg starts soon
+            while names := list(islice(listed, span)):
+                span = jobs * size
                 commits = repo.read_commits(names)
                 # every jobs-th commit to one gpg run: neighbours often share a signer (a branch, a busy
                 # developer), and keys differ in cost (ed25519 ~4x RSA in GnuPG), so the runs stay even
@@ -252,8 +257,10 @@ class TreeVerifier:
                     settle()
             while pending:
                 settle()
-        below = base if base != tip else None  # a re-checked recorded tip: what lies below is no better
-        report.first_good = first_good_ancestor(hashes, parents, {v.commit for v in report.bad}, tip, below)
+        if report.checked != total:
+            raise BadInputError(f"{repo.path}: git listed {total} commit(s), {report.checked} were read")
+        below = base is not None and base != tip  # a re-checked recorded tip: what lies below is no better
+        report.first_good = first_good_ancestor(hashes, {v.commit for v in report.bad}, below=below)
         return report
 
     def _judge_prepared(self, prepared: PreparedCommits, scratch: str | None) -> dict[str, CommitVerdict]:
@@ -304,8 +311,8 @@ class TreeVerifier:
                 raise UsageError(f"--range must look like A..B, not {commit_range!r}")
             tip = repo.resolve(end)
             base = repo.resolve(start) if start else None
-            hashes = repo.rev_list(tip, [base] if base else [])
-            if not hashes:
+            hashes = Revisions(repo, tip, [base] if base else [])
+            if not len(hashes):
                 raise UsageError(f"--range {commit_range} holds no commits ({end} is {start} or one of its "
                                  "ancestors); nothing to verify")
             return self.verify(repo, hashes, tip=tip, base=base, progress=progress)
@@ -330,23 +337,3 @@ def open_repo(path: Path, extra_env: Mapping[str, str] | None = None) -> GitRepo
         raise BadInputError(f"{path} is not a git repository")
     return repo
 
-
-def first_good_ancestor(order: Sequence[str], parents: Mapping[str, Sequence[str]], bad: set[str], tip: str,
-                        base: str | None) -> str | None:
-    """The newest commit on ``tip``'s first-parent line whose whole history in the range is good.
-
-    ``order`` is the range in topological order (children first) and ``parents`` its parent lists;
-    history below the range (``base``) was verified before, so when no commit of the range qualifies
-    the answer is the first commit below it on that line (None when nothing below it was verified).
-    """
-    tainted: set[str] = set()
-    for commit in reversed(order):  # parents before children
-        if commit in bad or any(p in tainted for p in parents.get(commit, ())):
-            tainted.add(commit)
-    current: str | None = tip
-    while current is not None and current in parents:
-        if current not in tainted:
-            return current
-        line = parents[current]
-        current = line[0] if line else None
-    return current if base is not None else None
