@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import sys
 import pytest
 from conftest import PROJECT, GkeysEnv
 
-from gkeys_portage.cli.main import build_parser, main
+from gkeys_portage.cli.main import ACTION_TOPICS, TOPICS, action_word, build_parser, main, topics
 from gkeys_portage.ui.output import VERDICT_KEYS
 
 
@@ -100,6 +101,31 @@ def test_sign_and_verify_round_trip(env: GkeysEnv) -> None:
     assert json.loads(verified.out)["signatures"][0]["nick"] == "alice"
     assert env.run("sign", "-F", str(target), "--clearsign", "-o", str(env.root / "release.signed")).code == 0
     assert env.run("verify", "-F", str(env.root / "release.signed"), "-C", "gentoo-devs").code == 0
+
+
+def test_each_action_is_registered_by_the_topic_the_table_names() -> None:
+    """A command imports only its action's topic (ACTION_TOPICS): the table must be the registrations."""
+    registered = {}
+    for name, module in zip(TOPICS, topics(), strict=True):
+        parser = argparse.ArgumentParser()
+        module.register(parser.add_subparsers())
+        registered.update(dict.fromkeys(parser._subparsers._group_actions[0].choices, name))  # type: ignore[union-attr]
+    assert registered == ACTION_TOPICS
+
+
+@pytest.mark.parametrize(("words", "action"), [
+    (["verify-tree", "/repo"], "verify-tree"), (["-c", "verify-tree", "doctor"], "doctor"),
+    (["--root", "/x", "-q", "status", "--json"], "status"), (["--json"], None), (["--config=/c", "demo"], "demo"),
+])
+def test_the_action_word_skips_options_and_their_values(words: list[str], action: str | None) -> None:
+    assert action_word(words) == action
+
+
+def test_a_command_parses_alike_with_its_topic_alone_or_all() -> None:
+    words = ["-c", "/etc/gkeys/gkeys.conf", "verify-tree", "/var/db/repos/gentoo", "--policy", "all", "--json"]
+    alone, everything = build_parser(words=words).parse_args(words), build_parser().parse_args(words)
+    assert vars(alone) == vars(everything)
+    assert "doctor" not in build_parser(words=words).format_help() and "doctor" in build_parser().format_help()
 
 
 def test_console_script_runs_outside_pytest() -> None:

@@ -1,37 +1,46 @@
 """``gkeys``: the command line entry point.
 
 Argument parsing and presentation only; every action is a function ``(Gkeys, Namespace) -> Report``
-in a topic module, registered with its sub-parser through ``set_defaults(func=...)``.
+in a topic module, registered with its sub-parser through ``set_defaults(func=...)``.  A command that
+names an action imports only that action's topic module (:data:`ACTION_TOPICS`): ``verify-tree`` inside
+``emerge --sync`` does not load the doctor, the downloader and the authority chain first.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 
 from gkeys_portage import __version__
-from gkeys_portage.cli import (
-    binpkg,
-    checks,
-    demo,
-    keys,
-    media,
-    overlays,
-    portage_actions,
-    publish,
-    seeds,
-    signing,
-    tree,
-)
 from gkeys_portage.cli.common import add_common_options
 from gkeys_portage.core.config import load_config
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Console, Report
 from gkeys_portage.ui.runner import JsonUsageParser, run_report
 
-TOPICS = (seeds, keys, signing, publish, media, overlays, tree, checks, portage_actions, binpkg, demo)
+#: The topic modules under ``gkeys_portage.cli``, in the order of ``gkeys --help``.
+TOPICS = ("seeds", "keys", "signing", "publish", "media", "overlays", "tree", "checks", "portage_actions",
+          "binpkg", "demo")
+
+#: The topic that registers each action (``tests/test_cli.py`` checks it against the registrations).
+ACTION_TOPICS = {
+    **dict.fromkeys(("add-seed", "convert-seed", "fetch-seed", "list-cats", "list-seed", "list-seedfiles",
+                     "move-seed", "remove-seed", "search-key", "update-seed"), "seeds"),
+    **dict.fromkeys(("export-keyring", "import-key", "install-key", "list-key", "refresh-key", "remove-key"),
+                    "keys"),
+    "sign": "signing", "verify": "signing",
+    "build-keyring": "publish", "export-wkd": "publish", "send-key": "publish",
+    "fetch-media": "media", "verify-media": "media", "verify-overlays": "overlays",
+    "verify-snapshot": "tree", "verify-tree": "tree", "check-key": "checks", "spec-check": "checks",
+    "doctor": "portage_actions", "setup-portage": "portage_actions", "status": "portage_actions",
+    "binpkg-keyring": "binpkg", "demo": "demo",
+}
+
+VALUE_OPTIONS = ("-c", "--config", "--root")  # the common options that take the next word as their value
 
 DESCRIPTION = """\
 Manage the OpenPGP keys that Gentoo trusts, and verify what Portage downloads with them.
@@ -56,8 +65,29 @@ offline in a temporary directory.
 """
 
 
-def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
-    """The full ``gkeys`` argument parser (``json_errors``: usage errors as one JSON document, for ``--json``)."""
+def action_word(words: Sequence[str]) -> str | None:
+    """The first word of a command line that is neither an option nor a common option's value."""
+    value_next = False
+    for word in words:
+        if value_next:
+            value_next = False
+        elif word in VALUE_OPTIONS:
+            value_next = True
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def topics(words: Sequence[str] | None = None) -> list[ModuleType]:
+    """The topic modules a command line needs: the named action's alone, else all of them."""
+    topic = ACTION_TOPICS.get(action_word(words) or "") if words is not None else None
+    return [importlib.import_module(f"gkeys_portage.cli.{name}") for name in ([topic] if topic else TOPICS)]
+
+
+def build_parser(*, json_errors: bool = False, words: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``gkeys`` argument parser (``json_errors``: usage errors as one JSON document, for ``--json``).
+
+    With ``words`` (the command line) only the named action's topic is registered; without, every action."""
     parser = (JsonUsageParser if json_errors else argparse.ArgumentParser)(
         prog="gkeys", description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -66,7 +96,7 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
     add_common_options(parser, suppress=False)
     sub = parser.add_subparsers(title="actions", metavar="ACTION")
     sub.required = True
-    for topic in TOPICS:
+    for topic in topics(words):
         topic.register(sub)
     return parser
 
@@ -88,7 +118,7 @@ def _run_action(args: argparse.Namespace, console: Console) -> Report:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``gkeys``; return the exit status (also used by the console script)."""
     words = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(json_errors="--json" in words)
+    parser = build_parser(json_errors="--json" in words, words=words)
     if isinstance(parser, JsonUsageParser):
         parser.words = tuple(words)
     args = parser.parse_args(words)
