@@ -12,6 +12,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import threading
 import weakref
 from collections.abc import Iterator
 from datetime import datetime
@@ -49,6 +50,7 @@ class Keyring:
         self._reader: Path | None = None
         # python-gnupg runs ``gpg --list-config`` whenever a GPG object is made: make one per clock.
         self._readers: dict[datetime | None, GnuPG] = {}
+        self._opening = threading.RLock()  # threads share one reader home and one listing (verify-tree)
 
     def exists(self) -> bool:
         """True if the keyring has a keybox (or, for a reader that does not own it, a non-empty export)."""
@@ -81,18 +83,19 @@ class Keyring:
         an engine that writes into a home it only verifies with (gpg-sq's verification cache:
         :mod:`gkeys_portage.openpgp.engine`), so the live home is never written.
         """
-        if not self.owned():
-            home, read_only = self._reader_home(), False
-        elif not probe().has(Capability.READ_ONLY):
-            home, read_only = self._copied_home(), False
-        else:
-            check_safe_directory(self.home)
-            home, read_only = self.home, True
-        cached = self._readers.get(faked_time)
-        if cached is None or cached.homedir != home:
-            cached = GnuPG(home, faked_time=faked_time, timeout=self.timeout, read_only=read_only)
-            self._readers[faked_time] = cached
-        return cached
+        with self._opening:
+            if not self.owned():
+                home, read_only = self._reader_home(), False
+            elif not probe().has(Capability.READ_ONLY):
+                home, read_only = self._copied_home(), False
+            else:
+                check_safe_directory(self.home)
+                home, read_only = self.home, True
+            cached = self._readers.get(faked_time)
+            if cached is None or cached.homedir != home:
+                cached = GnuPG(home, faked_time=faked_time, timeout=self.timeout, read_only=read_only)
+                self._readers[faked_time] = cached
+            return cached
 
     def _copied_home(self) -> Path:
         """A private copy of the live home (its files, not an import) for an engine that writes into homes
@@ -126,9 +129,10 @@ class Keyring:
 
     def installed(self) -> dict[Fingerprint, PublicKey]:
         """The keys of this keyring by primary fingerprint (cached for this object)."""
-        if self._keys is None:
-            self._keys = {key.fingerprint: key for key in self.gpg().list_keys()} if self.exists() else {}
-        return self._keys
+        with self._opening:
+            if self._keys is None:
+                self._keys = {key.fingerprint: key for key in self.gpg().list_keys()} if self.exists() else {}
+            return self._keys
 
     @contextlib.contextmanager
     def update(self) -> Iterator[GnuPG]:

@@ -115,18 +115,30 @@ class Engine:
     name: str  # "GnuPG 2.4.7", "Sequoia Chameleon 0.13.1": for people, never for decisions
     _known: dict[Capability, bool] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _probing: dict[ProbeFunction, threading.Lock] = field(default_factory=dict, repr=False)
 
     def describe(self) -> str:
         """``gpg-sq (Sequoia Chameleon 0.13.1)``: the program and what it is."""
         return f"{self.program} ({self.name})"
 
     def has(self, capability: Capability) -> bool:
-        """Whether the engine can do ``capability`` (probed once, then remembered)."""
+        """Whether the engine can do ``capability`` (probed once, then remembered).
+
+        Threads may ask at once: each probe runs once (a lock per probe), and different probes run side by
+        side (the tree verifier probes ``--multifile`` while the keyring is listed)."""
+        function = PROBES[capability]
         with self._lock:
-            if capability not in self._known:
-                found = PROBES[capability](self.program)
+            if capability in self._known:
+                return self._known[capability]
+            gate = self._probing.setdefault(function, threading.Lock())
+        with gate:
+            with self._lock:
+                if capability in self._known:
+                    return self._known[capability]
+            found = function(self.program)
+            with self._lock:
                 self._known.update(found if isinstance(found, dict) else {capability: found})
-            return self._known[capability]
+                return self._known[capability]
 
     def require(self, capability: Capability, what: str) -> None:
         """Raise :class:`EngineError` unless the engine can do ``capability``; ``what`` is the job asked."""

@@ -40,6 +40,8 @@ from gkeys_portage.core.errors import (
 )
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.keys.purposes import Purpose, purpose_pins
+from gkeys_portage.openpgp.engine import Capability, probe
+from gkeys_portage.openpgp.status import StatusReport
 from gkeys_portage.openpgp.verdict import VerifyPolicy
 from gkeys_portage.verify.git.ancestry import first_good_ancestor
 from gkeys_portage.verify.git.commits import CommitVerdict, CommitVerifier, PreparedCommits
@@ -216,17 +218,20 @@ class TreeVerifier:
         verifiers = (*self.verifiers, *([self.top] if self.top else []))
         for verifier in verifiers:
             verifier.location = str(repo.path)
-            verifier.keys  # noqa: B018 - the keyring listing, read once before the worker threads share it
+        listed_keys = warm_up(verifiers)  # the judging waits for it; git and the first gpg run do not
         scratch = scratch_parent()
         total = len(hashes)
         first = self.verifiers[0]
         jobs = first.jobs
         size = max(1, min(BATCH, -(-total // (jobs * PARTS_PER_JOB))))
-        pending: deque[tuple[list[str], dict[str, Commit], list[Future[dict[str, CommitVerdict]]]]] = deque()
+        Lanes = list[tuple[PreparedCommits, Future[dict[str, StatusReport | None]]]]
+        pending: deque[tuple[list[str], dict[str, Commit], Lanes]] = deque()
 
         def settle() -> None:
+            listed_keys.result()
             names, commits, lanes = pending.popleft()
-            verdicts = {name: verdict for lane in lanes for name, verdict in lane.result().items()}
+            verdicts = {name: verdict for prepared, lane in lanes
+                        for name, verdict in self._judge(prepared.commits, lane.result(), scratch).items()}
             for name in names:
                 commit = commits[name]
                 verdict = verdicts[commit.hash]
@@ -248,11 +253,11 @@ class TreeVerifier:
                 commits = repo.read_commits(names)
                 # every jobs-th commit to one gpg run: neighbours often share a signer (a branch, a busy
                 # developer), and keys differ in cost (ed25519 ~4x RSA in GnuPG), so the runs stay even
-                # the files are written here, while the workers' gpg checks the round before
-                lanes = [pool.submit(self._judge_prepared, first.prepare([commits[h] for h in names[lane::jobs]],
-                                                                         scratch), scratch)
-                         for lane in range(min(jobs, len(names)))]
-                pending.append((names, commits, lanes))
+                # the files are written here, while the workers' gpg checks the round before; the workers
+                # only run gpg (judging here keeps the next gpg run from waiting on Python)
+                prepared = [first.prepare([commits[h] for h in names[lane::jobs]], scratch)
+                            for lane in range(min(jobs, len(names)))]
+                pending.append((names, commits, [(part, pool.submit(first.finish, part)) for part in prepared]))
                 while len(pending) > READ_AHEAD:
                     settle()
             while pending:
@@ -263,14 +268,13 @@ class TreeVerifier:
         report.first_good = first_good_ancestor(hashes, {v.commit for v in report.bad}, below=below)
         return report
 
-    def _judge_prepared(self, prepared: PreparedCommits, scratch: str | None) -> dict[str, CommitVerdict]:
-        """Verdicts against the listed categories in order: a commit whose signer is unknown to (or
-        not pinned in) one category is checked again against the next one; the first good verdict
-        wins, otherwise the first category's refusal stands.  A bad, revoked or future signature in a
-        category that knows the key is final (never retried elsewhere)."""
+    def _judge(self, commits: Sequence[Commit], statuses: Mapping[str, StatusReport | None],
+               scratch: str | None) -> dict[str, CommitVerdict]:
+        """Verdicts against the listed categories in order, from the first category's gpg ``statuses``: a
+        commit whose signer is unknown to (or not pinned in) one category is checked again against the next
+        one; the first good verdict wins, otherwise the first category's refusal stands.  A bad, revoked or
+        future signature in a category that knows the key is final (never retried elsewhere)."""
         first, *others = self.verifiers
-        commits = prepared.commits
-        statuses = first.finish(prepared)
         verdicts = {c.hash: first.judge(c, statuses[c.hash]) for c in commits}
         for verifier in others:
             retry = [c for c in commits if verdicts[c.hash].code in ("unknown-signer", "signer-not-pinned")]
@@ -322,6 +326,21 @@ class TreeVerifier:
         if report.ok and record:
             record_verified(self.ctx, repo.path, tip)
         return report
+
+
+def warm_up(verifiers: Sequence[CommitVerifier]) -> Future[None]:
+    """Start what the first verdict needs besides gpg's run, in the background: the keyring listings (read
+    once, before the judging shares them) and the engine's ``--multifile`` probe.  The listings' future
+    carries their errors; the probe's are met again where gpg runs."""
+    def list_keys() -> None:
+        for verifier in verifiers:
+            verifier.keys  # noqa: B018 - the listing is cached by the keyring
+
+    early = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gkeys-warm-up")
+    early.submit(lambda: probe().has(Capability.MULTIFILE))
+    listed = early.submit(list_keys)
+    early.shutdown(wait=False)
+    return listed
 
 
 def scratch_parent() -> str | None:
