@@ -307,6 +307,7 @@ def write_history(repo: Path, history: History, say: Callable[[str], None]) -> s
         name = pack.finish()
     final = pack_dir / f"pack-{name}.pack"
     temp.rename(final)
+    final.chmod(0o444)  # as git leaves its packs
     return tip
 
 
