@@ -71,7 +71,7 @@ def poll():
                 except OSError:
                     continue
                 hwm = [int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")]
-                if hwm and name != "python3":
+                if hwm and not name.startswith("python"):  # a child not yet exec()ed: the parent's pages
                     peak[name] = max(peak.get(name, 0), hwm[0])
 threading.Thread(target=poll, daemon=True).start()
 started = time.perf_counter()
