@@ -159,7 +159,8 @@ def printable(text: str, limit: int = 300) -> str:
 
     Paths and git messages can carry names an attacker chose (escape sequences, 300-byte components).
     """
-    text = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
+    if not text.isprintable():  # the common case (an author, a summary) needs no pass per character
+        text = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
     return text if len(text) <= limit else text[: limit // 2] + "..." + text[-(limit // 2):]
 
 
