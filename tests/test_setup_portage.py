@@ -354,3 +354,93 @@ def test_setup_again_updates_its_own_unchanged_keyring_but_not_an_edited_one(env
     result = env.run("setup-portage", "--eroot", str(root))
     assert result.code == 1 and "exists with other content" in result.err, result.text
     assert keyring.read_text() == "edited by the admin\n"
+
+
+def test_webrsync_key_path_names_the_keyring_below_eprefix(env: Any, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Portage takes sync-openpgp-key-path as it is: in a Gentoo Prefix the keyring lies below EPREFIX."""
+    from media_helpers import install_release_key
+
+    install_release_key(env)
+    env.pin_key("gentoo", "snapshot", "bob")
+    root = webrsync_root(tmp_path)
+    monkeypatch.setenv("EPREFIX", "/home/larry/gentoo/")
+    result = env.run("setup-portage", "--eroot", str(root))
+    assert result.code == 0, result.text
+    fragment = (root / REPOS_FRAGMENT).read_text()
+    assert "sync-openpgp-key-path = /home/larry/gentoo/etc/portage/gkeys/gentoo.asc\n" in fragment, fragment
+    assert (root / "etc/portage/gkeys/gentoo.asc").is_file()
+
+
+def _key_states(path: Path, home: Path) -> dict[str, str]:
+    """Primary fingerprint -> gpg's validity letter ('r' revoked) for the keys of an armored keyring file."""
+    import subprocess
+
+    home.mkdir(mode=0o700, exist_ok=True)
+    out = subprocess.run(["gpg", "--homedir", str(home), "--batch", "--with-colons", "--show-keys", str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    lines = out.splitlines()
+    return {lines[i + 1].split(":")[9]: line.split(":")[1] for i, line in enumerate(lines) if line.startswith("pub:")}
+
+
+def test_refresh_key_carries_a_revocation_into_the_webrsync_keyring(env: Any, tmp_path: Path) -> None:
+    """A copy made once would keep a revoked snapshot key for emerge-webrsync for ever: refresh-key (the daily
+    timer) rewrites the keyring setup-portage wrote, from the keys as refreshed."""
+    from media_helpers import install_release_key
+
+    install_release_key(env)
+    env.pin_key("gentoo", "snapshot", "bob")
+    root = webrsync_root(tmp_path)
+    assert env.run("setup-portage", "--eroot", str(root)).code == 0
+    keyring = root / "etc/portage/gkeys/gentoo.asc"
+    bob = env.keys.keys["bob"].fingerprint
+    assert _key_states(keyring, tmp_path / "gpg") == {bob: "-"}
+    from gkeys_portage.openpgp.gnupg import GnuPG
+
+    scratch = GnuPG(tmp_path / "scratch")           # the keyserver now has bob's key with its revocation
+    scratch.import_keys(env.keys.public("bob"))
+    scratch.import_keys(env.keys.revocation("bob"))
+    env.server.hkp[bob] = scratch.export_keys([bob])
+    result = env.run("refresh-key", "-C", "gentoo", "--force", "--json")
+    assert result.code == 0, result.text
+    assert _key_states(keyring, tmp_path / "gpg") == {bob: "r"}
+    import json
+
+    entries = json.loads(result.out)["webrsync_keyrings"]
+    assert entries == [{"path": str(keyring), "category": "gentoo", "state": "updated", "detail": ""}], entries
+    result = env.run("refresh-key", "-C", "gentoo", "--force")  # nothing new: the keyring stays as it is
+    assert result.code == 0 and "webrsync keyring" not in result.text, result.text
+    # the record follows the rewritten keyring: undo still removes it, and leaves the root as it was
+    result = env.run("setup-portage", "--eroot", str(root), "--undo")
+    assert result.code == 0 and not keyring.exists(), result.text
+
+
+def test_refresh_key_leaves_an_edited_webrsync_keyring_alone(env: Any, tmp_path: Path) -> None:
+    from media_helpers import install_release_key
+
+    install_release_key(env)
+    env.pin_key("gentoo", "snapshot", "bob")
+    root = webrsync_root(tmp_path)
+    assert env.run("setup-portage", "--eroot", str(root)).code == 0
+    keyring = root / "etc/portage/gkeys/gentoo.asc"
+    keyring.write_text("edited by the admin\n")
+    result = env.run("refresh-key", "-C", "gentoo", "--force")
+    assert result.code == 0, result.text
+    assert f"webrsync keyring {keyring}: changed since setup-portage wrote it: left alone" in result.text, result.text
+    assert keyring.read_text() == "edited by the admin\n"
+
+
+def test_refresh_key_fails_when_the_webrsync_keyring_can_no_longer_be_made(env: Any, tmp_path: Path) -> None:
+    """The snapshot seed removed: the old copy would go on accepting a key gkeys no longer pins; an error (exit 1)
+    naming both ways out, never a silent success."""
+    from media_helpers import install_release_key
+
+    install_release_key(env)
+    env.pin_key("gentoo", "snapshot", "bob")
+    root = webrsync_root(tmp_path)
+    assert env.run("setup-portage", "--eroot", str(root)).code == 0
+    assert env.run("remove-seed", "-C", "gentoo", "-n", "snapshot").code == 0
+    result = env.run("refresh-key", "-C", "gentoo", "--force")
+    assert result.code == 1, result.text
+    assert "pins no repository key" in result.err and "gkeys setup-portage --undo" in result.err, result.text
+    assert "Traceback" not in result.text

@@ -107,7 +107,28 @@ def run_refresh_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
             report.warn(f"{category}: {result.warning}")
         else:
             report.good(f"{category}: {len(result.outcomes)} keys refreshed")
+    _refresh_webrsync_keyrings(ctx, report)
     return report
+
+
+def _refresh_webrsync_keyrings(ctx: Gkeys, report: Report) -> None:
+    """Bring the webrsync keyrings setup-portage wrote up to date with the keys as refreshed (a revoked or
+    replaced repository key must reach emerge-webrsync too); a keyring that could not be is an error (exit 1)."""
+    from gkeys_portage.portage.webrsync import KeyringState, refresh_webrsync_keyrings
+    from gkeys_portage.verify.manifest.purpose import repository_keyring
+
+    results = refresh_webrsync_keyrings(ctx.layout.state_dir, lambda category: repository_keyring(ctx, category))
+    if results:
+        report.data["webrsync_keyrings"] = [result.to_json() for result in results]
+    for result in results:
+        if result.state is KeyringState.UPDATED:
+            report.good(f"webrsync keyring {result.path}: brought up to date with the {result.category} "
+                        "repository keys")
+        elif result.state is KeyringState.FAILED:
+            report.error(f"webrsync keyring {result.path}: {result.detail}")
+            report.exit_code = report.exit_code or 1
+        elif result.state is not KeyringState.UNCHANGED:
+            report.warn(f"webrsync keyring {result.path}: {result.detail}")
 
 
 def _date(epoch: int | None) -> str:

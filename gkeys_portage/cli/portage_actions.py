@@ -18,7 +18,7 @@ from gkeys_portage.portage import doctor as portage_doctor
 from gkeys_portage.portage import setup as portage_setup
 from gkeys_portage.portage.status import Status, collect_status
 from gkeys_portage.ui.output import Report
-from gkeys_portage.verify.manifest.purpose import purpose_keyring, repository_pins
+from gkeys_portage.verify.manifest.purpose import repository_keyring
 
 SETUP_DESCRIPTION = """\
 Wire Portage to gkeys in one command, with new files only:
@@ -88,11 +88,6 @@ def _setup_report(result: portage_setup.SetupResult, *, undo: bool) -> Report:
     return report
 
 
-def _repository_keyring(ctx: Gkeys, category: str) -> bytes:
-    """The armored keys of ``category`` that may sign snapshots (Purpose.REPOSITORY), for emerge-webrsync."""
-    return purpose_keyring(ctx, category, repository_pins(ctx, category)[0])
-
-
 def run_setup_portage(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """setup-portage."""
     eroot = _eroot(args)
@@ -103,7 +98,7 @@ def run_setup_portage(ctx: Gkeys, args: argparse.Namespace) -> Report:
         ctx.ensure_layout()
     result = portage_setup.setup(eroot, args.repo or ["gentoo"], record=record, fetch_wrapper=args.fetch_wrapper,
                                  overlays=args.overlays, category=args.category, dry_run=args.dry_run,
-                                 keyrings=lambda _name: _repository_keyring(ctx, args.category or "gentoo"))
+                                 keyrings=lambda category: repository_keyring(ctx, category))
     return _setup_report(result, undo=False)
 
 

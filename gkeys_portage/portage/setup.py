@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gkeys_portage import installfiles
+from gkeys_portage.core.config import eprefix
 from gkeys_portage.core.errors import BadInputError
 from gkeys_portage.core.state import atomic_write_json, read_json
 from gkeys_portage.core.types import parse_category
@@ -69,7 +70,7 @@ RSYNC_TYPES = ("rsync", "gkeys")  # ::gentoo on rsync (or already on gkeys with 
 REPO_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_+-]*")  # Portage's repository names
 SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]+")  # a path Portage can take as one word of FETCH_WRAPPER
 WEBRSYNC_KEYRINGS = ETC / "gkeys"  # <repo>.asc: the repository keys emerge-webrsync may accept
-#: makes the webrsync keyring of a repository (armored keys); raises NotVerifiedError without a repository key
+#: makes the webrsync keyring of a category (its repository keys, armored); raises NotVerifiedError without one
 KeyringSource = Callable[[str], bytes]
 REFRESH_TIMER = "gkeys-refresh.timer"
 SYSTEMD_ETC = Path("etc/systemd/system")
@@ -96,6 +97,7 @@ class PlannedFile:
     mode: int
     why: str
     link: str | None = None
+    category: str | None = None  # a webrsync keyring: the gkeys category whose repository keys it holds
 
     @property
     def recorded(self) -> str:
@@ -184,8 +186,14 @@ def webrsync_repos(eroot: Path, repos: Sequence[str]) -> list[str]:
 
 
 def webrsync_keyring_path(name: str) -> Path:
-    """Where setup writes the keyring ``sync-openpgp-key-path`` of webrsync repository ``name`` names."""
+    """Where setup writes the keyring ``sync-openpgp-key-path`` of webrsync repository ``name`` names (below EROOT)."""
     return WEBRSYNC_KEYRINGS / f"{name}.asc"
+
+
+def webrsync_key_setting(name: str) -> str:
+    """The value of ``sync-openpgp-key-path``: the keyring's path as Portage sees it, ``${EPREFIX}/etc/portage/...``
+    (Portage takes the value as it is; a Prefix install's keyring lies below its EPREFIX)."""
+    return f"{eprefix()}/{webrsync_keyring_path(name).as_posix()}"
 
 
 def repos_fragment(eroot: Path, repos: Sequence[str], *, category: str | None = None) -> bytes:
@@ -215,7 +223,7 @@ def repos_fragment(eroot: Path, repos: Sequence[str], *, category: str | None = 
             # emerge-webrsync verifies the snapshot's .gpgsig itself (gemato, -K keyring); gkeys gives it a
             # keyring of exactly the repository keys.  (It ignores sync-openpgp-key-refresh: gemato refreshes.)
             settings = [("sync-webrsync-verify-signature", "yes"),
-                        ("sync-openpgp-key-path", "/" + webrsync_keyring_path(name).as_posix())]
+                        ("sync-openpgp-key-path", webrsync_key_setting(name))]
         elif repo is not None and hooks_only_on_change(repo):
             # Portage would skip the hooks of a sync that "changed nothing" (a merge that failed half-way)
             settings.append((HOOKS_ON_CHANGE, "false"))
@@ -283,7 +291,8 @@ def plan(eroot: Path, repos: Sequence[str], *, fetch_wrapper: bool = False, over
          keyrings: KeyringSource | None = None) -> tuple[list[PlannedFile], list[str]]:
     """The files setup-portage wants, and notes for the user (steps it never takes itself).
 
-    ``keyrings`` makes the keyring of each webrsync repository (required when one is named).
+    ``keyrings`` makes the keyring of each webrsync repository (required when one is named), from the repository
+    keys of ``category`` (default ``gentoo``).
 
     ``root`` (default: ``eroot`` opened here) tells files from directories without following symlinks.
     """
@@ -302,7 +311,9 @@ def plan(eroot: Path, repos: Sequence[str], *, fetch_wrapper: bool = False, over
     for name in webrsync_repos(eroot, repos):
         if keyrings is None:
             raise BadInputError(f"repository {name!r} syncs with webrsync: its keyring cannot be made here")
-        files.append(PlannedFile(webrsync_keyring_path(name), keyrings(name), 0o644, "webrsync keyring"))
+        keys_of = category or "gentoo"
+        files.append(PlannedFile(webrsync_keyring_path(name), keyrings(keys_of), 0o644, "webrsync keyring",
+                                 category=keys_of))
         notes.append(f"emerge-webrsync now accepts only the repository keys gkeys pins for {name}; it does not know "
                      f"gkeys' high-water mark: 'gkeys verify-snapshot' also refuses an older snapshot")
     with contextlib.ExitStack() as stack:
@@ -333,26 +344,41 @@ def record_path(state_dir: Path, eroot: Path) -> Path:
     return state_dir / RECORDS / f"{digest}.json"
 
 
-def _read_record(record: Path, eroot: Path) -> dict[str, object]:
+@dataclass
+class SetupRecord:
+    """What setup created under one EROOT: files (path: SHA-256, or ``symlink:TARGET``), the directories it made,
+    and the category of each webrsync keyring (so that a key refresh can bring the keyring up to date)."""
+
+    files: dict[str, str] = field(default_factory=dict)
+    dirs: list[str] = field(default_factory=list)
+    keyrings: dict[str, str] = field(default_factory=dict)
+
+
+def read_record(record: Path, eroot: Path) -> SetupRecord:
     """The record of what setup created; only relative paths below ``etc/portage`` are accepted."""
     data = read_json(record, {})
     files = data.get("files", {}) if isinstance(data, dict) else None
     dirs = data.get("dirs", []) if isinstance(data, dict) else None
+    keyrings = data.get("keyrings", {}) if isinstance(data, dict) else None  # absent in records before 2026-12
     damaged = BadInputError(f"{record} (the record of what setup-portage created in {eroot}) is damaged: remove "
                             "the files it lists by hand, then remove it")
-    if not isinstance(files, dict) or not isinstance(dirs, list):
+    if not isinstance(files, dict) or not isinstance(dirs, list) or not isinstance(keyrings, dict):
         raise damaged
     if data and data.get("eroot") != os.path.realpath(eroot):
         raise damaged
     if not all(isinstance(n, str) and _own_path(n) for n in files) \
             or not all(isinstance(n, str) and _own_path(n, directory=True) for n in dirs) \
-            or not all(isinstance(d, str) for d in files.values()):
+            or not all(isinstance(d, str) for d in files.values()) \
+            or not all(n in files and isinstance(c, str) for n, c in keyrings.items()):
         raise damaged
-    return {"files": dict(files), "dirs": list(dirs)}
+    return SetupRecord(dict(files), list(dirs), dict(keyrings))
 
 
-def _write_record(record: Path, eroot: Path, files: dict[str, str], dirs: list[str]) -> None:
-    atomic_write_json(record, {"eroot": os.path.realpath(eroot), "files": files, "dirs": dirs})
+def write_record(record: Path, eroot: Path, content: SetupRecord) -> None:
+    """Replace the record of what setup created under ``eroot`` (atomically)."""
+    keyrings = {name: category for name, category in content.keyrings.items() if name in content.files}
+    atomic_write_json(record, {"eroot": os.path.realpath(eroot), "files": content.files, "dirs": content.dirs,
+                               "keyrings": keyrings})
 
 
 def _own_path(name: str, *, directory: bool = False) -> bool:
@@ -378,9 +404,8 @@ def setup(eroot: Path, repos: Sequence[str], *, record: Path, fetch_wrapper: boo
         files, notes = plan(eroot, repos, fetch_wrapper=fetch_wrapper, overlays=overlays, category=category,
                             root=root, keyrings=keyrings)
         result = SetupResult(eroot, dry_run, notes=notes)
-        manifest = _read_record(record, eroot)
-        recorded: dict[str, str] = manifest["files"]  # type: ignore[assignment]
-        dirs: list[str] = manifest["dirs"]  # type: ignore[assignment]
+        manifest = read_record(record, eroot)
+        recorded, dirs = manifest.files, manifest.dirs
         diffs = []
         todo: list[PlannedFile] = []
         for item in files:
@@ -417,13 +442,15 @@ def setup(eroot: Path, repos: Sequence[str], *, record: Path, fetch_wrapper: boo
             return result
         for item in todo:
             dirs += [d.as_posix() for d in root.missing(item.path.parent) if d.as_posix() not in dirs]
-            _write_record(record, eroot, recorded, dirs)  # directories first: undo can clean up
+            write_record(record, eroot, manifest)  # directories first: undo can clean up
             if item.link is not None:
                 root.symlink(item.path, item.link)
             else:
                 root.write(item.path, item.content, item.mode)
             recorded[item.path.as_posix()] = item.recorded
-            _write_record(record, eroot, recorded, dirs)
+            if item.category is not None:
+                manifest.keyrings[item.path.as_posix()] = item.category
+            write_record(record, eroot, manifest)
     return result
 
 
@@ -439,9 +466,8 @@ def undo(eroot: Path, *, record: Path, dry_run: bool = False) -> SetupResult:
                                     "(whoever can write that directory could have written it): remove the files it "
                                     "lists by hand, then remove it")
             return result
-        manifest = _read_record(record, eroot)
-        recorded: dict[str, str] = manifest["files"]  # type: ignore[assignment]
-        dirs: list[str] = manifest["dirs"]  # type: ignore[assignment]
+        manifest = read_record(record, eroot)
+        recorded, dirs = manifest.files, manifest.dirs
         kept: dict[str, str] = {}
         for name, digest in recorded.items():
             if digest.startswith(LINK):
@@ -472,7 +498,7 @@ def undo(eroot: Path, *, record: Path, dry_run: bool = False) -> SetupResult:
         if dry_run:
             return result
         if kept:
-            _write_record(record, eroot, kept, dirs)
+            write_record(record, eroot, SetupRecord(kept, dirs, manifest.keyrings))
             return result
         for name in reversed(dirs):
             try:

@@ -49,3 +49,9 @@ def purpose_keyring(ctx: Gkeys, category: str, pins: PinSet) -> bytes:
             f"the repository key(s) pinned in {category} ({pins.describe()}) are not installed (missing trust, "
             f"not a bad signature): gkeys install-key -C {category}")
     return keyring.gpg().export_keys(wanted, armor=True)
+
+
+def repository_keyring(ctx: Gkeys, category: str) -> bytes:
+    """An armored keyring of exactly the installed repository keys of ``category`` (what emerge-webrsync may
+    accept); raises :class:`NotVerifiedError` when the category pins or has installed none."""
+    return purpose_keyring(ctx, category, repository_pins(ctx, category)[0])

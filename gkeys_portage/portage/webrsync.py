@@ -1,0 +1,106 @@
+"""Keep the webrsync keyrings that ``setup-portage`` wrote in step with gkeys' keys, after every key refresh.
+
+``setup-portage`` points ``sync-openpgp-key-path`` of a ``sync-type = webrsync`` repository at
+``${EPREFIX}/etc/portage/gkeys/<repo>.asc``, a copy of the pinned repository keys of one category.  A copy made
+once would keep a revoked or replaced key for ever; so ``gkeys refresh-key`` (run daily by gkeys-refresh.timer)
+calls :func:`refresh_webrsync_keyrings`, which rewrites every such keyring that setup recorded (with its
+category) and that nobody changed since, from the keys as they are after the refresh.  A keyring changed by hand
+is left alone and reported, as setup-portage itself does; one whose category no longer pins a repository key is
+an error naming the fix: the old copy would go on accepting keys that gkeys no longer trusts.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gkeys_portage.core.errors import GkeysError
+from gkeys_portage.core.state import read_json
+from gkeys_portage.portage.confined import ConfinedRoot
+from gkeys_portage.portage.setup import RECORDS, KeyringSource, SetupRecord, read_record, sha256, write_record
+
+
+class KeyringState(enum.Enum):
+    """What a refresh did to one webrsync keyring."""
+
+    UPDATED = "updated"
+    UNCHANGED = "unchanged"
+    EDITED = "edited"  # changed by hand since setup wrote it: left alone
+    MISSING = "missing"  # removed by hand: left alone (setup-portage writes it again)
+    FAILED = "failed"  # the keys could not be exported, or the root could not be reached safely
+
+
+@dataclass(frozen=True)
+class KeyringRefresh:
+    """One webrsync keyring after a refresh: where, of which category, and what happened (``detail``: why)."""
+
+    path: Path  # absolute: EROOT / etc/portage/gkeys/<repo>.asc
+    category: str
+    state: KeyringState
+    detail: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        """The facts, for ``--json``."""
+        return {"path": str(self.path), "category": self.category, "state": self.state.value, "detail": self.detail}
+
+
+def _records(state_dir: Path) -> list[tuple[Path, Path]]:
+    """Every setup-portage record under ``state_dir`` with the EROOT it names: ``(record, eroot)``."""
+    found = []
+    for record in sorted((state_dir / RECORDS).glob("*.json")):
+        data = read_json(record, {})
+        eroot = data.get("eroot") if isinstance(data, dict) else None
+        if isinstance(eroot, str) and os.path.isabs(eroot):
+            found.append((record, Path(eroot)))
+    return found
+
+
+def refresh_webrsync_keyrings(state_dir: Path, keyrings: KeyringSource,
+                              progress: Callable[[str], object] | None = None) -> list[KeyringRefresh]:
+    """Rewrite each webrsync keyring setup-portage recorded in ``state_dir`` from ``keyrings(category)``, when its
+    content is still what setup wrote; one :class:`KeyringRefresh` per keyring, records without one say nothing."""
+    results: list[KeyringRefresh] = []
+    for record, eroot in _records(state_dir):
+        try:
+            content = read_record(record, eroot)
+            if not content.keyrings:
+                continue
+            with ConfinedRoot(eroot) as root:
+                for name, category in sorted(content.keyrings.items()):
+                    if progress is not None:
+                        progress(f"webrsync keyring {eroot / name}")
+                    results.append(_refresh_one(root, record, eroot, content, Path(name), category, keyrings))
+        except GkeysError as exc:  # a damaged record, an EROOT that is gone or no longer safe to write
+            results.append(KeyringRefresh(eroot / "etc/portage/gkeys", "", KeyringState.FAILED,
+                                          f"cannot bring setup-portage's webrsync keyrings in {eroot} up to date: "
+                                          f"{exc.message}"))
+    return results
+
+
+def _refresh_one(root: ConfinedRoot, record: Path, eroot: Path, content: SetupRecord, name: Path, category: str,
+                 keyrings: KeyringSource) -> KeyringRefresh:
+    """One keyring of :func:`refresh_webrsync_keyrings` (``name``: its path below ``eroot``)."""
+    path = eroot / name
+    current = root.read(name)
+    if current is None:
+        return KeyringRefresh(path, category, KeyringState.MISSING,
+                              "removed since setup-portage wrote it: run 'gkeys setup-portage' again to restore it")
+    if sha256(current) != content.files.get(name.as_posix()):
+        return KeyringRefresh(path, category, KeyringState.EDITED,
+                              "changed since setup-portage wrote it: left alone; compare with 'gkeys setup-portage "
+                              "--dry-run' and merge it by hand")
+    try:
+        fresh = keyrings(category)
+    except GkeysError as exc:
+        return KeyringRefresh(path, category, KeyringState.FAILED,
+                              f"{exc.message}; it still holds the keys of the last refresh, which emerge-webrsync "
+                              "accepts: pin a repository key again, or stop using it with 'gkeys setup-portage --undo'")
+    if fresh == current:
+        return KeyringRefresh(path, category, KeyringState.UNCHANGED)
+    root.write(name, fresh, 0o644)
+    content.files[name.as_posix()] = sha256(fresh)
+    write_record(record, eroot, content)
+    return KeyringRefresh(path, category, KeyringState.UPDATED)
