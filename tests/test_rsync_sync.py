@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -28,7 +29,9 @@ from gkeys_portage.demo.world import past
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.openpgp.gnupg import GnuPG
 from gkeys_portage.portage.rsyncsync import RsyncRequest, mark_key, sync_rsync
+from gkeys_portage.verify.manifest.purpose import purpose_keyring, repository_pins
 from gkeys_portage.verify.manifest.marks import last_mark
+from gkeys_portage.verify.manifest.tree import verify_tree
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/usr/bin/rsync") and
                                 not any(os.access(os.path.join(p, "rsync"), os.X_OK)
@@ -346,3 +349,72 @@ def test_emerge_sync_max_age_from_repos_conf(pinned: Any, daemon: RsyncDaemon, t
     result = portage.sync("gentoo")
     assert result.returncode == 0, result.stdout
     assert (location / "dev-test/pkg/pkg-1.ebuild").is_file()
+
+
+_KILLED_IN_GEMATO = """
+import sys, time
+from pathlib import Path
+from gkeys_portage.core.config import load_config
+from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.verify.manifest.purpose import purpose_keyring, repository_pins
+from gkeys_portage.verify.manifest.tree import verify_tree
+ctx = Gkeys(load_config(Path(sys.argv[1])))
+pins, _ = repository_pins(ctx, sys.argv[3])
+def hold(stamp, digest):  # inside gemato's environment: its home is made and its gpg-agent started
+    Path(sys.argv[4]).write_text("ready")
+    time.sleep(600)
+verify_tree(Path(sys.argv[2]), purpose_keyring(ctx, sys.argv[3], pins), pins, before_files=hold)
+"""
+
+
+def _agents_under(directory: Path) -> list[int]:
+    """The pids of the gpg-agents whose home lies under ``directory``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            words = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        # any word: an engine run through its own loader (ld.so ... /usr/bin/gpg-agent) names the agent later
+        if any(w.endswith(b"gpg-agent") for w in words) and any(str(directory).encode() in w for w in words):
+            found.append(int(proc.name))
+    return found
+
+
+def test_a_killed_verification_leaves_no_gemato_home_or_agent_after_the_next(pinned: Any, tmp_path: Path) -> None:
+    """gemato's GnuPG home starts a gpg-agent; a SIGKILLed sync closes neither.  The next verification removes
+    the homes of gkeys runs that are gone (and so ends their agents), never a home of a live run or of Portage's."""
+    tree = make_tree(tmp_path / "tree", pinned.keys, "infra")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    ready = tmp_path / "ready"
+    foreign = scratch / "gemato.portage"  # Portage's own rsync module runs gemato too: not gkeys' to remove
+    foreign.mkdir(mode=0o700)
+    child = subprocess.Popen([sys.executable, "-c", _KILLED_IN_GEMATO, str(pinned.config), str(tree), CATEGORY,
+                              str(ready)], env={**os.environ, "TMPDIR": str(scratch)})
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ready.exists(), "the child never reached gemato's verification"
+        assert _agents_under(scratch), "gemato's import started no gpg-agent: the test proves nothing"
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        homes = [home for home in scratch.glob("gemato.*") if home != foreign]
+        assert len(homes) == 1 and (homes[0] / "gkeys-owner").is_file(), homes
+        ctx = Gkeys(load_config(pinned.config))
+        pins, _ = repository_pins(ctx, CATEGORY)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(tempfile, "tempdir", str(scratch))  # the next verification's gemato home lands there too
+            verify_tree(tree, purpose_keyring(ctx, CATEGORY, pins), pins)
+        deadline = time.monotonic() + 10  # gpg-agent exits when it sees its home removed (inotify)
+        while _agents_under(scratch) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _agents_under(scratch), "the killed verification's gpg-agent outlived the next one"
+        assert sorted(scratch.iterdir()) == [foreign], "a killed run's gemato home was left, or Portage's removed"
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        for home in scratch.glob("gemato.*"):
+            GnuPG(home).close()

@@ -31,6 +31,7 @@ from gkeys_portage.core.errors import (
 from gkeys_portage.core.types import is_fingerprint, parse_fingerprint
 from gkeys_portage.openpgp.process import selected_program
 from gkeys_portage.openpgp.verdict import Pin, PinSet
+from gkeys_portage.verify.manifest import gematohome
 
 if TYPE_CHECKING:
     import gemato.exceptions
@@ -133,8 +134,10 @@ def verify_tree(root: Path, keyring: bytes, pins: PinSet, *, where: str | None =
     if not top.is_file():
         raise NoSignatureError(f"{where}: no top-level Manifest; refused (not a signed Manifest tree)")
     digest = hashlib.sha256(top.read_bytes()).hexdigest()
+    gematohome.remove_stale()  # the homes (and gpg-agents) of verifications that were killed
     try:
         with gkeys_engine(gemato.openpgp), gemato.openpgp.OpenPGPEnvironment() as env:
+            gematohome.claim(env.home)
             env.import_key(io.BytesIO(keyring))
             loader = gemato.recursiveloader.ManifestRecursiveLoader(
                 str(top), verify_openpgp=True, openpgp_env=env, max_jobs=jobs)
