@@ -8,6 +8,7 @@ status output stays capped although it now goes to a file; nothing is left in th
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -163,3 +164,27 @@ def test_prepared_batches_are_written_ahead_and_removed_whatever_happens(
     with pytest.raises(OSError):
         verifier.prepare_detached_many(items, scratch=str(scratch))
     assert written and list(scratch.iterdir()) == []
+
+
+def test_the_probe_homes_of_killed_runs_are_removed_at_the_next_probe(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every engine probe works in a throwaway home under $TMPDIR; a run killed during its probes leaves them.
+    The first probe of a run removes this user's probe homes older than a day, and nothing else."""
+    from gkeys_portage.openpgp import engine
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    old = tmp_path / f"{engine.PROBE_PREFIX}killed"
+    (old / "home").mkdir(parents=True)
+    day_ago = time.time() - 25 * 3600
+    os.utime(old, (day_ago, day_ago))
+    running = tmp_path / f"{engine.PROBE_PREFIX}running"
+    running.mkdir()
+    other = tmp_path / "gemato.other"
+    other.mkdir()
+    os.utime(other, (day_ago, day_ago))
+    engine.forget("gpg")
+    try:
+        assert engine.probe("gpg").banner
+    finally:
+        engine.forget("gpg")
+    assert not old.exists() and running.is_dir() and other.is_dir()

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from gkeys_portage.core.errors import GpgError, NoSignatureError
+from gkeys_portage.core.scratch import remove_stale_dirs
 from gkeys_portage.openpgp.engine import Capability, probe
 from gkeys_portage.openpgp.packets import detached_signature_packets
 from gkeys_portage.openpgp.process import (
@@ -186,28 +184,15 @@ def _write_new(path: str, data: bytes) -> None:
 
 
 SCRATCH_PREFIX = "gkeys-multifile-"
-STALE_SCRATCH_SECONDS = 24 * 3600
 
 
 def remove_stale_scratch(scratch: str | None, *, now: float | None = None) -> int:
     """Remove this user's scratch directories of killed runs (older than a day) under ``scratch``.
 
     A SIGKILLed verification cannot remove its private directory, and under ``/dev/shm`` the copies of
-    signatures and payloads would hold memory until the next reboot.  No verification runs for a day
-    (every gpg call has a timeout), so an older directory belongs to nobody.  Returns how many were removed.
+    signatures and payloads would hold memory until the next reboot.  Returns how many were removed.
     """
-    parent = Path(scratch if scratch is not None else tempfile.gettempdir())
-    cutoff = (time.time() if now is None else now) - STALE_SCRATCH_SECONDS
-    removed = 0
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(parent):
-            with contextlib.suppress(OSError):
-                info = entry.stat(follow_symlinks=False)
-                if (entry.name.startswith(SCRATCH_PREFIX) and entry.is_dir(follow_symlinks=False)
-                        and info.st_uid == os.geteuid() and info.st_mtime < cutoff):
-                    shutil.rmtree(entry.path)
-                    removed += 1
-    return removed
+    return remove_stale_dirs(scratch if scratch is not None else tempfile.gettempdir(), SCRATCH_PREFIX, now=now)
 
 
 #: The failure of a file a multifile run did not report on in full (gpg killed, out of memory, a name twice).
