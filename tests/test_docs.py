@@ -23,7 +23,7 @@ VOCABULARY = vocabulary()
 ACTIONS = VOCABULARY["gkeys"]
 EVERY_OPTION = frozenset().union(*(options for program in VOCABULARY.values() for options in program.values()))
 #: Options of other tools that the docs name on their own, in prose code spans.
-FOREIGN = frozenset({"--status-fd", "--verify", "--list-sigs", "--multifile", "--recv-keys", "--sync",  # gpg, emerge
+FOREIGN = frozenset({"--status-fd", "--list-config", "--verify", "--list-sigs", "--multifile", "--recv-keys", "--sync",  # gpg, emerge
                      "--quick-generate-key", "--quick-add-key", "--upload-pack", "--check-trustdb",  # gpg, git
                      "--check-sigs",  # gpg
                      "--decrypt", "--import-options", "--trust-model", "--lock-never", "--export-filter",  # gpg
