@@ -50,6 +50,17 @@ def test_timer_is_daily_randomized_and_catches_up() -> None:
     assert shlex.split(service["Service"]["ExecStart"])[1:] == ["-q", "refresh-key"]
 
 
+def test_the_service_may_rewrite_the_webrsync_keyrings() -> None:
+    """refresh-key rewrites the keyrings setup-portage wrote for emerge-webrsync; ProtectSystem=full makes /etc
+    read-only, so the unit must give that directory back, or the daily refresh could never bring them up to date."""
+    from gkeys_portage.portage.setup import WEBRSYNC_KEYRINGS
+
+    service = _unit(SERVICE)["Service"]
+    assert service["ProtectSystem"] in ("full", "strict")
+    writable = [path.lstrip("-") for path in service.get("ReadWritePaths", "").split()]
+    assert "/" + WEBRSYNC_KEYRINGS.as_posix() in writable, writable
+
+
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
 def test_systemd_accepts_the_units(tmp_path: Path) -> None:
     for unit in (SERVICE, TIMER):

@@ -444,3 +444,36 @@ def test_refresh_key_fails_when_the_webrsync_keyring_can_no_longer_be_made(env: 
     assert result.code == 1, result.text
     assert "pins no repository key" in result.err and "gkeys setup-portage --undo" in result.err, result.text
     assert "Traceback" not in result.text
+
+
+def test_refresh_key_names_a_webrsync_keyring_it_cannot_write(env: Any, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read-only /etc (a service sandbox without ReadWritePaths): one error line naming the keyring and the
+    next step, exit 1, never a traceback; the old keyring stays as it was."""
+    import errno
+
+    from media_helpers import install_release_key
+
+    from gkeys_portage.openpgp.gnupg import GnuPG
+    from gkeys_portage.portage.confined import ConfinedRoot
+
+    install_release_key(env)
+    env.pin_key("gentoo", "snapshot", "bob")
+    root = webrsync_root(tmp_path)
+    assert env.run("setup-portage", "--eroot", str(root)).code == 0
+    keyring = root / "etc/portage/gkeys/gentoo.asc"
+    before = keyring.read_bytes()
+    bob = env.keys.keys["bob"].fingerprint
+    scratch = GnuPG(tmp_path / "scratch")
+    scratch.import_keys(env.keys.public("bob"))
+    scratch.import_keys(env.keys.revocation("bob"))
+    env.server.hkp[bob] = scratch.export_keys([bob])
+
+    def read_only(*_args: object, **_kwargs: object) -> None:
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    monkeypatch.setattr(ConfinedRoot, "write", read_only)
+    result = env.run("refresh-key", "-C", "gentoo", "--force")
+    assert result.code == 1, result.text
+    assert f"webrsync keyring {keyring}: cannot be rewritten (Read-only file system)" in result.err, result.text
+    assert "Traceback" not in result.text and keyring.read_bytes() == before

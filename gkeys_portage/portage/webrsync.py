@@ -100,7 +100,12 @@ def _refresh_one(root: ConfinedRoot, record: Path, eroot: Path, content: SetupRe
                               "accepts: pin a repository key again, or stop using it with 'gkeys setup-portage --undo'")
     if fresh == current:
         return KeyringRefresh(path, category, KeyringState.UNCHANGED)
-    root.write(name, fresh, 0o644)
+    try:
+        root.write(name, fresh, 0o644)
+    except OSError as exc:  # a read-only /etc (a service sandbox without ReadWritePaths), a full disk
+        return KeyringRefresh(path, category, KeyringState.FAILED,
+                              f"cannot be rewritten ({exc.strerror}); it still holds the keys of the last refresh: "
+                              "run 'gkeys refresh-key' where it can write there (as root, outside a sandbox)")
     content.files[name.as_posix()] = sha256(fresh)
     write_record(record, eroot, content)
     return KeyringRefresh(path, category, KeyringState.UPDATED)
