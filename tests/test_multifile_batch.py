@@ -95,21 +95,26 @@ def test_nothing_is_left_in_the_scratch_directory(verifier: GnuPG, keys: KeyFact
     assert verifier.verify_detached_many([]) == []
 
 
+def _left_by_killed_runs(parent: Path, prefix: str) -> tuple[Path, Path, Path]:
+    """Under ``parent``: a ``prefix`` directory two days old (a killed run's), a fresh one (a running one's) and
+    an old directory of another name; returns them in that order."""
+    day_ago = time.time() - 25 * 3600
+    old, fresh, other = parent / f"{prefix}killed", parent / f"{prefix}running", parent / "someone-else"
+    (old / "home").mkdir(parents=True)
+    (old / "home" / "0").write_bytes(b"payload")
+    fresh.mkdir()
+    other.mkdir()
+    for path in (old, other):
+        os.utime(path, (day_ago, day_ago))
+    return old, fresh, other
+
+
 def test_scratch_of_killed_runs_is_removed_after_a_day(tmp_path: Path) -> None:
     """A SIGKILLed verification leaves its private directory (in /dev/shm: memory until reboot); the next
     run removes this user's directories older than a day, and nothing else."""
     from gkeys_portage.openpgp.multifile import SCRATCH_PREFIX, remove_stale_scratch
 
-    old = tmp_path / f"{SCRATCH_PREFIX}old"
-    old.mkdir()
-    (old / "0").write_bytes(b"payload")
-    day_ago = time.time() - 25 * 3600
-    os.utime(old, (day_ago, day_ago))
-    fresh = tmp_path / f"{SCRATCH_PREFIX}running"
-    fresh.mkdir()
-    other = tmp_path / "someone-else"
-    other.mkdir()
-    os.utime(other, (day_ago, day_ago))
+    old, fresh, other = _left_by_killed_runs(tmp_path, SCRATCH_PREFIX)
     assert remove_stale_scratch(str(tmp_path)) == 1
     assert not old.exists() and fresh.is_dir() and other.is_dir()
 
@@ -173,15 +178,7 @@ def test_the_probe_homes_of_killed_runs_are_removed_at_the_next_probe(tmp_path: 
     from gkeys_portage.openpgp import engine
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    old = tmp_path / f"{engine.PROBE_PREFIX}killed"
-    (old / "home").mkdir(parents=True)
-    day_ago = time.time() - 25 * 3600
-    os.utime(old, (day_ago, day_ago))
-    running = tmp_path / f"{engine.PROBE_PREFIX}running"
-    running.mkdir()
-    other = tmp_path / "gemato.other"
-    other.mkdir()
-    os.utime(other, (day_ago, day_ago))
+    old, running, other = _left_by_killed_runs(tmp_path, engine.PROBE_PREFIX)
     engine.forget("gpg")
     try:
         assert engine.probe("gpg").banner

@@ -296,13 +296,18 @@ def webrsync_root(tmp_path: Path) -> Path:
 
 def _keyring_fingerprints(path: Path, home: Path) -> set[str]:
     """The primary fingerprints in an armored keyring file, listed by a throwaway gpg home."""
+    return set(_key_states(path, home))
+
+
+def _key_states(path: Path, home: Path) -> dict[str, str]:
+    """Primary fingerprint -> gpg's validity letter ('r' revoked) for the keys of an armored keyring file."""
     import subprocess
 
-    home.mkdir(mode=0o700)
+    home.mkdir(mode=0o700, exist_ok=True)
     out = subprocess.run(["gpg", "--homedir", str(home), "--batch", "--with-colons", "--show-keys", str(path)],
                          capture_output=True, text=True, check=True).stdout
     lines = out.splitlines()
-    return {lines[i + 1].split(":")[9] for i, line in enumerate(lines) if line.startswith("pub:")}
+    return {lines[i + 1].split(":")[9]: line.split(":")[1] for i, line in enumerate(lines) if line.startswith("pub:")}
 
 
 def test_webrsync_is_pointed_at_a_keyring_of_exactly_the_repository_keys(env: Any, tmp_path: Path) -> None:
@@ -356,6 +361,29 @@ def test_setup_again_updates_its_own_unchanged_keyring_but_not_an_edited_one(env
     assert keyring.read_text() == "edited by the admin\n"
 
 
+def _webrsync_set_up(env: Any, tmp_path: Path) -> Path:
+    """Pin bob as gentoo/snapshot (and the release key beside it), set up a webrsync root; its keyring path."""
+    from media_helpers import install_release_key
+
+    install_release_key(env)
+    env.pin_key("gentoo", "snapshot", "bob")
+    root = webrsync_root(tmp_path)
+    result = env.run("setup-portage", "--eroot", str(root))
+    assert result.code == 0, result.text
+    return root / "etc/portage/gkeys/gentoo.asc"
+
+
+def _serve_revoked(env: Any, tmp_path: Path, nick: str) -> None:
+    """The test keyserver now answers with ``nick``'s key carrying its revocation."""
+    from gkeys_portage.openpgp.gnupg import GnuPG
+
+    fingerprint = env.keys.keys[nick].fingerprint
+    scratch = GnuPG(tmp_path / f"revoked-{nick}")
+    scratch.import_keys(env.keys.public(nick))
+    scratch.import_keys(env.keys.revocation(nick))
+    env.server.hkp[fingerprint] = scratch.export_keys([fingerprint])
+
+
 def test_webrsync_key_path_names_the_keyring_below_eprefix(env: Any, tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """Portage takes sync-openpgp-key-path as it is: in a Gentoo Prefix the keyring lies below EPREFIX."""
@@ -372,35 +400,13 @@ def test_webrsync_key_path_names_the_keyring_below_eprefix(env: Any, tmp_path: P
     assert (root / "etc/portage/gkeys/gentoo.asc").is_file()
 
 
-def _key_states(path: Path, home: Path) -> dict[str, str]:
-    """Primary fingerprint -> gpg's validity letter ('r' revoked) for the keys of an armored keyring file."""
-    import subprocess
-
-    home.mkdir(mode=0o700, exist_ok=True)
-    out = subprocess.run(["gpg", "--homedir", str(home), "--batch", "--with-colons", "--show-keys", str(path)],
-                         capture_output=True, text=True, check=True).stdout
-    lines = out.splitlines()
-    return {lines[i + 1].split(":")[9]: line.split(":")[1] for i, line in enumerate(lines) if line.startswith("pub:")}
-
-
 def test_refresh_key_carries_a_revocation_into_the_webrsync_keyring(env: Any, tmp_path: Path) -> None:
     """A copy made once would keep a revoked snapshot key for emerge-webrsync for ever: refresh-key (the daily
     timer) rewrites the keyring setup-portage wrote, from the keys as refreshed."""
-    from media_helpers import install_release_key
-
-    install_release_key(env)
-    env.pin_key("gentoo", "snapshot", "bob")
-    root = webrsync_root(tmp_path)
-    assert env.run("setup-portage", "--eroot", str(root)).code == 0
-    keyring = root / "etc/portage/gkeys/gentoo.asc"
+    keyring = _webrsync_set_up(env, tmp_path)
     bob = env.keys.keys["bob"].fingerprint
     assert _key_states(keyring, tmp_path / "gpg") == {bob: "-"}
-    from gkeys_portage.openpgp.gnupg import GnuPG
-
-    scratch = GnuPG(tmp_path / "scratch")           # the keyserver now has bob's key with its revocation
-    scratch.import_keys(env.keys.public("bob"))
-    scratch.import_keys(env.keys.revocation("bob"))
-    env.server.hkp[bob] = scratch.export_keys([bob])
+    _serve_revoked(env, tmp_path, "bob")
     result = env.run("refresh-key", "-C", "gentoo", "--force", "--json")
     assert result.code == 0, result.text
     assert _key_states(keyring, tmp_path / "gpg") == {bob: "r"}
@@ -411,18 +417,12 @@ def test_refresh_key_carries_a_revocation_into_the_webrsync_keyring(env: Any, tm
     result = env.run("refresh-key", "-C", "gentoo", "--force")  # nothing new: the keyring stays as it is
     assert result.code == 0 and "webrsync keyring" not in result.text, result.text
     # the record follows the rewritten keyring: undo still removes it, and leaves the root as it was
-    result = env.run("setup-portage", "--eroot", str(root), "--undo")
+    result = env.run("setup-portage", "--eroot", str(keyring.parents[3]), "--undo")
     assert result.code == 0 and not keyring.exists(), result.text
 
 
 def test_refresh_key_leaves_an_edited_webrsync_keyring_alone(env: Any, tmp_path: Path) -> None:
-    from media_helpers import install_release_key
-
-    install_release_key(env)
-    env.pin_key("gentoo", "snapshot", "bob")
-    root = webrsync_root(tmp_path)
-    assert env.run("setup-portage", "--eroot", str(root)).code == 0
-    keyring = root / "etc/portage/gkeys/gentoo.asc"
+    keyring = _webrsync_set_up(env, tmp_path)
     keyring.write_text("edited by the admin\n")
     result = env.run("refresh-key", "-C", "gentoo", "--force")
     assert result.code == 0, result.text
@@ -433,12 +433,7 @@ def test_refresh_key_leaves_an_edited_webrsync_keyring_alone(env: Any, tmp_path:
 def test_refresh_key_fails_when_the_webrsync_keyring_can_no_longer_be_made(env: Any, tmp_path: Path) -> None:
     """The snapshot seed removed: the old copy would go on accepting a key gkeys no longer pins; an error (exit 1)
     naming both ways out, never a silent success."""
-    from media_helpers import install_release_key
-
-    install_release_key(env)
-    env.pin_key("gentoo", "snapshot", "bob")
-    root = webrsync_root(tmp_path)
-    assert env.run("setup-portage", "--eroot", str(root)).code == 0
+    _webrsync_set_up(env, tmp_path)
     assert env.run("remove-seed", "-C", "gentoo", "-n", "snapshot").code == 0
     result = env.run("refresh-key", "-C", "gentoo", "--force")
     assert result.code == 1, result.text
@@ -452,22 +447,11 @@ def test_refresh_key_names_a_webrsync_keyring_it_cannot_write(env: Any, tmp_path
     next step, exit 1, never a traceback; the old keyring stays as it was."""
     import errno
 
-    from media_helpers import install_release_key
-
-    from gkeys_portage.openpgp.gnupg import GnuPG
     from gkeys_portage.portage.confined import ConfinedRoot
 
-    install_release_key(env)
-    env.pin_key("gentoo", "snapshot", "bob")
-    root = webrsync_root(tmp_path)
-    assert env.run("setup-portage", "--eroot", str(root)).code == 0
-    keyring = root / "etc/portage/gkeys/gentoo.asc"
+    keyring = _webrsync_set_up(env, tmp_path)
     before = keyring.read_bytes()
-    bob = env.keys.keys["bob"].fingerprint
-    scratch = GnuPG(tmp_path / "scratch")
-    scratch.import_keys(env.keys.public("bob"))
-    scratch.import_keys(env.keys.revocation("bob"))
-    env.server.hkp[bob] = scratch.export_keys([bob])
+    _serve_revoked(env, tmp_path, "bob")
 
     def read_only(*_args: object, **_kwargs: object) -> None:
         raise OSError(errno.EROFS, os.strerror(errno.EROFS))
