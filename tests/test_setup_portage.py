@@ -437,7 +437,9 @@ def test_refresh_key_fails_when_the_webrsync_keyring_can_no_longer_be_made(env: 
     assert env.run("remove-seed", "-C", "gentoo", "-n", "snapshot").code == 0
     result = env.run("refresh-key", "-C", "gentoo", "--force")
     assert result.code == 1, result.text
-    assert "pins no repository key" in result.err and "gkeys setup-portage --undo" in result.err, result.text
+    root = tmp_path / "webrsync-root"  # not the default root: the next step names it
+    assert "pins no repository key" in result.err and f"gkeys setup-portage --eroot {root} --undo" in result.err, \
+        result.text
     assert "Traceback" not in result.text
 
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Callable
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from gkeys_portage.core.config import eprefix
 from gkeys_portage.core.errors import GkeysError
 from gkeys_portage.core.state import read_json
 from gkeys_portage.portage.confined import ConfinedRoot
@@ -58,8 +59,7 @@ def _records(state_dir: Path) -> list[tuple[Path, Path]]:
     return found
 
 
-def refresh_webrsync_keyrings(state_dir: Path, keyrings: KeyringSource,
-                              progress: Callable[[str], object] | None = None) -> list[KeyringRefresh]:
+def refresh_webrsync_keyrings(state_dir: Path, keyrings: KeyringSource) -> list[KeyringRefresh]:
     """Rewrite each webrsync keyring setup-portage recorded in ``state_dir`` from ``keyrings(category)``, when its
     content is still what setup wrote; one :class:`KeyringRefresh` per keyring, records without one say nothing."""
     results: list[KeyringRefresh] = []
@@ -70,14 +70,19 @@ def refresh_webrsync_keyrings(state_dir: Path, keyrings: KeyringSource,
                 continue
             with ConfinedRoot(eroot) as root:
                 for name, category in sorted(content.keyrings.items()):
-                    if progress is not None:
-                        progress(f"webrsync keyring {eroot / name}")
                     results.append(_refresh_one(root, record, eroot, content, Path(name), category, keyrings))
-        except GkeysError as exc:  # a damaged record, an EROOT that is gone or no longer safe to write
+        except (GkeysError, OSError) as exc:  # a damaged record, an EROOT that is gone or no longer safe to write
+            why = exc.message if isinstance(exc, GkeysError) else exc.strerror or str(exc)
             results.append(KeyringRefresh(eroot / "etc/portage/gkeys", "", KeyringState.FAILED,
-                                          f"cannot bring setup-portage's webrsync keyrings in {eroot} up to date: "
-                                          f"{exc.message}"))
+                                          f"cannot bring setup-portage's webrsync keyrings in {eroot} up to "
+                                          f"date: {why}"))
     return results
+
+
+def _setup(eroot: Path, *options: str) -> str:
+    """The setup-portage command line for ``eroot`` (``--eroot`` only where it is not the default)."""
+    where = () if str(eroot) in ("/", eprefix() or "/") else ("--eroot", shlex.quote(str(eroot)))
+    return " ".join(("gkeys setup-portage", *where, *options))
 
 
 def _refresh_one(root: ConfinedRoot, record: Path, eroot: Path, content: SetupRecord, name: Path, category: str,
@@ -87,17 +92,17 @@ def _refresh_one(root: ConfinedRoot, record: Path, eroot: Path, content: SetupRe
     current = root.read(name)
     if current is None:
         return KeyringRefresh(path, category, KeyringState.MISSING,
-                              "removed since setup-portage wrote it: run 'gkeys setup-portage' again to restore it")
+                              f"removed since setup-portage wrote it: run '{_setup(eroot)}' again to restore it")
     if sha256(current) != content.files.get(name.as_posix()):
         return KeyringRefresh(path, category, KeyringState.EDITED,
-                              "changed since setup-portage wrote it: left alone; compare with 'gkeys setup-portage "
-                              "--dry-run' and merge it by hand")
+                              "changed since setup-portage wrote it: left alone; compare with "
+                              f"'{_setup(eroot, '--dry-run')}' and merge it by hand")
     try:
         fresh = keyrings(category)
     except GkeysError as exc:
         return KeyringRefresh(path, category, KeyringState.FAILED,
                               f"{exc.message}; it still holds the keys of the last refresh, which emerge-webrsync "
-                              "accepts: pin a repository key again, or stop using it with 'gkeys setup-portage --undo'")
+                              f"accepts: pin a repository key again, or stop using it with '{_setup(eroot, '--undo')}'")
     if fresh == current:
         return KeyringRefresh(path, category, KeyringState.UNCHANGED)
     try:
