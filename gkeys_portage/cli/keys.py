@@ -209,7 +209,9 @@ def register(sub: SubParsers) -> None:
                    summary="refresh installed keys (new subkeys, expiry, revocations)",
                    epilog="At most once per [policy] refresh-interval (hours, default 24) unless --force.\n"
                           "A failed refresh only warns until the last good one is older than\n"
-                          "[policy] max-refresh-age (days, default 30); then it fails with exit 3.")
+                          "[policy] max-refresh-age (days, default 30); then it fails with exit 3.\n"
+                          "It also rewrites the emerge-webrsync keyrings setup-portage wrote (unchanged since)\n"
+                          "from the refreshed keys; one it cannot rewrite is an error (exit 1).")
     add_category(p, help_text="category (default: every category with a keyring)")
     add_nick(p)
     p.add_argument("--force", action="store_true", help="refresh even if refreshed recently")
