@@ -463,3 +463,24 @@ def test_refresh_key_names_a_webrsync_keyring_it_cannot_write(env: Any, tmp_path
     assert result.code == 1, result.text
     assert f"webrsync keyring {keyring}: cannot be rewritten (Read-only file system)" in result.err, result.text
     assert "Traceback" not in result.text and keyring.read_bytes() == before
+
+
+def test_setup_again_lets_the_refresh_keep_a_keyring_of_an_older_record(env: Any, tmp_path: Path) -> None:
+    """A record written before setup kept the keyrings' categories: running setup-portage again (the keyring
+    unchanged) adds the category, so from then on every refresh-key keeps that keyring up to date."""
+    import json
+
+    keyring = _webrsync_set_up(env, tmp_path)
+    root = keyring.parents[3]
+    path = record(env, root)
+    data = json.loads(path.read_text())
+    del data["keyrings"]                            # as setup-portage wrote records before 2026-12
+    path.write_text(json.dumps(data))
+    result = env.run("setup-portage", "--eroot", str(root))  # every file as it should be: nothing to write
+    assert result.code == 0 and "nothing to do" in result.text, result.text
+    assert json.loads(path.read_text())["keyrings"] == {"etc/portage/gkeys/gentoo.asc": "gentoo"}
+    bob = env.keys.keys["bob"].fingerprint
+    _serve_revoked(env, tmp_path, "bob")
+    result = env.run("refresh-key", "-C", "gentoo", "--force")
+    assert result.code == 0 and "brought up to date" in result.text, result.text
+    assert _key_states(keyring, tmp_path / "gpg") == {bob: "r"}

@@ -424,6 +424,9 @@ def setup(eroot: Path, repos: Sequence[str], *, record: Path, fetch_wrapper: boo
                 result.conflicts.append((item.path, f"exists and is not a regular file (a {kind})"))
             elif current == item.content:
                 result.unchanged.append(item.path)
+                if item.category is not None and recorded.get(item.path.as_posix()) == item.recorded:
+                    # a keyring of a record older than the categories: from now on the refresh keeps it
+                    manifest.keyrings.setdefault(item.path.as_posix(), item.category)
             elif current is not None and recorded.get(item.path.as_posix()) == sha256(current):
                 todo.append(item)  # written by setup and unchanged since: bring it up to date
                 diffs.append(_diff(item.path, current, item.content))
@@ -438,7 +441,11 @@ def setup(eroot: Path, repos: Sequence[str], *, record: Path, fetch_wrapper: boo
             result.notes.append("nothing was written: setup-portage installs all of its files or none")
             return result
         result.created = [item.path for item in todo]
-        if dry_run or not todo:
+        if dry_run:
+            return result
+        if not todo:
+            if manifest != read_record(record, eroot):
+                write_record(record, eroot, manifest)
             return result
         for item in todo:
             dirs += [d.as_posix() for d in root.missing(item.path.parent) if d.as_posix() not in dirs]
