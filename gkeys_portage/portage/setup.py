@@ -407,6 +407,7 @@ def setup(eroot: Path, repos: Sequence[str], *, record: Path, fetch_wrapper: boo
         manifest = read_record(record, eroot)
         recorded, dirs = manifest.files, manifest.dirs
         diffs = []
+        upgraded = ""  # the category an older record gained for a keyring (the record is then written)
         todo: list[PlannedFile] = []
         for item in files:
             kind = root.kind(item.path)
@@ -424,9 +425,9 @@ def setup(eroot: Path, repos: Sequence[str], *, record: Path, fetch_wrapper: boo
                 result.conflicts.append((item.path, f"exists and is not a regular file (a {kind})"))
             elif current == item.content:
                 result.unchanged.append(item.path)
-                if item.category is not None and recorded.get(item.path.as_posix()) == item.recorded:
-                    # a keyring of a record older than the categories: from now on the refresh keeps it
-                    manifest.keyrings.setdefault(item.path.as_posix(), item.category)
+                name = item.path.as_posix()  # a keyring of a record older than the categories gains its category
+                if item.category is not None and recorded.get(name) == item.recorded and name not in manifest.keyrings:
+                    manifest.keyrings[name] = upgraded = item.category
             elif current is not None and recorded.get(item.path.as_posix()) == sha256(current):
                 todo.append(item)  # written by setup and unchanged since: bring it up to date
                 diffs.append(_diff(item.path, current, item.content))
@@ -444,7 +445,7 @@ def setup(eroot: Path, repos: Sequence[str], *, record: Path, fetch_wrapper: boo
         if dry_run:
             return result
         if not todo:
-            if manifest != read_record(record, eroot):
+            if upgraded:
                 write_record(record, eroot, manifest)
             return result
         for item in todo:

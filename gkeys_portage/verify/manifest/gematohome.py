@@ -11,12 +11,12 @@ file (Portage's own rsync module and emerge-webrsync run gemato too) are never t
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
 import stat
 import tempfile
 from pathlib import Path
+
+from gkeys_portage.core.scratch import remove_stale_dirs
 
 OWNER_FILE = "gkeys-owner"
 PREFIX = "gemato."
@@ -59,20 +59,7 @@ def remove_stale(parent: str | None = None) -> int:
     """Remove the gemato homes under ``parent`` (default: where gemato makes them, ``tempfile.gettempdir()``)
     that gkeys claimed for a process that is gone; returns how many.  Only directories of this user, private
     to it (mode 0700) and not symlinks are looked at: ``$TMPDIR`` is usually world-writable."""
-    parent_dir = Path(parent if parent is not None else tempfile.gettempdir())
-    removed = 0
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(parent_dir):
-            if not entry.name.startswith(PREFIX):
-                continue
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or stat.S_IMODE(info.st_mode) & 0o077:
-                continue
-            home = Path(entry.path)
-            if _owner_gone(home):
-                shutil.rmtree(home, ignore_errors=True)
-                removed += not home.exists()
-    return removed
+    def stale(home: Path, info: os.stat_result) -> bool:
+        return not stat.S_IMODE(info.st_mode) & 0o077 and _owner_gone(home)
+
+    return remove_stale_dirs(parent if parent is not None else tempfile.gettempdir(), PREFIX, stale=stale)
