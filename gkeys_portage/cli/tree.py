@@ -7,12 +7,12 @@ import argparse
 from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action, add_category
-from gkeys_portage.core.errors import EXIT_NOT_VERIFIED, BadInputError, GkeysError, UsageError
+from gkeys_portage.core.errors import EXIT_NOT_VERIFIED, BadInputError, UsageError
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Message, Report
 from gkeys_portage.verify.git.markers import clear_marker, failure_markers
 from gkeys_portage.verify.git.tree import POLICIES, TreeOptions, TreeReport, TreeVerifier, open_repo
-from gkeys_portage.verify.manifest.snapshot import DEFAULT_SNAPSHOT_MAX_AGE, discard, fetch_snapshot, verify_snapshot
+from gkeys_portage.verify.manifest.snapshot import DEFAULT_SNAPSHOT_MAX_AGE, fetch_and_verify, verify_snapshot
 
 DESCRIPTION = """\
 Verify the OpenPGP signature of every commit of a git repository (e.g. the Gentoo tree).
@@ -60,12 +60,15 @@ Verify an emerge-webrsync snapshot (gentoo-YYYYMMDD.tar.xz and its .gpgsig).
 The signature must come from the category's pinned repository key (the seed 'snapshot', Gentoo's
 ebuild repository key DCD05B71...); the release-media and mirror keys pinned in the same category do
 not count.  The file name is not signed, so the date is read from inside the signed archive
-(metadata/timestamp.x) and must be the day the name says.  That time must not be older than the
-newest snapshot verified before for the repository (the high-water mark in gkeys' state: a mirror
-serving an old snapshot is refused) nor older than the maximum age (a frozen mirror).
+(metadata/timestamp.x) and must fall in emerge-webrsync's window for the day the name says (day D's
+snapshot is made at about 00:45 UTC on D+1: D 00:00 to D+2 00:00 UTC).  That time must not be older
+than the newest snapshot verified before for the repository (the high-water mark in gkeys' state: a
+mirror serving an old snapshot is refused) nor older than the maximum age (a frozen mirror).
 
-FILE may be a URL: the snapshot and its .gpgsig are downloaded into -d DIR first, and removed
-again if they do not verify.
+FILE is read once, into a private copy that the signature, the date and the digest are all taken
+from.  FILE may be a URL: the snapshot and its .gpgsig are downloaded into a private directory under
+gkeys' state, verified there, and only then moved into -d DIR (renamed into place: a symlink there is
+replaced, never followed); a refused snapshot never reaches DIR.
 """
 
 SNAPSHOT_EPILOG = """\
@@ -129,15 +132,14 @@ def run_verify_snapshot(ctx: Gkeys, args: argparse.Namespace) -> Report:
                                                                               DEFAULT_SNAPSHOT_MAX_AGE)
     if max_age < 0:
         raise UsageError(f"--max-age {max_age:g}: expected hours (0 for no maximum)")
-    source = args.file if _is_url(args.file) else None
-    path = fetch_snapshot(ctx, args.file, Path(args.dest)) if source else Path(args.file)
-    try:
-        verified = verify_snapshot(ctx, path, category, signature=Path(args.signature) if args.signature else None,
-                                   repo=args.repo, max_age_hours=max_age, source=source, record=not args.no_record)
-    except GkeysError:
-        if source:
-            discard(path)
-        raise
+    signature = Path(args.signature) if args.signature else None
+    if _is_url(args.file):
+        verified = fetch_and_verify(ctx, args.file, Path(args.dest), category, signature=signature, repo=args.repo,
+                                    max_age_hours=max_age, record=not args.no_record)
+    else:
+        verified = verify_snapshot(ctx, Path(args.file), category, signature=signature, repo=args.repo,
+                                   max_age_hours=max_age, record=not args.no_record)
+    path = verified.path
     signer = verified.signer
     return Report(data=verified.to_json()).good(
         f"{path.name}: signed by {signer.pin.category}/{signer.pin.nick} ({signer.pin.fingerprint}), tree of "
