@@ -11,7 +11,11 @@ Errors (the list is refused) — what the consumers rely on, or the DTD/XSD requ
   ``name:duplicate`` two repos with one name; ``format:description`` no ``<description>``;
   ``format:owner`` no ``<owner>``, or an owner without exactly one ``<email>``; ``format:owner-type``
   not person/project; ``format:source`` no ``<source>``; ``format:source-type`` missing or not in
-  the enumeration; every *error* of :mod:`gkeys_portage.verify.overlays.urls`.
+  the enumeration; ``format:overlay`` an old-format ``<overlay>`` entry (layman 2.4.3 still reads
+  ``<overlay>`` beside ``<repo>``, eselect-repository does not: one list, two meanings; the format has
+  had only ``<repo>`` since 2009 and the real list has none); ``source:attribute`` an attribute other than
+  ``type`` on ``<source>`` (layman reads ``branch=``, eselect-repository ignores it); every *error* of
+  :mod:`gkeys_portage.verify.overlays.urls` (which include what the readers would change).
 Warnings (reported, the list is accepted):
   ``format:order`` children not in the DTD order; ``format:element`` / ``format:attribute``
   unknown elements or attributes (ignored by layman and eselect-repository); ``format:homepage``,
@@ -199,6 +203,10 @@ class _Checker:
         for child in root.children:
             if child.tag == "repo":
                 self.repo(child)
+            elif child.tag == "overlay":
+                self.error("format:overlay", "an old-format <overlay> entry: layman reads it, eselect-repository does "
+                                             "not (and repositories.dtd 1.0 has only <repo>)", child.attrib.get("name"),
+                           child.line)
             else:
                 self.warn("format:element", f"unexpected <{child.tag}> inside <repositories>", None, child.line)
         self.duplicates()
@@ -290,7 +298,11 @@ class _Checker:
 
     def source(self, element: Element, repo: Repo) -> None:
         source_type = self.enum(element, "type", SOURCE_TYPES, repo.name, "format:source-type")
-        self.leaf(element, repo.name, frozenset({"type"}), used=True)
+        for attribute in sorted(set(element.attrib) - {"type"}):
+            self.error("source:attribute", f"attribute {attribute!r} on <source>: layman reads some (branch=), "
+                                           "eselect-repository none, so they would clone different things",
+                       repo.name, element.line)
+        self.leaf(element, repo.name, frozenset(element.attrib), used=True)
         url = element.text  # raw: eselect-repository copies it into repos.conf as it is
         if source_type not in ALLOWED_SCHEMES:
             return

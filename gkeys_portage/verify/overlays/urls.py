@@ -10,7 +10,8 @@ error (refuse the list)
     ``ssh://-oProxyCommand=…``), ``source:helper`` (git remote-helper syntax ``ext::sh -c …``,
     ``fd::…``), ``source:local`` (``file://``, absolute or relative paths), ``source:scheme``
     (a scheme the source type does not allow), ``source:host`` (missing or malformed host),
-    ``source:escape`` (percent-encoded control characters or spaces).
+    ``source:percent`` (any ``%``) and ``source:backslash`` (any ``\\``): the readers would not get the URL
+    checked here (see *Readers* below).
 warning (reported, list accepted)
     ``source:port`` (a port that is not a number: the clone will fail), ``source:credentials``
     (a password in the URL), ``source:unsupported`` (a scheme the VCS does not understand, e.g.
@@ -18,6 +19,19 @@ warning (reported, list accepted)
 notice (counted; listed with ``-v``)
     ``source:unauthenticated``: ``http://``, ``git://``, ``rsync://``, ``svn://``, ``bzr://``,
     CVS ``:pserver:`` — readable and modifiable by anyone on the path.
+
+Readers: a source is accepted only if every program that reads the list gets exactly the text checked here.
+
+* eselect-repository (v14, ``eselect-repo-helper`` and ``repository.eselect``): the helper prints
+  ``name remote TYPE URL`` (lxml's ``.text``, not stripped); the eselect module reads that line with bash
+  ``read r state arg1 arg2`` (no ``-r``: every backslash escape is undone, leading and trailing blanks are
+  dropped, a newline ends the record) and appends ``sync-uri = URL`` to repos.conf with ``sed``.  Portage then
+  reads repos.conf with :class:`configparser.ConfigParser` (``portage.util.configparser.SafeConfigParser``,
+  basic interpolation): a ``%`` is an interpolation error that makes Portage drop *every* repository
+  (``emerge --sync``: "Nothing to sync", exit 0), ``%%`` reads as ``%``, ``%(name)s`` as another option.
+* layman (2.4.3): ``xml.etree`` ``.text.strip()`` of each ``<source>``.
+So whitespace or a control character anywhere, any backslash and any ``%`` refuse the list (a
+percent-encoded URL is refused with them: the real list has none).
 """
 
 from __future__ import annotations
@@ -75,7 +89,6 @@ _SCHEME = re.compile(r"\A([A-Za-z][A-Za-z0-9+.-]*)://")
 _LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?"
 _HOSTNAME = re.compile(rf"\A{_LABEL}(?:\.{_LABEL})*\.?\Z")
 _IPV6 = re.compile(r"\A\[[0-9A-Fa-f:.]+\]\Z")
-_BAD_ESCAPE = re.compile(r"%(?:[01][0-9A-Fa-f]|20|7[Ff])")
 _CVS_METHOD = re.compile(r"\A:([a-z]+):(.*)\Z", re.S)
 _PRINTABLE_ASCII = re.compile(r"\A[\x21-\x7e]*\Z")
 _AUTHORITY_END = re.compile(r"[/?#]")
@@ -86,19 +99,20 @@ def _error(code: str, message: str) -> UrlIssue:
 
 
 def _bad_characters(url: str) -> list[UrlIssue]:
-    """Whitespace, control characters, non-ASCII and percent-encoded controls."""
-    if _PRINTABLE_ASCII.match(url):
-        return [_error("source:escape", "contains a percent-encoded control character or space")] \
-            if _BAD_ESCAPE.search(url) else []
+    """Whitespace, control characters, ``%``, backslashes (the readers would get another URL), non-ASCII."""
     for char in url:
         if char.isspace() or unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
             return [_error("source:whitespace", f"contains whitespace or a control character (U+{ord(char):04X})")]
-    issues = []
-    if _BAD_ESCAPE.search(url):
-        issues.append(_error("source:escape", "contains a percent-encoded control character or space"))
-    if not url.isascii():
-        issues.append(UrlIssue(Severity.WARNING, "source:non-ascii", "contains non-ASCII characters"))
-    return issues
+    if "\\" in url:
+        return [_error("source:backslash", "contains a backslash: eselect-repository reads the URL with bash 'read' "
+                                          "(no -r), which removes it, so repos.conf would get another URL")]
+    if "%" in url:
+        return [_error("source:percent", "contains '%': Portage reads repos.conf with configparser interpolation, "
+                                         "so eselect-repository's copy of this URL would make it drop every "
+                                         "repository ('%%' would read as '%')")]
+    if not _PRINTABLE_ASCII.match(url):
+        return [UrlIssue(Severity.WARNING, "source:non-ascii", "contains non-ASCII characters")]
+    return []
 
 
 def _check_host(host: str, what: str) -> list[UrlIssue]:
