@@ -27,3 +27,12 @@ def overlay_list(*repos: str, header: str = HEADER) -> bytes:
 GOOD = overlay_list(repo("alpha"), repo("beta", sources=(("git", "git@github.com:example/beta.git"),
                                                          ("mercurial", "https://hg.example.org/beta"))),
                     repo("gamma", sources=(("rsync", "rsync://rsync.example.org/gamma"),), status="official"))
+
+#: gkeys.conf lines that make the tests' signer ``gentoo-infra/infra`` (and ``gentoo-infra/old``) the
+#: overlay-list keys, in the category the overlay tests verify with.
+PURPOSES = "[purposes]\noverlay-list = gentoo-infra/infra gentoo-infra/old\n"
+
+
+def overlays_config(overlays: str = "", *, category: str = "gentoo-infra") -> str:
+    """``[purposes]`` (:data:`PURPOSES`) and an ``[overlays]`` section with ``category`` and ``overlays``."""
+    return f"{PURPOSES}[overlays]\ncategory = {category}\n{overlays}"

@@ -304,7 +304,8 @@ def test_media_signed_by_a_pinned_key_of_another_purpose_is_removed(wrapper: Wra
     url = wrapper.publish(media)
     assert wrapper.run(url, media.name) == 1
     said = wrapper.output()
-    assert "signed by gentoo/snapshot, the repository key; release media need release-media keys" in said, said
+    assert ("signed by gentoo/snapshot, the repository key and the overlay-list key; release media need "
+            "release-media keys") in said, said
     assert not (wrapper.distdir / media.name).exists()
 
 

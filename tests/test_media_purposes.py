@@ -58,8 +58,8 @@ def test_tree_snapshot_signed_by_the_snapshot_key_is_not_a_stage3(menv, keys: Ke
     path = _snapshot_as_stage3(keys, tmp_path / "m", digests=digests)
     result = menv.run("verify-media", "--allow-unnamed", str(path))
     assert result.code == 1, result.text
-    assert "signed by gentoo/snapshot, the repository key; release media need release-media keys: " \
-           "gentoo/releng, gentoo/weekly" in result.err
+    assert "signed by gentoo/snapshot, the repository key and the overlay-list key; release media need " \
+           "release-media keys: gentoo/releng, gentoo/weekly" in result.err
     assert len([ln for ln in result.err.splitlines() if ln.strip()]) == 1 and "Traceback" not in result.err
 
 

@@ -1,9 +1,9 @@
 """``gkeys verify-overlays`` and the ``postsync.d/gkeys-overlays`` hook end to end: real gpg, real HTTP.
 
-The overlay list must be signed by a key pinned in ``gentoo-infra`` (here: the session key
-``releng``, pinned under the nick ``infra``).  Every bad input of the issue is one row of a table:
-it must fail with a clear line naming the repo or the line, exit 1 or 2, and leave the previous
-verified copy untouched.
+The overlay list must be signed by an overlay-list key (here: the session key ``releng``, pinned as
+``gentoo-infra/infra`` and named in ``[purposes] overlay-list``; the tests verify with category
+gentoo-infra).  Every bad input of the issue is one row of a table: it must fail with a clear line
+naming the repo or the line, exit 1 or 2, and leave the previous verified copy untouched.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from conftest import PROJECT, GkeysEnv, shared_path
-from overlays_helpers import GOOD, overlay_list, repo
+from overlays_helpers import GOOD, overlay_list, overlays_config, repo
 from test_overlays_rules import BILLION_LAUGHS, XXE
 
 from gkeys_portage.core.config import load_config
@@ -45,6 +45,7 @@ def infra(env: GkeysEnv) -> GkeysEnv:
     keyfile.write_bytes(env.keys.public("releng"))
     result = env.run("import-key", "-C", "gentoo-infra", "-n", "infra", "-F", str(keyfile))
     assert result.code == 0, result.text
+    env.write_config(extra=overlays_config())
     return env
 
 
@@ -117,10 +118,37 @@ def test_list_and_signature_by_url(infra: GkeysEnv) -> None:
 
 def test_category_comes_from_the_config_and_must_have_pins(infra: GkeysEnv) -> None:
     path = write_list(infra, GOOD)
-    infra.write_config(extra="[overlays]\ncategory = overlay-signers\n")
+    infra.write_config(extra=overlays_config(category="overlay-signers"))
     result = infra.run("verify-overlays", str(path))
     assert result.code == 1 and "no pinned keys in category overlay-signers" in result.err
     assert infra.run("verify-overlays", str(path), "-C", "gentoo-infra").code == 0
+
+
+def test_the_list_needs_an_overlay_list_key_not_the_git_mirror_key(env: GkeysEnv) -> None:
+    """Issue 35 case 12, with the packaged purposes and the default category (no gkeys.conf settings): a
+    throwaway key in the place of gentoo/mirror (Gentoo's mirror-signing key EF9538C9…, purpose git-mirror)
+    signs a good list: refused naming both purposes, the output untouched; a category without an overlay-list
+    seed is missing trust; the same list signed by gentoo/snapshot (the default overlay-list key) installs."""
+    out = previous_copy(env)
+    by_mirror = write_list(env, GOOD, signer="alice")
+    for category in ("gentoo", "gentoo-infra"):  # the default category now, and the one before
+        assert env.run("remove-seed", "-C", category, "-n", "mirror").code == 0
+        env.pin_key(category, "mirror", "alice", name="Mirror")
+        result = env.run("verify-overlays", str(by_mirror), "-C", category, "-o", str(out))
+        assert result.code == 1, result.text
+        assert out.read_bytes() == PREVIOUS
+    assert ("signed by gentoo/mirror, the git-mirror key; overlay lists need overlay-list keys: "
+            "gentoo/snapshot") in env.run("verify-overlays", str(by_mirror)).err
+    env.pin_key("my-lists", "me", "bob", name="Me")
+    result = env.run("verify-overlays", str(write_list(env, GOOD, signer="bob")), "-C", "my-lists")
+    assert result.code == 1, result.text
+    assert "category my-lists pins no overlay-list key" in result.err and "missing trust" in result.err
+    assert "[purposes] overlay-list = my-lists/NICK" in result.err, result.err
+    assert env.run("remove-seed", "-C", "gentoo", "-n", "snapshot").code == 0
+    env.pin_key("gentoo", "snapshot", "releng", name="Snapshot")
+    result = env.run("verify-overlays", str(write_list(env, GOOD)), "-o", str(out))
+    assert result.code == 0, result.text
+    assert "good signature by gentoo/snapshot" in result.out and out.read_bytes() == GOOD
 
 
 # -- bad input: one row each --------------------------------------------------------------------------
@@ -194,13 +222,13 @@ def test_a_list_signed_longer_ago_than_max_age_is_refused(infra: GkeysEnv) -> No
     path.with_name("repositories.xml.asc").write_bytes(infra.keys.sign_bytes("expired", GOOD, infra.root,
                                                                              when=past(700)))
     out = previous_copy(infra)
-    infra.write_config(extra="[overlays]\nmax-age = 30\n")
+    infra.write_config(extra=overlays_config("max-age = 30\n"))
     refused = infra.run("verify-overlays", str(path), "-o", str(out))
     assert refused.code == 1, refused.text
     assert "more than 30 days ago ([overlays] max-age)" in refused.err and f"{out} left unchanged" in refused.err
     assert out.read_bytes() == PREVIOUS
     assert infra.run("verify-overlays", str(path)).code == 1  # verifying alone is refused too
-    infra.write_config(extra="[overlays]\nmax-age = 0\n")
+    infra.write_config(extra=overlays_config("max-age = 0\n"))
     assert infra.run("verify-overlays", str(path), "-o", str(out)).code == 0  # 0 (the default): off
     assert out.read_bytes() == GOOD
 
@@ -251,7 +279,7 @@ def test_a_download_over_the_size_limit_is_refused(infra: GkeysEnv) -> None:
     big = overlay_list(*(repo(f"r{i}") for i in range(20)))
     url = infra.server.publish("big/repositories.xml", big)
     infra.server.publish("big/repositories.xml.asc", infra.keys.sign_bytes("releng", big, infra.root))
-    infra.write_config(extra="[overlays]\nmax-size = 0.004\n")  # ~4 KB
+    infra.write_config(extra=overlays_config("max-size = 0.004\n"))  # ~4 KB
     result = infra.run("verify-overlays", url)
     assert result.code == 2 and "larger than 4194 bytes" in result.err
 
@@ -286,7 +314,7 @@ def test_library_raises_precise_errors(infra: GkeysEnv) -> None:
 # -- the postsync.d hook --------------------------------------------------------------------------
 
 def _hook_config(env: GkeysEnv, out: Path) -> None:
-    env.write_config(extra=f"[overlays]\nurl = {env.server.url}/overlays/repositories.xml\noutput = {out}\n")
+    env.write_config(extra=overlays_config(f"url = {env.server.url}/overlays/repositories.xml\noutput = {out}\n"))
 
 
 def test_hook_script_refreshes_then_keeps_the_copy_when_upstream_is_tampered(infra: GkeysEnv) -> None:
@@ -328,7 +356,7 @@ def test_hook_fails_on_network_errors_and_on_refused_lists(infra: GkeysEnv, caps
 
 def test_settings_defaults(env: GkeysEnv) -> None:
     settings = OverlaySettings.from_config(load_config(env.config, None))
-    assert settings.category == "gentoo-infra"
+    assert settings.category == "gentoo"
     assert settings.url == "https://api.gentoo.org/overlays/repositories.xml"
     assert settings.signature_url == settings.url + ".asc"
     assert settings.output == env.state / "overlays" / "repositories.xml"

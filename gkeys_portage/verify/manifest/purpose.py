@@ -10,10 +10,9 @@ tree, because a developer key must never sign one.
 
 from __future__ import annotations
 
-from gkeys_portage.core.config import KeyRef
 from gkeys_portage.core.errors import NotVerifiedError
 from gkeys_portage.keys.context import Gkeys
-from gkeys_portage.keys.purposes import SECTION, Purpose, PurposeScope, purpose_pins, purpose_table
+from gkeys_portage.keys.purposes import Purpose, PurposeScope, named_pins
 from gkeys_portage.openpgp.verdict import PinSet
 
 
@@ -24,16 +23,7 @@ def repository_pins(ctx: Gkeys, category: str) -> tuple[PinSet, PurposeScope]:
     Raises :class:`NotVerifiedError` (missing trust, with what adds it) when there are none.
     """
     cat = ctx.require_category(category)
-    pins, scope = purpose_pins(ctx.config, ctx.seeds.pins(cat), Purpose.REPOSITORY)
-    wanted = set(purpose_table(ctx.config)[Purpose.REPOSITORY])
-    strict = PinSet.of(pin for pin in pins.pins.values() if KeyRef(pin.category, pin.nick) in wanted)
-    if not len(strict):
-        named = " ".join(str(ref) for ref in sorted(wanted, key=str)) or "none"
-        raise NotVerifiedError(
-            f"category {cat} pins no repository key (the seeds that sign {Purpose.REPOSITORY.artifacts}: {named}), "
-            f"so nothing may sign this tree (missing trust, not an attack): gkeys update-seed -C {cat}, or name "
-            f"the seed in gkeys.conf: [{SECTION}] {Purpose.REPOSITORY.value} = {cat}/NICK")
-    return strict, scope
+    return named_pins(ctx.config, ctx.seeds.pins(cat), Purpose.REPOSITORY, cat, "this tree")
 
 
 def purpose_keyring(ctx: Gkeys, category: str, pins: PinSet) -> bytes:

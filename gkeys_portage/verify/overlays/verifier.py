@@ -4,7 +4,9 @@ Steps, on exactly the same bytes (no re-reading between checking and using):
 
 1. read the list and its detached signature (``LIST.asc`` or ``-s``), from a path or a URL, bounded in size;
 2. the signature must be good and made by a key pinned in the configured category
-   (``[overlays] category``, default ``gentoo-infra``) — :meth:`Gkeys.verifier`;
+   (``[overlays] category``, default ``gentoo``) *for the overlay-list purpose*
+   (:func:`~gkeys_portage.keys.purposes.named_pins`; default ``gentoo/snapshot``, the infrastructure key):
+   a good signature by a key of another purpose (the git-mirror key, a release key) is refused naming both;
 3. the signed bytes are parsed safely (:mod:`.overlay_xml`) and checked against the format and the
    source-URL rules (:mod:`.overlay_format`, :mod:`.overlay_urls`);
    A list signed longer ago than ``[overlays] max-age`` days is refused (a mirror frozen in the past);
@@ -14,7 +16,7 @@ Steps, on exactly the same bytes (no re-reading between checking and using):
 Configuration (all optional)::
 
     [overlays]
-    category = gentoo-infra
+    category = gentoo
     url = https://api.gentoo.org/overlays/repositories.xml
     signature-url = https://api.gentoo.org/overlays/repositories.xml.asc
     output = /var/lib/gkeys/overlays/repositories.xml
@@ -43,12 +45,13 @@ from gkeys_portage.core.http import NotFoundError, TooLargeError
 from gkeys_portage.core.state import atomic_write, atomic_write_json, read_json
 from gkeys_portage.core.types import parse_category
 from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.keys.purposes import Purpose, named_pins
 from gkeys_portage.openpgp.verdict import VerifyResult
 from gkeys_portage.verify.overlays.format import OverlayList, check_document
 from gkeys_portage.verify.overlays.xmltree import OverlayXmlError, XmlLimits, is_blank, parse_document
 
 SECTION = "overlays"
-DEFAULT_CATEGORY = "gentoo-infra"
+DEFAULT_CATEGORY = "gentoo"
 DEFAULT_URL = "https://api.gentoo.org/overlays/repositories.xml"
 MAX_SIGNATURE = 1024 * 1024
 RECORD = "overlays"
@@ -71,7 +74,7 @@ class OverlaySettings:
 
     @classmethod
     def from_config(cls, config: Config) -> OverlaySettings:
-        """Read ``[overlays]`` (defaults: category gentoo-infra, the api.gentoo.org list, URL.asc,
+        """Read ``[overlays]`` (defaults: category gentoo, the api.gentoo.org list, URL.asc,
         ``<gkeysdir>/overlays/repositories.xml``, 16 MiB)."""
         url = config.get(SECTION, "url", DEFAULT_URL)
         output = config.get(SECTION, "output", "") or str(config.gkeysdir / "overlays" / "repositories.xml")
@@ -176,7 +179,8 @@ def _check_age(ctx: Gkeys, signed: SignedList, result: VerifyResult) -> None:
 
 def verify_overlay_list(ctx: Gkeys, signed: SignedList, category: str, *, nick: str | None = None,
                         limits: XmlLimits | None = None) -> OverlayVerification:
-    """Check the signature (pinned to ``category``), then parse and check the signed bytes.
+    """Check the signature (a seed of ``category`` for the overlay-list purpose), then parse and check the
+    signed bytes.
 
     Raises a :class:`NotVerifiedError` subclass if the signature is not good (:class:`StaleError` if it
     was made longer ago than ``[overlays] max-age`` days), or
@@ -192,7 +196,11 @@ def verify_overlay_list(ctx: Gkeys, signed: SignedList, category: str, *, nick: 
                                  f"(gkeys add-seed -C {cat} ...; gkeys install-key -C {cat})")
     started = time.perf_counter()
     try:
-        result = ctx.verifier(cat, [nick] if nick else []).detached(signed.signature, signed.data)
+        pins, scope = named_pins(ctx.config, ctx.seeds.pins(cat, [nick] if nick else []), Purpose.OVERLAY_LIST, cat,
+                                 "the overlay list")
+        verifier = ctx.verifier(cat, pins=pins)
+        verifier.scope = scope  # a pinned key of another purpose (the git-mirror key) is refused naming both
+        result = verifier.detached(signed.signature, signed.data)
     except NotVerifiedError as exc:
         raise exc.reworded(f"{signed.name}: {exc.message}") from exc
     _check_age(ctx, signed, result)
