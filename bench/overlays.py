@@ -70,7 +70,8 @@ def main() -> None:
     (work / "repositories.xml.asc").write_bytes(keys.sign("infra", listing))
     keys.close()
     config = work / "gkeys.conf"
-    config.write_text(f"[base]\ngkeysdir = {work / 'state'}\n")
+    config.write_text(f"[base]\ngkeysdir = {work / 'state'}\n[purposes]\noverlay-list = gentoo-infra/infra\n"
+                      "[overlays]\ncategory = gentoo-infra\n")
     base = ["-c", str(config)]
     assert quiet([*base, "add-seed", "-C", "gentoo-infra", "-n", "infra", "-N", "Infra", "-K", infra.fingerprint]) == 0
     assert quiet([*base, "import-key", "-C", "gentoo-infra", "-n", "infra", "-F", str(work / "infra.asc")]) == 0
