@@ -170,3 +170,16 @@ def test_the_signature_date_and_digest_are_taken_from_the_same_bytes(pinned: Any
         _SWAP.clear()
     assert result.code == 0, result.text
     assert json.loads(result.out)["sha256"] == signed, "verified one file, reported another's digest"
+
+
+def test_a_dir_other_users_can_write_is_refused_before_the_download(pinned: Any, tmp_path: Path) -> None:
+    """-d DIR world-writable without the sticky bit: another user could swap the verified files after the check,
+    so nothing is downloaded into it (fetch-media's rule, row 46)."""
+    made, dest = tmp_path / "made", tmp_path / "shared"
+    made.mkdir()
+    dest.mkdir()
+    dest.chmod(0o777)
+    url = _publish(pinned, make_snapshot(made, pinned.keys, "infra", _now()))
+    result = pinned.run("verify-snapshot", url, "-C", CATEGORY, "-d", str(dest), "--no-record")
+    assert result.code == 2 and "world-writable" in result.text and "-d DIR" in result.text, result.text
+    assert not any(dest.iterdir())

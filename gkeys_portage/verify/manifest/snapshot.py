@@ -46,7 +46,7 @@ from gkeys_portage.openpgp.verdict import GoodSignature
 from gkeys_portage.verify.manifest.marks import Freshness
 from gkeys_portage.verify.manifest.purpose import repository_pins
 from gkeys_portage.verify.media.download import Downloader
-from gkeys_portage.verify.media.fetch import install
+from gkeys_portage.verify.media.fetch import check_before_creating, install
 
 #: emerge-webrsync's names (``portage-`` before 2019, ``gentoo-`` since).
 SNAPSHOT_NAME = re.compile(r"\A(?:gentoo|portage)-(\d{4})(\d{2})(\d{2})\.tar\.(?:xz|bz2|gz|lzma)\Z")
@@ -246,7 +246,9 @@ def fetch_and_verify(ctx: Gkeys, url: str, dest: Path, category: str, *, signatu
                      record: bool = True) -> VerifiedSnapshot:
     """Download the snapshot at ``url`` (and its ``.gpgsig``) into a private directory, verify it there, and
     only then move both into ``dest`` (:func:`~gkeys_portage.verify.media.fetch.install`: renamed into place,
-    a symlink there is replaced and never followed).  A refused snapshot never reaches ``dest``."""
+    a symlink there is replaced and never followed).  A refused snapshot never reaches ``dest``; a ``dest``
+    other users could write is refused before anything is downloaded."""
+    check_before_creating(dest)
     with private_directory(ctx) as folder:
         local = _download(ctx, url, folder)
         sig_file = local.with_name(local.name + SIGNATURE_SUFFIX)
