@@ -134,9 +134,10 @@ def test_a_symlink_or_a_file_planted_in_dir_is_never_written_through(pinned: Any
 
 
 #: The "writer of the snapshot's directory": an audit hook that, once armed with a path, swaps another file
-#: in under that name just before the path is opened a second time by this process (the hook cannot be
-#: removed, so it is installed once and disarmed after each use).
+#: in under that name just before the path is opened a second time by this process (a hook cannot be
+#: removed, so it is installed by the first test that needs it, once, and disarmed after each use).
 _SWAP: dict[str, str] = {}
+_HOOKED: list[bool] = []
 
 
 def _swap_before_second_open(event: str, args: tuple[Any, ...]) -> None:
@@ -150,9 +151,6 @@ def _swap_before_second_open(event: str, args: tuple[Any, ...]) -> None:
     os.replace(evil, path)
 
 
-sys.addaudithook(_swap_before_second_open)
-
-
 def test_the_signature_date_and_digest_are_taken_from_the_same_bytes(pinned: Any, tmp_path: Path) -> None:
     """A file swapped under FILE's name between two reads changes nothing: FILE is read once (a private copy),
     so the reported digest is that of the signed bytes."""
@@ -163,6 +161,9 @@ def test_the_signature_date_and_digest_are_taken_from_the_same_bytes(pinned: Any
     other = tmp_path / "other"
     other.mkdir()
     evil = make_snapshot(other, pinned.keys, None, _now() + timedelta(minutes=20))
+    if not _HOOKED:
+        sys.addaudithook(_swap_before_second_open)
+        _HOOKED.append(True)
     _SWAP.update(path=str(good), evil=str(evil))
     try:
         result = pinned.run("--json", "verify-snapshot", str(good), "-C", CATEGORY, "--no-record")
