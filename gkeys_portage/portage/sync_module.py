@@ -178,6 +178,7 @@ class GkeysSync(NewBase):
             fetch_opts=shlex.split(opts.get("sync-git-pull-extra-opts", "")),
             quiet=self.settings.get("PORTAGE_QUIET") == "1",
             spawn=self._spawn(),
+            keep_local=bool(getattr(self.repo, "volatile", False)),  # Portage's own decision for this repository
         )
 
     def _rsync_request(self) -> RsyncRequest:

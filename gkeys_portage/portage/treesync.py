@@ -10,10 +10,18 @@ free of Portage imports so it can be tested and reused on its own.
   checked out, and the directory is renamed into place; on failure nothing is left at the location.
   Staging directories left by an interrupted sync (``.<name>.gkeys-*``) are removed first, under a
   lock per location.
-* An update fetches into the remote-tracking branch, verifies the commits between the last verified
-  revision and the fetched top, and only then moves the work tree (``reset --hard`` + ``clean -ffdx``,
-  checked clean afterwards).  On any failure the work tree is put back at the last verified revision
-  unconditionally (a ``reset --hard`` that failed part-way leaves HEAD where it was but files moved).
+* An update never writes where Portage reads (:mod:`gkeys_portage.verify.git.staging`): the live ``.git``
+  is copied into a staging directory beside the tree (objects hard-linked), the fetch goes there and the new
+  commits are verified there; a refused fetch leaves with the staging directory (the live repository is
+  exactly as it was, not one object bigger).  Once verified, the tree is checked for what gkeys never checks
+  out (:mod:`gkeys_portage.verify.git.contents`), the live work tree is hard-linked into the staging
+  directory, ``reset --hard`` + ``clean -ffdx`` move it to the new top (git replaces each file it changes by
+  a new one, so no live file is written), it is checked clean, the user's ``distfiles``, ``local`` and
+  ``packages`` are carried over when Portage treats the repository as volatile (as Portage's own git module
+  never cleans those), and the staging tree is exchanged with the live one in one ``renameat2`` call
+  (:mod:`gkeys_portage.core.swap`).  Killed at any instant, the location holds the whole old revision or the
+  whole new one, and a later sync removes what the killed one left.  A sync that brings nothing new to a
+  clean tree swaps nothing.
 * Git runs with Portage's spawn settings (``sync-user``, ``FEATURES=usersync``, ``sync-umask``), and a
   new tree gets the owner and mode Portage gave the location.  Every file a fetch writes is capped at
   ``[tree] max-fetch-mib`` (default 8192 MiB, 0 = no cap); a first checkout must fit in the free space.
@@ -22,6 +30,7 @@ free of Portage imports so it can be tested and reused on its own.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
 import shutil
@@ -31,12 +40,15 @@ from pathlib import Path
 
 from gkeys_portage.core.errors import BadInputError, GkeysError, UsageError
 from gkeys_portage.core.state import StateLock, staging_directory
+from gkeys_portage.core.swap import recover, swap_in
 from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.verify.git.contents import require_safe_contents
 from gkeys_portage.verify.git.objects import NO_SUBMODULES, GitRepo
 from gkeys_portage.verify.git.records import last_verified, record_verified
 from gkeys_portage.verify.git.spawn import SpawnSettings
+from gkeys_portage.verify.git.staging import LOCAL_DIRECTORIES, carry_local, copy_git_dir, link_work_tree
 from gkeys_portage.verify.git.tree import TreeOptions, TreeReport, TreeVerifier
-from gkeys_portage.verify.git.worktree import restore_revision
+from gkeys_portage.verify.git.worktree import restore_revision, worktree_changes
 
 Log = Callable[[str, str], None]  # (level, text): level is info, good, warn or error
 
@@ -58,6 +70,7 @@ class SyncRequest:
     fetch_opts: Sequence[str] = ()
     quiet: bool = False
     spawn: SpawnSettings = field(default_factory=SpawnSettings)  # Portage's uid/gid/umask for git
+    keep_local: bool = False  # keep distfiles/, local/, packages/ (Portage's volatile repositories)
 
 
 @dataclass
@@ -202,6 +215,7 @@ def _clone(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
         if not report.ok:
             return _failure(log, f"gkeys: first clone of {request.uri} NOT verified; nothing installed at "
                                  f"{location}", report)
+        require_safe_contents(repo, tip)
         _require_space(repo, tip)
         restore_revision(repo, tip)  # the first file of the tree is written only now
         _emit(log, report)
@@ -222,27 +236,39 @@ def _upstream(repo: GitRepo) -> tuple[str, str]:
 
 
 def update_verified(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
-    """Fetch, verify the new commits, and move the work tree only if all of them verified.
+    """Fetch and verify in a staging copy beside the tree; swap the checked-out copy in only if all verified.
 
-    On any failure the work tree is put back at the last verified revision and checked clean.
+    On any failure the live tree and its ``.git`` are as they were (the staging copy is dropped).
     """
+    if request.location.is_symlink():  # the staging copy must sit beside the real directory
+        request = dataclasses.replace(request, location=request.location.resolve())
     try:
         with location_lock(ctx, request.location):
-            remove_stale_staging(request.location)
+            if recover(request.location):
+                log("info", f"gkeys: {request.location} put back as it was before an interrupted sync")
+            removed = remove_stale_staging(request.location)
+            if removed:
+                log("info", f"gkeys: removed {removed} staging director{'y' if removed == 1 else 'ies'} "
+                            "left by an interrupted sync")
             return _update(ctx, request, log)
     except GkeysError as exc:
-        return _failure(log, f"gkeys: {request.location} NOT updated: {exc.message}")
+        return _failure(log, f"gkeys: {request.location} NOT updated (the tree is as it was): {exc.message}")
     except OSError as exc:  # e.g. a stale staging directory that cannot be removed
-        return _failure(log, f"gkeys: {request.location} NOT updated: {exc}")
+        return _failure(log, f"gkeys: {request.location} NOT updated (the tree is as it was): {exc}")
 
 
 def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
-    repo = GitRepo(request.location, extra_env=request.git_env, spawn=request.spawn)
-    recorded = last_verified(ctx.layout, repo.path)
-    try:
-        verifier = trusted_verifier(ctx, request.options)  # trust before download
-        previous = repo.resolve("HEAD")
-        remote, tracking = _upstream(repo)
+    location = request.location
+    live = GitRepo(location, extra_env=request.git_env, spawn=request.spawn)
+    recorded = last_verified(ctx.layout, live.path)
+    verifier = trusted_verifier(ctx, request.options)  # trust before download
+    previous = live.resolve("HEAD")
+    remote, tracking = _upstream(live)
+    keep = LOCAL_DIRECTORIES if request.keep_local else ()
+    with staging_directory(location.parent, staging_prefix(location)) as staging:
+        request.spawn.prepare_directory(staging, like=location)
+        copy_git_dir(location, staging, request.spawn)  # the fetch's objects stay here until verified
+        repo = GitRepo(staging, extra_env=request.git_env, spawn=request.spawn)
         url = repo.run("remote", "get-url", remote, check=False).stdout.decode("utf-8", "replace").strip()
         if request.uri and url != request.uri:
             repo.run("remote", "set-url", remote, request.uri)
@@ -251,33 +277,24 @@ def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
         tip = repo.resolve(tracking)
         base, hashes = verifier.plan(repo, tip, recorded)
         report = verifier.verify(repo, hashes, tip=tip, base=base)
+        report.repo = location  # report the place the user knows, not the staging directory
         if not report.ok:
-            note = _restore(repo, recorded, log)
-            return _failure(log, f"gkeys: {request.location} NOT updated: {report.reason()}{note}", report)
+            return _failure(log, f"gkeys: {location} NOT updated (the tree is as it was; nothing fetched was "
+                                 f"kept): {report.reason()}", report)
         _emit(log, report)
-        restore_revision(repo, tip)  # reset --hard + clean -ffdx, checked clean afterwards
-        record_verified(ctx, repo.path, tip)
-        return SyncOutcome(True, tip != previous, report=report)
-    except GkeysError as exc:
-        note = _restore(repo, recorded, log)
-        return _failure(log, f"gkeys: {request.location} NOT updated: {exc.message}{note}")
-    except BaseException:  # a bug, a full disk, Ctrl-C: the tree must still not stay half-moved
-        with contextlib.suppress(Exception):
-            _restore(repo, recorded, log)
-        raise
-
-
-def _restore(repo: GitRepo, recorded: str | None, log: Log) -> str:
-    """Put the work tree back at the last verified revision, unconditionally; a note for the message.
-
-    HEAD is no guide: a ``reset --hard`` that failed part-way moved files but not HEAD.
-    """
-    if not recorded or not repo.has_commit(recorded):
-        return ""
-    try:
-        restore_revision(repo, recorded)
-    except GkeysError as exc:
-        return (f"; restoring the last verified revision {recorded[:12]} FAILED ({exc.message}): the tree is "
-                f"not a verified revision, remove {repo.path} and sync again")
-    log("info", f"gkeys: work tree at the last verified revision {recorded[:12]}")
-    return ""
+        require_safe_contents(repo, tip)
+        if tip == previous and not worktree_changes(live, exclude=keep):
+            record_verified(ctx, live.path, tip)  # nothing new, nothing changed on disk: no swap
+            return SyncOutcome(True, False, report=report)
+        link_work_tree(location, staging, request.spawn)
+        try:
+            restore_revision(repo, tip)  # reset --hard + clean -ffdx in the staging tree, checked clean
+        except GkeysError:  # an index a killed git left unreadable: check out from scratch
+            (staging / ".git" / "index").unlink(missing_ok=True)
+            restore_revision(repo, tip)
+        kept = carry_local(location, staging, request.spawn) if keep else []
+        if kept:
+            log("info", f"gkeys: kept {', '.join(kept)} (Portage keeps them in this repository)")
+        swap_in(staging, location)  # one exchange: the location holds the old revision or the new one
+        record_verified(ctx, live.path, tip)
+    return SyncOutcome(True, tip != previous, report=report)

@@ -10,6 +10,7 @@ outside HEAD", and putting a tree back means ``reset --hard`` plus ``clean -ffdx
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 
 from gkeys_portage.core.errors import BadInputError
 from gkeys_portage.verify.git.objects import GitRepo, printable
@@ -18,10 +19,16 @@ from gkeys_portage.verify.git.objects import GitRepo, printable
 _STATUS_SETTINGS = ("-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false", "-c", "status.relativePaths=false")
 
 
-def worktree_changes(repo: GitRepo) -> list[str]:
-    """Every path where the work tree or index differs from HEAD (modified, untracked or ignored)."""
+def _excluding(names: Sequence[str]) -> list[str]:
+    """Pathspecs: the whole tree but the top-level entries ``names``."""
+    return ["--", ":(top)", *(f":(top,literal,exclude){name}" for name in names)] if names else []
+
+
+def worktree_changes(repo: GitRepo, exclude: Sequence[str] = ()) -> list[str]:
+    """Every path where the work tree or index differs from HEAD (modified, untracked or ignored), except
+    below the top-level entries ``exclude`` (what Portage keeps as the user's)."""
     result = repo.run(*_STATUS_SETTINGS, "--no-optional-locks", "status", "--porcelain", "-z",
-                      "--untracked-files=all", "--ignored", "--no-renames")
+                      "--untracked-files=all", "--ignored", "--no-renames", *_excluding(exclude))
     entries = [item for item in result.stdout.split(b"\0") if item]
     return [entry[3:].decode("utf-8", "replace") for entry in entries]
 
@@ -44,21 +51,46 @@ def unmerged_fetch(repo: GitRepo, head: str) -> str | None:
     return None
 
 
-def require_clean(repo: GitRepo) -> None:
-    """Raise :class:`BadInputError` unless the work tree is exactly HEAD."""
-    changes = worktree_changes(repo)
+def require_clean(repo: GitRepo, exclude: Sequence[str] = ()) -> None:
+    """Raise :class:`BadInputError` unless the work tree is exactly HEAD (``exclude``: as for
+    :func:`worktree_changes`)."""
+    changes = worktree_changes(repo, exclude)
     if changes:
         raise BadInputError(f"the work tree at {repo.path} is not the checked-out revision: "
                             f"{describe_changes(changes)}")
 
 
-def restore_revision(repo: GitRepo, revision: str) -> None:
+def restore_revision(repo: GitRepo, revision: str, keep: Sequence[str] = ()) -> None:
     """Put index and work tree at ``revision`` unconditionally, remove every other file, check the result.
 
+    ``keep`` names top-level directories left alone (the user's ``distfiles``, ``local``, ``packages`` of a
+    volatile repository) -- except the files in them that a fetched, unverified tip tracks and ``revision``
+    does not: a merge that failed part-way wrote those, not the user.
     Raises :class:`BadInputError` if git fails or the tree still differs afterwards.
     """
+    planted = _fetched_paths(repo, revision, keep)
     repo.run("reset", "--hard", "--quiet", "--no-recurse-submodules", revision)
-    repo.run("clean", "-ffdxq")
+    repo.run("clean", "-ffdxq", *(f"--exclude=/{name}" for name in keep))
+    for path in planted:
+        with contextlib.suppress(FileNotFoundError):
+            (repo.path / path).unlink()
     if repo.resolve("HEAD") != repo.resolve(revision):
         raise BadInputError(f"{repo.path}: HEAD did not move to {revision[:12]}")
-    require_clean(repo)
+    require_clean(repo, keep)
+
+
+def _fetched_paths(repo: GitRepo, revision: str, keep: Sequence[str]) -> list[str]:
+    """Files below ``keep`` that HEAD or a fetched tip tracks and ``revision`` does not (git wrote them)."""
+    if not keep:
+        return []
+    tips: set[str] = set()
+    for name in ("HEAD", "FETCH_HEAD", "@{upstream}"):
+        with contextlib.suppress(BadInputError):
+            tips.add(repo.resolve(name))
+
+    def tracked(commit: str) -> set[str]:
+        out = repo.run("ls-tree", "-r", "-z", "--name-only", "--full-tree", commit, "--", *keep).stdout
+        return {item.decode("utf-8", "surrogateescape") for item in out.split(b"\0") if item}
+
+    wanted = tracked(revision)
+    return sorted({path for tip in tips - {revision} for path in tracked(tip)} - wanted)
