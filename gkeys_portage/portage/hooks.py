@@ -17,7 +17,13 @@ tree back like a refused commit.  A marker is removed when a later sync of that 
 when the repository is no longer in repos.conf (neither its location nor its name; said once), or by
 ``gkeys verify-tree --clear-marker``.  Nothing is decided by the name Portage gives a repository: Portage
 takes it from the tree (``profiles/repo_name``), which an unverified tree controls.
-Non-git repositories are skipped (their Manifests are Portage's business).
+Only repositories whose configured ``sync-type`` is ``git`` are verified, whatever their directory holds: an
+rsync repository with a leftover ``.git`` (``sync-rsync-vcs-ignore = true``) is skipped (its Manifests are
+Portage's business), as is a location no configuration names that holds no ``.git``.  In a repository
+Portage treats as volatile (:func:`portage_volatile`) the top-level ``distfiles``, ``local`` and
+``packages`` are the user's, as Portage's own git module keeps them: neither counted as files that are not
+the verified revision nor removed by a rollback (except files in them that a refused fetched revision
+tracks: a merge that failed part-way wrote those).
 """
 
 from __future__ import annotations
@@ -33,22 +39,25 @@ from gkeys_portage.core.errors import BadInputError, GkeysError
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.portage.reposconf import RepoConfig, read_repos, read_string
 from gkeys_portage.ui.output import say
+from gkeys_portage.verify.git.contents import unsafe_entries
 from gkeys_portage.verify.git.markers import clear_markers_at, failure_markers, location_key, marker_path, write_marker
 from gkeys_portage.verify.git.objects import GitRepo
 from gkeys_portage.verify.git.records import last_verified, record_verified
 from gkeys_portage.verify.git.spawn import SpawnSettings
+from gkeys_portage.verify.git.staging import LOCAL_DIRECTORIES
 from gkeys_portage.verify.git.tree import TreeOptions, TreeVerifier
 from gkeys_portage.verify.git.worktree import describe_changes, restore_revision, unmerged_fetch, worktree_changes
 
 
-def verify_synced_repo(ctx: Gkeys, repo_name: str, location: Path) -> tuple[bool, str]:
+def verify_synced_repo(ctx: Gkeys, repo_name: str, location: Path, keep: Sequence[str] = ()) -> tuple[bool, str]:
     """Verify a repository right after a plain git sync; roll back and mark on failure.
 
     Fail-closed: the marker is written before verifying and removed only after success; whatever
     goes wrong (any exception) rolls the work tree back to the last verified revision.  Verified
     means what is on disk, not only HEAD: every commit up to HEAD verified, the work tree equal to
     HEAD (nothing modified, untracked or ignored: a merge that failed part-way leaves HEAD alone
-    but writes files), and no fetched tip left outside HEAD.  Returns ``(verified, one-line message)``.
+    but writes files), and no fetched tip left outside HEAD.  ``keep``: top-level directories that are the
+    user's (:data:`LOCAL_DIRECTORIES` in a volatile repository).  Returns ``(verified, one-line message)``.
     """
     marker = marker_path(ctx.layout, repo_name)
     if not (location / ".git").exists():
@@ -71,7 +80,7 @@ def verify_synced_repo(ctx: Gkeys, repo_name: str, location: Path) -> tuple[bool
         if report.ok:
             record_verified(ctx, location, tip)  # HEAD's history verified: a revision to roll back to
             recorded = tip
-            reason = _disk_problem(repo, tip)
+            reason = _disk_problem(repo, tip, keep)
             if reason is None:
                 marker.unlink(missing_ok=True)
                 clear_markers_at(ctx.layout, location)  # also those written under another name
@@ -84,12 +93,12 @@ def verify_synced_repo(ctx: Gkeys, repo_name: str, location: Path) -> tuple[bool
         reason = f"verification failed: {type(exc).__name__}: {exc}"
     except BaseException:  # interrupted (Ctrl-C, SystemExit): roll back too, keep the pending marker
         with contextlib.suppress(Exception):
-            _roll_back(repo or GitRepo(location, spawn=spawn), recorded)
+            _roll_back(repo or GitRepo(location, spawn=spawn), recorded, keep)
         raise
     rolled: str | None = None
     where = "NO verified revision to roll back to"
     try:
-        rolled = _roll_back(repo or GitRepo(location, spawn=spawn), recorded)
+        rolled = _roll_back(repo or GitRepo(location, spawn=spawn), recorded, keep)
     except Exception as exc:
         where = f"rolling back to {(recorded or '')[:12]} FAILED: {getattr(exc, 'message', None) or exc}"
     if rolled:
@@ -131,9 +140,13 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
-def _disk_problem(repo: GitRepo, head: str) -> str | None:
-    """Why the work tree is not the verified HEAD (files git wrote but HEAD lacks, an unmerged fetch)."""
-    changes = worktree_changes(repo)
+def _disk_problem(repo: GitRepo, head: str, keep: Sequence[str]) -> str | None:
+    """Why the work tree is not the verified HEAD (files git wrote but HEAD lacks, an unmerged fetch, an
+    entry gkeys never checks out)."""
+    unsafe = unsafe_entries(repo, head)
+    if unsafe:
+        return f"the verified revision holds what gkeys never checks out: {'; '.join(unsafe[:2])}"
+    changes = worktree_changes(repo, keep)
     if changes:
         return f"the work tree holds files that are not the verified revision: {describe_changes(changes)}"
     fetched = unmerged_fetch(repo, head)
@@ -143,12 +156,30 @@ def _disk_problem(repo: GitRepo, head: str) -> str | None:
     return None
 
 
-def _roll_back(repo: GitRepo | None, recorded: str | None) -> str | None:
-    """Reset index and work tree to ``recorded`` and remove every other file (checked afterwards)."""
+def _roll_back(repo: GitRepo | None, recorded: str | None, keep: Sequence[str]) -> str | None:
+    """Reset index and work tree to ``recorded`` and remove every other file but ``keep`` (checked afterwards)."""
     if repo is None or not recorded or not repo.has_commit(recorded):
         return None
-    restore_revision(repo, recorded)
+    restore_revision(repo, recorded, keep)
     return recorded
+
+
+def portage_volatile(repo: RepoConfig | None, location: Path) -> bool:
+    """Whether Portage treats the repository as volatile (its git module then never cleans or resets it).
+
+    Portage 3.0.83's rule (``portage/repository/config.py``): ``volatile = yes|true`` or ``no|false`` when set;
+    unset, volatile unless the location is under ``/var/db/repos``, owned by root or portage, and the tree
+    names itself (``profiles/repo_name``).  Anything unreadable counts as volatile, as in Portage.
+    """
+    value = repo.get("volatile") if repo is not None else ""
+    if value:
+        return value in ("true", "yes")
+    try:
+        owner = location.owner()
+        return (not str(location).startswith("/var/db/repos") or owner not in ("root", "portage")
+                or not (location / "profiles" / "repo_name").is_file())
+    except (OSError, KeyError):
+        return True
 
 
 def _context() -> Gkeys:
@@ -197,13 +228,18 @@ def repository_at(location: Path, repos: Mapping[str, RepoConfig]) -> RepoConfig
     return None
 
 
+def configured_repository(location: Path, environ: Mapping[str, str] | None = None) -> RepoConfig | None:
+    """The repository emerge's configuration has at ``location``; None when that cannot be told."""
+    repos = configured_repositories(environ)
+    return repository_at(location, repos) if repos else None
+
+
 def synced_by_gkeys_module(location: Path, environ: Mapping[str, str] | None = None) -> bool:
     """True when emerge's configuration syncs the repository at ``location`` with ``sync-type = gkeys``:
     the sync module verified it before merging, and refused revisions stay fetched but unmerged, which
     this hook would report a second time.  Anything unclear (no configuration, an unreadable one, no
     repository at that location) is False: the hook then verifies as usual."""
-    repos = configured_repositories(environ)
-    repo = repository_at(location, repos) if repos else None
+    repo = configured_repository(location, environ)
     return repo is not None and repo.get("sync-type") == "gkeys"
 
 
@@ -213,11 +249,18 @@ def repo_postsync_main(argv: Sequence[str]) -> int:
         say("error", "gkeys-verify: expected REPO_NAME SYNC_URI LOCATION")
         return 2
     repo_name, location = argv[0], Path(argv[2])
-    if synced_by_gkeys_module(location):
+    configured = configured_repository(location)
+    sync_type = configured.get("sync-type") if configured is not None else None
+    if sync_type == "gkeys":
         _clear_marker_verified_by_module(repo_name, location)
         return 0  # sync-type = gkeys: the sync module verified (or refused) before merging, and said so
+    if sync_type is not None and sync_type != "git":
+        _clear_marker_of_non_git(repo_name, location)
+        say("info", f"gkeys: {repo_name}: sync-type = {sync_type or '(none)'}, not git: nothing for gkeys to verify")
+        return 0  # whatever the directory holds (a leftover .git of an rsync tree): never rolled back
+    keep = LOCAL_DIRECTORIES if portage_volatile(configured, location) else ()
     try:
-        ok, message = verify_synced_repo(_context(), repo_name, location)
+        ok, message = verify_synced_repo(_context(), repo_name, location, keep)
     except Exception as exc:  # e.g. no usable configuration or state: mark if at all possible
         text = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
         ok, message = False, f"{repo_name}: {text}"
@@ -248,6 +291,15 @@ def _clear_marker_verified_by_module(repo_name: str, location: Path) -> None:
             marker.unlink(missing_ok=True)
             say("info", f"gkeys: {repo_name} now syncs with sync-type = gkeys and verified; removed the failure "
                         "marker an earlier git sync left")
+
+
+def _clear_marker_of_non_git(repo_name: str, location: Path) -> None:
+    """Remove the marker an earlier git sync of a repository that no longer syncs with git left (nothing else
+    would: this hook no longer verifies it)."""
+    with contextlib.suppress(Exception):
+        layout = _context().layout
+        marker_path(layout, repo_name).unlink(missing_ok=True)
+        clear_markers_at(layout, location)
 
 
 def postsync_main(argv: Sequence[str] = ()) -> int:
