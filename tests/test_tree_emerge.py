@@ -234,3 +234,24 @@ def test_gkeys_sync_honours_feature_usersync(env: Any, public_portage_root: tupl
     assert _owners(location) == {(nobody, nogroup)}
     assert stat.S_IMODE(location.stat().st_mode) == 0o775  # the mode the location had
     assert stat.S_IMODE((location / "dev-test" / "pkg" / "file1").stat().st_mode) == 0o664  # umask 002 (g+w)
+
+
+def test_git_sync_with_hooks_keeps_what_portage_keeps(env: Any, tmp_path: Path, portage_root: PortageSandbox) -> None:
+    """Issue 35 case 8: outside /var/db/repos Portage's git module keeps distfiles/, local/ and packages/; the hook
+    used to call them "files that are not the verified revision", roll back, delete them and fail every sync."""
+    install_devs(env, ("alice",))
+    up = RepoBuilder(tmp_path / "upstream", env.keys)
+    up.commit("alice")
+    portage_root.install_hooks(PROJECT / "hooks")
+    location = portage_root.add_repo("test", f"file://{up.path}", "git", clone_depth="0", sync_depth="0")
+    assert portage_root.sync("test").returncode == 0
+    kept = {"distfiles/foo-1.tar.gz": "a distfile\n", "packages/Packages": "PACKAGES: 1\n",
+            "local/profiles/package.mask": "dev-lang/x\n"}
+    for rel, text in kept.items():
+        (location / rel).parent.mkdir(parents=True, exist_ok=True)
+        (location / rel).write_text(text)
+    good = up.commit("alice")
+    for _ in range(2):
+        result = portage_root.sync("test")
+        assert result.returncode == 0, result.stdout
+        assert head(location) == good and {rel: (location / rel).read_text() for rel in kept} == kept

@@ -207,3 +207,54 @@ def test_a_marker_from_a_git_sync_is_cleared_once_the_sync_module_verified(hook_
         assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 0
         assert markers(hook_env) == []
     assert postsync_main() == 0
+
+
+def test_an_rsync_repository_with_a_leftover_git_is_never_rolled_back(hook_env: Any, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 35 case 10: the hook decides by the configured sync-type, not by a .git in the directory (before:
+    an rsync tree with `sync-rsync-vcs-ignore = true` was rolled back to the stale git HEAD)."""
+    repo = build(tmp_path / "repo", hook_env.keys, ["alice", "alice"])
+    assert repo_postsync_main(["gentoo", "file:///up", str(repo.path)]) == 0  # once a verified git tree
+    (repo.path / "dev-test" / "pkg" / "file1").write_text("rsync brought this\n")
+    (repo.path / "dev-test" / "new").mkdir()
+    (repo.path / "dev-test" / "new" / "new-1.ebuild").write_text("EAPI=8\n")
+    monkeypatch.setenv("PORTAGE_REPOSITORIES", f"[gentoo]\nlocation = {repo.path}\nsync-type = rsync\n"
+                                               "sync-uri = rsync://rsync.gentoo.org/gentoo-portage\n"
+                                               "sync-rsync-vcs-ignore = true\n")
+    assert repo_postsync_main(["gentoo", "rsync://rsync.gentoo.org/gentoo-portage", str(repo.path)]) == 0
+    assert (repo.path / "dev-test" / "pkg" / "file1").read_text() == "rsync brought this\n"
+    assert (repo.path / "dev-test" / "new" / "new-1.ebuild").is_file()
+    assert markers(hook_env) == [] and postsync_main() == 0
+
+
+LOCAL = {"distfiles/foo-1.tar.gz": "a distfile\n", "packages/Packages": "PACKAGES: 1\n",
+         "local/profiles/package.mask": "dev-lang/x\n"}
+
+
+def test_a_volatile_repository_keeps_what_portage_keeps(hook_env: Any, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 35 case 8 for the hooks: distfiles/, local/ and packages/ of a volatile repository are the user's
+    (before: "files that are not the verified revision", rolled back and deleted); a file a refused fetch
+    tracks there is still removed."""
+    upstream = build(tmp_path / "upstream", hook_env.keys, ["alice"])
+    local = tmp_path / "local"
+    assert _git(tmp_path, "clone", "-q", f"file://{upstream.path}", str(local)).returncode == 0
+    for rel, text in LOCAL.items():
+        (local / rel).parent.mkdir(parents=True, exist_ok=True)
+        (local / rel).write_text(text)
+    conf = f"[test]\nlocation = {local}\nsync-type = git\nsync-uri = file://{upstream.path}\n"
+    monkeypatch.setenv("PORTAGE_REPOSITORIES", conf)  # outside /var/db/repos: Portage calls it volatile
+    assert repo_postsync_main(["test", "file:///up", str(local)]) == 0
+    assert markers(hook_env) == [] and {rel: (local / rel).read_text() for rel in LOCAL} == LOCAL
+
+    upstream.commit(None, files={"packages/dev-lang/evil-1.tbz2": "planted\n"})
+    assert _git(local, "fetch", "-q", "origin").returncode == 0
+    planted = local / "packages" / "dev-lang" / "evil-1.tbz2"
+    planted.parent.mkdir()
+    planted.write_text("planted\n")  # as a merge that failed part-way writes it
+    assert repo_postsync_main(["test", "file:///up", str(local)]) == 1
+    assert not planted.exists() and {rel: (local / rel).read_text() for rel in LOCAL} == LOCAL
+
+    monkeypatch.setenv("PORTAGE_REPOSITORIES", conf + "volatile = no\n")  # Portage would git clean -fdx them
+    assert repo_postsync_main(["test", "file:///up", str(local)]) == 1
+    assert not any((local / rel).exists() for rel in LOCAL)
