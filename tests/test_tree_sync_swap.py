@@ -169,3 +169,22 @@ def test_emerge_sync_killed_during_the_checkout_leaves_one_verified_revision(
     assert result.returncode == 0, result.stdout
     assert head(location) == new and _status(location) == b""
     assert not [p for p in location.parent.iterdir() if p.name.startswith(".test.gkeys-")]
+
+
+def test_a_mixed_and_locked_tree_an_older_sync_left_is_replaced(env: Any, tmp_path: Path) -> None:
+    """Issue 36 case 1, recovery: what a sync killed in `git reset --hard` left before (HEAD at the old revision,
+    files of the new one, `.git/index.lock`) no longer blocks: the next sync swaps in a clean tree (before:
+    "git reset failed ... index.lock: File exists ... remove REPO and sync again", every time)."""
+    install_devs(env, ("alice",))
+    up = build(tmp_path / "upstream", env.keys, ["alice"])
+    location = tmp_path / "repos" / "gentoo"
+    assert _sync(env, location, up.path).ok
+    (location / ".git" / "index.lock").write_bytes(b"")
+    (location / "dev-test" / "pkg" / "file1").write_text("half of the next revision\n")
+    (location / "dev-test" / "pkg" / "file2").write_text("written before the kill\n")
+    outcome = _sync(env, location, up.path)  # nothing new upstream: the tree is still put right
+    assert outcome.ok, outcome.reason
+    assert _status(location) == b"" and not (location / ".git" / "index.lock").exists()
+    (location / ".git" / "index.lock").write_bytes(b"")
+    new = up.commit("alice")
+    assert _sync(env, location, up.path).ok and head(location) == new and _status(location) == b""
