@@ -283,13 +283,14 @@ def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
                                  f"kept): {report.reason()}", report)
         _emit(log, report)
         require_safe_contents(repo, tip)
-        if tip == previous and not worktree_changes(live, exclude=keep):
+        if tip == previous and not (location / ".git" / "index.lock").exists() and \
+                not worktree_changes(live, exclude=keep):
             record_verified(ctx, live.path, tip)  # nothing new, nothing changed on disk: no swap
             return SyncOutcome(True, False, report=report)
         link_work_tree(location, staging, request.spawn)
-        try:
-            restore_revision(repo, tip)  # reset --hard + clean -ffdx in the staging tree, checked clean
-        except GkeysError:  # an index a killed git left unreadable: check out from scratch
+        try:  # reset --hard + clean -ffdx in the staging tree, checked clean (the check trusts no time)
+            restore_revision(repo, tip, trust_ctime=False)
+        except GkeysError:  # a live file edited in place, an index a killed git left: check out from scratch
             (staging / ".git" / "index").unlink(missing_ok=True)
             restore_revision(repo, tip)
         kept = carry_local(location, staging, request.spawn) if keep else []
@@ -297,4 +298,8 @@ def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
             log("info", f"gkeys: kept {', '.join(kept)} (Portage keeps them in this repository)")
         swap_in(staging, location)  # one exchange: the location holds the old revision or the new one
         record_verified(ctx, live.path, tip)
+    # removing the old tree changed the change time of every file it shared: refresh the index once, so later
+    # checks of the live tree compare times again instead of every file's content (a kill here leaves an
+    # index.lock, which only makes the next sync take the swap path)
+    live.run("update-index", "-q", "--refresh", check=False)
     return SyncOutcome(True, tip != previous, report=report)

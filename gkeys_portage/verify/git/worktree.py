@@ -60,16 +60,19 @@ def require_clean(repo: GitRepo, exclude: Sequence[str] = ()) -> None:
                             f"{describe_changes(changes)}")
 
 
-def restore_revision(repo: GitRepo, revision: str, keep: Sequence[str] = ()) -> None:
+def restore_revision(repo: GitRepo, revision: str, keep: Sequence[str] = (), *, trust_ctime: bool = True) -> None:
     """Put index and work tree at ``revision`` unconditionally, remove every other file, check the result.
 
     ``keep`` names top-level directories left alone (the user's ``distfiles``, ``local``, ``packages`` of a
     volatile repository) -- except the files in them that a fetched, unverified tip tracks and ``revision``
     does not: a merge that failed part-way wrote those, not the user.
+    ``trust_ctime=False`` lets the reset skip files whose inode change time alone differs from the index (a
+    work tree hard-linked from another, where every link changed it); the check afterwards still compares them.
     Raises :class:`BadInputError` if git fails or the tree still differs afterwards.
     """
     planted = _fetched_paths(repo, revision, keep)
-    repo.run("reset", "--hard", "--quiet", "--no-recurse-submodules", revision)
+    repo.run(*([] if trust_ctime else ["-c", "core.trustctime=false"]), "reset", "--hard", "--quiet",
+             "--no-recurse-submodules", revision)
     repo.run("clean", "-ffdxq", *(f"--exclude=/{name}" for name in keep))
     for path in planted:
         with contextlib.suppress(FileNotFoundError):
