@@ -188,3 +188,18 @@ def test_a_mixed_and_locked_tree_an_older_sync_left_is_replaced(env: Any, tmp_pa
     (location / ".git" / "index.lock").write_bytes(b"")
     new = up.commit("alice")
     assert _sync(env, location, up.path).ok and head(location) == new and _status(location) == b""
+
+
+@pytest.mark.parametrize(("links", "path", "inside"), [
+    ({"a/s": "..", "y": "a/s/../x"}, "y", False),  # inside by its text, outside once a/s is followed
+    ({"a/s": ".."}, "a/s", True),
+    ({"up": "a/b/c", "x": "up/../.."}, "x", True),  # outside by its text, inside once up is followed
+    ({"x": "/usr/portage/eclass"}, "x", False),
+    ({"p/q": "../../etc/shadow"}, "p/q", False),
+    ({"l1": "l2", "l2": "l1"}, "l1", False),  # a loop
+    ({"dev-test/pkg/inside": "file1"}, "dev-test/pkg/inside", True),
+])
+def test_symlinks_are_judged_where_they_lead(links: dict[str, str], path: str, inside: bool) -> None:
+    from gkeys_portage.verify.git.contents import _resolve
+
+    assert _resolve(path, links) is inside
