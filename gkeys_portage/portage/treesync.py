@@ -301,5 +301,6 @@ def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
     # removing the old tree changed the change time of every file it shared: refresh the index once, so later
     # checks of the live tree compare times again instead of every file's content (a kill here leaves an
     # index.lock, which only makes the next sync take the swap path)
-    live.run("update-index", "-q", "--refresh", check=False)
+    with contextlib.suppress(GkeysError):  # the tree is verified and in place: this is only a cache
+        live.run("update-index", "-q", "--refresh", check=False)
     return SyncOutcome(True, tip != previous, report=report)
