@@ -258,3 +258,16 @@ def test_a_volatile_repository_keeps_what_portage_keeps(hook_env: Any, tmp_path:
     monkeypatch.setenv("PORTAGE_REPOSITORIES", conf + "volatile = no\n")  # Portage would git clean -fdx them
     assert repo_postsync_main(["test", "file:///up", str(local)]) == 1
     assert not any((local / rel).exists() for rel in LOCAL)
+
+
+def test_a_signed_symlink_out_of_the_tree_is_rolled_back_by_the_hook(hook_env: Any, tmp_path: Path) -> None:
+    """Issue 35 item 2 for the hooks: a validly signed HEAD that links outside the repository is refused."""
+    repo = build(tmp_path / "repo", hook_env.keys, ["alice"])
+    assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 0
+    verified = repo.head()
+    (repo.path / "dev-test" / "pkg" / "passwd").symlink_to("/etc/passwd")
+    repo.commit("alice")
+    assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 1
+    assert repo.head() == verified and not (repo.path / "dev-test" / "pkg" / "passwd").is_symlink()
+    reason = json.loads((hook_env.state / "state" / "tree-failed" / "test.json").read_text())["reason"]
+    assert "passwd: a symlink to /etc/passwd, outside the repository" in reason, reason

@@ -77,7 +77,11 @@ def verify_synced_repo(ctx: Gkeys, repo_name: str, location: Path, keep: Sequenc
         report = verifier.verify(repo, hashes, tip=tip, base=base)
         for level, text in report.describe():
             say(level, text)
-        if report.ok:
+        unsafe = unsafe_entries(repo, tip) if report.ok else []
+        reason: str | None
+        if unsafe:  # signed, but HEAD itself is not a tree gkeys checks out: never a revision to roll back to
+            reason = f"the revision {tip[:12]} holds what gkeys never checks out: {'; '.join(unsafe[:2])}"
+        elif report.ok:
             record_verified(ctx, location, tip)  # HEAD's history verified: a revision to roll back to
             recorded = tip
             reason = _disk_problem(repo, tip, keep)
@@ -141,11 +145,7 @@ def _remove(path: Path) -> None:
 
 
 def _disk_problem(repo: GitRepo, head: str, keep: Sequence[str]) -> str | None:
-    """Why the work tree is not the verified HEAD (files git wrote but HEAD lacks, an unmerged fetch, an
-    entry gkeys never checks out)."""
-    unsafe = unsafe_entries(repo, head)
-    if unsafe:
-        return f"the verified revision holds what gkeys never checks out: {'; '.join(unsafe[:2])}"
+    """Why the work tree is not the verified HEAD (files git wrote but HEAD lacks, an unmerged fetch)."""
     changes = worktree_changes(repo, keep)
     if changes:
         return f"the work tree holds files that are not the verified revision: {describe_changes(changes)}"
