@@ -16,6 +16,7 @@ from gkeys_portage.core.config import eprefix, load_config
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.portage import doctor as portage_doctor
 from gkeys_portage.portage import setup as portage_setup
+from gkeys_portage.portage.confined import ConfinedRoot
 from gkeys_portage.portage.status import Status, collect_status
 from gkeys_portage.ui.output import Report
 from gkeys_portage.verify.manifest.purpose import repository_keyring
@@ -35,7 +36,8 @@ Wire Portage to gkeys in one command, with new files only:
 An existing file with other content stops the install: it is reported and nothing is written (exit 1).
 Paths are never followed through a symlink, and every directory down to etc/portage must belong to you
 or root and be writable by nobody else.  Running it again changes nothing; --undo removes exactly the
-files it created (while unchanged; recorded in gkeys' state) and the directories it made.
+files it created (while unchanged; recorded in gkeys' state: with --eroot R and no -c/--root, R's own
+R/var/lib/gkeys/state) and the directories it made.
 """
 
 SETUP_EPILOG = """\
@@ -88,14 +90,32 @@ def _setup_report(result: portage_setup.SetupResult, *, undo: bool) -> Report:
     return report
 
 
+#: the state of a root below ``--eroot R`` (R's own gkeys state, where setup-portage then keeps its record)
+EROOT_STATE = Path("var/lib/gkeys/state")
+
+
+def record_dir(ctx: Gkeys, args: argparse.Namespace, *, create: bool) -> Path:
+    """Where setup-portage keeps its record: with ``--eroot R`` and neither ``-c``, ``--root`` nor
+    ``$GKEYS_CONFIG``, R's own gkeys state (``R/var/lib/gkeys/state``, beside what it describes, never the running
+    system's; its directories checked as setup-portage checks ``etc/portage``); otherwise the state of the
+    configuration in use."""
+    if args.eroot and not args.config and not args.root and "GKEYS_CONFIG" not in os.environ:
+        with ConfinedRoot(Path(args.eroot)) as root:
+            fd = root.directory(EROOT_STATE / portage_setup.RECORDS, create=create)
+            if fd is not None:
+                os.close(fd)
+        return Path(args.eroot) / EROOT_STATE
+    if create:
+        ctx.ensure_layout()
+    return ctx.layout.state_dir
+
+
 def run_setup_portage(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """setup-portage."""
     eroot = _eroot(args)
-    record = portage_setup.record_path(ctx.layout.state_dir, eroot)
+    record = portage_setup.record_path(record_dir(ctx, args, create=not (args.undo or args.dry_run)), eroot)
     if args.undo:
         return _setup_report(portage_setup.undo(eroot, record=record, dry_run=args.dry_run), undo=True)
-    if not args.dry_run:
-        ctx.ensure_layout()
     result = portage_setup.setup(eroot, args.repo or ["gentoo"], record=record, fetch_wrapper=args.fetch_wrapper,
                                  overlays=args.overlays, category=args.category, dry_run=args.dry_run,
                                  keyrings=lambda category: repository_keyring(ctx, category))
