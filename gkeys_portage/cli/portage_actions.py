@@ -67,7 +67,7 @@ def _setup_report(result: portage_setup.SetupResult, *, undo: bool) -> Report:
                           "notes": result.notes, "diff": result.diff})
     would = "would " if result.dry_run else ""
     if result.dry_run and result.diff:
-        report.plain(result.diff.rstrip("\n"))
+        report.text_block(result.diff)
     for path in result.created:
         report.good(f"{would}create {result.eroot / path}")
     for path in result.removed:

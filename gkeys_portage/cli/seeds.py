@@ -305,7 +305,7 @@ def run_convert_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:
     if args.output:
         report.good(f"converted {len(seeds)} seeds to {args.output}; review them before use")
     else:
-        report.plain(data.decode("ascii").rstrip("\n"))
+        report.text_block(data.decode("ascii"))
     return report
 
 

@@ -17,7 +17,7 @@ from typing import NoReturn
 
 from gkeys_portage.core.config import default_config_path, load_config
 from gkeys_portage.core.errors import EXIT_BAD_INPUT, EXIT_NOT_VERIFIED, GkeysError
-from gkeys_portage.ui.output import WARN, Console, Report, with_verdict
+from gkeys_portage.ui.output import WARN, Console, Report, neutralise, with_verdict
 
 
 def add_output_options(parser: argparse.ArgumentParser) -> None:
@@ -53,7 +53,7 @@ def run_report(args: argparse.Namespace, func: Callable[[argparse.Namespace, Con
         console.fail(exc.message, exc.exit_code, reason=exc.reason, file=exc.file or target, signer=exc.signer,
                      next_step=exc.next_step)
         if args.verbose and exc.detail:
-            sys.stderr.write(exc.detail + "\n")
+            sys.stderr.write("".join(neutralise(line) + "\n" for line in exc.detail.split("\n")))
         _say_where(args, console)
         return exc.exit_code
     except BrokenPipeError:  # stdout closed while the action printed (a JSON refusal, a streamed listing)
