@@ -13,8 +13,11 @@ from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action
 from gkeys_portage.core.config import eprefix, load_config
+from gkeys_portage.core.errors import UsageError
+from gkeys_portage.core.types import parse_category
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.portage import doctor as portage_doctor
+from gkeys_portage.portage import makeconfsteps
 from gkeys_portage.portage import setup as portage_setup
 from gkeys_portage.portage.confined import ConfinedRoot
 from gkeys_portage.portage.status import Status, collect_status
@@ -57,7 +60,8 @@ def _eroot(args: argparse.Namespace) -> Path:
     return Path(args.eroot) if args.eroot else Path(eprefix() or "/")
 
 
-def _setup_report(result: portage_setup.SetupResult, *, undo: bool) -> Report:
+def _setup_report(result: portage_setup.SetupResult, *, undo: bool, step_left: str | None = None) -> Report:
+    """Text and JSON of setup-portage; ``step_left``: the make.conf command still to run (said as *the* step)."""
     report = Report(data={"action": "setup-portage", "undo": undo, "dry_run": result.dry_run,
                           "eroot": str(result.eroot), "ok": result.ok,
                           "created": [str(p) for p in result.created],
@@ -79,8 +83,16 @@ def _setup_report(result: portage_setup.SetupResult, *, undo: bool) -> Report:
                      "and merge it by hand" if not undo else f"{result.eroot / path} {why}; remove it by hand")
     for note in result.notes:
         (report.warn if note.startswith(("add ", "do this")) else report.info)(note)
-    if not (result.created or result.removed or result.conflicts) and not undo:
+    step = step_left if not undo and result.ok else None
+    report.data["step_left"] = step
+    if step:
+        report.warn(f"one step left, setup-portage never edits make.conf: run  {step}  (make.conf then sources the "
+                    "FETCH_WRAPPER fragment; until then Portage does not use it)")
+    elif not (result.created or result.removed or result.conflicts) and not undo:
         report.good("nothing to do: Portage is already set up for gkeys")
+    if undo and not (result.removed or result.conflicts or result.notes):
+        report.good(f"nothing left to remove in {result.eroot}: the files setup-portage recorded are gone already "
+                    "(its record is removed)")
     if not undo and result.ok and not result.dry_run:
         report.info("next: 'gkeys doctor' checks the whole set-up; 'emerge --sync' verifies from now on")
         if any(path == portage_setup.TIMER_LINK for path in result.created):
@@ -110,16 +122,54 @@ def record_dir(ctx: Gkeys, args: argparse.Namespace, *, create: bool) -> Path:
     return ctx.layout.state_dir
 
 
+def known_category(ctx: Gkeys, category: str) -> str:
+    """``category`` if gkeys can have its seeds (installed, packaged, with a ``[seedurls]`` URL or an
+    ``[authority-seeds]`` line); otherwise a :class:`UsageError` listing those (doctor could only send the user to
+    an ``update-seed`` that fails)."""
+    cat = parse_category(category)
+    known = set(ctx.seeds.categories()) | set(ctx.config.seedurls) | set(ctx.config.authority.sources)
+    if cat in known:
+        return cat
+    raise UsageError(f"unknown category {cat!r} for --category: gkeys knows {', '.join(sorted(known)) or 'none'} "
+                     "(installed, packaged, or with a seed URL); add its seed URL to [seedurls] in the config and "
+                     f"'gkeys update-seed -C {cat}' first, or pin its keys with 'gkeys add-seed -C {cat} ...'")
+
+
 def run_setup_portage(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """setup-portage."""
     eroot = _eroot(args)
+    if args.category and not args.undo:
+        known_category(ctx, args.category)
     record = portage_setup.record_path(record_dir(ctx, args, create=not (args.undo or args.dry_run)), eroot)
     if args.undo:
+        refusal = undo_refusal(eroot, record)
+        if refusal is not None:
+            return refusal
         return _setup_report(portage_setup.undo(eroot, record=record, dry_run=args.dry_run), undo=True)
     result = portage_setup.setup(eroot, args.repo or ["gentoo"], record=record, fetch_wrapper=args.fetch_wrapper,
                                  overlays=args.overlays, category=args.category, dry_run=args.dry_run,
                                  keyrings=lambda category: repository_keyring(ctx, category))
-    return _setup_report(result, undo=False)
+    step = makeconfsteps.fetch_step(eroot) if args.fetch_wrapper else None
+    return _setup_report(result, undo=False, step_left=step)
+
+
+def undo_refusal(eroot: Path, record: Path) -> Report | None:
+    """A refusal (exit 1, nothing removed) while make.conf still ``source``s a file ``--undo`` would remove:
+    Portage would fail on every command; the line is named with the command that takes it out."""
+    if not record.exists():
+        return None
+    lines = [(file, line) for name in portage_setup.read_record(record, eroot).files
+             for file, line in makeconfsteps.sourcing_lines(eroot, eroot / name)]
+    if not lines:
+        return None
+    report = Report(data={"action": "setup-portage", "undo": True, "eroot": str(eroot), "ok": False,
+                          "sourced_by": [{"file": str(f), "line": line} for f, line in lines]})
+    for file, line in lines:
+        report.error(f"{file} still has the line '{line}': --undo would remove the file it sources and Portage would "
+                     f"then fail on every command; nothing removed. Take the line out first: "
+                     f"{makeconfsteps.unsource_command(file, line)}")
+    report.exit_code = 1
+    return report
 
 
 DOCTOR_DESCRIPTION = """\
