@@ -235,9 +235,11 @@ def _when(epoch: float | None, fmt: str = "%Y-%m-%d %H:%M") -> str:
     return time.strftime(fmt + " UTC", time.gmtime(epoch)) if epoch is not None else "never"
 
 
-def render_status(status: Status) -> Report:
-    """Text and JSON of ``gkeys status``."""
+def render_status(status: Status, eroot: Path | None = None) -> Report:
+    """Text and JSON of ``gkeys status`` (``eroot``: where Portage's configuration was looked for)."""
     report = Report(data={"action": "status", **status.to_json()})
+    if eroot is not None:
+        report.data["eroot"] = str(eroot)
     report.plain("categories (seeds, pinned keys installed, next expiry, last refresh; last answer per source):")
     for cat in status.categories:
         expiry = _when(cat.next_expiry, "%Y-%m-%d") if cat.next_expiry else "none"
@@ -254,6 +256,11 @@ def render_status(status: Status) -> Report:
             last = "nothing verified yet"
         line = f"  {repo.name:<16} {repo.sync_type or '-'} ({repo.verified_by}); {last}"
         (report.warn if repo.verified_by == "nothing" else report.plain)(line)
+    if not status.repositories and eroot is not None:
+        where = eroot / portage_setup.ETC / "repos.conf"
+        report.plain(f"  none: {where} configures no repository"
+                     + (" (it does not exist)" if not where.exists() else "")
+                     + "; for Portage in another root: gkeys status --eroot DIR")
     if status.engine:
         report.plain(f"OpenPGP engine: {status.engine}")
     else:
@@ -271,7 +278,7 @@ def render_status(status: Status) -> Report:
 
 def run_status(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """status."""
-    return render_status(collect_status(ctx, _eroot(args), doctor=not args.no_doctor))
+    return render_status(collect_status(ctx, _eroot(args), doctor=not args.no_doctor), _eroot(args))
 
 
 def with_options(command: str, config: str | None, root: str | None) -> str:

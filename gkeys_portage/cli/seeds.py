@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
 from gkeys_portage.cli.keys import outcome_lines
@@ -13,7 +14,7 @@ from gkeys_portage.core.state import atomic_write, read_limited
 from gkeys_portage.core.types import Category, Nick, parse_category, parse_fingerprint, parse_nick
 from gkeys_portage.keys import authority, refresh, seedfetch
 from gkeys_portage.keys.context import Gkeys
-from gkeys_portage.keys.install import summarize_failure
+from gkeys_portage.keys.install import KeyStatus, summarize_failure
 from gkeys_portage.keys.prerequisites import OFFLINE_WAY, MissingKeysError, update_order
 from gkeys_portage.keys.seeds import Seed, convert_old_seeds, dump_seeds, packaged_categories
 from gkeys_portage.ui.output import Report
@@ -201,7 +202,7 @@ def _change_lines(report: Report, changes: seedfetch.SeedChanges) -> None:
 
 def _authority_update(ctx: Gkeys, args: argparse.Namespace, report: Report, category: Category) -> None:
     result = authority.update(ctx, category, allow_shrink=args.allow_shrink,
-                              progress=args.console.progress(f"{category} certifications"))
+                              progress=args.console.progress(f"{category} certifications", unit="stages", minimum=1))
     report.data["updated"].append(result.to_json())
     _change_lines(report, result.changes)
     for verdict in result.evaluation.dropped():
@@ -250,10 +251,23 @@ def run_update_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:
     if failed:
         first = next(iter(failed.values()))
         report.exit_code = first.exit_code
-        if first.exit_code == EXIT_NETWORK:
-            report.error(f"{len(failed)} of {len(categories)} categories not updated: no key source could be "
-                         f"reached; {OFFLINE_WAY}")
+        counts = _installed_counts(report.data["updated"])
+        detail = "; ".join(f"{cat}: {counts[cat][0]} of {counts[cat][1]} keys installed" if cat in counts
+                           else f"{cat}: nothing installed" for cat in failed)
+        report.error(f"{len(failed)} of {len(categories)} categories not fully updated ({detail})"
+                     + (f": no key source could be reached; {OFFLINE_WAY}" if first.exit_code == EXIT_NETWORK
+                        else ""))
     return report
+
+
+def _installed_counts(updated: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
+    """Per category whose keys were tried: (keys now installed, keys pinned), from the ``--json`` entries."""
+    counts = {}
+    for entry in updated:
+        if isinstance(entry.get("keys"), list) and isinstance(entry.get("seed"), dict):
+            statuses = [KeyStatus(key["status"]) for key in entry["keys"]]
+            counts[str(entry["seed"].get("category"))] = (sum(s.ok for s in statuses), len(statuses))
+    return counts
 
 
 def _failure(message: str, cause: GkeysError) -> GkeysError:
@@ -289,7 +303,7 @@ def _update_category(ctx: Gkeys, args: argparse.Namespace, report: Report, categ
                                    "notes": notes})
     said = report.good if all(o.status.ok for o in outcomes) else report.warn
     said(f"{category}: {signer}; {sum(o.status.ok for o in outcomes)}/{len(outcomes)} keys installed")
-    outcome_lines(report, outcomes, only_problems=True)
+    outcome_lines(report, outcomes, only_problems=all(o.status.ok for o in outcomes))  # partial: every key, as --json
     for fpr in removed:
         report.info(f"Removed key {fpr} (no longer in the seeds)")
     return summarize_failure(outcomes)

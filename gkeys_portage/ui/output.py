@@ -182,19 +182,20 @@ class Console:
         else:
             self.message(ERROR, text + (f" (next: {next_step})" if next_step and next_step not in text else ""))
 
-    def progress(self, label: str, unit: str = "") -> Callable[[int, int], None]:
+    def progress(self, label: str, unit: str = "", *, minimum: int = 6) -> Callable[[int, int], None]:
         """A progress callback ``(done, total)`` on stderr.
 
         On a terminal: one line redrawn at most ~10 times a second, Portage/wget style (a bar, percent,
         ``done/total unit``, rate and ETA).  Otherwise: one final line when the work is done (no
-        noise in logs).  Nothing is shown for five items or fewer, in quiet mode or in JSON mode.
+        noise in logs).  Nothing is shown for fewer than ``minimum`` items, in quiet mode or in JSON mode.
+        ``done``/``total`` count items (keys, commits, MiB, stages), never a percentage.
         """
         tty = _isatty(self.stderr)
         started = time.monotonic()
         shown = {"final": False}
 
         def callback(done: int, total: int) -> None:
-            if self.quiet or self.json_mode or total <= 5 or shown["final"]:
+            if self.quiet or self.json_mode or total < minimum or shown["final"]:
                 return
             now = time.monotonic()
             finished = done >= total
