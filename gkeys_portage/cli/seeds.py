@@ -4,11 +4,14 @@ fetch-seed, update-seed, convert-seed."""
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 from typing import Any
 
 from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
 from gkeys_portage.cli.keys import outcome_lines
+from gkeys_portage.core.config import KeyRef, default_config_path
+from gkeys_portage.core.configedit import set_option
 from gkeys_portage.core.errors import EXIT_NETWORK, BadInputError, GkeysError, UsageError
 from gkeys_portage.core.state import atomic_write, read_limited
 from gkeys_portage.core.types import Category, Nick, parse_category, parse_fingerprint, parse_nick
@@ -16,6 +19,7 @@ from gkeys_portage.keys import authority, refresh, seedfetch
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.keys.install import KeyStatus, summarize_failure
 from gkeys_portage.keys.prerequisites import OFFLINE_WAY, MissingKeysError, update_order
+from gkeys_portage.keys.purposes import SECTION, Purpose, has_purposes, with_purpose
 from gkeys_portage.keys.seeds import Seed, convert_old_seeds, dump_seeds, packaged_categories
 from gkeys_portage.ui.output import Report
 
@@ -93,12 +97,37 @@ def run_add_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:
     seeds = ctx.seeds.load(category)
     if nick in seeds:
         raise BadInputError(f"seed {category}/{nick} already exists (remove it first or use another nick)")
+    purpose = Purpose(args.purpose) if args.purpose else None
+    if purpose is not None and ctx.config.path is None:
+        raise UsageError(f"--purpose is kept in gkeys.conf ([purposes]), and there is none ({default_config_path()}):"
+                         f" create it with the line '[purposes]' then '{purpose.value} = "
+                         f"{with_purpose(ctx.config, purpose, KeyRef(category, nick))}', or give -c FILE")
     seed = Seed(nick, args.name, args.keydir or nick, keys, fingerprints, list(args.uid or []))
     seeds[nick] = seed
     path = ctx.seeds.save(category, seeds)
-    report = Report(data={"added": dict(seed.to_json(), category=category), "path": str(path)})
+    report = Report(data={"added": dict(seed.to_json(), category=category), "path": str(path),
+                          "purpose": purpose.value if purpose else None})
     report.good(f"added seed {category}/{nick} to {path}")
+    if purpose is not None and ctx.config.path is not None:
+        value = with_purpose(ctx.config, purpose, KeyRef(category, nick))
+        set_option(ctx.config.path, SECTION, purpose.value, value)
+        report.good(f"{category}/{nick} signs {purpose.artifacts}: [{SECTION}] {purpose.value} = {value} "
+                    f"in {ctx.config.path}")
+    elif purpose is None and (purposed := has_purposes(ctx.config, category)):
+        report.warn(f"{category} has key purposes ({', '.join(map(str, purposed))}): {category}/{nick} has none, so "
+                    f"no verifier of release media, Manifests or mirror commits accepts its signatures; give it one "
+                    f"(PURPOSE: {', '.join(p.value for p in Purpose)}): gkeys remove-seed -C {category} -n {nick} && "
+                    f"{_add_seed_again(args, category, nick)} --purpose PURPOSE")
     return report
+
+
+def _add_seed_again(args: argparse.Namespace, category: Category, nick: Nick) -> str:
+    """The add-seed command line that adds this seed again (to give it a purpose)."""
+    words = ["gkeys", "add-seed", "-C", category, "-n", nick, "-N", args.name, "-K", *args.keys]
+    words += ["-f", *args.fingerprint] if args.fingerprint else []
+    words += ["-u", *args.uid] if args.uid else []
+    words += ["-r", args.keydir] if args.keydir else []
+    return shlex.join(words)
 
 
 def run_remove_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:
@@ -356,6 +385,9 @@ def register(sub: SubParsers) -> None:
     add_category(p, required=True)
     add_nick(p, required=True)
     p.add_argument("-N", "--name", required=True, help="the person's or role's name")
+    p.add_argument("--purpose", choices=[purpose.value for purpose in Purpose],
+                   help="what the key signs (release-media, repository, git-mirror): added to [purposes] in the "
+                        "config file, beside the seeds that have it now")
     p.add_argument("-K", "--keys", required=True, nargs="+", metavar="FPR", help="primary fingerprint(s) to fetch")
     p.add_argument("-f", "--fingerprint", nargs="+", metavar="FPR",
                    help="all accepted fingerprints, subkeys included (default: the -K ones)")
