@@ -94,7 +94,8 @@ def _setup_report(result: portage_setup.SetupResult, *, undo: bool, step_left: s
         report.good(f"nothing left to remove in {result.eroot}: the files setup-portage recorded are gone already "
                     "(its record is removed)")
     if not undo and result.ok and not result.dry_run:
-        report.info("next: 'gkeys doctor' checks the whole set-up; 'emerge --sync' verifies from now on")
+        report.info(("after that step, " if step else "next: ") + "'gkeys doctor' checks the whole set-up; "
+                    "'emerge --sync' verifies from now on")
         if any(path == portage_setup.TIMER_LINK for path in result.created):
             report.info("keys are refreshed off the sync path by gkeys-refresh.timer, enabled from the next boot "
                         "(start it now: systemctl start gkeys-refresh.timer)")

@@ -184,7 +184,7 @@ class Doctor:
         if any(self.ctx.keyring(category).exists() for category in self.ctx.seeds.categories()):
             return
         self.result.add("install:first", "gkeys", "no keys of any category are installed yet: nothing can be "
-                        "verified", f"{FIRST_STEP}   (offline: docs/portage.md, 'Offline first install')")
+                        "verified (offline: docs/portage.md, 'Offline first install')", FIRST_STEP)
 
     # -- Portage configuration -------------------------------------------------------------------
 
