@@ -77,3 +77,16 @@ def test_hostile_uid_name_and_file_name_never_reach_the_terminal(env: GkeysEnv,
                 json.loads(result.out)  # still one document, with the characters escaped
     shown = env.run("list-key", "-C", "gentoo").text
     assert "\\x1b]0;owned\\x07" in shown
+
+
+def test_hostile_commit_author_and_subject_never_reach_the_terminal(env: GkeysEnv, tmp_path: Path) -> None:
+    from tree_helpers import build, install_devs
+
+    install_devs(env, ("alice",))
+    repo = build(tmp_path / "repo", env.keys, ["alice"])
+    repo.commit(None, author="Mal\x1b]0;owned\x07\u202elory <m@example.org>", message="fix\x1b[2K\rverified\n")
+    repo.commit("alice")
+    for json_flag in ((), ("--json",)):
+        result = env.run(*json_flag, "verify-tree", str(repo.path), "--policy", "all", "--no-record")
+        assert result.code == 1 and raw_controls(result.out + result.err) == [], result.text
+    assert "owned" in result.text, result.text  # the author is shown, escaped (tree's own reader escapes it too)
