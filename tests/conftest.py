@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from host_guard import changes, guarded_paths, listing
 from subprocess_coverage import carry_coverage_into_children
 
 from gkeys_portage.cli.main import main as gkeys_main
@@ -111,6 +112,24 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             report.outcome = "skipped"
             report.wasxfail = (f"{os.path.basename(engine)} lacks {match.group(2)} (to {match.group(1)})"
                                if match.group(2) else f"{os.path.basename(engine)} cannot {match.group(1)} ...")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _host_untouched() -> Iterator[None]:
+    """Fail the run when the host's gkeys state or config, Portage's config or what gpg/git/gkeys keep in the real
+    home changed during it (:mod:`host_guard`): every test works in its own temporary directories.
+    ``GKEYS_TEST_HOST_GUARD=0`` turns it off on a machine where other programs write there during the run."""
+    if os.environ.get("GKEYS_TEST_HOST_GUARD") == "0":
+        yield
+        return
+    watched = guarded_paths(os.environ.get("HOME"))
+    before = listing(watched)
+    yield
+    changed = changes(before, listing(watched))
+    if changed:
+        pytest.fail("the test run changed the host (a test wrote outside its temporary directories, or another "
+                    "program wrote there meanwhile: GKEYS_TEST_HOST_GUARD=0 turns this check off): "
+                    + "; ".join(changed[:20]), pytrace=False)
 
 
 @pytest.fixture(autouse=True, scope="session")

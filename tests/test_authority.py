@@ -123,6 +123,7 @@ def test_chain_keeps_exactly_the_certified_developers(env: GkeysEnv, chain: Chai
     text = env.run("update-seed", "-C", "devs")
     assert text.code == 0 and "certification-revoked" in text.out and "wrong-domain" in text.out
     assert "devs certifications" in text.err  # progress on stderr (download, import, check, install)
+    assert "devs certifications: 4/4 stages" in text.err and "100/100" not in text.err  # items, not percent
 
 
 def test_root_certification_comes_from_the_published_certifier(env: GkeysEnv, chain: Chain) -> None:

@@ -53,6 +53,10 @@ TABLE: dict[str, dict[str, tuple[Argv, int, str]]] = {
     },
     "verify-media": {
         "not-found": (lambda w: ["verify-media", f"{w.url}/{STAGE3}"], 3, "not-found"),
+        "not-found (no build stamp)": (lambda w: ["verify-media", f"{w.url}/releases/install-amd64-minimal.iso"], 3,
+                                       "not-found"),
+        "not-found (siblings only)": (lambda w: ["verify-media", f"{w.url}/releases/only-siblings.iso"], 3,
+                                      "not-found"),
         "no-signature": (lambda w: ["verify-media", str(w.plain)], 1, "no-signature"),
         "no-signature (URL)": (lambda w: ["verify-media", f"{w.url}/plain.txt"], 1, "no-signature"),
         "usage": (lambda w: ["verify-media"], 2, "usage"),
@@ -83,6 +87,7 @@ def world(env: GkeysEnv) -> World:
     (env.root / "signed.txt").write_bytes(plain)
     (env.root / "signed.txt.asc").write_bytes(env.keys.sign_bytes("alice", plain, env.root))
     (env.root / "tampered.txt").write_bytes(b"hellO\n")
+    env.server.publish("releases/only-siblings.iso.asc", env.keys.sign_bytes("alice", plain, env.root))
     (env.root / "tampered.txt.asc").write_bytes(env.keys.sign_bytes("alice", plain, env.root))
     return World(env.root, env.server.url)
 

@@ -249,7 +249,8 @@ def test_wheel_installs_every_file(installed: Path) -> None:
     eroot = installed.parent / "eroot"
     eroot.mkdir()
     (installed.parent / "empty.conf").write_text("")
-    result = subprocess.run([str(installed / "bin" / "gkeys"), "setup-portage", "--eroot", str(eroot)],
+    result = subprocess.run([str(installed / "bin" / "gkeys"), "--root", str(installed.parent / "state"),
+                             "setup-portage", "--eroot", str(eroot)],
                             capture_output=True, text=True, check=False, cwd=installed,
                             env={**os.environ, "PYTHONPATH": "", "GKEYS_CONFIG": str(installed.parent / "empty.conf")})
     assert result.returncode == 0, result.stdout + result.stderr

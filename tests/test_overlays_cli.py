@@ -222,13 +222,13 @@ def test_a_list_signed_longer_ago_than_max_age_is_refused(infra: GkeysEnv) -> No
     path.with_name("repositories.xml.asc").write_bytes(infra.keys.sign_bytes("expired", GOOD, infra.root,
                                                                              when=past(700)))
     out = previous_copy(infra)
-    infra.write_config(extra=overlays_config("max-age = 30\n"))
+    infra.write_config(extra=overlays_config("max-age = 30\n", signers="infra old"))
     refused = infra.run("verify-overlays", str(path), "-o", str(out))
     assert refused.code == 1, refused.text
     assert "more than 30 days ago ([overlays] max-age)" in refused.err and f"{out} left unchanged" in refused.err
     assert out.read_bytes() == PREVIOUS
     assert infra.run("verify-overlays", str(path)).code == 1  # verifying alone is refused too
-    infra.write_config(extra=overlays_config("max-age = 0\n"))
+    infra.write_config(extra=overlays_config("max-age = 0\n", signers="infra old"))
     assert infra.run("verify-overlays", str(path), "-o", str(out)).code == 0  # 0 (the default): off
     assert out.read_bytes() == GOOD
 

@@ -95,7 +95,10 @@ def test_setup_portage_turns_sync_hooks_only_on_change_off_for_its_repositories(
     assert "[plain] sets sync-hooks-only-on-change = yes" in result.text, result.text  # the hooks protect it
 
 
-def _overlay_root(tmp_path: Path) -> Path:
+def _overlay_root(env: Any, tmp_path: Path) -> Path:
+    """A root with the overlay guru, whose committers category gkeys knows (its seeds installed)."""
+    (env.state / "seeds").mkdir(parents=True, exist_ok=True)
+    (env.state / "seeds" / "guru.seeds").write_bytes(env.seed_bytes("alice"))
     root = tmp_path / "root"
     (root / "etc/portage/repos.conf").mkdir(parents=True)
     (root / "etc/portage/repos.conf/guru.conf").write_text(
@@ -110,7 +113,7 @@ def _files(root: Path) -> list[str]:
 def test_setup_portage_asks_for_the_category_of_an_overlay(env: Any, tmp_path: Path) -> None:
     """Issue 23 item 22: ``--repo guru`` alone would verify guru's commits against gentoo-devs and refuse
     every sync (its contributors are not Gentoo developers): refused with the reason; ``--category`` works."""
-    root = _overlay_root(tmp_path)
+    root = _overlay_root(env, tmp_path)
     before = _files(root)
     result = env.run("setup-portage", "--eroot", str(root), "--repo", "guru")
     assert result.code == 2 and "needs a category" in result.err and "--category CAT" in result.err, result.text
@@ -123,7 +126,7 @@ def test_setup_portage_asks_for_the_category_of_an_overlay(env: Any, tmp_path: P
 
 def test_setup_portage_writes_nothing_when_one_file_is_in_the_way(env: Any, tmp_path: Path) -> None:
     """Issue 23 item 22: a conflicting existing file stops the whole install (no hook, no repos.conf)."""
-    root = _overlay_root(tmp_path)
+    root = _overlay_root(env, tmp_path)
     (root / "etc/portage/postsync.d").mkdir()
     (root / "etc/portage/postsync.d/gkeys-verify").write_text("#!/bin/sh\n# the user's own hook\n")
     before = _files(root)
@@ -136,7 +139,7 @@ def test_setup_portage_writes_nothing_when_one_file_is_in_the_way(env: Any, tmp_
 def test_setup_portage_never_writes_through_a_planted_symlink(env: Any, tmp_path: Path, planted: str) -> None:
     """Issue 26 item 3 / issue 23 item 22: a symlink at any component of EROOT/etc/portage/... is refused
     (it could lead into another system's configuration); nothing is written there or anywhere."""
-    root = _overlay_root(tmp_path)
+    root = _overlay_root(env, tmp_path)
     elsewhere = tmp_path / "other-system" / planted
     elsewhere.parent.mkdir(parents=True)
     (root / planted).rename(elsewhere) if (root / planted).exists() else elsewhere.mkdir()
@@ -152,7 +155,7 @@ def test_setup_portage_keeps_its_record_in_gkeys_state_and_undo_never_follows_a_
                                                                                         tmp_path: Path) -> None:
     """Issue 26 item 3: the record of created files is in gkeys' state (not in EROOT, which another user may
     write); ``--undo`` after a directory was swapped for a symlink removes nothing outside EROOT."""
-    root = _overlay_root(tmp_path)
+    root = _overlay_root(env, tmp_path)
     result = env.run("setup-portage", "--eroot", str(root), "--repo", "guru", "--category", "guru")
     assert result.code == 0, result.text
     assert not (root / "etc/portage/.gkeys-setup-portage.json").exists()
@@ -173,7 +176,7 @@ def test_setup_portage_refuses_a_root_whose_directories_others_control(env: Any,
     refused before anything is written (another user could swap a component for a symlink at any time)."""
     import os
 
-    root = _overlay_root(tmp_path)
+    root = _overlay_root(env, tmp_path)
     target = root / "etc"
     if fault == "another user's":
         if os.geteuid() != 0:

@@ -143,7 +143,7 @@ def _notify(ctx: Gkeys, args: argparse.Namespace, report: Report, subjects: Sequ
                                                                 args.to or []))
         if args.dry_run:
             for item in reminders:
-                report.plain(item.message.as_string())
+                report.text_block(item.message.as_string())
         elif reminders:
             notify.send(config, ctx.layout, reminders, timeout=ctx.config.sources.timeout)
     report.data["notified"] = [item.to_json() for item in reminders]

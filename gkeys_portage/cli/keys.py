@@ -8,9 +8,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
+from gkeys_portage.core.errors import StateError
 from gkeys_portage.keys import authority, refresh
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.keys.install import KeyOutcome, KeyStatus, summarize_failure
+from gkeys_portage.keys.prerequisites import FIRST_STEP
 from gkeys_portage.ui.output import Report
 
 _LABELS = {
@@ -82,6 +84,9 @@ def run_refresh_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """Refresh installed keys (at most once per [policy] refresh-interval unless --force)."""
     categories = [ctx.require_category(args.category)] if args.category else [c for c in ctx.seeds.categories()
                                                           if ctx.keyring(c).exists()]
+    if not categories:  # nothing to refresh is not "refreshed": exit 2 (state), as check-key (docs/exit-codes.md)
+        raise StateError(f"no keys to refresh: no category has keys installed in {ctx.layout.root} yet",
+                         next_step=FIRST_STEP)
     report = Report(data={"refreshed": []})
     for category in categories:
         if not args.nick and authority.authority_source(ctx, category) is not None:

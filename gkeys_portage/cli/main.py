@@ -20,7 +20,7 @@ from gkeys_portage.cli.common import add_common_options
 from gkeys_portage.core.config import load_config
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Console, Report
-from gkeys_portage.ui.runner import JsonUsageParser, run_report
+from gkeys_portage.ui.runner import JsonUsageParser, closed_pipe, run_report
 
 #: The topic modules under ``gkeys_portage.cli``, in the order of ``gkeys --help``.
 TOPICS = ("seeds", "keys", "signing", "publish", "media", "overlays", "tree", "checks", "portage_actions",
@@ -116,7 +116,16 @@ def _run_action(args: argparse.Namespace, console: Console) -> Report:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``gkeys``; return the exit status (also used by the console script)."""
+    """Run ``gkeys``; return the exit status (also used by the console script).
+
+    A closed stdout (``gkeys --help | head -1``) ends the run quietly, without a traceback."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        return closed_pipe(0)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(json_errors="--json" in words, words=words)
     if isinstance(parser, JsonUsageParser):

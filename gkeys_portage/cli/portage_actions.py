@@ -13,9 +13,13 @@ from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action
 from gkeys_portage.core.config import eprefix, load_config
+from gkeys_portage.core.errors import UsageError
+from gkeys_portage.core.types import parse_category
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.portage import doctor as portage_doctor
+from gkeys_portage.portage import makeconfsteps
 from gkeys_portage.portage import setup as portage_setup
+from gkeys_portage.portage.confined import ConfinedRoot
 from gkeys_portage.portage.status import Status, collect_status
 from gkeys_portage.ui.output import Report
 from gkeys_portage.verify.manifest.purpose import repository_keyring
@@ -35,7 +39,8 @@ Wire Portage to gkeys in one command, with new files only:
 An existing file with other content stops the install: it is reported and nothing is written (exit 1).
 Paths are never followed through a symlink, and every directory down to etc/portage must belong to you
 or root and be writable by nobody else.  Running it again changes nothing; --undo removes exactly the
-files it created (while unchanged; recorded in gkeys' state) and the directories it made.
+files it created (while unchanged; recorded in gkeys' state: with --eroot R and no -c/--root, R's own
+R/var/lib/gkeys/state) and the directories it made.
 """
 
 SETUP_EPILOG = """\
@@ -55,7 +60,8 @@ def _eroot(args: argparse.Namespace) -> Path:
     return Path(args.eroot) if args.eroot else Path(eprefix() or "/")
 
 
-def _setup_report(result: portage_setup.SetupResult, *, undo: bool) -> Report:
+def _setup_report(result: portage_setup.SetupResult, *, undo: bool, step_left: str | None = None) -> Report:
+    """Text and JSON of setup-portage; ``step_left``: the make.conf command still to run (said as *the* step)."""
     report = Report(data={"action": "setup-portage", "undo": undo, "dry_run": result.dry_run,
                           "eroot": str(result.eroot), "ok": result.ok,
                           "created": [str(p) for p in result.created],
@@ -65,7 +71,7 @@ def _setup_report(result: portage_setup.SetupResult, *, undo: bool) -> Report:
                           "notes": result.notes, "diff": result.diff})
     would = "would " if result.dry_run else ""
     if result.dry_run and result.diff:
-        report.plain(result.diff.rstrip("\n"))
+        report.text_block(result.diff)
     for path in result.created:
         report.good(f"{would}create {result.eroot / path}")
     for path in result.removed:
@@ -77,10 +83,19 @@ def _setup_report(result: portage_setup.SetupResult, *, undo: bool) -> Report:
                      "and merge it by hand" if not undo else f"{result.eroot / path} {why}; remove it by hand")
     for note in result.notes:
         (report.warn if note.startswith(("add ", "do this")) else report.info)(note)
-    if not (result.created or result.removed or result.conflicts) and not undo:
+    step = step_left if not undo and result.ok else None
+    report.data["step_left"] = step
+    if step:
+        report.warn(f"one step left, setup-portage never edits make.conf: run  {step}  (make.conf then sources the "
+                    "FETCH_WRAPPER fragment; until then Portage does not use it)")
+    elif not (result.created or result.removed or result.conflicts) and not undo:
         report.good("nothing to do: Portage is already set up for gkeys")
+    if undo and not (result.removed or result.conflicts or result.notes):
+        report.good(f"nothing left to remove in {result.eroot}: the files setup-portage recorded are gone already "
+                    "(its record is removed)")
     if not undo and result.ok and not result.dry_run:
-        report.info("next: 'gkeys doctor' checks the whole set-up; 'emerge --sync' verifies from now on")
+        report.info(("after that step, " if step else "next: ") + "'gkeys doctor' checks the whole set-up; "
+                    "'emerge --sync' verifies from now on")
         if any(path == portage_setup.TIMER_LINK for path in result.created):
             report.info("keys are refreshed off the sync path by gkeys-refresh.timer, enabled from the next boot "
                         "(start it now: systemctl start gkeys-refresh.timer)")
@@ -88,18 +103,74 @@ def _setup_report(result: portage_setup.SetupResult, *, undo: bool) -> Report:
     return report
 
 
+#: the state of a root below ``--eroot R`` (R's own gkeys state, where setup-portage then keeps its record)
+EROOT_STATE = Path("var/lib/gkeys/state")
+
+
+def record_dir(ctx: Gkeys, args: argparse.Namespace, *, create: bool) -> Path:
+    """Where setup-portage keeps its record: with ``--eroot R`` and neither ``-c``, ``--root`` nor
+    ``$GKEYS_CONFIG``, R's own gkeys state (``R/var/lib/gkeys/state``, beside what it describes, never the running
+    system's; its directories checked as setup-portage checks ``etc/portage``); otherwise the state of the
+    configuration in use."""
+    if args.eroot and not args.config and not args.root and "GKEYS_CONFIG" not in os.environ:
+        with ConfinedRoot(Path(args.eroot)) as root:
+            fd = root.directory(EROOT_STATE / portage_setup.RECORDS, create=create)
+            if fd is not None:
+                os.close(fd)
+        return Path(args.eroot) / EROOT_STATE
+    if create:
+        ctx.ensure_layout()
+    return ctx.layout.state_dir
+
+
+def known_category(ctx: Gkeys, category: str) -> str:
+    """``category`` if gkeys can have its seeds (installed, packaged, with a ``[seedurls]`` URL or an
+    ``[authority-seeds]`` line); otherwise a :class:`UsageError` listing those (doctor could only send the user to
+    an ``update-seed`` that fails)."""
+    cat = parse_category(category)
+    known = set(ctx.seeds.categories()) | set(ctx.config.seedurls) | set(ctx.config.authority.sources)
+    if cat in known:
+        return cat
+    raise UsageError(f"unknown category {cat!r} for --category: gkeys knows {', '.join(sorted(known)) or 'none'} "
+                     "(installed, packaged, or with a seed URL); add its seed URL to [seedurls] in the config and "
+                     f"'gkeys update-seed -C {cat}' first, or pin its keys with 'gkeys add-seed -C {cat} ...'")
+
+
 def run_setup_portage(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """setup-portage."""
     eroot = _eroot(args)
-    record = portage_setup.record_path(ctx.layout.state_dir, eroot)
+    if args.category and not args.undo:
+        known_category(ctx, args.category)
+    record = portage_setup.record_path(record_dir(ctx, args, create=not (args.undo or args.dry_run)), eroot)
     if args.undo:
+        refusal = undo_refusal(eroot, record)
+        if refusal is not None:
+            return refusal
         return _setup_report(portage_setup.undo(eroot, record=record, dry_run=args.dry_run), undo=True)
-    if not args.dry_run:
-        ctx.ensure_layout()
     result = portage_setup.setup(eroot, args.repo or ["gentoo"], record=record, fetch_wrapper=args.fetch_wrapper,
                                  overlays=args.overlays, category=args.category, dry_run=args.dry_run,
                                  keyrings=lambda category: repository_keyring(ctx, category))
-    return _setup_report(result, undo=False)
+    step = makeconfsteps.fetch_step(eroot) if args.fetch_wrapper else None
+    return _setup_report(result, undo=False, step_left=step)
+
+
+def undo_refusal(eroot: Path, record: Path) -> Report | None:
+    """A refusal (exit 1, nothing removed) while make.conf still ``source``s a file ``--undo`` would remove:
+    Portage would fail on every command; the line is named with the command that takes it out."""
+    if not record.exists():
+        return None
+    lines = [(file, line) for name in portage_setup.read_record(record, eroot).files
+             for file, line in makeconfsteps.sourcing_lines(eroot, eroot / name)]
+    if not lines:
+        return None
+    report = Report(data={"action": "setup-portage", "undo": True, "eroot": str(eroot), "ok": False,
+                          "sourced_by": [{"file": str(f), "line": line} for f, line in lines]})
+    for file, line in lines:
+        report.error(f"{file} still has the line '{line}': --undo would remove the file it sources and Portage would "
+                     f"then fail on every command; nothing removed. Take the line out first: "
+                     f"{makeconfsteps.unsource_command(file, line)}")
+    report.exit_code = 1
+    return report
 
 
 DOCTOR_DESCRIPTION = """\
@@ -165,9 +236,11 @@ def _when(epoch: float | None, fmt: str = "%Y-%m-%d %H:%M") -> str:
     return time.strftime(fmt + " UTC", time.gmtime(epoch)) if epoch is not None else "never"
 
 
-def render_status(status: Status) -> Report:
-    """Text and JSON of ``gkeys status``."""
+def render_status(status: Status, eroot: Path | None = None) -> Report:
+    """Text and JSON of ``gkeys status`` (``eroot``: where Portage's configuration was looked for)."""
     report = Report(data={"action": "status", **status.to_json()})
+    if eroot is not None:
+        report.data["eroot"] = str(eroot)
     report.plain("categories (seeds, pinned keys installed, next expiry, last refresh; last answer per source):")
     for cat in status.categories:
         expiry = _when(cat.next_expiry, "%Y-%m-%d") if cat.next_expiry else "none"
@@ -184,6 +257,11 @@ def render_status(status: Status) -> Report:
             last = "nothing verified yet"
         line = f"  {repo.name:<16} {repo.sync_type or '-'} ({repo.verified_by}); {last}"
         (report.warn if repo.verified_by == "nothing" else report.plain)(line)
+    if not status.repositories and eroot is not None:
+        where = eroot / portage_setup.ETC / "repos.conf"
+        report.plain(f"  none: {where} configures no repository"
+                     + (" (it does not exist)" if not where.exists() else "")
+                     + "; for Portage in another root: gkeys status --eroot DIR")
     if status.engine:
         report.plain(f"OpenPGP engine: {status.engine}")
     else:
@@ -201,7 +279,7 @@ def render_status(status: Status) -> Report:
 
 def run_status(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """status."""
-    return render_status(collect_status(ctx, _eroot(args), doctor=not args.no_doctor))
+    return render_status(collect_status(ctx, _eroot(args), doctor=not args.no_doctor), _eroot(args))
 
 
 def with_options(command: str, config: str | None, root: str | None) -> str:

@@ -4,17 +4,22 @@ fetch-seed, update-seed, convert-seed."""
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
+from typing import Any
 
 from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
 from gkeys_portage.cli.keys import outcome_lines
+from gkeys_portage.core.config import KeyRef, default_config_path
+from gkeys_portage.core.configedit import set_option
 from gkeys_portage.core.errors import EXIT_NETWORK, BadInputError, GkeysError, UsageError
 from gkeys_portage.core.state import atomic_write, read_limited
 from gkeys_portage.core.types import Category, Nick, parse_category, parse_fingerprint, parse_nick
 from gkeys_portage.keys import authority, refresh, seedfetch
 from gkeys_portage.keys.context import Gkeys
-from gkeys_portage.keys.install import summarize_failure
+from gkeys_portage.keys.install import KeyStatus, summarize_failure
 from gkeys_portage.keys.prerequisites import OFFLINE_WAY, MissingKeysError, update_order
+from gkeys_portage.keys.purposes import SECTION, Purpose, has_purposes, with_purpose
 from gkeys_portage.keys.seeds import Seed, convert_old_seeds, dump_seeds, packaged_categories
 from gkeys_portage.ui.output import Report
 
@@ -92,12 +97,37 @@ def run_add_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:
     seeds = ctx.seeds.load(category)
     if nick in seeds:
         raise BadInputError(f"seed {category}/{nick} already exists (remove it first or use another nick)")
+    purpose = Purpose(args.purpose) if args.purpose else None
+    if purpose is not None and ctx.config.path is None:
+        raise UsageError(f"--purpose is kept in gkeys.conf ([purposes]), and there is none ({default_config_path()}):"
+                         f" create it with the line '[purposes]' then '{purpose.value} = "
+                         f"{with_purpose(ctx.config, purpose, KeyRef(category, nick))}', or give -c FILE")
     seed = Seed(nick, args.name, args.keydir or nick, keys, fingerprints, list(args.uid or []))
     seeds[nick] = seed
     path = ctx.seeds.save(category, seeds)
-    report = Report(data={"added": dict(seed.to_json(), category=category), "path": str(path)})
+    report = Report(data={"added": dict(seed.to_json(), category=category), "path": str(path),
+                          "purpose": purpose.value if purpose else None})
     report.good(f"added seed {category}/{nick} to {path}")
+    if purpose is not None and ctx.config.path is not None:
+        value = with_purpose(ctx.config, purpose, KeyRef(category, nick))
+        set_option(ctx.config.path, SECTION, purpose.value, value)
+        report.good(f"{category}/{nick} signs {purpose.artifacts}: [{SECTION}] {purpose.value} = {value} "
+                    f"in {ctx.config.path}")
+    elif purpose is None and (purposed := has_purposes(ctx.config, category)):
+        report.warn(f"{category} has key purposes ({', '.join(map(str, purposed))}): {category}/{nick} has none, so "
+                    f"no verifier of release media, Manifests, mirror commits or the overlay list accepts its signatures; give it one "
+                    f"(PURPOSE: {', '.join(p.value for p in Purpose)}): gkeys remove-seed -C {category} -n {nick} && "
+                    f"{_add_seed_again(args, category, nick)} --purpose PURPOSE")
     return report
+
+
+def _add_seed_again(args: argparse.Namespace, category: Category, nick: Nick) -> str:
+    """The add-seed command line that adds this seed again (to give it a purpose)."""
+    words = ["gkeys", "add-seed", "-C", category, "-n", nick, "-N", args.name, "-K", *args.keys]
+    words += ["-f", *args.fingerprint] if args.fingerprint else []
+    words += ["-u", *args.uid] if args.uid else []
+    words += ["-r", args.keydir] if args.keydir else []
+    return shlex.join(words)
 
 
 def run_remove_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:
@@ -201,7 +231,7 @@ def _change_lines(report: Report, changes: seedfetch.SeedChanges) -> None:
 
 def _authority_update(ctx: Gkeys, args: argparse.Namespace, report: Report, category: Category) -> None:
     result = authority.update(ctx, category, allow_shrink=args.allow_shrink,
-                              progress=args.console.progress(f"{category} certifications"))
+                              progress=args.console.progress(f"{category} certifications", unit="stages", minimum=1))
     report.data["updated"].append(result.to_json())
     _change_lines(report, result.changes)
     for verdict in result.evaluation.dropped():
@@ -250,10 +280,23 @@ def run_update_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:
     if failed:
         first = next(iter(failed.values()))
         report.exit_code = first.exit_code
-        if first.exit_code == EXIT_NETWORK:
-            report.error(f"{len(failed)} of {len(categories)} categories not updated: no key source could be "
-                         f"reached; {OFFLINE_WAY}")
+        counts = _installed_counts(report.data["updated"])
+        detail = "; ".join(f"{cat}: {counts[cat][0]} of {counts[cat][1]} keys installed" if cat in counts
+                           else f"{cat}: nothing installed" for cat in failed)
+        report.error(f"{len(failed)} of {len(categories)} categories not fully updated ({detail})"
+                     + (f": no key source could be reached; {OFFLINE_WAY}" if first.exit_code == EXIT_NETWORK
+                        else ""))
     return report
+
+
+def _installed_counts(updated: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
+    """Per category whose keys were tried: (keys now installed, keys pinned), from the ``--json`` entries."""
+    counts = {}
+    for entry in updated:
+        if isinstance(entry.get("keys"), list) and isinstance(entry.get("seed"), dict):
+            statuses = [KeyStatus(key["status"]) for key in entry["keys"]]
+            counts[str(entry["seed"].get("category"))] = (sum(s.ok for s in statuses), len(statuses))
+    return counts
 
 
 def _failure(message: str, cause: GkeysError) -> GkeysError:
@@ -289,7 +332,7 @@ def _update_category(ctx: Gkeys, args: argparse.Namespace, report: Report, categ
                                    "notes": notes})
     said = report.good if all(o.status.ok for o in outcomes) else report.warn
     said(f"{category}: {signer}; {sum(o.status.ok for o in outcomes)}/{len(outcomes)} keys installed")
-    outcome_lines(report, outcomes, only_problems=True)
+    outcome_lines(report, outcomes, only_problems=all(o.status.ok for o in outcomes))  # partial: every key, as --json
     for fpr in removed:
         report.info(f"Removed key {fpr} (no longer in the seeds)")
     return summarize_failure(outcomes)
@@ -305,7 +348,7 @@ def run_convert_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:
     if args.output:
         report.good(f"converted {len(seeds)} seeds to {args.output}; review them before use")
     else:
-        report.plain(data.decode("ascii").rstrip("\n"))
+        report.text_block(data.decode("ascii"))
     return report
 
 
@@ -342,6 +385,9 @@ def register(sub: SubParsers) -> None:
     add_category(p, required=True)
     add_nick(p, required=True)
     p.add_argument("-N", "--name", required=True, help="the person's or role's name")
+    p.add_argument("--purpose", choices=[purpose.value for purpose in Purpose],
+                   help="what the key signs (release-media, repository, git-mirror, overlay-list): added to [purposes] in the "
+                        "config file, beside the seeds that have it now")
     p.add_argument("-K", "--keys", required=True, nargs="+", metavar="FPR", help="primary fingerprint(s) to fetch")
     p.add_argument("-f", "--fingerprint", nargs="+", metavar="FPR",
                    help="all accepted fingerprints, subkeys included (default: the -K ones)")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action, add_category
@@ -86,11 +87,18 @@ too old), 2 bad input, 3 network failure.
 """
 
 
-def render(report: TreeReport) -> Report:
-    """Turn a tree report into output lines and JSON."""
+def render(report: TreeReport, policy: str | None = None) -> Report:
+    """Turn a tree report into output lines and JSON; under ``policy`` top, a first run says that the history
+    below the top commit was not checked, and how to check it."""
     out = Report(data=report.to_json())
     for level, text in report.describe():
         out.messages.append(Message(level, text))
+    top_only = policy == "top" and report.base is None and report.checked == 1
+    out.data["history_checked"] = not top_only
+    if top_only:
+        every = f"gkeys verify-tree {shlex.quote(str(report.repo))} --range ..{report.tip[:12]}"
+        out.info(f"policy top: only the top commit {report.tip[:12]} was checked, not the history below it; "
+                 f"to check every commit up to it: {every} (or --policy all on a first run)")
     if not report.ok:
         out.exit_code = EXIT_NOT_VERIFIED
     return out
@@ -118,7 +126,7 @@ def run_verify_tree(ctx: Gkeys, args: argparse.Namespace) -> Report:
     verifier = TreeVerifier(ctx, options)
     report = verifier.verify_repo(Path(args.repo), revision=args.rev, commit_range=args.range,
                                   record=not args.no_record, progress=args.console.progress("commits verified"))
-    return render(report)
+    return render(report, options.policy)
 
 
 def _is_url(text: str) -> bool:

@@ -14,7 +14,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gkeys_portage.core.configschema import check_known_keys
+from gkeys_portage.core.configschema import check_known_keys, check_values
 from gkeys_portage.core.errors import ConfigError
 from gkeys_portage.core.hashpolicy import parse_weak_hashes
 from gkeys_portage.core.types import Category, Nick, parse_category, parse_nick
@@ -320,6 +320,7 @@ def load_config(path: Path | None = None, root: Path | None = None, *, prefix: s
     except (OSError, UnicodeDecodeError, configparser.Error) as exc:
         raise ConfigError(f"cannot read config {path}: {exc}".splitlines()[0]) from exc
     check_known_keys(parser, used)  # a typo is an error, never a check silently left at its default
+    check_values(parser, used)  # every value of every key, not only those the command at hand reads
 
     gkeysdir = Path(root) if root is not None else Path(
         parser.get("base", "gkeysdir", fallback=base + "/var/lib/gkeys"))

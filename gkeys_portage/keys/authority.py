@@ -291,6 +291,9 @@ def authority_source(ctx: Gkeys, category: str) -> AuthoritySource | None:
     return ctx.config.authority.sources.get(parse_category(category))
 
 
+#: the progress of an update counts its stages (download, import, check, install), never a percentage
+STAGES = 4
+
 def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: Progress | None = None,
            now: float | None = None) -> AuthorityUpdate:
     """Derive ``category``'s seeds from its authority keyring and install the kept keys (caller holds the lock)."""
@@ -306,7 +309,7 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
     hint = _update_keys_hint((*config.roots, *source.certifiers))
     material = pinned_material(ctx, pinned)
     step = progress or (lambda _done, _total: None)
-    step(0, 100)
+    step(0, STAGES)
     record = read_json_object(ctx.layout.record(RECORD))
     entry = record.get(cat)
     seen = Seen.from_json(entry, f"{ctx.layout.record(RECORD)} ({cat})")
@@ -325,7 +328,7 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
                                    f"were removed all the same") from exc
             raise
         published = fetching.result() + kept_certifier_copies(ctx, certifiers)
-    step(25, 100)
+    step(1, STAGES)  # downloaded
     for key in ctx.keyring(cat).installed().values():
         seen.note(key, [])  # a revocation the key refresh brought (the keyring download may lack it)
     digest = hashlib.sha256(data).hexdigest()
@@ -346,9 +349,9 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
                 quarantine.import_with_certifications(blob)
             downloaded = quarantine.import_with_certifications(data)  # IMPORT_OK: the keys of the download
             staged_keys = imported.result() if imported is not None else []
-            step(50, 100)
+            step(2, STAGES)  # imported
             listing = quarantine.check_sigs()
-            step(75, 100)
+            step(3, STAGES)  # certifications checked
             _check_collisions(listing, pinned)
             evaluation = evaluate(listing, roots, certifiers, config.domain, now=now,
                                   skew=ctx.config.policy.clock_skew, seen=seen, candidates=set(downloaded))
@@ -383,7 +386,7 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
     _save_seen(ctx, record, cat, seen, digest,
                {"time": wall, "seeds": {n: list(s.keys) for n, s in sorted(new.items())}} if grown else None)
     record_installed(ctx, cat)  # no refresh recorded: only refresh() asks every key source
-    step(100, 100)
+    step(STAGES, STAGES)  # evaluated and installed
     return AuthorityUpdate(cat, source.location, evaluation, diff_seeds(old, new), len(new), removed)
 
 

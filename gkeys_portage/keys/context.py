@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from gkeys_portage.core.config import Config
-from gkeys_portage.core.errors import SignerNotPinnedError, UnknownSignerError, UsageError
+from gkeys_portage.core.errors import GkeysError, SignerNotPinnedError, UnknownSignerError, UsageError
 from gkeys_portage.core.http import HttpClient
 from gkeys_portage.core.state import Layout, StateLock
-from gkeys_portage.core.types import Category, parse_category
+from gkeys_portage.core.types import Category, Nick, parse_category
 from gkeys_portage.keys.keyring import Keyring
-from gkeys_portage.keys.purposes import Purpose, PurposeScope, purpose_pins, purpose_table
+from gkeys_portage.keys.purposes import Purpose, PurposeScope, check_purpose_seeds, purpose_pins
 from gkeys_portage.keys.seeds import SeedStore
 from gkeys_portage.openpgp.process import DataSource, use_program
 from gkeys_portage.openpgp.signatures import is_cleartext
@@ -83,7 +83,15 @@ class Gkeys:
         self.lock = StateLock(self.layout)
         self._keyrings: dict[Category, Keyring] = {}
         self._http: HttpClient | None = None
-        purpose_table(config)  # a malformed [purposes] line is a config error for every action
+        check_purpose_seeds(config, self._nicks)  # a config error for every action: a malformed [purposes] line,
+        # or one naming no seed of a category whose seeds are there
+
+    def _nicks(self, category: Category) -> set[Nick]:
+        """The nicks of ``category``'s seeds; none when they cannot be read (that is said where they are used)."""
+        try:
+            return set(self.seeds.load(category))
+        except GkeysError:
+            return set()
 
     @property
     def http(self) -> HttpClient:

@@ -27,10 +27,11 @@ API (small on purpose): :class:`Purpose`, :func:`purpose_table`, :func:`purpose_
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from gkeys_portage.core.config import Config, KeyRef, parse_keyref
+from gkeys_portage.core.configschema import nearest
 from gkeys_portage.core.errors import ConfigError, NotVerifiedError, SignerNotPinnedError
 from gkeys_portage.core.types import Category, Fingerprint, Nick
 from gkeys_portage.openpgp.status import StatusReport
@@ -105,6 +106,34 @@ def purpose_table(config: Config) -> dict[Purpose, tuple[KeyRef, ...]]:
                               f"or remove the line to keep the default")
         table[purpose] = tuple(dict.fromkeys(parse_keyref(word, where) for word in words))
     return table
+
+
+def check_purpose_seeds(config: Config, nicks_of: Callable[[Category], Collection[Nick]]) -> None:
+    """Raise :class:`ConfigError` for a ``[purposes]`` ``category/nick`` that names no seed of its category, with
+    the nearest nick.  ``nicks_of`` gives a category's seeds (installed, else packaged); a category that has none
+    yet (its seed file not fetched) is not judged: the line is checked again by every command once it has."""
+    if not config.parser.has_section(SECTION):
+        return
+    table = purpose_table(config)
+    for purpose in Purpose:
+        if not config.parser.has_option(SECTION, purpose.value):
+            continue
+        for ref in table[purpose]:
+            nicks = nicks_of(ref.category)
+            if nicks and ref.nick not in nicks:
+                close = nearest(ref.nick, nicks)
+                hint = f"did you mean {ref.category}/{close}?" if close else f"its seeds: {', '.join(sorted(nicks))}"
+                raise ConfigError(f"[{SECTION}] {purpose.value}: {ref} names no seed of {ref.category} ({hint})")
+
+
+def with_purpose(config: Config, purpose: Purpose, ref: KeyRef) -> str:
+    """The ``[purposes]`` value that gives ``ref`` ``purpose`` besides the seeds that have it now."""
+    return " ".join(str(r) for r in dict.fromkeys((*purpose_table(config)[purpose], ref)))
+
+
+def has_purposes(config: Config, category: Category) -> list[KeyRef]:
+    """The seeds of ``category`` that have a purpose (empty: every seed of it counts for every verifier)."""
+    return sorted({r for refs in purpose_table(config).values() for r in refs if r.category == category}, key=str)
 
 
 def signer_purpose(table: Mapping[Purpose, tuple[KeyRef, ...]], category: Category, nick: Nick) -> list[Purpose]:

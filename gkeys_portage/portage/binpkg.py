@@ -42,6 +42,7 @@ from gkeys_portage.core.errors import BadInputError, ConfigError, GkeysError, St
 from gkeys_portage.core.state import Layout, fsync_directory, read_json
 from gkeys_portage.core.types import Fingerprint, Nick
 from gkeys_portage.keys.seeds import SeedStore
+from gkeys_portage.ui.output import neutralise
 
 if TYPE_CHECKING:  # the check that nothing changed must not pay for importing gpg and HTTP (see main)
     from gkeys_portage.keys.context import Gkeys
@@ -395,16 +396,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         done = update_home(Gkeys(config), home, refresh=not args.no_refresh)
     except GkeysError as exc:
-        print(f"gkeys-trust-helper: {exc}", file=sys.stderr)
+        print(neutralise(f"gkeys-trust-helper: {exc}"), file=sys.stderr)
         return exc.exit_code
     except OSError as exc:
-        print(f"gkeys-trust-helper: {exc.filename or ''}: {exc.strerror}; the previous home is kept",
+        print(neutralise(f"gkeys-trust-helper: {exc.filename or ''}: {exc.strerror}; the previous home is kept"),
               file=sys.stderr)
         return 1
     for warning in done.warnings:
-        print(f"gkeys-trust-helper: warning: {warning}", file=sys.stderr)
+        print(neutralise(f"gkeys-trust-helper: warning: {warning}"), file=sys.stderr)
     if done.replaced is not None:
-        print(f"gkeys-trust-helper: moved the previous home to {done.replaced}", file=sys.stderr)
+        print(neutralise(f"gkeys-trust-helper: moved the previous home to {done.replaced}"), file=sys.stderr)
     if done.changed and not args.quiet:
-        print(f"gkeys-trust-helper: {done.home}: trusting {', '.join(done.keys)} for binary packages")
+        print(neutralise(f"gkeys-trust-helper: {done.home}: trusting {', '.join(done.keys)} for binary packages"))
     return 0

@@ -17,7 +17,9 @@ only renders them.  Checked, under ``EROOT`` and the gkeys state of the configur
   (commits between two syncs are not fetched, so they cannot be verified);
 * ``hook:not-executable`` / ``hook:interpreter``: a gkeys hook Portage will not run, or whose ``#!``
   interpreter is gone;
-* ``fetch:no-wrapper``: ``FETCH_WRAPPER`` does not run gkeys-fetch;
+* ``fetch:no-wrapper``: ``FETCH_WRAPPER`` does not run gkeys-fetch; ``fetch:not-sourced``: setup-portage wrote
+  ``etc/portage/gkeys-fetch.conf`` but make.conf (a file) does not ``source`` it (the fix is that line, as a command);
+* ``portage:config``: an error Portage itself prints reading make.conf, or a ``source`` line whose file is gone;
 * ``binpkg:trust-helper``: binary repositories are configured (``binrepos.conf``) but ``PORTAGE_TRUST_HELPER`` is
   not gkeys-trust-helper, so Portage verifies binary packages against getuto's home (every release key);
 * ``gpg:missing`` / ``gpg:engine``: the OpenPGP engine (``[gpg] program``, ``$GKEYS_GPG``) cannot run, or lacks
@@ -55,7 +57,8 @@ from gkeys_portage.keys.prerequisites import FIRST_STEP
 from gkeys_portage.keys.refresh import REFRESH_RECORD, installed_at, last_refresh
 from gkeys_portage.keys.seedfetch import SEED_RECORD
 from gkeys_portage.openpgp.engine import WORKING_ENGINES, Capability, probe
-from gkeys_portage.portage.makeconf import fetch_wrapper, trust_helper
+from gkeys_portage.portage.makeconf import fetch_wrapper, portage_make_conf, trust_helper
+from gkeys_portage.portage.makeconfsteps import FETCH_FRAGMENT, fetch_step, missing_sources, unsource_command
 from gkeys_portage.portage.reposconf import RepoConfig, read_repos
 from gkeys_portage.portage.rsyncsync import DEFAULT_CATEGORY as DEFAULT_RSYNC_CATEGORY
 from gkeys_portage.portage.rsyncsync import is_rsync_uri
@@ -164,6 +167,7 @@ class Doctor:
         categories = self.check_repos(repos)
         self.check_markers(repos)
         self.check_hooks()
+        self.check_portage_config()
         wrapper = self.check_fetch_wrapper()
         if wrapper:
             categories.add(parse_category(self.ctx.config.get("fetch", "category",
@@ -180,7 +184,7 @@ class Doctor:
         if any(self.ctx.keyring(category).exists() for category in self.ctx.seeds.categories()):
             return
         self.result.add("install:first", "gkeys", "no keys of any category are installed yet: nothing can be "
-                        "verified", f"{FIRST_STEP}   (offline: docs/portage.md, 'Offline first install')")
+                        "verified (offline: docs/portage.md, 'Offline first install')", FIRST_STEP)
 
     # -- Portage configuration -------------------------------------------------------------------
 
@@ -218,9 +222,11 @@ class Doctor:
             elif sync_type == "git":
                 categories |= _categories(tree.get("tree", "category", "gentoo-devs"))
                 if not hooked:
+                    switch = self._switch_command(name, repo)
                     self.result.add("repo:unverified", name, f"syncs with git ({where}) and the gkeys hooks are not "
-                                    "installed: its commits are not verified",
-                                    self._switch_command(name, repo))
+                                    "installed: its commits are not verified" + (
+                                        "; in the fix, CAT is the gkeys category whose seeds pin its committers "
+                                        "(gkeys list-cats)" if switch.endswith(" CAT") else ""), switch)
                     continue
                 if hooks_only_on_change(repo):
                     self.result.add("repo:hooks-on-change", name, f"{HOOKS_ON_CHANGE} = {repo.get(HOOKS_ON_CHANGE)} "
@@ -260,7 +266,7 @@ class Doctor:
         category that pins its committers, which only the user knows)."""
         command = f"gkeys setup-portage --eroot {self.eroot} --repo {name}"
         if name != "gentoo" and not repo.get("sync-gkeys-category"):
-            command += " --category CAT (the category whose seeds pin its committers)"
+            command += " --category CAT"
         return command
 
     def check_hooks(self) -> None:
@@ -285,6 +291,14 @@ class Doctor:
         self.result.checked.append(f"FETCH_WRAPPER = {value}" if value else "FETCH_WRAPPER: not set")
         program = _first_word(value)
         fix = f"gkeys setup-portage --eroot {self.eroot} --fetch-wrapper"
+        step = fetch_step(self.eroot)  # make.conf (a file) does not source the fragment setup-portage writes
+        if step and Path(program).name != "gkeys-fetch":
+            written = (self.eroot / FETCH_FRAGMENT).is_file()
+            self.result.add("fetch:not-sourced" if written else "fetch:no-wrapper", "FETCH_WRAPPER",
+                            f"{self.eroot / FETCH_FRAGMENT} is not sourced by make.conf: release media fetched by "
+                            "Portage are not verified" if written else "not set to gkeys-fetch: release media fetched "
+                            "by Portage are not verified", step if written else f"{fix} && {step}")
+            return None
         if Path(program).name != "gkeys-fetch":
             self.result.add("fetch:no-wrapper", "FETCH_WRAPPER",
                             "not set to gkeys-fetch: release media fetched by Portage are not verified"
@@ -295,6 +309,18 @@ class Doctor:
                             f"reinstall gkeys-portage, or {fix}")
             return None
         return value
+
+    def check_portage_config(self) -> None:
+        """What Portage itself would complain about in make.conf: a ``source`` line whose file is gone (after a
+        removal by hand), and every error Portage's own reader prints (each one on every Portage command)."""
+        missing = missing_sources(self.eroot)
+        for file, line, target in missing:
+            self.result.add("portage:config", str(file), f"the line '{line}' sources {target}, which does not "
+                            "exist: every Portage command prints an error", unsource_command(file, line))
+        for error in portage_make_conf(self.eroot)[1]:
+            if not any(str(target) in error for _, _, target in missing):
+                self.result.add("portage:config", "make.conf", f"Portage reports: {error}",
+                                f"correct it in {self.eroot / ETC / 'make.conf'} (emerge --info shows it too)")
 
     def check_trust_helper(self) -> None:
         """With binary repositories configured, Portage's trust helper must be gkeys-trust-helper."""

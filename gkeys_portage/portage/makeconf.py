@@ -3,6 +3,8 @@ the value it finally gives a variable (Portage's own reader where Portage is imp
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 import shlex
 from pathlib import Path
@@ -10,7 +12,7 @@ from pathlib import Path
 from gkeys_portage.portage.reposconf import file_or_directory
 from gkeys_portage.portage.setup import ETC
 
-_SOURCE = re.compile(r"^\s*source\s+[\"']?([^\"'\s]+)")
+SOURCE_LINE = re.compile(r"^\s*source\s+[\"']?([^\"'\s]+)")
 
 #: the make.conf files Portage reads, in order (the legacy ``etc/make.conf`` first)
 MAKE_CONF = (Path("etc/make.conf"), ETC / "make.conf")
@@ -30,7 +32,7 @@ def make_conf_lines(eroot: Path) -> list[tuple[Path, str]]:
             return
         for line in text.splitlines():
             lines.append((path, line))
-            sourced = _SOURCE.match(line)
+            sourced = SOURCE_LINE.match(line)
             if sourced:
                 target = Path(sourced.group(1))
                 read(target if target.is_absolute() else path.parent / target, sourcing | {path})
@@ -44,19 +46,29 @@ def make_conf_lines(eroot: Path) -> list[tuple[Path, str]]:
 def make_conf_value(eroot: Path, name: str) -> str | None:
     """The value make.conf finally gives ``name`` (None if unset): Portage's own reader
     (``portage.util.getconfig``) where Portage is importable, else :func:`own_make_conf_value`."""
+    values = portage_make_conf(eroot)[0]
+    return own_make_conf_value(eroot, name) if values is None else values.get(name)
+
+
+def portage_make_conf(eroot: Path) -> tuple[dict[str, str] | None, list[str]]:
+    """make.conf as Portage reads it, and the errors Portage prints reading it (each line it writes, captured
+    rather than let through: ``gkeys doctor`` reports them as findings); ``None`` for the values when Portage is
+    not importable or cannot parse it (a ``ValueError`` is then one of the errors)."""
     try:
         from portage.util import getconfig
     except Exception:  # no Portage here: the same reading, by hand
-        return own_make_conf_value(eroot, name)
+        return None, []
     values: dict[str, str] = {}
+    errors = io.StringIO()
     for path in MAKE_CONF:
         try:
-            found = getconfig(str(eroot / path), tolerant=True, allow_sourcing=True, expand=dict(values),
-                              recursive=True)
-        except Exception:  # a make.conf Portage cannot parse: read it the simple way rather than not at all
-            return own_make_conf_value(eroot, name)
+            with contextlib.redirect_stderr(errors):
+                found = getconfig(str(eroot / path), tolerant=True, allow_sourcing=True, expand=dict(values),
+                                  recursive=True)
+        except Exception as exc:  # a make.conf Portage cannot parse: read it the simple way rather than not at all
+            return None, [*errors.getvalue().splitlines(), f"{eroot / path}: {exc}"]
         values.update(found or {})
-    return values.get(name)
+    return values, [line for line in errors.getvalue().splitlines() if line.strip()]
 
 
 def own_make_conf_value(eroot: Path, name: str) -> str | None:

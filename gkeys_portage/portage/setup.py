@@ -325,10 +325,8 @@ def plan(eroot: Path, repos: Sequence[str], *, fetch_wrapper: bool = False, over
         if make_conf == "directory":
             files.append(PlannedFile(ETC / "make.conf" / "gkeys-fetch.conf", line, 0o644, "make.conf"))
         else:
-            fragment = ETC / "gkeys-fetch.conf"
-            files.append(PlannedFile(fragment, line, 0o644, "make.conf fragment"))
-            notes.append(f"add this line to {eroot / ETC / 'make.conf'} (setup-portage never edits it): "
-                         f"source {eroot / fragment}")
+            # the make.conf line that sources it: makeconfsteps.fetch_step, printed by the CLI and doctor
+            files.append(PlannedFile(ETC / "gkeys-fetch.conf", line, 0o644, "make.conf fragment"))
     return files, notes
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -19,6 +20,21 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 INFO, GOOD, WARN, ERROR, PLAIN = "info", "good", "warn", "error", "plain"
+
+#: what never reaches a terminal as itself: C0 controls but tab, DEL, C1 controls (0x80-0x9f: CSI, OSC, ... in
+#: one character), the bidi embeddings and overrides U+202A-202E and the isolates U+2066-2069
+_CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def neutralise(text: str) -> str:
+    """``text`` with every control character shown as its escape (``\\x1b``, ``\\u202e``): the one door every
+    line passes on its way to a terminal (design.md §10 "Output").
+
+    A key's user id, a seed's name, a bundle, a file name or a commit subject can then neither move the cursor,
+    erase lines, set the window title, reverse the text's direction nor start a line of its own (a newline is
+    escaped too: one message, one line).  ``--json`` escapes the same characters (``\\u001b``) by itself."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                         else f"\\u{ord(m.group()):04x}", text)
 
 
 @dataclass
@@ -58,8 +74,14 @@ class Report:
         return self
 
     def plain(self, text: str) -> Report:
-        """Add a line printed as-is (tables)."""
+        """Add a line printed as-is (tables), but for its control characters (:func:`neutralise`)."""
         self.messages.append(Message(PLAIN, text))
+        return self
+
+    def text_block(self, text: str) -> Report:
+        """Add a text of our own making (a diff, a file we wrote) as plain lines, one per line of ``text``."""
+        for line in text.rstrip("\n").split("\n"):
+            self.plain(line)
         return self
 
 
@@ -91,6 +113,7 @@ def colour_wanted(stream: TextIO, environ: Any = None) -> bool:
 
 def star_line(level: str, text: str, stream: TextIO) -> str:
     """One `` * text`` line as Portage's ``einfo``/``ewarn``/``eerror`` print it, coloured only if allowed."""
+    text = neutralise(text)
     star = " * "
     portage_output = _portage_output() if colour_wanted(stream) else None
     if portage_output is not None:
@@ -136,7 +159,7 @@ class Console:
         if self.json_mode or (self.quiet and level in (INFO, GOOD, PLAIN)):
             return
         if level == PLAIN:
-            self.stdout.write(text + "\n")
+            self.stdout.write(neutralise(text) + "\n")
             self.stdout.flush()
             return
         say(level, text, stdout=self.stdout, stderr=self.stderr)
@@ -159,19 +182,20 @@ class Console:
         else:
             self.message(ERROR, text + (f" (next: {next_step})" if next_step and next_step not in text else ""))
 
-    def progress(self, label: str, unit: str = "") -> Callable[[int, int], None]:
+    def progress(self, label: str, unit: str = "", *, minimum: int = 6) -> Callable[[int, int], None]:
         """A progress callback ``(done, total)`` on stderr.
 
         On a terminal: one line redrawn at most ~10 times a second, Portage/wget style (a bar, percent,
         ``done/total unit``, rate and ETA).  Otherwise: one final line when the work is done (no
-        noise in logs).  Nothing is shown for five items or fewer, in quiet mode or in JSON mode.
+        noise in logs).  Nothing is shown for fewer than ``minimum`` items, in quiet mode or in JSON mode.
+        ``done``/``total`` count items (keys, commits, MiB, stages), never a percentage.
         """
         tty = _isatty(self.stderr)
         started = time.monotonic()
         shown = {"final": False}
 
         def callback(done: int, total: int) -> None:
-            if self.quiet or self.json_mode or total <= 5 or shown["final"]:
+            if self.quiet or self.json_mode or total < minimum or shown["final"]:
                 return
             now = time.monotonic()
             finished = done >= total
@@ -215,7 +239,7 @@ def _duration(seconds: float) -> str:
 
 def progress_line(label: str, done: int, total: int, elapsed: float, *, unit: str = "", width: int = 80) -> str:
     """`` * label [=====>    ]  45%  123/270 MiB  12.3 MiB/s  ETA 0:12`` fitted to ``width`` columns."""
-    done = min(done, total)
+    done, label = min(done, total), neutralise(label)
     fraction = done / total if total else 1.0
     suffix = f" {unit}" if unit else ""
     rate = done / elapsed if elapsed > 0 else 0.0
@@ -233,7 +257,7 @@ def progress_line(label: str, done: int, total: int, elapsed: float, *, unit: st
 
 def final_line(label: str, total: int, elapsed: float, *, unit: str = "") -> str:
     """`` * label: 270/270 MiB in 0:22 (12.3 MiB/s)``: what a log gets instead of a bar."""
-    suffix = f" {unit}" if unit else ""
+    suffix, label = (f" {unit}" if unit else ""), neutralise(label)
     rate = f" ({total / elapsed:.1f}{suffix or ' items'}/s)" if elapsed > 0 else ""
     return f" * {label}: {total}/{total}{suffix} in {_duration(elapsed)}{rate}"
 

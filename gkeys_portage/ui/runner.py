@@ -17,7 +17,7 @@ from typing import NoReturn
 
 from gkeys_portage.core.config import default_config_path, load_config
 from gkeys_portage.core.errors import EXIT_BAD_INPUT, EXIT_NOT_VERIFIED, GkeysError
-from gkeys_portage.ui.output import WARN, Console, Report, with_verdict
+from gkeys_portage.ui.output import WARN, Console, Report, neutralise, with_verdict
 
 
 def add_output_options(parser: argparse.ArgumentParser) -> None:
@@ -53,9 +53,11 @@ def run_report(args: argparse.Namespace, func: Callable[[argparse.Namespace, Con
         console.fail(exc.message, exc.exit_code, reason=exc.reason, file=exc.file or target, signer=exc.signer,
                      next_step=exc.next_step)
         if args.verbose and exc.detail:
-            sys.stderr.write(exc.detail + "\n")
+            sys.stderr.write("".join(neutralise(line) + "\n" for line in exc.detail.split("\n")))
         _say_where(args, console)
         return exc.exit_code
+    except BrokenPipeError:  # stdout closed while the action printed (a JSON refusal, a streamed listing)
+        return closed_pipe(EXIT_NOT_VERIFIED)
     except OSError as exc:  # local I/O: disk full, permissions, read-only file system
         where = f" ({exc.filename})" if exc.filename else ""
         console.fail(f"cannot read or write local files: {exc.strerror or exc}{where}", EXIT_BAD_INPUT,
@@ -72,10 +74,30 @@ def run_report(args: argparse.Namespace, func: Callable[[argparse.Namespace, Con
         return EXIT_NOT_VERIFIED
     if hasattr(args, "verifies"):
         report.data = with_verdict(report.data, report.exit_code, target)
-    console.render(report)
+    try:
+        console.render(report)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader left (``gkeys list-seed | head -1``): the action's own status, quietly
+        return closed_pipe(report.exit_code)
     if report.exit_code:
         _say_where(args, console)
     return report.exit_code
+
+
+def closed_pipe(status: int) -> int:
+    """Point stdout at /dev/null after a closed pipe and return ``status``: no traceback, no flush error at exit.
+
+    What Python's documentation recommends for SIGPIPE (``signal`` module, "Note on SIGPIPE"): the interpreter
+    would otherwise fail again flushing stdout on its way out and print "Exception ignored ...".
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a real file (a test's StringIO): nothing to redirect
+        pass
+    finally:
+        os.close(devnull)
+    return status
 
 
 def verified_target(args: argparse.Namespace) -> str | None:

@@ -183,6 +183,13 @@ def _record_latest(ctx: Gkeys, name: str, choice: LatestChoice) -> None:
         atomic_write_json(path, builds)
 
 
+def _refuse_if_missing(ctx: Gkeys, url: str, name: str) -> None:
+    """Raise :class:`NotFoundError` (exit 3) when the server does not have ``url`` itself."""
+    if not ctx.http.exists(url):
+        raise NotFoundError(f"{name}: not on the mirror ({safe_url(url)}); check the URL (the file name and the "
+                            "mirror)", file=safe_url(url))
+
+
 def fetch_siblings(ctx: Gkeys, url: str, folder: Path, name: str) -> list[str]:
     """Download the siblings that exist into ``folder``; return the suffixes that were absent (404)."""
     skipped = []
@@ -196,9 +203,7 @@ def fetch_siblings(ctx: Gkeys, url: str, folder: Path, name: str) -> list[str]:
             continue
         atomic_write(local, data)
     if all(s in skipped for s in SIGNED_SIBLINGS):
-        if not ctx.http.exists(url):  # the file itself is missing, not only what signs it
-            raise NotFoundError(f"{name}: not on the mirror ({safe_url(url)}), nor anything that signs it; check the "
-                                "URL (the file name and the mirror)", file=safe_url(url))
+        _refuse_if_missing(ctx, url, name)
         raise NoSignatureError(f"nothing signed {name}: the mirror has none of "
                                f"{', '.join(name + s for s in SIGNED_SIBLINGS)}")
     return skipped
@@ -210,8 +215,11 @@ def download_and_verify(ctx: Gkeys, media: MediaVerifier, url: str, folder: Path
     """Fetch ``url`` and its siblings into ``folder`` and verify; a rejected file is renamed ``.rejected``."""
     name = file_name(url)
     skipped = fetch_siblings(ctx, url, folder, name)
-    media.check_bindable(name, {s: folder / (name + s) for s in ALL_SIBLINGS if s not in skipped})  # before a
-    # multi-GB download
+    try:  # before a multi-GB download
+        media.check_bindable(name, {s: folder / (name + s) for s in ALL_SIBLINGS if s not in skipped})
+    except GkeysError:
+        _refuse_if_missing(ctx, url, name)  # a file the mirror does not have is "not found" (3), whatever signs it
+        raise
     target = folder / name
     downloader(ctx).fetch(url, target, expected_size=expected_size, progress=progress)
     try:
