@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from gkeys_portage.core import journal
 from gkeys_portage.core.config import AuthoritySource, KeyRef
 from gkeys_portage.core.errors import GkeysError, NetworkError, NotVerifiedError, StateError, UsageError
 from gkeys_portage.core.state import atomic_write_json, read_json_object, staging_directory
@@ -291,6 +292,7 @@ def authority_source(ctx: Gkeys, category: str) -> AuthoritySource | None:
     return ctx.config.authority.sources.get(parse_category(category))
 
 
+@journal.refusals("authority-refused", lambda ctx, category, **_: {"category": category})
 def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: Progress | None = None,
            now: float | None = None) -> AuthorityUpdate:
     """Derive ``category``'s seeds from its authority keyring and install the kept keys (caller holds the lock)."""
@@ -384,7 +386,11 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
                {"time": wall, "seeds": {n: list(s.keys) for n, s in sorted(new.items())}} if grown else None)
     record_installed(ctx, cat)  # no refresh recorded: only refresh() asks every key source
     step(100, 100)
-    return AuthorityUpdate(cat, source.location, evaluation, diff_seeds(old, new), len(new), removed)
+    done = AuthorityUpdate(cat, source.location, evaluation, diff_seeds(old, new), len(new), removed)
+    if removed or any(done.changes.to_json().values()):
+        journal.record(ctx, "authority-updated", {**done.to_json(), "kept": len(done.evaluation.kept()), "dropped": [
+            v.to_json() for v in done.evaluation.dropped()][:50]})
+    return done
 
 
 def refresh(ctx: Gkeys, category: str, *, force: bool = False,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
 
+from gkeys_portage.core import journal
 from gkeys_portage.core.errors import (
     BadInputError,
     NoSignatureError,
@@ -113,6 +114,8 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+@journal.refusals("snapshot-refused", lambda ctx, path, category, **kw: {"file": str(path), "category": category,
+                                                                         "source": kw.get("source")})
 def verify_snapshot(ctx: Gkeys, path: Path, category: str, *, signature: Path | None = None, repo: str = "gentoo",
                     max_age_hours: float = DEFAULT_SNAPSHOT_MAX_AGE, source: str | None = None,
                     record: bool = True) -> VerifiedSnapshot:
@@ -147,7 +150,9 @@ def verify_snapshot(ctx: Gkeys, path: Path, category: str, *, signature: Path | 
     newer = freshness.check(ctx, stamp, digest)
     if record:
         freshness.record(ctx, stamp, digest)
-    return VerifiedSnapshot(path, result.signer, stamp, digest, newer)
+    verified = VerifiedSnapshot(path, result.signer, stamp, digest, newer)
+    journal.record(ctx, "snapshot-accepted", {**verified.to_json(), "repo": repo, "source": source})
+    return verified
 
 
 def fetch_snapshot(ctx: Gkeys, url: str, folder: Path) -> Path:
