@@ -56,6 +56,7 @@ TRUST_SECTIONS = ("policy", "purposes", "tree", "snapshot", "media", "overlays",
 #: The clock the entries are stamped with (tests replace it to simulate days).
 clock: Callable[[], float] = time.time
 _warned: list[str] = []
+_suspended: list[bool] = []
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -127,8 +128,20 @@ class JournalPaths:
 
 
 def enabled() -> bool:
-    """Whether entries are written (``GKEYS_JOURNAL=off`` turns recording off; bench/ compares both)."""
-    return os.environ.get("GKEYS_JOURNAL", "").lower() not in ("off", "no", "0", "false")
+    """Whether entries are written (``GKEYS_JOURNAL=off`` turns recording off; bench/ compares both; off
+    inside :func:`suspended`)."""
+    return not _suspended and os.environ.get("GKEYS_JOURNAL", "").lower() not in ("off", "no", "0", "false")
+
+
+@contextlib.contextmanager
+def suspended() -> Iterator[None]:
+    """No entries from this process inside the block (``audit --recheck`` re-verifies without journaling
+    each check as a new acceptance; it journals its own summary)."""
+    _suspended.append(True)
+    try:
+        yield
+    finally:
+        _suspended.pop()
 
 
 def line_hash(line: bytes) -> str:

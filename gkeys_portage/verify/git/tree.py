@@ -152,10 +152,11 @@ class TreeReport:
                       "commit(s) refused"))
         return lines
 
-    def journal(self, repo: Path | None = None) -> dict[str, object]:
+    def journal(self, repo: Path | None, options: TreeOptions) -> dict[str, object]:
         """The trust journal's entry: the range, how many commits, each signer with its count (or the refusals)."""
         entry: dict[str, object] = {"repo": str(repo or self.repo), "base": self.base, "tip": self.tip,
-                                    "checked": self.checked, "signers": self.signers}
+                                    "checked": self.checked, "signers": self.signers,
+                                    "categories": list(options.categories), "top_category": options.top_category}
         if not self.ok:
             entry.update(code=self.bad[0].code, refused=len(self.bad), first_good=self.first_good)
         return entry
@@ -279,7 +280,8 @@ class TreeVerifier:
             raise BadInputError(f"{repo.path}: git listed {total} commit(s), {report.checked} were read")
         below = base is not None and base != tip  # a re-checked recorded tip: what lies below is no better
         report.first_good = first_good_ancestor(hashes, {v.commit for v in report.bad}, below=below)
-        journal.record(self.ctx, "tree-accepted" if report.ok else "tree-refused", report.journal(self.shown_as))
+        journal.record(self.ctx, "tree-accepted" if report.ok else "tree-refused", report.journal(self.shown_as,
+                                                                                                  self.options))
         return report
 
     def _judge(self, commits: Sequence[Commit], statuses: Mapping[str, StatusReport | None],
