@@ -270,17 +270,33 @@ def _config_change(layout: Layout, config: Config) -> dict[str, Any] | None:
             "first": not before}
 
 
+def note_config(ctx: HasLayout) -> None:
+    """Journal a change of the trust-relevant config (``config-changed``: which sections, the engine) since
+    the digests ``head`` keeps; the first time, the config is recorded.  Silent for a user who cannot write
+    the journal (reading commands as a plain user); any other failure is :func:`warn_once`."""
+    config = getattr(ctx, "config", None)
+    if not enabled() or not isinstance(config, Config):
+        return
+    root = JournalPaths.of(ctx.layout).root
+    if root.exists() and not os.access(root, os.W_OK):
+        return
+    try:
+        if (change := _config_change(ctx.layout, config)) is not None:
+            append(ctx.layout, "config-changed", change, keep={"config": change["digests"]})
+    except (StateError, OSError, ValueError) as exc:
+        warn_once(str(exc))
+
+
 def record(ctx: HasLayout | Layout, kind: str, data: Mapping[str, Any]) -> Entry | None:
     """Append one entry and never fail: a journal that cannot be written is one warning line (once per
     process) and None.  Given a context with a config, a change of the trust-relevant config since the
-    last entry is journaled first (``config-changed``: which sections, the engine)."""
+    last entry is journaled first (:func:`note_config`)."""
     if not enabled():
         return None
+    if not isinstance(ctx, Layout):
+        note_config(ctx)
     layout = ctx if isinstance(ctx, Layout) else ctx.layout
-    config = getattr(ctx, "config", None)
     try:
-        if isinstance(config, Config) and (change := _config_change(layout, config)) is not None:
-            append(layout, "config-changed", change, keep={"config": change["digests"]})
         return append(layout, kind, data)
     except (StateError, OSError, ValueError) as exc:
         warn_once(str(exc))
