@@ -54,12 +54,14 @@ def test_chain_holds_across_rotation_and_names_the_first_broken_link(tmp_path: P
     files[1].write_text("\n".join([lines[1], lines[0], *lines[2:]]) + "\n")  # re-ordered
     assert not journal.verify_chain(layout).ok
     files[1].write_text("\n".join(lines) + "\n")
-    assert journal.verify_chain(layout).ok
+    assert journal.verify_chain(layout).ok and journal.problems(layout) == []
 
     current = paths.current.read_text().splitlines()
     paths.current.write_text("\n".join(current[:-1]) + "\n")  # the newest entry cut off the end
     cut = journal.verify_chain(layout)
     assert not cut.ok and "removed" in cut.broken and "head" in cut.broken
+    assert [code for code, _, _ in journal.problems(layout)] == ["journal:broken"]
+    assert journal.record(layout, "tree-accepted", {}) is not None  # the chain goes on from the last line
 
 
 def test_a_journal_that_cannot_be_written_is_one_warning_and_never_a_failure(
@@ -72,6 +74,7 @@ def test_a_journal_that_cannot_be_written_is_one_warning_and_never_a_failure(
     assert journal.record(layout, "media-accepted", {}) is None
     err = capsys.readouterr().err
     assert err.count("WARNING") == 1 and "cannot write the trust journal" in err and "gkeys doctor" in err
+    assert [code for code, _, _ in journal.problems(layout)] == ["journal:unwritable"]
     monkeypatch.setenv("GKEYS_JOURNAL", "off")
     (tmp_path / "state" / "journal").unlink()
     assert journal.record(layout, "tree-accepted", {}) is None and not (tmp_path / "state" / "journal").exists()

@@ -400,3 +400,23 @@ def verify_chain(layout: Layout) -> ChainReport:
         report.broken = (f"the journal ends at {at} but head names entry {head.get('seq')}: "
                          "entries at the end were removed (or head was changed)")
     return report
+
+
+def problems(layout: Layout) -> list[tuple[str, str, str]]:
+    """``gkeys doctor``'s findings on the journal, as ``(code, message, fix)``: ``journal:unwritable`` (this
+    user cannot append: acceptances go unrecorded, each run warns once) and ``journal:broken`` (a link of the
+    chain does not hold)."""
+    paths = JournalPaths.of(layout)
+    found = []
+    place = next((p for p in (paths.current, paths.root, layout.state_dir, layout.root) if p.exists()), None)
+    if (paths.root.exists() and not paths.root.is_dir()) or (place is not None and not os.access(place, os.W_OK)):
+        found.append(("journal:unwritable", f"{place} cannot be written: acceptances and trust changes go "
+                      "unrecorded (each run warns once)", f"run gkeys as the owner of {layout.root}, or fix the "
+                      f"owner and mode of {paths.root} (0750, files 0640)"))
+    elif paths.root.is_dir():
+        chain = verify_chain(layout)
+        if not chain.ok:
+            found.append(("journal:broken", f"the trust journal's chain is broken at {chain.broken}",
+                          "keep the files for inspection (gkeys journal verify names the link); new entries "
+                          "continue the chain from the last line"))
+    return found

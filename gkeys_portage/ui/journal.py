@@ -43,6 +43,7 @@ exit status: 0 the chain holds, 1 a link is broken (named: file, line, entry).
 
 examples:
   gkeys journal verify
+  gkeys --json journal verify
 """
 
 
