@@ -193,3 +193,11 @@ def test_compromised_key_audit_lists_exactly_what_it_signed_and_recheck_refuses_
     current.write_text("\n".join(lines[:at] + [lines[at].replace(carol, keys.keys["releng"].fingerprint)]
                                  + lines[at + 1:]) + "\n")
     assert env.run("journal", "verify").code == 1
+
+
+def test_history_shows_control_characters_from_a_key_escaped(env: Any) -> None:
+    journal.record(Layout(env.state), "keys-changed", {"category": "gentoo-devs", "keys": [
+        {"nick": "evil\x1b[2J\x1b]0;owned\x07", "fingerprint": "A" * 40, "change": "added", "source": "x\ny"}]})
+    out = env.run("history").out
+    assert "\x1b" not in out and "\x07" not in out and "evil\\x1b[2J\\x1b]0;owned\\x07" in out
+    assert "x\\x0ay" in out and out.count("\n") == 1

@@ -84,9 +84,9 @@ class Change:
     entry: Entry
 
     def to_json(self) -> dict[str, Any]:
-        """Machine-readable form: the line's parts and the whole entry."""
+        """Machine-readable form: the line's parts, and the entry's kind, number and data."""
         return {"when": self.when, "what": self.what, "from": self.source, "why": self.why,
-                "category": self.category, "entry": self.entry.to_json()}
+                "category": self.category, "kind": self.entry.kind, "seq": self.entry.seq, "data": self.entry.data}
 
 
 def _key_lines(entry: Entry) -> Iterator[tuple[str, str, str]]:
@@ -97,9 +97,9 @@ def _key_lines(entry: Entry) -> Iterator[tuple[str, str, str]]:
         what = f"key {key.get('fingerprint')} ({nick}) {change}"
         if change == "revoked":
             what += f": {', '.join(key.get('revoked') or [])} revoked"
-        sources = ", ".join(key.get("sources") or []) or key.get("source") or ""
-        why = "; ".join(key.get("errors") or []) or ("brought by the sources that answered" if sources else "")
-        yield what, sources, why
+        answered = ", ".join(key.get("sources") or [])
+        why = "; ".join(key.get("errors") or []) or (f"sources that answered: {answered}" if answered else "")
+        yield what, key.get("source") or answered, why
 
 
 def _lines(entry: Entry) -> Iterator[tuple[str, str, str]]:
