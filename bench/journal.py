@@ -58,6 +58,29 @@ def bench_tree(work: Path, rounds: int) -> None:
             cpus[mode].append(used)
     _median_pair("verify-tree --policy all, 2,000 commits (wall)", walls["off"], walls["on"])
     _median_pair("verify-tree --policy all, 2,000 commits (CPU) ", cpus["off"], cpus["on"])
+    own_share(config, repo)
+
+
+def own_share(config: Path, repo: Path) -> None:
+    """The journal's own time inside one in-process verify-tree run (what the A/B medians measure under noise):
+    the time spent in :func:`journal.record` and :func:`journal.note_config`, against the whole run."""
+    import cProfile
+    import pstats
+
+    from gkeys_portage.cli.main import main as gkeys
+
+    args = ["-c", str(config), "-q", "verify-tree", str(repo), "--policy", "all", "--no-record"]
+    profile = cProfile.Profile()
+    started = time.perf_counter()
+    profile.enable()
+    gkeys(args)
+    profile.disable()
+    whole = time.perf_counter() - started
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    own = sum(v[3] for (path, _line, name), v in stats.items()
+              if path.endswith("core/journal.py") and name in ("record", "note_config"))
+    print(f"the journal's own time in one verify-tree run: {own * 1000:.1f} ms of {whole:.2f} s "
+          f"({own / whole * 100:.2f} %)")
 
 
 def bench_rsync(work: Path, rounds: int, packages: int) -> None:
@@ -99,15 +122,41 @@ def bench_rsync(work: Path, rounds: int, packages: int) -> None:
 
         sync()
         times: dict[str, list[float]] = {"off": [], "on": []}
+        spent = _time_journal()
         for round_ in range(rounds):
             for mode in ("off", "on") if round_ % 2 == 0 else ("on", "off"):
                 os.environ["GKEYS_JOURNAL"] = mode
                 times[mode].append(sync())
         os.environ.pop("GKEYS_JOURNAL", None)
+        own, whole = spent[0] / rounds, statistics.median(times["on"])
+        print(f"the journal's own time in a no-change sync: {own * 1000:.1f} ms of {whole:.2f} s "
+              f"({own / whole * 100:.2f} %)")
     finally:
         daemon.close()
         factory.close()
     _median_pair(f"no-change rsync sync, {packages} packages", times["off"], times["on"])
+
+
+def _time_journal() -> list[float]:
+    """Count the time spent in :func:`journal.record` and :func:`journal.note_config` from now on (the
+    outermost call only); returns the running total (a one-item list)."""
+    spent = [0.0]
+    depth = [0]
+    for name in ("record", "note_config"):
+        original = getattr(journal, name)
+
+        def timed_call(*args: object, _original: object = original, **kwargs: object) -> object:
+            depth[0] += 1
+            started = time.perf_counter()
+            try:
+                return _original(*args, **kwargs)  # type: ignore[operator]
+            finally:
+                depth[0] -= 1
+                if not depth[0]:
+                    spent[0] += time.perf_counter() - started
+
+        setattr(journal, name, timed_call)
+    return spent
 
 
 def _fpr(rng: random.Random) -> str:
@@ -158,25 +207,26 @@ def bench_year(work: Path, commits: int, signers: int, changed: int) -> None:
                      "sources": ["wkd gentoo.org", "hkps://keys.gentoo.org"]}
                     for i, f in enumerate(rng.sample(devs, changed))]
             journal.record(layout, "keys-changed", {"category": "gentoo-devs", "keys": keys})
-            journal.record(layout, "authority-updated", {"category": "gentoo-devs", "source": "https://qa-reports.gentoo.org/output/active-devs.gpg",
-                                                         "seeds": 400, "changes": {"added": ["newdev"], "updated": [], "removed": []},
-                                                         "certifiers": {devs[2]: "rooted"}, "removed_keys": [], "kept": 400,
-                                                         "dropped": []})
+            journal.record(layout, "authority-updated", {
+                "category": "gentoo-devs", "source": "https://qa-reports.gentoo.org/output/active-devs.gpg",
+                "seeds": 400, "changes": {"added": ["newdev"], "updated": [], "removed": []},
+                "certifiers": {devs[2]: "rooted"}, "removed_keys": [], "kept": 400, "dropped": []})
         if day % 30 == 0:
-            journal.record(layout, "seed-installed", {"category": "gentoo", "url": "https://api.gentoo.org/gentoo.seeds",
-                                                      "sha256": f"{rng.getrandbits(256):064x}", "signed": start,
-                                                      "signer": {"category": "gentoo-infra", "nick": "seeds",
-                                                                 "fingerprint": devs[3], "signing_key": devs[4],
-                                                                 "created": "2026-12-01T00:00:00+00:00"}})
+            journal.record(layout, "seed-installed", {
+                "category": "gentoo", "url": "https://api.gentoo.org/gentoo.seeds",
+                "sha256": f"{rng.getrandbits(256):064x}", "signed": start,
+                "signer": {"category": "gentoo-infra", "nick": "seeds", "fingerprint": devs[3],
+                           "signing_key": devs[4], "created": "2026-12-01T00:00:00+00:00"}})
     journal.clock = time.time
     files = journal.JournalPaths.of(layout).files()
     size = sum(p.stat().st_size for p in files)
     entries = sum(1 for _ in journal.read_entries(layout))
     started = time.perf_counter()
     chain = journal.verify_chain(layout)
+    verdict = "ok" if chain.ok else chain.broken
     print(f"a year ({commits} commits/day by {signers} signers, daily release check, weekly refresh of {changed} "
           f"changed keys and certifier update, monthly seed file): {entries} entries, {size / 1024 / 1024:.2f} MiB "
-          f"in {len(files)} file(s); journal verify {time.perf_counter() - started:.2f} s ({'ok' if chain.ok else chain.broken})")
+          f"in {len(files)} file(s); journal verify {time.perf_counter() - started:.2f} s ({verdict})")
 
 
 def main() -> int:

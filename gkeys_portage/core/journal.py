@@ -292,8 +292,9 @@ def note_config(ctx: HasLayout) -> None:
     config = getattr(ctx, "config", None)
     if not enabled() or not isinstance(config, Config):
         return
-    root = JournalPaths.of(ctx.layout).root
-    if root.exists() and not os.access(root, os.W_OK):
+    paths = JournalPaths.of(ctx.layout)
+    place = next((p for p in (paths.root, ctx.layout.state_dir, ctx.layout.root) if p.exists()), None)
+    if place is None or not os.access(place, os.W_OK):
         return
     try:
         if (change := _config_change(ctx.layout, config)) is not None:
