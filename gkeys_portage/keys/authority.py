@@ -387,9 +387,8 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
     record_installed(ctx, cat)  # no refresh recorded: only refresh() asks every key source
     step(100, 100)
     done = AuthorityUpdate(cat, source.location, evaluation, diff_seeds(old, new), len(new), removed)
-    if removed or any(done.changes.to_json().values()):
-        journal.record(ctx, "authority-updated", {**done.to_json(), "kept": len(done.evaluation.kept()), "dropped": [
-            v.to_json() for v in done.evaluation.dropped()][:50]})
+    journal.record(ctx, "authority-updated", {**done.to_json(), "kept": len(done.evaluation.kept()), "dropped": [
+        v.to_json() for v in done.evaluation.dropped()][:50]})  # every run: history compares the certifiers
     return done
 
 

@@ -102,8 +102,9 @@ def _key_lines(entry: Entry) -> Iterator[tuple[str, str, str]]:
         yield what, key.get("source") or answered, why
 
 
-def _lines(entry: Entry) -> Iterator[tuple[str, str, str]]:
-    """(what, from where, why) of one trust entry."""
+def _lines(entry: Entry, previous: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
+    """(what, from where, why) of one trust entry (``previous``: each category's last certifiers, kept up to
+    date here: a certifier change shows even when no seed changed)."""
     data = entry.data
     cat = data.get("category", "")
     kind = entry.kind
@@ -121,10 +122,16 @@ def _lines(entry: Entry) -> Iterator[tuple[str, str, str]]:
         yield f"keyring {cat} removed", "", "gkeys remove-key"
     elif kind == "authority-updated":
         changes = data.get("changes", {})
-        counts = ", ".join(f"{len(v)} {k}" for k, v in changes.items() if v) or "certifiers changed"
-        yield (f"seeds of {cat} from certifications: {counts}; {len(data.get('removed_keys', []))} key(s) removed",
-               str(data.get("source", "")), "certifiers: " + ", ".join(
-                   f"{f} {why}" for f, why in sorted(data.get("certifiers", {}).items())))
+        counts = ", ".join(f"{len(v)} {k}" for k, v in changes.items() if v) or "no seed changed"
+        before, now = previous.get(cat), data.get("certifiers", {})
+        moved = [f"{f} {before.get(f, 'new') if before else 'new'} -> {why}" for f, why in sorted(now.items())
+                 if before is None or before.get(f) != why]
+        moved += [f"{f} gone" for f in sorted(before or {}) if f not in now]
+        previous[cat] = now
+        if counts != "no seed changed" or data.get("removed_keys") or moved:
+            yield (f"seeds of {cat} from certifications: {counts}; {len(data.get('removed_keys', []))} key(s) "
+                   "removed", str(data.get("source", "")),
+                   "certifiers: " + ", ".join(moved or [f"{f} {why}" for f, why in sorted(now.items())]))
     elif kind == "bundle-accepted":
         yield (f"keyring bundle for {cat} accepted ({len(data.get('keys', []))} key(s))",
                str(data.get("location", "")), f"signed by {data.get('signed_by') or 'nobody (unsigned)'}")
@@ -139,13 +146,15 @@ def _lines(entry: Entry) -> Iterator[tuple[str, str, str]]:
 def history(layout: Layout, *, category: str | None = None, since: float = 0.0) -> list[Change]:
     """The trust changes, oldest first (only ``category``'s, only from ``since``)."""
     changes = []
+    certifiers: dict[str, Any] = {}
     for entry in read_entries(layout):
-        if entry.kind not in TRUST_KINDS or entry.time < since:
+        if entry.kind not in TRUST_KINDS:
             continue
         cat = str(entry.data.get("category", ""))
-        if category and cat != category:
+        lines = list(_lines(entry, certifiers))  # before the filters: the certifiers seen earlier count
+        if entry.time < since or (category and cat != category):
             continue
-        for what, source, why in _lines(entry):
+        for what, source, why in lines:
             changes.append(Change(entry.when, what, source, why, cat, entry))
     return changes
 
