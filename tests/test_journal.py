@@ -201,3 +201,16 @@ def test_history_shows_control_characters_from_a_key_escaped(env: Any) -> None:
     out = env.run("history").out
     assert "\x1b" not in out and "\x07" not in out and "evil\\x1b[2J\\x1b]0;owned\\x07" in out
     assert "x\\x0ay" in out and out.count("\n") == 1
+
+
+def test_a_torn_last_line_is_named_and_the_journal_goes_on(tmp_path: Path) -> None:
+    layout = Layout(tmp_path)
+    journal.record(layout, "tree-accepted", {"at": Path("/var/db/repos/gentoo")})  # not JSON: stored as text
+    current = journal.JournalPaths.of(layout).current
+    with open(current, "ab") as handle:
+        handle.write(b'{"seq":2,"time":1,"ki')  # power lost in the middle of a write
+    assert journal.record(layout, "media-accepted", {}) is not None
+    lines = current.read_text().splitlines()
+    assert len(lines) == 3 and json.loads(lines[2])["prev"] == journal.line_hash(lines[1].encode())
+    chain = journal.verify_chain(layout)
+    assert not chain.ok and "journal.jsonl:2: not a journal entry" in chain.broken

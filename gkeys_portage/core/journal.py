@@ -151,7 +151,7 @@ def line_hash(line: bytes) -> str:
 
 def _encode(seq: int, stamp: float, kind: str, prev: str, data: Mapping[str, Any]) -> bytes:
     body = {"seq": seq, "time": round(stamp, 3), "kind": kind, "prev": prev, "data": data}
-    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str).encode("ascii")
 
 
 def parse_line(raw: bytes, file: str = "", line: int = 0) -> Entry:
@@ -188,7 +188,10 @@ def _tail(paths: JournalPaths) -> Entry | None:
     for path in reversed(paths.files()):
         raw = _last_line(path)
         if raw is not None:
-            return parse_line(raw, path.name)
+            try:
+                return parse_line(raw, path.name)
+            except JournalError:  # a torn last line: chained to as it is (journal verify names it)
+                return Entry(int(_read_head(paths).get("seq", 0) or 0), 0.0, "unreadable", "", {}, line_hash(raw))
     return None
 
 
@@ -205,8 +208,12 @@ def _rotate(paths: JournalPaths) -> str:
 
 
 def _write_line(path: Path, line: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640)
+    """Append ``line`` with one ``write(2)`` and fsync it (after a newline if a torn line ends the file)."""
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640)
     try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = b"\n" + line
         if os.write(fd, line + b"\n") != len(line) + 1:
             raise OSError("short write")
         os.fsync(fd)
@@ -299,7 +306,7 @@ def note_config(ctx: HasLayout) -> None:
     try:
         if (change := _config_change(ctx.layout, config)) is not None:
             append(ctx.layout, "config-changed", change, keep={"config": change["digests"]})
-    except (StateError, OSError, ValueError) as exc:
+    except (StateError, OSError, ValueError, TypeError) as exc:
         warn_once(str(exc))
 
 
@@ -314,7 +321,7 @@ def record(ctx: HasLayout | Layout, kind: str, data: Mapping[str, Any]) -> Entry
     layout = ctx if isinstance(ctx, Layout) else ctx.layout
     try:
         return append(layout, kind, data)
-    except (StateError, OSError, ValueError) as exc:
+    except (StateError, OSError, ValueError, TypeError) as exc:
         warn_once(str(exc))
         return None
 
