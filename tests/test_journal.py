@@ -5,16 +5,21 @@ revoked: ``audit --key`` lists exactly what it signed, ``--recheck`` refuses it,
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import keys_installed_by_gnupg
-from media_helpers import STAGE3, make_media
+from media_helpers import make_media
+from rsync_helpers import CATEGORY
+from test_rsync_nochange import daemon, synced  # noqa: F401 - the fixtures of a synced rsync location
 from tree_helpers import build, install_devs
 
 from gkeys_portage.core import journal
+from gkeys_portage.core.config import load_config
 from gkeys_portage.core.state import Layout
+from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.openpgp.gnupg import GnuPG
 
 DAY = 86400.0
@@ -156,6 +161,9 @@ def test_compromised_key_audit_lists_exactly_what_it_signed_and_recheck_refuses_
     alice = json.loads(env.run("--json", "audit", "--key", keys.keys["alice"].fingerprint).out)
     assert [len(a["accepted"]) for a in alice["artifacts"]] == [3]  # three ranges, no release file
 
+    seeds = json.loads(env.run("--json", "audit", "--key", keys.keys["gkeys"].fingerprint, "--recheck").out)
+    assert [a["artifact"] for a in seeds["artifacts"]] == ["seed file"]  # the seed signer signed nothing else
+    assert [r["status"] for r in seeds["recheck"]] == ["verifies"]
     before = env.run("audit", "--key", carol, "--recheck")
     assert before.code == 0 and before.out.count("verifies:") == 2, before.text
 
@@ -214,3 +222,21 @@ def test_a_torn_last_line_is_named_and_the_journal_goes_on(tmp_path: Path) -> No
     assert len(lines) == 3 and json.loads(lines[2])["prev"] == journal.line_hash(lines[1].encode())
     chain = journal.verify_chain(layout)
     assert not chain.ok and "journal.jsonl:2: not a journal entry" in chain.broken
+
+
+@pytest.mark.skipif(shutil.which("rsync") is None, reason="rsync is not installed")
+def test_rsync_trees_are_journaled_audited_and_rechecked(env: Any, synced: Any) -> None:  # noqa: F811
+    sync, location, _served = synced
+    assert sync().ok  # the no-change path journals its acceptance too
+    infra = env.keys.keys["infra"].fingerprint
+    accepted = [e["data"] for e in _entries(env.state) if e["kind"] == "rsync-accepted"]
+    assert len(accepted) == 2 and all(d["fingerprint"] == infra and d["location"] == str(location) for d in accepted)
+    doc = json.loads(env.run("--json", "audit", "--key", infra, "--recheck").out)
+    assert [r["status"] for r in doc["recheck"]] == ["verifies", "verifies"]
+    ctx = Gkeys(load_config(env.config))
+    with ctx.lock, ctx.keyring(CATEGORY).update() as staging:
+        staging.import_keys(env.keys.revocation("infra"))
+    assert not sync().ok
+    assert [e["data"]["code"] for e in _entries(env.state) if e["kind"] == "rsync-refused"] == ["key-revoked"]
+    after = env.run("--json", "audit", "--key", infra, "--recheck")
+    assert after.code == 1 and {r["code"] for r in json.loads(after.out)["recheck"]} == {"key-revoked"}
