@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import shutil
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import keys_installed_by_gnupg
 from media_helpers import make_media
-from rsync_helpers import CATEGORY
+from rsync_helpers import CATEGORY, make_snapshot, pin_repository_keys
 from test_rsync_nochange import daemon, synced  # noqa: F401 - the fixtures of a synced rsync location
 from tree_helpers import build, install_devs
 
@@ -240,3 +241,20 @@ def test_rsync_trees_are_journaled_audited_and_rechecked(env: Any, synced: Any) 
     assert [e["data"]["code"] for e in _entries(env.state) if e["kind"] == "rsync-refused"] == ["key-revoked"]
     after = env.run("--json", "audit", "--key", infra, "--recheck")
     assert after.code == 1 and {r["code"] for r in json.loads(after.out)["recheck"]} == {"key-revoked"}
+
+
+def test_webrsync_snapshots_are_journaled_and_rechecked(env: Any, tmp_path: Path) -> None:
+    pinned = pin_repository_keys(env)
+    today = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=30)
+    snapshot = make_snapshot(tmp_path, pinned.keys, "infra", today)
+    assert env.run("verify-snapshot", str(snapshot), "-C", CATEGORY).code == 0
+    older = make_snapshot(tmp_path, pinned.keys, "infra", today - timedelta(days=1))
+    assert env.run("verify-snapshot", str(older), "-C", CATEGORY).code == 1
+    kinds = {e["kind"]: e["data"] for e in _entries(env.state)}
+    assert kinds["snapshot-accepted"]["file"] == str(snapshot) and kinds["snapshot-refused"]["code"] == "rollback"
+    infra = env.keys.keys["infra"].fingerprint
+    doc = json.loads(env.run("--json", "audit", "--key", infra, "--recheck").out)
+    assert [(r["artifact"], r["status"]) for r in doc["recheck"]] == [("webrsync snapshot", "verifies")]
+    snapshot.write_bytes(b"another tree")
+    doc = json.loads(env.run("--json", "audit", "--key", infra, "--recheck").out)
+    assert [r["status"] for r in doc["recheck"]] == ["gone"]
