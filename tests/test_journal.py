@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 from conftest import keys_installed_by_gnupg
 from media_helpers import make_media
+from overlays_helpers import GOOD
 from rsync_helpers import CATEGORY, make_snapshot, pin_repository_keys
+from test_overlays_cli import infra, previous_copy, write_list  # noqa: F401 - infra: releng pinned for the list
 from test_rsync_nochange import daemon, synced  # noqa: F401 - the fixtures of a synced rsync location
 from tree_helpers import build, install_devs
 
@@ -229,17 +231,17 @@ def test_a_torn_last_line_is_named_and_the_journal_goes_on(tmp_path: Path) -> No
 def test_rsync_trees_are_journaled_audited_and_rechecked(env: Any, synced: Any) -> None:  # noqa: F811
     sync, location, _served = synced
     assert sync().ok  # the no-change path journals its acceptance too
-    infra = env.keys.keys["infra"].fingerprint
+    repository_key = env.keys.keys["infra"].fingerprint
     accepted = [e["data"] for e in _entries(env.state) if e["kind"] == "rsync-accepted"]
-    assert len(accepted) == 2 and all(d["fingerprint"] == infra and d["location"] == str(location) for d in accepted)
-    doc = json.loads(env.run("--json", "audit", "--key", infra, "--recheck").out)
+    assert len(accepted) == 2 and all(d["fingerprint"] == repository_key and d["location"] == str(location) for d in accepted)
+    doc = json.loads(env.run("--json", "audit", "--key", repository_key, "--recheck").out)
     assert [r["status"] for r in doc["recheck"]] == ["verifies", "verifies"]
     ctx = Gkeys(load_config(env.config))
     with ctx.lock, ctx.keyring(CATEGORY).update() as staging:
         staging.import_keys(env.keys.revocation("infra"))
     assert not sync().ok
     assert [e["data"]["code"] for e in _entries(env.state) if e["kind"] == "rsync-refused"] == ["key-revoked"]
-    after = env.run("--json", "audit", "--key", infra, "--recheck")
+    after = env.run("--json", "audit", "--key", repository_key, "--recheck")
     assert after.code == 1 and {r["code"] for r in json.loads(after.out)["recheck"]} == {"key-revoked"}
 
 
@@ -252,9 +254,25 @@ def test_webrsync_snapshots_are_journaled_and_rechecked(env: Any, tmp_path: Path
     assert env.run("verify-snapshot", str(older), "-C", CATEGORY).code == 1
     kinds = {e["kind"]: e["data"] for e in _entries(env.state)}
     assert kinds["snapshot-accepted"]["file"] == str(snapshot) and kinds["snapshot-refused"]["code"] == "rollback"
-    infra = env.keys.keys["infra"].fingerprint
-    doc = json.loads(env.run("--json", "audit", "--key", infra, "--recheck").out)
+    repository_key = env.keys.keys["infra"].fingerprint
+    doc = json.loads(env.run("--json", "audit", "--key", repository_key, "--recheck").out)
     assert [(r["artifact"], r["status"]) for r in doc["recheck"]] == [("webrsync snapshot", "verifies")]
     snapshot.write_bytes(b"another tree")
-    doc = json.loads(env.run("--json", "audit", "--key", infra, "--recheck").out)
+    doc = json.loads(env.run("--json", "audit", "--key", repository_key, "--recheck").out)
     assert [r["status"] for r in doc["recheck"]] == ["gone"]
+
+
+def test_overlay_lists_and_key_removals_are_journaled(env: Any, infra: Any) -> None:  # noqa: F811
+    pinned = infra
+    out = previous_copy(pinned)
+    assert pinned.run("verify-overlays", str(write_list(pinned, GOOD)), "-o", str(out)).code == 0
+    assert pinned.run("verify-overlays", str(write_list(pinned, GOOD, signer="alice")), "-o", str(out)).code == 1
+    releng = env.keys.keys["releng"].fingerprint
+    entries = _entries(env.state)
+    accepted = next(e["data"] for e in entries if e["kind"] == "overlays-accepted")
+    assert accepted["output"] == str(out.resolve()) and accepted["signer"]["fingerprint"] == releng
+    assert next(e["data"]["code"] for e in entries if e["kind"] == "overlays-refused") == "unknown-signer"
+    doc = json.loads(env.run("--json", "audit", "--key", releng, "--recheck").out)
+    assert [(r["artifact"], r["status"]) for r in doc["recheck"]] == [("overlay list", "not rechecked")]
+    assert env.run("remove-key", "-C", "gentoo-infra", "-n", "infra").code == 0
+    assert f"key {releng} (gentoo-infra) removed" in env.run("history", "-C", "gentoo-infra").out
