@@ -233,7 +233,8 @@ def test_rsync_trees_are_journaled_audited_and_rechecked(env: Any, synced: Any) 
     assert sync().ok  # the no-change path journals its acceptance too
     repository_key = env.keys.keys["infra"].fingerprint
     accepted = [e["data"] for e in _entries(env.state) if e["kind"] == "rsync-accepted"]
-    assert len(accepted) == 2 and all(d["fingerprint"] == repository_key and d["location"] == str(location) for d in accepted)
+    assert len(accepted) == 2
+    assert all(d["fingerprint"] == repository_key and d["location"] == str(location) for d in accepted)
     doc = json.loads(env.run("--json", "audit", "--key", repository_key, "--recheck").out)
     assert [r["status"] for r in doc["recheck"]] == ["verifies", "verifies"]
     ctx = Gkeys(load_config(env.config))
