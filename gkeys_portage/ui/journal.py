@@ -20,13 +20,15 @@ cut from the end shows only against the head copy kept beside the files (docs/jo
 """
 
 HISTORY_EPILOG = """\
-output: one line per change: when (UTC), what, from where, why (real, shortened; docs/journal.md):
-  2026-11-30 00:53:20  seed file gentoo-devs installed (sha256 69af37f28eadbf9f…) from
-    http://127.0.0.1:45285/seeds/gentoo-devs.seeds (signed by seed-signers/gkeys
-    (41AB556716C609B2B0546FB92A6E2A8CB12F86BC) at 2026-12-06T21:35:17+00:00)
-  2026-12-03 00:53:20  key CF7D5A47F9E22B187DFF8817A7C9898F048C7EE3 (gentoo-devs/carol) revoked:
-    CF7D5A47F9E22B187DFF8817A7C9898F048C7EE3, DF16B7A3E774EFD78A0688CF1FFA2D8B7C76B140 revoked from keyserver
-    http://127.0.0.1:45285/pks/lookup?... (sources that answered: http://127.0.0.1:45285, wkd gentoo.org)
+output: one line per change: when (UTC), what, from where, why (real, two of its lines, wrapped; $T the
+test's directory; docs/journal.md):
+  2026-11-30 00:53:20  seed file gentoo-devs installed (sha256 c905a92b6893baaa…) from
+    http://127.0.0.1:38663/seeds/gentoo-devs.seeds (signed by seed-signers/gkeys
+    (18CE28AF554B76F0822EC0316AF0D75ADF06FEA0) at 2026-12-06T22:03:13+00:00)
+  2026-12-03 00:53:20  key 0AF1D243E3B98531DBC02DE8160B3896E9B0C932 (gentoo-devs/carol) revoked:
+    0AF1D243E3B98531DBC02DE8160B3896E9B0C932, 8A4252C64E5B17CCF6267911FFEA56FB2BA40663 revoked from keyserver
+    http://127.0.0.1:38663/pks/lookup?op=get&options=mr&search=0x0AF1D243E3B98531DBC02DE8160B3896E9B0C932
+    (sources that answered: http://127.0.0.1:38663, wkd gentoo.org)
 
 examples:
   gkeys history
@@ -39,17 +41,17 @@ A primary fingerprint counts its subkeys too; a subkey fingerprint counts what t
 git and rsync trees, which record the primary).  With --recheck, exit status 1 when something the key
 signed is refused now (install the revocation first: gkeys refresh-key).
 
-output (real, shortened; $T the test's directory; docs/journal.md):
-   * key CF7D5A47F9E22B187DFF8817A7C9898F048C7EE3 (with DF16B7A3E774EFD78A0688CF1FFA2D8B7C76B140): 2 acceptance(s)
-     of 2 artifact(s)
+output of --recheck (real, lines left out and wrapped; $T the test's directory; docs/journal.md):
+  * key 0AF1D243E3B98531DBC02DE8160B3896E9B0C932 (with 8A4252C64E5B17CCF6267911FFEA56FB2BA40663): 2
+    acceptance(s) of 2 artifact(s)
   git tree $T/repo
-    2026-12-01 00:53:20  1 of 2 commit(s) in ff5cd1125fdc…..1e0567c806d9…
-    next: inspect: git -C $T/repo log --format='%H %GF %an %s' ff5cd1125fdc…..1e0567c806d9…;
-    re-verify: gkeys verify-tree $T/repo --range ff5cd1125fdc…..1e0567c806d9… --policy all --no-record
+    2026-12-01 00:53:20  1 of 2 commit(s) in
+      3713213c9628de1f22406729503f14588f50e4b7..7f17d773a2da795a937c7608b799399c2be13526
   release file $T/b/stage3-amd64-openrc-20260101T170000Z.tar.xz
     2026-12-01 00:53:20  262144 bytes, sha512 cf45fb863bd7000b…
-   * refused: git tree $T/repo (accepted 2026-12-01 00:53:20): 1 of 2 commit(s) refused now: commit
-     285937a00b11 by carol <carol@gentoo.org>: signature by gentoo-devs/carol (CF7D5A47…): key is revoked
+  * refused: git tree $T/repo (accepted 2026-12-01 00:53:20): 1 of 2 commit(s) refused now: commit 48ba27b05777
+    by carol <carol@gentoo.org>: signature by gentoo-devs/carol (0AF1D243E3B98531DBC02DE8160B3896E9B0C932): key
+    is revoked
 
 examples:
   gkeys audit --key 0123456789ABCDEF0123456789ABCDEF01234567
@@ -59,10 +61,10 @@ examples:
 VERIFY_EPILOG = """\
 exit status: 0 the chain holds, 1 a link is broken (named: file, line, entry).
 
-output (real; $T the test's directory; docs/journal.md):
-   * $T/state/state/journal: 19 entries in 1 file(s), every link holds
-   * $T/state/state/journal: chain broken at journal.jsonl line 12 (entry 12): does not follow entry 11
-     (journal.jsonl line 11): an entry before it was changed or removed
+output (real, wrapped; $T the test's directory; docs/journal.md):
+  * $T/state/state/journal: 20 entries in 1 file(s), every link holds
+  * $T/state/state/journal: chain broken at journal.jsonl line 12 (entry 12): does not follow entry 11
+    (journal.jsonl line 11): an entry before it was changed or removed
 
 examples:
   gkeys journal verify
