@@ -277,3 +277,16 @@ def test_overlay_lists_and_key_removals_are_journaled(env: Any, infra: Any) -> N
     assert [(r["artifact"], r["status"]) for r in doc["recheck"]] == [("overlay list", "not rechecked")]
     assert env.run("remove-key", "-C", "gentoo-infra", "-n", "infra").code == 0
     assert f"key {releng} (gentoo-infra) removed" in env.run("history", "-C", "gentoo-infra").out
+
+
+def test_doctor_names_a_journal_it_cannot_write_or_whose_chain_is_broken(env: Any, tmp_path: Path) -> None:
+    eroot = tmp_path / "eroot"
+    (eroot / "etc" / "portage").mkdir(parents=True)
+    env.bootstrap()
+    codes = [f["code"] for f in json.loads(env.run("--json", "doctor", "--eroot", str(eroot)).out)["findings"]]
+    assert not [c for c in codes if c.startswith("journal:")]
+    current = journal.JournalPaths.of(Layout(env.state)).current
+    lines = current.read_text().splitlines()
+    current.write_text("\n".join(lines[1:]) + "\n")  # the first entry removed
+    codes = [f["code"] for f in json.loads(env.run("--json", "doctor", "--eroot", str(eroot)).out)["findings"]]
+    assert "journal:broken" in codes

@@ -401,10 +401,11 @@ def verify_chain(layout: Layout) -> ChainReport:
     try:
         for entry in read_entries(layout):
             where = f"{entry.file} line {entry.line} (entry {entry.seq})"
-            if last is None:
+            if last is None:  # the chain starts with the first entry ever, or a rotated file's first entry
                 report.starts_at = entry.seq
-                if entry.seq == 1 and entry.prev != GENESIS:
-                    report.broken = f"{where}: the first entry does not start the chain"
+                if (entry.seq == 1) != (entry.prev == GENESIS) or (entry.seq != 1 and entry.kind != "journal-rotated"):
+                    report.broken = (f"{where}: the first entry does not start the chain: the entries before it "
+                                     "were removed")
             elif entry.prev != last.digest:
                 report.broken = (f"{where}: does not follow entry {last.seq} ({last.file} line {last.line}): "
                                  "an entry before it was changed or removed")
