@@ -268,7 +268,9 @@ class GkeysEnv:
         """Every file under the state dir (except the lock), for "nothing changed" assertions."""
         files = {}
         for path in sorted(self.state.rglob("*")):
-            if path.is_file() and path.name != "lock" and "S.gpg-agent" not in path.name:
+            # the trust journal records refusals too: "nothing changed" means the trust, not the record of it
+            if (path.is_file() and path.name != "lock" and "S.gpg-agent" not in path.name
+                    and path.parent.name != "journal"):
                 files[str(path.relative_to(self.state))] = path.read_bytes()
         return files
 

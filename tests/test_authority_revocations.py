@@ -127,6 +127,11 @@ def test_root_decertifying_a_certifier_drops_its_developers_at_once(env: GkeysEn
     env.server.hkp[revoked.keys.keys["l2-dev"].fingerprint] = revoked.l2_ok
     assert env.run("update-seed", "-C", "devs").code == 0
     assert _seeds(env) == set(OTHER)
+    # the trust journal: the certifier's change is one history line, the update that changed nothing none
+    history = env.run("history", "-C", "devs").out.splitlines()
+    l2_dev = revoked.keys.keys["l2-dev"].fingerprint
+    assert [line for line in history if "3 removed" in line and f"{l2_dev} rooted -> " in line], history
+    assert len([line for line in history if "from certifications" in line]) == 2, history
 
 
 def test_a_revoked_only_certifier_empties_the_seeds_in_update_and_refresh(env: GkeysEnv, revoked: Revoked) -> None:

@@ -1,4 +1,5 @@
-"""CLI actions on keys: install-key, import-key, refresh-key, list-key, remove-key, export-keyring."""
+"""CLI actions on keys: install-key, import-key, refresh-key, list-key, remove-key, export-keyring; and the
+trust journal's history, audit and journal verify."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from gkeys_portage.keys import authority, refresh
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.keys.install import KeyOutcome, KeyStatus, summarize_failure
 from gkeys_portage.keys.prerequisites import FIRST_STEP
+from gkeys_portage.ui import journal
 from gkeys_portage.ui.output import Report
 
 _LABELS = {
@@ -184,7 +186,8 @@ def run_export_keyring(ctx: Gkeys, args: argparse.Namespace) -> Report:
 
 
 def register(sub: SubParsers) -> None:
-    """Register the key actions."""
+    """Register the key actions (and the trust journal's)."""
+    register_journal(sub)
     sources = ("Sources are tried in order: WKD (advanced, then direct) for the seed's uid e-mail\n"
                "addresses, then each keyserver of [sources] keyservers. Whatever a source returns is\n"
                "checked in a quarantine keyring: only keys whose primary fingerprint the seed pins are\n"
@@ -243,3 +246,20 @@ def register(sub: SubParsers) -> None:
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="output file (written atomically)")
     p.add_argument("--armor", action=argparse.BooleanOptionalAction, default=True,
                    help="ASCII-armored output (default) or binary with --no-armor")
+
+
+def register_journal(sub: SubParsers) -> None:
+    """Register the trust journal's actions: ``history``, ``audit``, ``journal`` (:mod:`gkeys_portage.ui.journal`)."""
+    p = add_action(sub, "history", journal.run_history, summary="list the trust changes the journal holds",
+                   description=journal.JOURNAL, epilog=journal.HISTORY_EPILOG)
+    add_category(p, help_text="only this category's changes")
+    p.add_argument("--since", metavar="DATE", help="only changes from DATE (YYYY-MM-DD, UTC) on")
+    p = add_action(sub, "audit", journal.run_audit, summary="list what a key signed that was accepted (and recheck it)",
+                   description=journal.JOURNAL, epilog=journal.AUDIT_EPILOG)
+    p.add_argument("--key", required=True, metavar="FPR", help="the key's fingerprint (primary or subkey)")
+    p.add_argument("--since", metavar="DATE", help="only acceptances from DATE (YYYY-MM-DD, UTC) on")
+    p.add_argument("--recheck", action="store_true",
+                   help="verify again, against today's keyrings, what is still on disk")
+    p = add_action(sub, "journal", journal.run_journal, summary="check the trust journal's hash chain end to end",
+                   description=journal.JOURNAL, epilog=journal.VERIFY_EPILOG)
+    p.add_argument("command", choices=("verify",), help="verify: check every link, name the first broken one")

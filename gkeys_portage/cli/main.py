@@ -37,7 +37,7 @@ ACTION_TOPICS = {
     "fetch-media": "media", "verify-media": "media", "verify-overlays": "overlays",
     "verify-snapshot": "tree", "verify-tree": "tree", "check-key": "checks", "spec-check": "checks",
     "doctor": "portage_actions", "setup-portage": "portage_actions", "status": "portage_actions",
-    "binpkg-keyring": "binpkg", "demo": "demo",
+    "binpkg-keyring": "binpkg", "demo": "demo", "history": "keys", "audit": "keys", "journal": "keys",
 }
 
 VALUE_OPTIONS = ("-c", "--config", "--root")  # the common options that take the next word as their value

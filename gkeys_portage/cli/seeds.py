@@ -115,7 +115,8 @@ def run_add_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:
                     f"in {ctx.config.path}")
     elif purpose is None and (purposed := has_purposes(ctx.config, category)):
         report.warn(f"{category} has key purposes ({', '.join(map(str, purposed))}): {category}/{nick} has none, so "
-                    f"no verifier of release media, Manifests, mirror commits or the overlay list accepts its signatures; give it one "
+                    f"no verifier of release media, Manifests, mirror commits or the overlay list accepts its "
+                    f"signatures; give it one "
                     f"(PURPOSE: {', '.join(p.value for p in Purpose)}): gkeys remove-seed -C {category} -n {nick} && "
                     f"{_add_seed_again(args, category, nick)} --purpose PURPOSE")
     return report
@@ -386,8 +387,8 @@ def register(sub: SubParsers) -> None:
     add_nick(p, required=True)
     p.add_argument("-N", "--name", required=True, help="the person's or role's name")
     p.add_argument("--purpose", choices=[purpose.value for purpose in Purpose],
-                   help="what the key signs (release-media, repository, git-mirror, overlay-list): added to [purposes] in the "
-                        "config file, beside the seeds that have it now")
+                   help="what the key signs (release-media, repository, git-mirror, overlay-list): added to [purposes] "
+                        "in the config file, beside the seeds that have it now")
     p.add_argument("-K", "--keys", required=True, nargs="+", metavar="FPR", help="primary fingerprint(s) to fetch")
     p.add_argument("-f", "--fingerprint", nargs="+", metavar="FPR",
                    help="all accepted fingerprints, subkeys included (default: the -K ones)")

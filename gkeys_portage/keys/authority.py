@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from gkeys_portage.core import journal
 from gkeys_portage.core.config import AuthoritySource, KeyRef
 from gkeys_portage.core.errors import GkeysError, NetworkError, NotVerifiedError, StateError, UsageError
 from gkeys_portage.core.state import atomic_write_json, read_json_object, staging_directory
@@ -294,6 +295,8 @@ def authority_source(ctx: Gkeys, category: str) -> AuthoritySource | None:
 #: the progress of an update counts its stages (download, import, check, install), never a percentage
 STAGES = 4
 
+
+@journal.refusals("authority-refused", lambda ctx, category, **_: {"category": category})
 def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: Progress | None = None,
            now: float | None = None) -> AuthorityUpdate:
     """Derive ``category``'s seeds from its authority keyring and install the kept keys (caller holds the lock)."""
@@ -387,7 +390,10 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
                {"time": wall, "seeds": {n: list(s.keys) for n, s in sorted(new.items())}} if grown else None)
     record_installed(ctx, cat)  # no refresh recorded: only refresh() asks every key source
     step(STAGES, STAGES)  # evaluated and installed
-    return AuthorityUpdate(cat, source.location, evaluation, diff_seeds(old, new), len(new), removed)
+    done = AuthorityUpdate(cat, source.location, evaluation, diff_seeds(old, new), len(new), removed)
+    journal.record(ctx, "authority-updated", {**done.to_json(), "kept": len(done.evaluation.kept()), "dropped": [
+        v.to_json() for v in done.evaluation.dropped()][:50]})  # every run: history compares the certifiers
+    return done
 
 
 def refresh(ctx: Gkeys, category: str, *, force: bool = False,

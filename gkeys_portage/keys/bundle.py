@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from gkeys_portage import __version__
+from gkeys_portage.core import journal
 from gkeys_portage.core.errors import BadInputError, GpgError, NetworkError, NotVerifiedError, StateError
 from gkeys_portage.core.http import NotFoundError
 from gkeys_portage.core.state import atomic_write, atomic_write_json, read_json_object
@@ -292,6 +293,8 @@ def parse_bundle(source: str, data: bytes, pinned: Sequence[Fingerprint]) -> Loa
     return loaded
 
 
+@journal.refusals("bundle-refused", lambda ctx, category, pinned: {"category": category,
+                                                                   "location": ctx.config.keyrings.get(category)})
 def load_bundle(ctx: Gkeys, category: str, pinned: Sequence[Fingerprint]) -> LoadedBundle | None:
     """The ``[keyrings]`` bundle of ``category`` reduced to ``pinned`` keys (None if none is configured).
 
@@ -314,4 +317,6 @@ def load_bundle(ctx: Gkeys, category: str, pinned: Sequence[Fingerprint]) -> Loa
     if made:
         _record_signed(ctx, cat, made)
     loaded.signed_by = signed_by
+    journal.record(ctx, "bundle-accepted", {"category": cat, "location": location, "signed_by": signed_by,
+                                            "made": made, "keys": sorted(loaded.keyblocks)})
     return loaded

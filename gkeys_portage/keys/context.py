@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from gkeys_portage.core import journal
 from gkeys_portage.core.config import Config
 from gkeys_portage.core.errors import GkeysError, SignerNotPinnedError, UnknownSignerError, UsageError
 from gkeys_portage.core.http import HttpClient
@@ -102,8 +103,10 @@ class Gkeys:
         return self._http
 
     def ensure_layout(self) -> Layout:
-        """Create and check the state directories."""
-        return self.layout.ensure()
+        """Create and check the state directories (and journal a change of the trust-relevant config)."""
+        layout = self.layout.ensure()
+        journal.note_config(self)
+        return layout
 
     def keyring(self, category: str) -> Keyring:
         """The keyring of ``category`` (one object per category, so its key listing is cached)."""

@@ -32,7 +32,7 @@ from gkeys_portage.core.errors import GkeysError, NetworkError
 from gkeys_portage.core.http import HostNotFoundError, HttpClient, NotFoundError
 from gkeys_portage.core.state import staging_directory
 from gkeys_portage.core.types import Fingerprint, Nick
-from gkeys_portage.keys.keyring import Keyring
+from gkeys_portage.keys.keyring import Keyring, journal_keys
 from gkeys_portage.keys.seeds import Seed
 from gkeys_portage.keys.sources import KeyLocation, candidate_locations
 from gkeys_portage.openpgp.colons import PublicKey
@@ -358,6 +358,7 @@ class KeyInstaller:
             outcomes.append(KeyOutcome(item.seed.nick, item.fingerprint, status, item.source,
                                        dropped=sorted(dropped), errors=errors, answered=answered,
                                        unanswered=unanswered))
+        journal_keys(self.keyring, before, after, outcomes)
         return outcomes
 
     @staticmethod

@@ -14,10 +14,12 @@ import shutil
 import tempfile
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
+from gkeys_portage.core import journal
 from gkeys_portage.core.errors import StateError
 from gkeys_portage.core.state import (
     Layout,
@@ -201,11 +203,36 @@ class Keyring:
             else:
                 gpg.list_keys()  # creates an empty keybox; raises if gpg cannot
             self._commit(gpg, staging)
+        journal.record(self.layout, "keys-changed", {"category": self.category, "keys": [
+            {"fingerprint": f, "change": "removed", "subkeys": [k.fingerprint for k in installed[f].subkeys]}
+            for f in removed]})
         return removed
 
     def remove(self) -> None:
         """Delete the whole keyring of this category (home and export)."""
+        journal.record(self.layout, "keyring-removed", {"category": self.category})
         shutil.rmtree(self.home, ignore_errors=True)
         with contextlib.suppress(FileNotFoundError):
             self.export_path.unlink()
         self._keys = None
+
+
+def journal_keys(keyring: Keyring, before: Mapping[Fingerprint, PublicKey], after: Mapping[Fingerprint, PublicKey],
+                 outcomes: Iterable[Any]) -> None:
+    """Journal what an install or refresh changed in ``keyring`` (``outcomes``: its :class:`KeyOutcome`\\ s):
+    keys added, refreshed or found revoked (and which sources answered), keys a source answered wrongly."""
+    changes = []
+    for out in outcomes:
+        status, new, old = out.status.value, after.get(out.fingerprint), before.get(out.fingerprint)
+        if status in ("added", "updated") and new is not None:
+            revoked = [k.fingerprint for k in new.all_keys()
+                       if k.revoked and not (old is not None and (o := old.find(k.fingerprint)) and o.revoked)]
+            change = "revoked" if revoked else "added" if status == "added" else "refreshed"
+            changes.append({"nick": out.nick, "fingerprint": out.fingerprint, "change": change, "revoked": revoked,
+                            "subkeys": [k.fingerprint for k in new.subkeys], "source": out.source,
+                            "sources": out.answered})
+        elif status in ("mismatch", "refused"):
+            changes.append({"nick": out.nick, "fingerprint": out.fingerprint, "change": f"key-{status}",
+                            "errors": out.errors[:4], "dropped": out.dropped[:8], "sources": out.answered})
+    if changes:
+        journal.record(keyring.layout, "keys-changed", {"category": keyring.category, "keys": changes})

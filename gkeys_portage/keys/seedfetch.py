@@ -14,6 +14,7 @@ import hashlib
 import time
 from dataclasses import dataclass, field
 
+from gkeys_portage.core import journal
 from gkeys_portage.core.errors import NoSignatureError, RollbackError, StaleError, UnboundSeedError, UsageError
 from gkeys_portage.core.http import NotFoundError
 from gkeys_portage.core.state import atomic_write_json, read_json
@@ -109,6 +110,7 @@ def _refuse_shared_unbound(ctx: Gkeys, category: Category, url: str, signatures:
                 f"{category}', or give {category} a signer of its own key, then keep it in [policy] unbound-seeds")
 
 
+@journal.refusals("seed-refused", lambda ctx, cat: {"category": cat, "url": ctx.config.seedurls.get(cat)})
 def fetch_seed(ctx: Gkeys, category: str) -> SeedFetchResult:
     """Download, verify and install the seed file of ``category``.  The caller holds the lock."""
     cat = parse_category(category)
@@ -150,5 +152,6 @@ def fetch_seed(ctx: Gkeys, category: str) -> SeedFetchResult:
         ctx.seeds.install_raw(cat, data, signature)
         record[cat] = {"signed": signed, "sha256": digest, "url": url, "signer": result.signer.pin.fingerprint}
         atomic_write_json(ctx.layout.record(SEED_RECORD), record)
+        journal.record(ctx, "seed-installed", {**record[cat], "category": cat, "signer": result.signer.to_json()})
     return SeedFetchResult(cat, url, signature_url, result.signer, diff_seeds(old_seeds, new_seeds), unchanged,
                            binding)

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gkeys_portage.core import journal
 from gkeys_portage.core.config import Config, eprefix, load_config
 from gkeys_portage.core.errors import BadInputError, ConfigError, GkeysError, StateError
 from gkeys_portage.core.state import Layout, fsync_directory, read_json
@@ -227,6 +228,7 @@ def update_home(ctx: Gkeys, home: Path, *, refresh: bool = True, force: bool = F
                                    f"{binpkg.category} -n {missing[0]}')")
         result.replaced, unusable = _build_and_swap(ctx, home, result.keys, stamp)
         result.changed = True
+        journal.record(ctx, "binpkg-home", {"home": str(home), "keys": result.keys, "unusable": unusable})
         if unusable:
             result.warnings.append(f"pinned key(s) revoked or expired: {', '.join(unusable)}; binary packages "
                                    f"they sign are refused (run 'gkeys refresh-key -C {binpkg.category}' "

@@ -30,7 +30,9 @@ only renders them.  Checked, under ``EROOT`` and the gkeys state of the configur
   build phases verify as that user);
 * ``tree:failed``: a configured repository's last sync did not verify (the hooks' failure marker), so
   ``emerge --sync`` fails until a sync verifies; ``tree:stale-marker``: a marker of a repository that
-  repos.conf no longer configures (it blocks nothing; the postsync hook removes it at the next sync).
+  repos.conf no longer configures (it blocks nothing; the postsync hook removes it at the next sync);
+* ``journal:unwritable`` / ``journal:broken``: the trust journal cannot be appended to, or its chain does not
+  hold (:func:`gkeys_portage.core.journal.problems`).
 
 "In use": the categories of the repositories' tree verification (``sync-gkeys-category``,
 ``sync-gkeys-top-category`` or ``[tree]``), and ``[fetch]``/``[media]`` category once a fetch wrapper is set.
@@ -49,6 +51,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gkeys_portage.checks.glep63.health import DEFAULT_DAYS, check_health
+from gkeys_portage.core import journal
 from gkeys_portage.core.errors import BadInputError, GkeysError
 from gkeys_portage.core.state import read_json
 from gkeys_portage.core.types import Category, parse_category
@@ -177,6 +180,8 @@ class Doctor:
         for category in sorted(categories):
             self.check_category(category)
         self.check_clock()
+        for code, message, fix in journal.problems(self.ctx.layout):
+            self.result.add(code, "trust journal", message, fix)
         return self.result
 
     def check_first_install(self) -> None:

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from gkeys_portage.core import journal
 from gkeys_portage.core.errors import GkeysError, NetworkError, TreeMismatchError, UsageError
 from gkeys_portage.core.state import staging_directory
 from gkeys_portage.core.swap import recover, swap_in
@@ -190,6 +191,7 @@ def sync_rsync(ctx: Gkeys, request: RsyncRequest, log: Log) -> SyncOutcome:
             return _sync(ctx, request, log)
     except GkeysError as exc:
         reason = f"gkeys: {location} NOT updated (the tree is as it was): {exc.message}"
+        journal.record(ctx, "rsync-refused", {"location": str(location), "uri": request.uri, "code": exc.reason})
     except OSError as exc:
         reason = f"gkeys: {location} NOT updated (the tree is as it was): {exc}"
     log("error", reason)
@@ -227,6 +229,7 @@ def _sync(ctx: Gkeys, request: RsyncRequest, log: Log) -> SyncOutcome:
                         "gkeys: the mirror serves the live tree: verified in full")
             _log_verified(log, tree)
             freshness.record(ctx, tree.timestamp, tree.digest)
+            journal.record(ctx, "rsync-accepted", {"location": str(location), "uri": request.uri, **tree.to_json()})
             return SyncOutcome(True, changed=False)
     with staging_directory(location.parent, staging_prefix(location)) as staging:
         request.spawn.prepare_directory(staging, like=location if location.is_dir() else None)
@@ -246,4 +249,5 @@ def _sync(ctx: Gkeys, request: RsyncRequest, log: Log) -> SyncOutcome:
             _carry_local(location, staging)
         freshness.record(ctx, tree.timestamp, tree.digest)
         swap_in(staging, location)  # staging now holds the old tree; staging_directory removes it
+        journal.record(ctx, "rsync-accepted", {"location": str(location), "uri": request.uri, **tree.to_json()})
     return SyncOutcome(True, changed=newer)

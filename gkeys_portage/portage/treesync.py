@@ -210,6 +210,7 @@ def _clone(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
         repo.run(*args, max_file_size=fetch_cap(ctx))
         tip = repo.resolve("HEAD")
         base, hashes = verifier.plan(repo, tip, None)
+        verifier.shown_as = location
         report = verifier.verify(repo, hashes, tip=tip, base=base)
         report.repo = location  # report the place the user knows, not the staging directory
         if not report.ok:

@@ -277,3 +277,11 @@ def with_verdict(document: dict[str, Any], exit_code: int, file: str | None) -> 
     defaults = {"ok": exit_code == 0, "verified": exit_code == 0, "file": file, "signer": signer,
                 "reason": None if exit_code == 0 else "not-verified", "next_step": None, "exit": exit_code}
     return {**defaults, **document}
+
+
+def printable(text: object) -> str:
+    """``text`` safe for a terminal line: control characters (escape sequences, new lines) as ``\\xNN``.
+
+    Every string that came from a key, a seed, a tree, the network or the trust journal passes here: the output
+    door, :func:`neutralise`, for any object."""
+    return neutralise(str(text))

@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
 
+from gkeys_portage.core import journal
 from gkeys_portage.core.errors import (
     BadInputError,
     RollbackError,
@@ -113,6 +114,7 @@ class TreeReport:
     refused: list[CommitVerdict] = field(default_factory=list)
     checked: int = 0
     first_good: str | None = None  # newest commit on tip's first-parent line with only good history
+    signers: dict[str, int] = field(default_factory=dict)  # primary fingerprint -> good commits it signed
 
     @property
     def bad(self) -> list[CommitVerdict]:
@@ -150,6 +152,15 @@ class TreeReport:
                       "commit(s) refused"))
         return lines
 
+    def journal(self, repo: Path | None, options: TreeOptions) -> dict[str, object]:
+        """The trust journal's entry: the range, how many commits, each signer with its count (or the refusals)."""
+        entry: dict[str, object] = {"repo": str(repo or self.repo), "base": self.base, "tip": self.tip,
+                                    "checked": self.checked, "signers": self.signers,
+                                    "categories": list(options.categories), "top_category": options.top_category}
+        if not self.ok:
+            entry.update(code=self.bad[0].code, refused=len(self.bad), first_good=self.first_good)
+        return entry
+
     def to_json(self) -> dict[str, object]:
         """Machine-readable form."""
         return {"repo": str(self.repo), "tip": self.tip, "base": self.base, "verified": self.ok,
@@ -163,6 +174,7 @@ class TreeVerifier:
     def __init__(self, ctx: Gkeys, options: TreeOptions | None = None) -> None:
         self.ctx = ctx
         self.options = options or TreeOptions.from_config(ctx)
+        self.shown_as: Path | None = None  # the repository's place in the journal (a clone verifies in staging)
         ctx.ensure_layout()
         policy = ctx.policy()
         self.verifiers = [self._verifier(category, policy) for category in self.options.categories]
@@ -242,6 +254,8 @@ class TreeVerifier:
                 report.checked += 1
                 if not verdict.good:
                     report.refused.append(verdict)
+                else:
+                    report.signers[verdict.fingerprint] = report.signers.get(verdict.fingerprint, 0) + 1
             if progress:
                 progress(report.checked, total)
 
@@ -266,6 +280,8 @@ class TreeVerifier:
             raise BadInputError(f"{repo.path}: git listed {total} commit(s), {report.checked} were read")
         below = base is not None and base != tip  # a re-checked recorded tip: what lies below is no better
         report.first_good = first_good_ancestor(hashes, {v.commit for v in report.bad}, below=below)
+        journal.record(self.ctx, "tree-accepted" if report.ok else "tree-refused", report.journal(self.shown_as,
+                                                                                                  self.options))
         return report
 
     def _judge(self, commits: Sequence[Commit], statuses: Mapping[str, StatusReport | None],

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 
+from gkeys_portage.core import journal
 from gkeys_portage.core.errors import (
     BadInputError,
     NoSignatureError,
@@ -198,6 +199,12 @@ def _check(ctx: Gkeys, path: Path, signature: bytes, category: str, *, repo: str
     return VerifiedSnapshot(path, result.signer, stamp, digest, newer)
 
 
+def _accepted(ctx: Gkeys, verified: VerifiedSnapshot, *, repo: str, source: str) -> VerifiedSnapshot:
+    """Journal a verified snapshot where it now lies (the file a re-check finds), and return it."""
+    journal.record(ctx, "snapshot-accepted", {**verified.to_json(), "repo": repo, "source": source})
+    return verified
+
+
 def _signature_beside(path: Path, signature: Path | None) -> bytes:
     """The detached signature (``signature``, else ``path.gpgsig``), read once."""
     sig_path = signature or path.with_name(path.name + SIGNATURE_SUFFIX)
@@ -207,6 +214,8 @@ def _signature_beside(path: Path, signature: Path | None) -> bytes:
     return read_limited(sig_path, MAX_SIGNATURE, "signature")
 
 
+@journal.refusals("snapshot-refused", lambda ctx, path, category, **_: {"file": str(path), "category": category,
+                                                                        "source": path.name})
 def verify_snapshot(ctx: Gkeys, path: Path, category: str, *, signature: Path | None = None, repo: str = "gentoo",
                     max_age_hours: float = DEFAULT_SNAPSHOT_MAX_AGE, record: bool = True) -> VerifiedSnapshot:
     """Verify the local webrsync snapshot ``path`` (signature ``path.gpgsig`` unless ``signature``).
@@ -224,7 +233,8 @@ def verify_snapshot(ctx: Gkeys, path: Path, category: str, *, signature: Path | 
         copy = private_copy(path, folder)
         verified = _check(ctx, copy, signed, category, repo=repo, max_age_hours=max_age_hours, source=path.name,
                           record=record)
-    return VerifiedSnapshot(path, verified.signer, verified.timestamp, verified.digest, verified.newer)
+    return _accepted(ctx, VerifiedSnapshot(path, verified.signer, verified.timestamp, verified.digest,
+                                           verified.newer), repo=repo, source=path.name)
 
 
 def _download(ctx: Gkeys, url: str, folder: Path) -> Path:
@@ -241,6 +251,8 @@ def _download(ctx: Gkeys, url: str, folder: Path) -> Path:
     return local
 
 
+@journal.refusals("snapshot-refused", lambda ctx, url, dest, category, **_: {
+    "file": url.rstrip("/").rsplit("/", 1)[-1], "category": category, "source": url})
 def fetch_and_verify(ctx: Gkeys, url: str, dest: Path, category: str, *, signature: Path | None = None,
                      repo: str = "gentoo", max_age_hours: float = DEFAULT_SNAPSHOT_MAX_AGE,
                      record: bool = True) -> VerifiedSnapshot:
@@ -258,4 +270,5 @@ def fetch_and_verify(ctx: Gkeys, url: str, dest: Path, category: str, *, signatu
         for item in (local, sig_file):
             os.chmod(item, 0o644)
         installed = install([sig_file, local], dest)[-1]
-    return VerifiedSnapshot(installed, verified.signer, verified.timestamp, verified.digest, verified.newer)
+    return _accepted(ctx, VerifiedSnapshot(installed, verified.signer, verified.timestamp, verified.digest,
+                                           verified.newer), repo=repo, source=url)

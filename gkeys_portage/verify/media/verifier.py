@@ -51,6 +51,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, cast
 
+from gkeys_portage.core import journal
 from gkeys_portage.core.config import Config
 from gkeys_portage.core.errors import BadInputError, GpgError, NoSignatureError, NotVerifiedError
 from gkeys_portage.core.state import read_limited
@@ -298,6 +299,8 @@ class MediaVerifier:
         self.named = named
         self.all_digests = all_digests
 
+    @journal.refusals("media-refused", lambda self, path, *_: {"file": str(path), "category": self.category},
+                      where=lambda self, *_: self.verifier.keyring.layout)
     def verify(self, path: Path, progress: Progress | None = None) -> MediaVerification:
         """Verify ``path`` against every sibling found; raise the precise error on any failure.
 
@@ -346,6 +349,8 @@ class MediaVerifier:
         if not result.signed:  # defence in depth: never report "verified" without a good signature
             raise NoSignatureError(f"nothing signed {path.name}: no sibling verified")
         self._bind_name(path.name, size, siblings, statements, good, result)
+        journal.record(self.verifier.keyring.layout, "media-accepted", {"file": str(path), "size": size, "digests":
+                       digests, "category": self.category, "signatures": [s.to_json() for s in result.signed]})
         return result
 
     def _read_once(self, path: Path, signature: bytes | None, hashes: list[str],

@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gkeys_portage.core import journal
 from gkeys_portage.core.config import Config
 from gkeys_portage.core.errors import (
     BadInputError,
@@ -177,6 +178,7 @@ def _check_age(ctx: Gkeys, signed: SignedList, result: VerifyResult) -> None:
                          f"ago ([{SECTION}] max-age): the mirror may be frozen; refused")
 
 
+@journal.refusals("overlays-refused", lambda ctx, signed, category, **_: {"file": signed.name, "category": category})
 def verify_overlay_list(ctx: Gkeys, signed: SignedList, category: str, *, nick: str | None = None,
                         limits: XmlLimits | None = None) -> OverlayVerification:
     """Check the signature (a seed of ``category`` for the overlay-list purpose), then parse and check the
@@ -214,6 +216,8 @@ def verify_overlay_list(ctx: Gkeys, signed: SignedList, category: str, *, nick: 
         "total": done - started})
 
 
+@journal.refusals("overlays-refused", lambda ctx, verification, output: {"file": verification.source.name,
+                                                                        "output": str(output)})
 def install_list(ctx: Gkeys, verification: OverlayVerification, output: Path) -> bool:
     """Write the verified list to ``output`` atomically; False if it already held these bytes.
 
@@ -255,4 +259,5 @@ def install_list(ctx: Gkeys, verification: OverlayVerification, output: Path) ->
         if not unchanged or float(record.get(key, {}).get("signed", 0)) < signer.created:
             record[key] = entry  # also for unchanged bytes: a missing floor is created, an older one raised
             atomic_write_json(ctx.layout.record(RECORD), record)
+        journal.record(ctx, "overlays-accepted", {**entry, "output": key, "signer": signer.to_json()})
     return not unchanged

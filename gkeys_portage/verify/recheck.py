@@ -1,0 +1,172 @@
+"""``gkeys audit --key FPR --recheck``: verify again, against today's keyrings, what an audit found that is
+still on disk, so a revocation published after the fact shows what it hits.
+
+What is rechecked, per artifact (nothing is re-downloaded, nothing recorded as a new acceptance):
+
+- a git tree: the commits of each recorded range, at their recorded revisions, in the repository still at
+  its place (``--policy all`` over the range, the recorded categories);
+- an rsync tree: the live tree's top Manifest, if it is still the recorded one (its signature against
+  today's keyring; the files are not hashed again);
+- a webrsync snapshot or a seed file: its signature again, if the file still has the recorded digest;
+- a release file: the whole ``verify-media`` check again, if the file is still there.
+
+An overlay list keeps no signature on disk: it is listed, to be fetched and verified again.  Each result
+is ``refused`` (with the reason code), ``verifies``, ``gone`` (replaced or removed since) or
+``not rechecked``; the run is journaled as one ``audit-recheck`` entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gkeys_portage.core import journal
+from gkeys_portage.core.errors import GkeysError, NotVerifiedError
+from gkeys_portage.core.state import read_limited
+from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.verify.audit import Audit, Hit
+from gkeys_portage.verify.git.objects import GitRepo
+from gkeys_portage.verify.git.revisions import Revisions
+from gkeys_portage.verify.git.tree import TreeOptions, TreeVerifier
+from gkeys_portage.verify.manifest.purpose import purpose_keyring, repository_pins
+from gkeys_portage.verify.manifest.tree import verify_tree
+from gkeys_portage.verify.media.verifier import MediaVerifier, media_signatures
+
+REFUSED, VERIFIES, GONE, UNCHECKED = "refused", "verifies", "gone", "not rechecked"
+
+
+@dataclass(frozen=True)
+class Recheck:
+    """What became of one accepted artifact when verified again today."""
+
+    hit: Hit
+    status: str
+    why: str = ""
+    code: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """Machine-readable form."""
+        return {"artifact": self.hit.artifact, "subject": self.hit.subject, "accepted": self.hit.entry.when,
+                "status": self.status, "why": self.why, "code": self.code or None}
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _tree(ctx: Gkeys, data: dict[str, Any]) -> str:
+    """Re-verify the recorded range; the refusal propagates as :class:`NotVerifiedError`."""
+    path = Path(data["repo"])
+    repo = GitRepo(path)
+    tip, base = str(data["tip"]), data.get("base")
+    options = TreeOptions(categories=tuple(data.get("categories") or ()) or TreeOptions.from_config(ctx).categories,
+                          top_category=data.get("top_category"), policy="all")
+    verifier = TreeVerifier(ctx, options)
+    if base and base != tip:
+        hashes = Revisions(repo, tip, [base])
+    else:
+        hashes = Revisions(repo, tip, only_tip=base == tip or data.get("checked") == 1)
+    report = verifier.verify(repo, hashes, tip=tip, base=base)
+    if not report.ok:
+        raise _TreeRefused(f"{len(report.bad)} of {report.checked} commit(s) refused now: {report.reason()}",
+                           report.bad[0].code)
+    return f"{report.checked} commit(s) verify"
+
+
+class _TreeRefused(NotVerifiedError):
+    """A recorded range that does not verify today (carries the first refused commit's code)."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code or self.reason
+
+
+def _rsync(ctx: Gkeys, data: dict[str, Any]) -> str | None:
+    location = Path(data["location"])
+    top = location / "Manifest"
+    if not top.is_file() or hashlib.sha256(top.read_bytes()).hexdigest() != data.get("manifest_sha256"):
+        return None
+    category = str(data.get("signer", "")).split("/", 1)[0]
+    pins, _ = repository_pins(ctx, category)
+    tree = verify_tree(location, purpose_keyring(ctx, category, pins), pins, where=str(location),
+                       known_digest=str(data["manifest_sha256"]))
+    return f"top Manifest signed by {tree.signer.category}/{tree.signer.nick}"
+
+
+def _signed_file(ctx: Gkeys, path: Path, signature: Path, digest: str, signer: dict[str, Any],
+                 repository: bool) -> str | None:
+    if not path.is_file() or not signature.is_file() or _sha256(path) != digest:
+        return None
+    category = str(signer.get("category", ""))
+    if repository:
+        verifier = ctx.verifier(category, pins=repository_pins(ctx, category)[0])
+    else:
+        verifier = ctx.verifier(category, [str(signer.get("nick", ""))])
+    result = verifier.detached(read_limited(signature, 1 << 20, "signature"), path)
+    return f"signed by {result.signer.pin.category}/{result.signer.pin.nick}"
+
+
+def _media(ctx: Gkeys, data: dict[str, Any]) -> str | None:
+    path = Path(data["file"])
+    if not path.is_file():
+        return None
+    category = str(data.get("category", "gentoo"))
+    verified = MediaVerifier(media_signatures(ctx, category), category,
+                             allow_unnamed=ctx.config.flag("fetch", "allow-unnamed", False),
+                             bind_by_date=ctx.config.flag("fetch", "bind-by-date", False)).verify(path)
+    return f"verified ({len(verified.signed)} signed sibling(s))"
+
+
+def _one(ctx: Gkeys, hit: Hit) -> str | None:
+    """The recheck of one hit: what verifies (None: no longer on disk); raises the refusal."""
+    data = hit.entry.data
+    kind = hit.entry.kind
+    if kind == "tree-accepted":
+        if not (Path(data["repo"]) / ".git").exists() and not Path(data["repo"], "HEAD").exists():
+            return None
+        return _tree(ctx, data)
+    if kind == "rsync-accepted":
+        return _rsync(ctx, data)
+    if kind == "snapshot-accepted":
+        path = Path(data["file"])
+        return _signed_file(ctx, path, path.with_name(path.name + ".gpgsig"), str(data.get("sha256")),
+                            data.get("signer", {}), repository=True)
+    if kind == "media-accepted":
+        return _media(ctx, data)
+    if kind == "seed-installed":
+        path = ctx.seeds.path(data["category"])
+        return _signed_file(ctx, path, path.with_name(path.name + ".sig"), str(data.get("sha256")),
+                            data.get("signer", {}), repository=False)
+    raise _Unchecked("the signature is not kept on disk: fetch and verify it again (gkeys verify-overlays)")
+
+
+class _Unchecked(Exception):
+    """An artifact that cannot be verified again from what is on disk."""
+
+
+def recheck(ctx: Gkeys, found: Audit) -> list[Recheck]:
+    """Verify again every artifact of ``found`` (newest first, one result per artifact); journal the run."""
+    results: list[Recheck] = []
+    with journal.suspended():
+        for hits in found.groups().values():
+            for hit in hits[::-1]:
+                try:
+                    said = _one(ctx, hit)
+                    results.append(Recheck(hit, VERIFIES, said) if said else
+                                   Recheck(hit, GONE, "no longer on disk as accepted (replaced or removed since)"))
+                except NotVerifiedError as exc:
+                    results.append(Recheck(hit, REFUSED, exc.message, getattr(exc, "code", exc.reason)))
+                except _Unchecked as exc:
+                    results.append(Recheck(hit, UNCHECKED, str(exc)))
+                except (GkeysError, OSError) as exc:
+                    results.append(Recheck(hit, UNCHECKED, f"cannot recheck: {exc}"))
+    journal.record(ctx, "audit-recheck", {"key": found.key, "refused": [
+        {"artifact": r.hit.artifact, "subject": r.hit.subject, "code": r.code} for r in results
+        if r.status == REFUSED], "checked": len(results)})
+    return results
