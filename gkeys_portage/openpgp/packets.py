@@ -253,10 +253,12 @@ def _subpackets(area: bytes) -> list[tuple[int, bytes]]:
 CREATION_TIME = 2
 ISSUER_KEY_ID = 16
 ISSUER_FINGERPRINT = 33
+NOTATION = 20
 
 
-def check_signature_fields(body: bytes) -> None:
-    """Refuse a v4 or v6 signature that engines would read differently: issuer subpackets naming different
+def check_signature_fields(body: bytes) -> str:
+    """The signature's issuer key id (16 upper-case hex digits, "" when it names none or is not v4/v6), after
+    refusing a v4 or v6 signature that engines would read differently: issuer subpackets naming different
     keys, no creation time in the hashed area (RFC 9580 §5.2.3.11: it MUST be there; GnuPG then reports a
     bad signature, Sequoia none), or a non-canonical signature value (:func:`_check_mpis`).
 
@@ -267,7 +269,7 @@ def check_signature_fields(body: bytes) -> None:
     """
     version = body[0] if body else 0
     if version not in (4, 6):
-        return
+        return ""
     size = 2 if version == 4 else 4
     pos = 4
     ids: set[bytes] = set()
@@ -287,6 +289,9 @@ def check_signature_fields(body: bytes) -> None:
                 ids.add(value[1:9])
             elif kind == ISSUER_FINGERPRINT:
                 ids.add(value)  # an issuer fingerprint of another shape names another key
+            elif kind == NOTATION and _has_control(value[8 : 8 + int.from_bytes(value[4:6], "big")]):
+                raise NoSignatureError("a signature notation name carries control characters (an engine that "
+                                       "writes it unescaped would let it forge status lines)")
         pos += size + length
     if len(ids) > 1:
         raise NoSignatureError("a signature names two different issuers (key id and fingerprint disagree): "
@@ -295,6 +300,17 @@ def check_signature_fields(body: bytes) -> None:
         raise NoSignatureError("a signature without a creation time in its signed part (it was altered)")
     if version == 4:
         _check_mpis(body[2], body[pos + 2 :])
+    return next(iter(ids)).hex().upper() if ids else ""
+
+
+def _has_control(data: bytes) -> bool:
+    return any(byte < 0x20 or byte == 0x7F for byte in data)
+
+
+def signature_issuers(packets: bytes) -> list[str]:
+    """The issuer key id of each Signature packet in ``packets`` (already checked), in order: what the engine's
+    verdicts must name, one each (:func:`gkeys_portage.openpgp.status.expect_signers`)."""
+    return [check_signature_fields(packet.body) for packet in parse_packets(packets) if packet.tag == SIGNATURE_TAG]
 
 
 #: Public-key algorithms whose v4 signature is a list of MPIs, and how many (RFC 9580 §5.2.3).

@@ -13,6 +13,7 @@ from gkeys_portage.openpgp.packets import (
     CLEARSIGN_BEGIN,
     detached_signature_packets,
     find_clearsigned,
+    signature_issuers,
     signed_message_packets,
 )
 from gkeys_portage.openpgp.process import (
@@ -23,7 +24,7 @@ from gkeys_portage.openpgp.process import (
     GpgResult,
     OpenFile,
 )
-from gkeys_portage.openpgp.status import StatusReport
+from gkeys_portage.openpgp.status import StatusReport, expect_signers
 
 
 class Signatures(GpgProcess):
@@ -54,7 +55,7 @@ class Signatures(GpgProcess):
                 result = self.run(["--verify", sigfile.name, str(data.absolute())], max_output=OUTPUT_SLACK * 16)
             else:
                 result = self.run(["--verify", sigfile.name, "-"], data, max_output=OUTPUT_SLACK * 16)
-        return signature_verdict(result, "verifying signature")
+        return expect_signers(signature_verdict(result, "verifying signature"), signature_issuers(packets))
 
     def verify_clearsigned(self, message: bytes) -> tuple[StatusReport, bytes]:
         """Verify an inline (clearsigned or signed) message; return its status and the signed text.
@@ -72,13 +73,14 @@ class Signatures(GpgProcess):
                 probe(self.program).require(Capability.CLEARTEXT, "verify cleartext-signed messages")
                 block = find_clearsigned(message)
                 expected: bytes | None = cleartext_output(block.escaped)
-                checked = block.canonical
+                checked, issuers = block.canonical, signature_issuers(block.signature)
             else:
                 expected, checked = None, signed_message_packets(message)
+                issuers = signature_issuers(checked)
         except NoSignatureError as exc:
             return StatusReport.unparsable(exc), b""
         result = self.run(["--decrypt"], checked, max_output=len(checked) + OUTPUT_SLACK)
-        report = signature_verdict(result, "verifying signed message")
+        report = expect_signers(signature_verdict(result, "verifying signed message"), issuers)
         if expected is not None and result.stdout != expected and report.signatures:
             return StatusReport(failures=["gpg and gkeys disagree on the signed text; refused"]), b""
         return report, result.stdout
