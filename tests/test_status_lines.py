@@ -159,7 +159,7 @@ def test_a_notation_name_cannot_make_one_pinned_signer_another(keys: KeyFactory,
 
 def _recorded_forgery(keys: KeyFactory) -> list[str]:
     """What gpg-sq 0.13.1 wrote for that signature (recorded), bob's real VALIDSIG last."""
-    alice, bob = keys.keys["alice"], keys.keys["bob"]
+    bob = keys.keys["bob"]
     return [f"[GNUPG:] {line}" for line in (
         "NEWSIG bob@gentoo.org", f"GOODSIG {bob.signing_subkey[-16:]} Bob <bob@gentoo.org>",
         *_injected_notation(keys).replace("[GNUPG:] ", "").replace("a\n", "NOTATION_NAME a\n", 1).split("\n"),
