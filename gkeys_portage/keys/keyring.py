@@ -31,6 +31,7 @@ from gkeys_portage.openpgp.colons import PublicKey
 from gkeys_portage.openpgp.engine import Capability, probe
 from gkeys_portage.openpgp.gnupg import GnuPG
 from gkeys_portage.openpgp.keyblocks import Selection, armor_public_keys
+from gkeys_portage.openpgp.revocations import apply_revocation_rule
 
 KEYBOX = "pubring.kbx"
 #: Set to ``1`` to verify from the exported keyrings even as the owner (see :meth:`Keyring.owned`).
@@ -128,10 +129,16 @@ class Keyring:
         return self._reader
 
     def installed(self) -> dict[Fingerprint, PublicKey]:
-        """The keys of this keyring by primary fingerprint (cached for this object)."""
+        """The keys of this keyring by primary fingerprint (cached for this object), every key and subkey
+        revoked under gkeys' rule marked revoked, whatever the engine says
+        (:mod:`gkeys_portage.openpgp.revocations`)."""
         with self._opening:
             if self._keys is None:
-                self._keys = {key.fingerprint: key for key in self.gpg().list_keys()} if self.exists() else {}
+                keys: list[PublicKey] = []
+                if self.exists():
+                    gpg = self.gpg()
+                    keys = apply_revocation_rule(gpg.list_keys(sigs=True), gpg.check_sigs)
+                self._keys = {key.fingerprint: key for key in keys}
             return self._keys
 
     @contextlib.contextmanager

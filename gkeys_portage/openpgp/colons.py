@@ -93,6 +93,8 @@ class PublicKey:
     primary: SubKey
     subkeys: list[SubKey] = field(default_factory=list)
     uids: list[UserId] = field(default_factory=list)
+    #: ``rvk`` records: the designated revokers a self-signature names (RFC 9580 §5.2.3.23), by fingerprint.
+    revokers: list[Fingerprint] = field(default_factory=list)
 
     @property
     def fingerprint(self) -> Fingerprint:
@@ -190,6 +192,8 @@ def parse_colons(text: str | Iterable[str]) -> list[PublicKey]:
             fpr = _field(fields, 9).upper()
             if is_fingerprint(fpr):
                 current_sub.fingerprint = Fingerprint(fpr)
+        elif kind == "rvk" and current_key is not None and is_fingerprint(_field(fields, 9)):
+            current_key.revokers.append(Fingerprint(_field(fields, 9).upper()))
         elif kind in ("uid", "uat") and current_key is not None:
             current_uid = UserId(
                 text=_unescape(_field(fields, 9)),

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from gkeys_portage.core.errors import GpgError
+from gkeys_portage.core.errors import GpgError, NoSignatureError
 from gkeys_portage.core.types import Fingerprint, parse_fingerprint
-from gkeys_portage.openpgp.packets import crc24
+from gkeys_portage.openpgp.packets import ISSUER_FINGERPRINT, ISSUER_KEY_ID, crc24, signature_areas
 
 PUBLIC_KEY_TAG = 6
 PUBLIC_SUBKEY_TAG = 14
@@ -225,3 +226,71 @@ def user_id_texts(keyblock: bytes) -> list[str]:
     """The texts of a keyblock's User ID packets, in order (UTF-8, invalid bytes replaced)."""
     return [keyblock[body:end].decode("utf-8", "replace")
             for tag, _start, body, end in _packets(keyblock) if tag == USER_ID_TAG]
+
+
+REVOCATION_KEY = 12  # signature subpacket: a designated revoker (RFC 9580 §5.2.3.23)
+SELF_SIGNATURE_CLASSES = frozenset({0x10, 0x11, 0x12, 0x13, 0x1F})
+KEY_REVOCATIONS = frozenset({0x20, 0x28})
+
+
+def _issuer_and_revokers(body: bytes) -> tuple[str, str, list[str]]:
+    """A v4 signature's issuer fingerprint ("" if it names none), issuer key id and the designated revokers its
+    hashed area names (upper-case hex)."""
+    hashed, unhashed, _end = signature_areas(body)
+    fingerprint = next((value[1:].hex().upper() for kind, value in hashed
+                        if kind == ISSUER_FINGERPRINT and len(value) == 21), "")
+    key_id = next((value.hex().upper() for kind, value in (*hashed, *unhashed) if kind == ISSUER_KEY_ID), "")
+    revokers = [value[2:].hex().upper() for kind, value in hashed if kind == REVOCATION_KEY and len(value) == 22]
+    return fingerprint, key_id or fingerprint[-16:], revokers
+
+
+def designated_revocations(data: bytes, present: Callable[[], Collection[Fingerprint]]) -> bytes:
+    """The key and subkey revocations in binary key ``data`` made by a *designated revoker* of the key they
+    revoke whose own key is in ``present()`` (asked only when there is one) or in ``data`` (a key of the
+    same keyring, so pinned by the same category), as keyblocks holding only the revoked key, the subkeys
+    concerned and those revocations.
+
+    ``self-sigs-only`` imports drop every signature made by another key, these too; importing what this
+    returns afterwards keeps them, and only them (the engine checks each signature as it imports it).
+    """
+    blocks = split_keyblocks(data)
+    known: set[str] = set()
+    out: list[bytes] = []
+    for block in blocks:
+        signatures: list[_Signature] = []
+        component = b""  # the subkey packet a signature follows (b"" after the primary key)
+        for tag, start, body, end in _packets(block.data):
+            if tag in (PUBLIC_KEY_TAG, PUBLIC_SUBKEY_TAG):
+                component = b"" if tag == PUBLIC_KEY_TAG else block.data[start:end]
+            elif tag == SIGNATURE_TAG and block.data[body : body + 1] == b"\x04" and end - body > 2:
+                with contextlib.suppress(NoSignatureError):
+                    signatures.append(_Signature(block.data[body + 1], component, block.data[start:end],
+                                                 *_issuer_and_revokers(block.data[body:end])))
+        revokers = {fpr for sig in signatures if sig.kind in SELF_SIGNATURE_CLASSES and sig.by(block.primary)
+                    for fpr in sig.revokers}
+        candidates = [sig for sig in signatures if sig.kind in KEY_REVOCATIONS and not sig.by(block.primary)
+                      and any(sig.by(fpr) for fpr in revokers)]
+        if candidates and not known:
+            known = set(present()) | {other.primary for other in blocks}
+        chosen = [sig.component + sig.raw for sig in candidates if any(sig.by(fpr) for fpr in revokers & known)]
+        if chosen:
+            first = next(iter(_packets(block.data)))
+            out.append(block.data[first[1] : first[3]] + b"".join(chosen))
+    return b"".join(out)
+
+
+@dataclass(frozen=True)
+class _Signature:
+    """What :func:`designated_revocations` reads of one v4 signature packet."""
+
+    kind: int  # the signature class
+    component: bytes  # the subkey packet it follows (b"" after the primary key)
+    raw: bytes  # the whole packet
+    fingerprint: str  # its issuer fingerprint, "" if none
+    key_id: str  # its issuer key id
+    revokers: list[str]  # designated revokers its hashed area names
+
+    def by(self, fingerprint: str) -> bool:
+        """Whether the key of ``fingerprint`` issued this signature (by fingerprint, else by key id)."""
+        return self.fingerprint == fingerprint if self.fingerprint else bool(self.key_id) and fingerprint.endswith(
+            self.key_id)

@@ -256,6 +256,20 @@ ISSUER_FINGERPRINT = 33
 NOTATION = 20
 
 
+def signature_areas(body: bytes) -> tuple[list[tuple[int, bytes]], list[tuple[int, bytes]], int]:
+    """The hashed and unhashed subpackets of a v4 or v6 signature packet body, and where its areas end."""
+    size = 2 if body[:1] == b"\x04" else 4
+    pos = 4
+    areas: list[list[tuple[int, bytes]]] = []
+    for _area in range(2):  # hashed area, then unhashed area
+        length = int.from_bytes(body[pos : pos + size], "big")
+        if pos + size + length > len(body):
+            raise NoSignatureError("truncated signature subpacket area")
+        areas.append(_subpackets(body[pos + size : pos + size + length]))
+        pos += size + length
+    return areas[0], areas[1], pos
+
+
 def check_signature_fields(body: bytes) -> str:
     """The signature's issuer key id (16 upper-case hex digits, "" when it names none or is not v4/v6), after
     refusing a v4 or v6 signature that engines would read differently: issuer subpackets naming different
@@ -270,36 +284,28 @@ def check_signature_fields(body: bytes) -> str:
     version = body[0] if body else 0
     if version not in (4, 6):
         return ""
-    size = 2 if version == 4 else 4
-    pos = 4
+    hashed, unhashed, end = signature_areas(body)
     ids: set[bytes] = set()
-    created = False
-    for area in range(2):  # hashed area, then unhashed area
-        length = int.from_bytes(body[pos : pos + size], "big")
-        if pos + size + length > len(body):
-            raise NoSignatureError("truncated signature subpacket area")
-        for kind, value in _subpackets(body[pos + size : pos + size + length]):
-            if kind == CREATION_TIME and area == 0:
-                created = True
-            elif kind == ISSUER_KEY_ID:
-                ids.add(value)
-            elif kind == ISSUER_FINGERPRINT and value[:1] == b"\x04" and len(value) == 21:
-                ids.add(value[-8:])
-            elif kind == ISSUER_FINGERPRINT and value[:1] in (b"\x05", b"\x06") and len(value) == 33:
-                ids.add(value[1:9])
-            elif kind == ISSUER_FINGERPRINT:
-                ids.add(value)  # an issuer fingerprint of another shape names another key
-            elif kind == NOTATION and _has_control(value[8 : 8 + int.from_bytes(value[4:6], "big")]):
-                raise NoSignatureError("a signature notation name carries control characters (an engine that "
-                                       "writes it unescaped would let it forge status lines)")
-        pos += size + length
+    created = any(kind == CREATION_TIME for kind, _value in hashed)
+    for kind, value in (*hashed, *unhashed):
+        if kind == ISSUER_KEY_ID:
+            ids.add(value)
+        elif kind == ISSUER_FINGERPRINT and value[:1] == b"\x04" and len(value) == 21:
+            ids.add(value[-8:])
+        elif kind == ISSUER_FINGERPRINT and value[:1] in (b"\x05", b"\x06") and len(value) == 33:
+            ids.add(value[1:9])
+        elif kind == ISSUER_FINGERPRINT:
+            ids.add(value)  # an issuer fingerprint of another shape names another key
+        elif kind == NOTATION and _has_control(value[8 : 8 + int.from_bytes(value[4:6], "big")]):
+            raise NoSignatureError("a signature notation name carries control characters (an engine that "
+                                   "writes it unescaped would let it forge status lines)")
     if len(ids) > 1:
         raise NoSignatureError("a signature names two different issuers (key id and fingerprint disagree): "
                                "it was altered")
     if not created:
         raise NoSignatureError("a signature without a creation time in its signed part (it was altered)")
     if version == 4:
-        _check_mpis(body[2], body[pos + 2 :])
+        _check_mpis(body[2], body[end + 2 :])
     return next(iter(ids)).hex().upper() if ids else ""
 
 
