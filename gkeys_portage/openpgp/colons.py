@@ -64,6 +64,9 @@ class SubKey:
     validity: str  # first field: r revoked, e expired, i invalid, ...
     capabilities: str  # lower case: this key's own; upper case on pub: the whole key's usable ones
     signatures: list[Signature] = field(default_factory=list)
+    #: The hash of the back-signature in this subkey's newest binding (not in colon listings: set from the key's
+    #: packets by whoever needs it, :func:`gkeys_portage.openpgp.keyblocks.back_signature_hashes`).
+    back_signature_hash: int | None = None
 
     @property
     def revoked(self) -> bool:

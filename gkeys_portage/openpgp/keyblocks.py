@@ -294,3 +294,37 @@ class _Signature:
         """Whether the key of ``fingerprint`` issued this signature (by fingerprint, else by key id)."""
         return self.fingerprint == fingerprint if self.fingerprint else bool(self.key_id) and fingerprint.endswith(
             self.key_id)
+
+
+SUBKEY_BINDING = 0x18
+EMBEDDED_SIGNATURE = 32  # signature subpacket: the back-signature (0x19) inside a signing subkey's binding
+CREATION_TIME = 2
+
+
+def back_signature_hashes(data: bytes) -> dict[Fingerprint, int]:
+    """For each subkey in binary key ``data`` whose newest binding by its primary carries an embedded primary key
+    binding (the back-signature, class 0x19, RFC 9580 §5.2.1), that back-signature's hash algorithm id.
+    Colon listings do not show it; Sequoia's policy judges it like the binding (a SHA-1 back-signature makes the
+    subkey unusable there)."""
+    found: dict[Fingerprint, int] = {}
+    for block in split_keyblocks(data):
+        subkey: Fingerprint | None = None
+        newest = -1
+        for tag, _start, body, end in _packets(block.data):
+            if tag == PUBLIC_SUBKEY_TAG:
+                subkey, newest = key_fingerprint(block.data[body:end]), -1
+                continue
+            sig = block.data[body:end]
+            if tag != SIGNATURE_TAG or subkey is None or sig[:1] != b"\x04" or len(sig) < 4 or sig[1] != SUBKEY_BINDING:
+                continue
+            with contextlib.suppress(NoSignatureError):
+                hashed, unhashed, _end = signature_areas(sig)
+                created = next((int.from_bytes(v[:4], "big") for k, v in hashed if k == CREATION_TIME), 0)
+                embedded = next((v for k, v in (*hashed, *unhashed) if k == EMBEDDED_SIGNATURE and len(v) > 3), None)
+                if created >= newest:
+                    newest = created
+                    if embedded is not None:
+                        found[subkey] = embedded[3]
+                    else:
+                        found.pop(subkey, None)
+    return found
