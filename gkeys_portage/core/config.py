@@ -65,6 +65,7 @@ class PolicyConfig:
     max_refresh_age: float = 30 * 24 * 3600.0
     require_currently_valid: bool = False
     max_seed_age: float = 0.0  # seconds; 0 = no limit
+    max_bundle_age: float = 30 * 24 * 3600.0  # seconds: a signed [keyrings] bundle signed longer ago is stale
     gpg_timeout: float = 900.0  # seconds for one gpg call (a multi-GB ISO is hashed in one call)
     unbound_seeds: frozenset[Category] = frozenset()  # categories whose seed signature may name no category
     weak_hashes: dict[int, float] = field(default_factory=dict)  # hash id -> cut-off (core.hashpolicy)
@@ -370,6 +371,7 @@ def load_config(path: Path | None = None, root: Path | None = None, *, prefix: s
         max_refresh_age=_float(parser, "policy", "max-refresh-age", 30.0) * 86400.0,
         require_currently_valid=_bool(parser, "policy", "require-currently-valid", False),
         max_seed_age=_float(parser, "policy", "max-seed-age", 0.0) * 86400.0,
+        max_bundle_age=_float(parser, "policy", "max-bundle-age", 30.0) * 86400.0,
         gpg_timeout=max(1.0, _float(parser, "policy", "gpg-timeout", 900.0)),
         unbound_seeds=_unbound_seeds(parser, verify_seeds),
         weak_hashes=parse_weak_hashes(parser.get("policy", "weak-hashes", fallback="")),
