@@ -477,6 +477,16 @@ def signed_message_packets(data: bytes, limit: int = MAX_EXPANDED) -> bytes:
     return b"".join(_new_format(packet) for packet in packets)
 
 
+def literal_data(packets: bytes) -> bytes:
+    """The data of the one literal data packet in ``packets`` (from :func:`signed_message_packets`) exactly as it
+    was signed: without its format, file name and date, and in text mode ('t', 'u') with its CRLF line endings,
+    which GnuPG strips when it writes the message out (the signature covers them)."""
+    body = next(packet.body for packet in parse_packets(packets) if packet.tag == LITERAL_TAG)
+    if len(body) < 6 or len(body) < 6 + body[1]:
+        raise NoSignatureError("truncated literal data packet")
+    return body[6 + body[1] :]
+
+
 def _new_format(packet: Packet) -> bytes:
     """Re-frame a packet with a new-format header and a five-octet length (no partial lengths)."""
     return bytes([0xC0 | packet.tag, 255]) + len(packet.body).to_bytes(4, "big") + packet.body

@@ -13,6 +13,7 @@ from gkeys_portage.openpgp.packets import (
     CLEARSIGN_BEGIN,
     detached_signature_packets,
     find_clearsigned,
+    literal_data,
     signature_issuers,
     signed_message_packets,
 )
@@ -63,9 +64,12 @@ class Signatures(GpgProcess):
         gpg never sees ``message`` itself: a cleartext block is rebuilt from its parsed parts (text
         around it is dropped), a signed message is handed over as its uncompressed packets
         (:mod:`gkeys_portage.openpgp.packets`).  The returned text is what gpg says was signed, and for a
-        cleartext block it must equal the text parsed here, or nothing was verified.
+        cleartext block it must equal the text parsed here, or nothing was verified; for a signed message it is
+        the literal packet's data exactly as signed (a text-mode one keeps its CRLF, which gpg strips), and gpg's
+        output must be that data (up to those CRs).
         """
         probe(self.program).require(Capability.STATUS, "verify signatures")
+        literal = b""
         if len(message) > MAX_INLINE:
             return StatusReport(failures=[f"signed message larger than {MAX_INLINE} bytes"]), b""
         try:
@@ -75,15 +79,19 @@ class Signatures(GpgProcess):
                 expected: bytes | None = cleartext_output(block.escaped)
                 checked, issuers = block.canonical, signature_issuers(block.signature)
             else:
-                expected, checked = None, signed_message_packets(message)
-                issuers = signature_issuers(checked)
+                checked = signed_message_packets(message)
+                literal = literal_data(checked)
+                # gpg writes a text-mode literal without its CRs: the same data up to those
+                expected, issuers = None, signature_issuers(checked)
         except NoSignatureError as exc:
             return StatusReport.unparsable(exc), b""
         result = self.run(["--decrypt"], checked, max_output=len(checked) + OUTPUT_SLACK)
         report = expect_signers(signature_verdict(result, "verifying signed message"), issuers)
-        if expected is not None and result.stdout != expected and report.signatures:
+        same = (result.stdout == expected if expected is not None
+                else result.stdout in (literal, literal.replace(b"\r\n", b"\n")))
+        if not same and report.signatures:
             return StatusReport(failures=["gpg and gkeys disagree on the signed text; refused"]), b""
-        return report, result.stdout
+        return report, result.stdout if expected is not None else literal
 
     def sign(self, data: Path, signer: Fingerprint, *, clearsign: bool = False, armor: bool = True,
              passphrase: str | None = None, notations: Mapping[str, str] | None = None) -> bytes:
