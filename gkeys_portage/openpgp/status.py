@@ -22,6 +22,8 @@ STATUS_PREFIX = "[GNUPG:] "
 
 #: ERRSIG return code for "no public key" (GPG_ERR_NO_PUBKEY).
 ERRSIG_NO_PUBKEY = "9"
+#: The key id GnuPG 2.2 prints in a result line for a signature that names its issuer only by fingerprint.
+UNKNOWN_KEY_ID = "0000000000000000"
 
 
 class SigOutcome(enum.Enum):
@@ -178,6 +180,8 @@ def _names_key(key_id: str, fingerprint: Fingerprint | None) -> bool:
     wanted = key_id.upper()
     if fingerprint is None or not wanted:
         return False
+    if wanted == UNKNOWN_KEY_ID:
+        return True  # GnuPG 2.2 for a signature without an issuer key id subpacket (only its fingerprint)
     return wanted == fingerprint or wanted == (fingerprint[:16] if len(fingerprint) == 64 else fingerprint[-16:])
 
 
@@ -284,7 +288,8 @@ def expect_signers(report: StatusReport, issuers: Sequence[str]) -> StatusReport
                                 f"{len(issuers)}")
         return report
     for sig, issuer in zip(report.signatures, issuers, strict=True):
-        if issuer and sig.key_id.upper()[-16:] != issuer and not _names_key(issuer, sig.signing_fingerprint):
+        if issuer and sig.key_id.upper()[-16:] not in (issuer, UNKNOWN_KEY_ID) \
+                and not _names_key(issuer, sig.signing_fingerprint):
             report.anomalies.append(f"the engine's verdict names key {sig.key_id or 'none'} where the signature "
                                     f"packet names {issuer}")
     return report
