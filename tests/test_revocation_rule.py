@@ -19,10 +19,14 @@ from typing import Any
 
 import pytest
 from conftest import SIGNER_PROGRAM, GkeysEnv
-from tree_helpers import build, install_devs
+from tree_helpers import build, context, install_devs
 
+from gkeys_portage.core.errors import RevokedKeyError
+from gkeys_portage.core.types import Category
 from gkeys_portage.demo.world import KeyFactory, past
 from gkeys_portage.openpgp.gnupg import GnuPG
+from gkeys_portage.openpgp.status import SigOutcome
+from gkeys_portage.verify.manifest.purpose import purpose_keyring
 
 DATA = b"signed after the revocation\n"
 
@@ -122,3 +126,23 @@ def test_verify_tree_refuses_commits_by_a_subkey_revoked_as_superseded_and_bound
     repo = build(tmp_path / "repo", env.keys, ["softsub"])
     result = env.run("verify-tree", str(repo.path), "--policy", "all", "--no-record")
     assert result.code == 1 and "revoked" in result.text, result.text
+
+
+@pytest.mark.parametrize("nick", ["softsub", "softkey"])
+def test_keyrings_handed_to_gemato_and_portage_carry_the_rule(env: GkeysEnv, revoked: dict[str, bytes], nick: str,
+                                                               tmp_path: Path) -> None:
+    """gemato (rsync trees) and Portage's gpg (webrsync snapshots) take their engine's word on revocations: the
+    keyring gkeys hands them leaves out what the rule revokes and the engine does not, so gpg-sq cannot accept
+    it there either."""
+    install_devs(env, (nick,), public={nick: revoked[nick]})
+    ctx = context(env)
+    pins = ctx.seeds.pins(Category("gentoo-devs"), [nick])
+    keyring = ctx.keyring("gentoo-devs")
+    if nick == "softkey" and not keyring.gpg().list_keys([env.keys.keys[nick].fingerprint])[0].primary.revoked:
+        with pytest.raises(RevokedKeyError, match="is revoked"):  # gpg-sq: the only key is left out
+            purpose_keyring(ctx, "gentoo-devs", pins)
+        return
+    scratch = GnuPG(tmp_path / "verifier")
+    scratch.import_report(purpose_keyring(ctx, "gentoo-devs", pins), options=())
+    report = scratch.verify_detached(env.keys.sign_bytes(nick, DATA, env.root), DATA)
+    assert report.signatures and not any(sig.outcome is SigOutcome.GOOD for sig in report.signatures), report.lines

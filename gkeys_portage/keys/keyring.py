@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -27,10 +27,10 @@ from gkeys_portage.core.state import (
     staging_directory,
 )
 from gkeys_portage.core.types import Category, Fingerprint, parse_category
-from gkeys_portage.openpgp.colons import PublicKey
+from gkeys_portage.openpgp.colons import PublicKey, SubKey
 from gkeys_portage.openpgp.engine import Capability, probe
 from gkeys_portage.openpgp.gnupg import GnuPG
-from gkeys_portage.openpgp.keyblocks import Selection, armor_public_keys
+from gkeys_portage.openpgp.keyblocks import Selection, armor_public_keys, without_subkeys
 from gkeys_portage.openpgp.revocations import apply_revocation_rule
 
 KEYBOX = "pubring.kbx"
@@ -140,6 +140,23 @@ class Keyring:
                     keys = apply_revocation_rule(gpg.list_keys(sigs=True), gpg.check_sigs)
                 self._keys = {key.fingerprint: key for key in keys}
             return self._keys
+
+    def export_for_verifier(self, fingerprints: Sequence[Fingerprint]) -> bytes:
+        """The named keys, armored, for a verifier that takes its engine's word on revocations (gemato for an
+        rsync tree, Portage's gpg for webrsync snapshots): without a key or subkey that gkeys' rule revokes and
+        the engine does not (:mod:`gkeys_portage.openpgp.revocations`), so no engine there can accept it."""
+        gpg = self.gpg()
+        engine = {key.fingerprint: key for key in gpg.list_keys(fingerprints)}
+        ruled = self.installed()
+
+        def ruled_only(fpr: Fingerprint, part: SubKey) -> bool:  # revoked by the rule, not by the engine
+            theirs = engine[fpr].find(part.fingerprint) if fpr in engine else None
+            return part.revoked and theirs is not None and not theirs.revoked
+
+        keys = [fpr for fpr in fingerprints if not ruled_only(fpr, ruled[fpr].primary)]
+        subkeys = {sub.fingerprint for fpr in keys for sub in ruled[fpr].subkeys if ruled_only(fpr, sub)}
+        data = gpg.export_keys(keys, armor=False) if keys else b""
+        return armor_public_keys(without_subkeys(data, subkeys)) if data else b""
 
     @contextlib.contextmanager
     def update(self) -> Iterator[GnuPG]:

@@ -328,3 +328,17 @@ def back_signature_hashes(data: bytes) -> dict[Fingerprint, int]:
                     else:
                         found.pop(subkey, None)
     return found
+
+
+def without_subkeys(data: bytes, subkeys: Collection[Fingerprint]) -> bytes:
+    """Binary key ``data`` without the named subkeys (their key packets and the signatures after them)."""
+    if not subkeys:
+        return data
+    out: list[bytes] = []
+    dropping = False
+    for tag, start, body, end in _packets(data):
+        if tag != SIGNATURE_TAG:
+            dropping = tag == PUBLIC_SUBKEY_TAG and key_fingerprint(data[body:end]) in subkeys
+        if not dropping:
+            out.append(data[start:end])
+    return b"".join(out)
