@@ -8,7 +8,11 @@ subkey of their own key.  So exported key data is filtered here by the fingerpri
 primaries in the bytes that are written (:meth:`gkeys_portage.openpgp.gnupg.GnuPG.export_exact`).
 
 Only the packet framing and the key packets' fingerprints are parsed (RFC 4880 §4.2, §12.2; v5/v6
-fingerprints per RFC 9580 §5.5.4); the input is GnuPG's own export, never a network answer.
+fingerprints per RFC 9580 §5.5.4); the input is GnuPG's own export, never a network answer.  Three readers go
+further, each for one job: :func:`designated_revocations` (the revocations a ``self-sigs-only`` import drops
+that gkeys keeps; it reads key data from the network too, and any malformed packet is a :class:`GpgError` or
+skipped), :func:`back_signature_hashes` (the cut-off lint) and :func:`without_subkeys` (exports for verifiers
+that take their engine's word on revocations).
 """
 
 from __future__ import annotations
