@@ -25,6 +25,7 @@ from gkeys_portage.core.errors import RevokedKeyError
 from gkeys_portage.core.types import Category
 from gkeys_portage.demo.world import KeyFactory, past
 from gkeys_portage.openpgp.gnupg import GnuPG
+from gkeys_portage.openpgp.keyblocks import _packets, armor_public_keys, dearmor_public_keys
 from gkeys_portage.openpgp.status import SigOutcome
 from gkeys_portage.verify.manifest.purpose import purpose_keyring
 
@@ -146,3 +147,17 @@ def test_keyrings_handed_to_gemato_and_portage_carry_the_rule(env: GkeysEnv, rev
     scratch.import_report(purpose_keyring(ctx, "gentoo-devs", pins), options=())
     report = scratch.verify_detached(env.keys.sign_bytes(nick, DATA, env.root), DATA)
     assert report.signatures and not any(sig.outcome is SigOutcome.GOOD for sig in report.signatures), report.lines
+
+
+def _forged(public: bytes) -> bytes:
+    """``public`` with the last byte of each key revocation (class 0x20) flipped: a revocation anyone could add."""
+    data = bytearray(dearmor_public_keys(public))
+    for tag, _start, body, end in list(_packets(bytes(data))):
+        if tag == 2 and data[body] == 4 and data[body + 1] == 0x20:
+            data[end - 1] ^= 0x01
+    return armor_public_keys(bytes(data))
+
+
+def test_a_forged_designated_revocation_revokes_nothing(env: GkeysEnv, revoked: dict[str, bytes]) -> None:
+    install_devs(env, ("desigrev", "desigkey"), public={**revoked, "desigkey": _forged(revoked["desigkey"])})
+    assert _verify(env, "desigkey").code == 0

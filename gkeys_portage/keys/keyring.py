@@ -137,9 +137,20 @@ class Keyring:
                 keys: list[PublicKey] = []
                 if self.exists():
                     gpg = self.gpg()
-                    keys = apply_revocation_rule(gpg.list_keys(sigs=True), gpg.check_sigs)
+                    keys = apply_revocation_rule(gpg.list_keys(sigs=True), self._checked_signatures)
                 self._keys = {key.fingerprint: key for key in keys}
             return self._keys
+
+    def _checked_signatures(self, revokers: Sequence[Fingerprint], key: Fingerprint) -> PublicKey | None:
+        """``key`` listed with its signatures checked (``--check-sigs``), in a scratch home that holds its
+        designated ``revokers`` first (:func:`~gkeys_portage.openpgp.revocations.apply_revocation_rule`)."""
+        source = self.gpg()
+        options = ("no-self-sigs-only",) if probe().has(Capability.SAFE_IMPORT) else ()
+        with tempfile.TemporaryDirectory(prefix="gkeys-revocations-") as scratch:
+            gpg = GnuPG(Path(scratch) / "home", timeout=self.timeout)
+            for fingerprint in [*revokers, key]:
+                gpg.import_report(source.export_keys([fingerprint], armor=False, clean=False), options=options)
+            return next((listed for listed in gpg.check_sigs() if listed.fingerprint == key), None)
 
     def export_for_verifier(self, fingerprints: Sequence[Fingerprint]) -> bytes:
         """The named keys, armored, for a verifier that takes its engine's word on revocations (gemato for an

@@ -108,12 +108,15 @@ class KeyIO(GpgProcess):
             self.import_designated_revocations(data)
         return report.imported
 
-    def import_designated_revocations(self, data: bytes, present: Collection[Fingerprint] = ()) -> None:
+    def import_designated_revocations(self, data: bytes, present: Collection[Fingerprint] = (), *,
+                                      strict: bool = True) -> None:
         """Import the revocations in ``data`` made by a designated revoker of the key they revoke whose key is in
         this home, in ``data`` or in ``present`` (the keyring's), and nothing else of it
         (:func:`~gkeys_portage.openpgp.keyblocks.designated_revocations`): a ``self-sigs-only`` import drops
         them with every other signature by another key, and a key its pinned revoker revoked must stay revoked.
-        Key data gkeys cannot split (several armored blocks) adds none."""
+        Key data gkeys cannot split (several armored blocks) adds none.  With ``strict`` one that does not land
+        is a :class:`GpgError`; without (a quarantine reading network answers, where a forged revocation is
+        refused by the engine and must not fail the whole import) it is left out."""
         try:
             binary = data if data[:1] and data[0] & 0x80 else dearmor_public_keys(data)
             revocations = designated_revocations(
@@ -130,7 +133,7 @@ class KeyIO(GpgProcess):
         missing = [fpr for fpr in wanted if fpr not in listed or not any(
             sig.kind == "rev" and sig.issuer_fingerprint != fpr for part in listed[fpr].all_keys()
             for sig in part.signatures)]
-        if missing:
+        if missing and strict:
             raise GpgError(f"importing keys failed: the revocation of {', '.join(sorted(missing))} by its designated "
                            f"revoker did not import ({report.problem or 'gpg dropped it'})", detail=report.stderr)
 

@@ -10,10 +10,10 @@ A key or signing subkey that carries any valid revocation is revoked, whatever l
    (gpg-sq) undoes a soft revocation older than the key's newest self-signature, GnuPG does not, and a verdict
    must not depend on the engine;
 4. "valid" is the engine's cryptographic check of that signature (``--check-sigs``: ``!``), which every engine
-   makes the same way; which revocations count is decided here, never by the engine's key validity.  One
-   exception fails closed: GnuPG 2.4.7 lists a designated revoker's revocation as "no key to check it" (``?``)
-   even when the revoker's key is in the keyring (unless it happened to be read first), so such a revocation, by a
-   revoker the key itself designates and the category pins, counts unchecked on it.
+   makes the same way (in a scratch home holding the revokers' keys first: GnuPG 2.4.7 checks a designated
+   revoker's signature only then); which revocations count is decided here, never by the engine's key validity.
+   A revocation the engine cannot check does not count (a forged one, which anyone can add to a key on a
+   keyserver, must not revoke a key).
 
 An engine that says "revoked" is believed too (fail closed): the rule only adds revocations.  The listing
 without checks (``--list-sigs``) names the candidates, so the checks run only for a key carrying a revocation its
@@ -30,7 +30,6 @@ from gkeys_portage.openpgp.colons import PublicKey, Signature, SubKey
 KEY_REVOCATION = "20"
 SUBKEY_REVOCATION = "28"
 REVOKED = "r"
-UNCHECKABLE = "?"  # --check-sigs: the engine found no key to check the signature with
 
 
 def _revocations(key: PublicKey, part: SubKey) -> list[Signature]:
@@ -60,25 +59,25 @@ def valid_revocation(key: PublicKey, part: SubKey, keyring: Collection[Fingerpri
     for sig in _revocations(key, part):
         if sig.good and _issuer(sig, [key.fingerprint, *designated]) is not None:
             return sig
-        if sig.check == UNCHECKABLE and _issuer(sig, designated) is not None:
-            return sig  # fail closed: GnuPG 2.4 cannot check a designated revoker's revocation (rule 4)
     return None
 
 
-def apply_revocation_rule(keys: Sequence[PublicKey], check_sigs: Callable[[], list[PublicKey]]) -> list[PublicKey]:
+#: ``check(revokers, key)``: ``key`` listed with its signatures checked, by an engine that read the keys of
+#: ``revokers`` first (None if it cannot list it).
+Check = Callable[[Sequence[Fingerprint], Fingerprint], "PublicKey | None"]
+
+
+def apply_revocation_rule(keys: Sequence[PublicKey], check: Check) -> list[PublicKey]:
     """``keys`` (a ``--list-sigs`` listing of one keyring) with every key and subkey that the rule revokes
-    marked revoked (validity ``r``), in place.  ``check_sigs`` lists the keyring with its signatures checked
-    (:meth:`~gkeys_portage.openpgp.keyio.KeyIO.check_sigs`); it is called once, only when some key carries a
-    revocation its engine did not apply.  The whole keyring, not the keys concerned: GnuPG 2.4 cannot check a
-    designated revoker's signature in a listing of named keys ("?"), and does in a listing of all."""
-    pending = [key.fingerprint for key in keys
-               if any(part.validity != REVOKED and _revocations(key, part) for part in key.all_keys())]
-    if not pending:
-        return list(keys)
+    marked revoked (validity ``r``), in place.  ``check`` (:meth:`~gkeys_portage.keys.keyring.Keyring`) lists
+    one key with its signatures checked; it is called only for a key carrying a revocation its engine did not
+    apply, with the designated revokers of that key that the keyring holds: GnuPG 2.4.7 checks a designated
+    revoker's signature only when it read the revoker's key first (else "?", no key to check it)."""
     keyring = {key.fingerprint for key in keys}
-    checked = {key.fingerprint: key for key in check_sigs() if key.fingerprint in pending}
     for key in keys:
-        listed = checked.get(key.fingerprint)
+        if not any(part.validity != REVOKED and _revocations(key, part) for part in key.all_keys()):
+            continue
+        listed = check([fpr for fpr in key.revokers if fpr in keyring], key.fingerprint)
         if listed is None:
             continue
         for part in key.all_keys():
