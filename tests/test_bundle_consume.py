@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 from conftest import GkeysEnv
 
 from gkeys_portage.core.types import Category
-from gkeys_portage.demo.world import KeyFactory
+from gkeys_portage.demo.world import KeyFactory, past
 from gkeys_portage.keys.seedbinding import category_notation
 from gkeys_portage.openpgp.gnupg import GnuPG
 from gkeys_portage.openpgp.keyblocks import _packets, armor_public_keys
@@ -239,3 +240,59 @@ def test_update_seed_reports_what_a_bundle_dropped(env: GkeysEnv) -> None:
     assert notes and any("dropped from" in note and "not pinned" in note for note in notes), notes
     text = env.run("update-seed", "-C", "gentoo-devs")
     assert "dropped from" in text.text, text.text
+
+
+# -- issue 34 case 8: a bundle that goes quiet, or one a mirror keeps replaying -----------------------------------
+
+def _age_refresh_records(env: GkeysEnv, days: float) -> None:
+    """Make the category's refresh records ``days`` old (as if the last answers were that long ago)."""
+    then = time.time() - days * 86400
+    for name in ("refresh", "refresh-sources"):
+        path = env.state / "state" / f"{name}.json"
+        data = json.loads(path.read_text()) if path.exists() else {}
+        value = data.get("gentoo-devs")
+        data["gentoo-devs"] = {source: then for source in value} if isinstance(value, dict) else then
+        path.write_text(json.dumps(data))
+
+
+def test_a_bundle_that_stops_answering_is_a_silent_source_like_a_keyserver(env: GkeysEnv) -> None:
+    _setup(env, env.keys.public("alice", "bob", armor=False))
+    for nick in ("alice", "bob"):  # the keyserver answers all along
+        env.server.hkp[env.keys.keys[nick].fingerprint] = env.keys.public(nick)
+    assert env.run("install-key", "-C", "gentoo-devs").code == 0
+    assert env.run("refresh-key", "-C", "gentoo-devs", "--force").code == 0
+    record = env.state / "state" / "refresh.json"
+    before = record.read_bytes()
+    del env.server.files["/" + BUNDLE]  # the bundle URL stops answering (a mirror blocking it)
+    result = env.run("refresh-key", "-C", "gentoo-devs", "--force")
+    assert result.code == 0 and f"refresh failed for bundle {env.server.url}/{BUNDLE}" in result.text, result.text
+    assert record.read_bytes() == before  # no full refresh recorded
+    _age_refresh_records(env, 40)
+    result = env.run("refresh-key", "-C", "gentoo-devs", "--force")
+    assert result.code == 3 and f"bundle {env.server.url}/{BUNDLE} last answered 40 days ago" in result.text, \
+        result.text
+    assert "max-refresh-age" in result.text and "[keyrings]" in result.text
+
+
+def _old_signer(env: GkeysEnv) -> None:
+    """A seed signer whose key is 60 days old signs the bundles ([verify-seeds] gentoo-devs)."""
+    if "oldsigner" not in env.keys.keys:
+        env.keys.create("oldsigner", created=past(60))
+    env.pin_key("seed-signers", "oldsigner", "oldsigner")
+    env.config.write_text(env.config.read_text().replace("gentoo-devs = seed-signers gkeys\n",
+                                                         "gentoo-devs = seed-signers oldsigner\n"))
+
+
+def test_a_bundle_signed_longer_ago_than_max_bundle_age_is_stale(env: GkeysEnv) -> None:
+    bundle = env.keys.public("alice", "bob", armor=False)
+    _setup(env, bundle)
+    _old_signer(env)
+    env.server.publish(BUNDLE + ".sig", _sign(env, "oldsigner", bundle, when=past(31)))  # a replayed bundle
+    result = env.run("install-key", "-C", "gentoo-devs")
+    assert result.code == 1 and "it is stale, signed " in result.text and "max-bundle-age (30 days)" in result.text
+    assert "gkeys build-keyring -C gentoo-devs --sign" in result.text
+    env.config.write_text(env.config.read_text() + "[policy]\nmax-bundle-age = 45\n")
+    assert env.run("install-key", "-C", "gentoo-devs").code == 0  # configurable
+    env.config.write_text(env.config.read_text().replace("max-bundle-age = 45", "max-bundle-age = 30"))
+    result = env.run("refresh-key", "-C", "gentoo-devs", "--force")
+    assert result.code == 1 and "it is stale" in result.text, result.text

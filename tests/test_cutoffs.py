@@ -5,6 +5,7 @@ Sequoia-based verifiers (apt's sqv) refuse SHA-1/SHA-224 self-signatures and bin
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,34 @@ def test_an_ed25519_key_signed_with_sha512_has_no_cutoff_findings(env: GkeysEnv)
     for action in ("check-key", "spec-check"):
         _, document, _ = _check(env, keyfile, action, "2029-12-01")
         assert _codes(document) == []
+
+
+@pytest.fixture(scope="module")
+def sha1_backsig(keys: KeyFactory) -> DemoKey:
+    """An ed25519 key whose signing subkey was bound with SHA-1 (binding and back-signature), then bound again with
+    SHA-512: GnuPG keeps the SHA-1 back-signature inside the new binding, the only SHA-1 left (issue 34 case 9)."""
+    if "cutbacksig" not in keys.keys:
+        key = keys.create("cutbacksig")
+        weak = keys.gpg.run(["--pinentry-mode", "loopback", "--passphrase-fd", "0", "--cert-digest-algo", "SHA1",
+                             "--allow-weak-key-signatures", "--quick-add-key", key.fingerprint, "ed25519", "sign",
+                             "2y"], passphrase="")
+        assert weak.returncode == 0, weak.stderr
+        listed = keys.gpg.list_keys([key.fingerprint])[0]
+        subkey = listed.subkeys[-1].fingerprint
+        time.sleep(1.1)  # the new binding must be newer than the first
+        again = keys.gpg.run(["--pinentry-mode", "loopback", "--passphrase-fd", "0", "--cert-digest-algo", "SHA512",
+                              "--quick-set-expire", key.fingerprint, "2y", subkey], passphrase="")
+        assert again.returncode == 0, again.stderr
+        keys.keys["cutbacksig"] = DemoKey(key.name, key.email, key.fingerprint, subkey)
+    return keys.keys["cutbacksig"]
+
+
+def test_a_sha1_back_signature_is_a_cutoff_finding_like_a_sha1_binding(env: GkeysEnv, sha1_backsig: DemoKey) -> None:
+    keyfile = env.root / "cutbacksig.asc"
+    keyfile.write_bytes(env.keys.public("cutbacksig"))
+    for action in ("check-key", "spec-check"):
+        code, document, text = _check(env, keyfile, action, "2026-12-04")
+        assert code == 1 and ("cutoff:sha1", "error", "subkey") in _codes(document), document
+        assert "its back-signature" in text, text
+        assert f"(subkey {sha1_backsig.signing_subkey[-16:]})" in text, text
+        assert f"gpg --quick-add-key {sha1_backsig.fingerprint} ed25519 sign" in text

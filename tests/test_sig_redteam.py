@@ -192,3 +192,20 @@ def test_weak_hashes_config_admits_sha1_only_before_its_cutoff(env: GkeysEnv, rs
         with pytest.raises(ConfigError):
             load_config(env.config)
         assert env.run("verify", "-F", str(data), "-C", "gentoo-devs").code == 2
+
+
+# -- issue 34 case 5: verify -o of a signed message in text mode writes the bytes that were signed -----------------
+
+def test_verify_output_of_a_text_mode_message_keeps_the_signed_carriage_returns(env: GkeysEnv, tmp_path: Path) -> None:
+    env.install_devs("alice")
+    signed = b"line one\r\nline two\r\n"
+    source = tmp_path / "notes.txt"
+    source.write_bytes(signed)
+    made = env.keys.gpg.run(["--local-user", env.keys.keys["alice"].signing_subkey + "!", "--textmode", "--sign",
+                             "--output", "-", str(source)])
+    assert made.returncode == 0, made.stderr
+    target, out = tmp_path / "notes.txt.gpg", tmp_path / "out.txt"
+    target.write_bytes(made.stdout)
+    result = env.run("verify", "-F", str(target), "-C", "gentoo-devs", "-o", str(out))
+    assert result.code == 0, result.text
+    assert out.read_bytes() == signed  # GnuPG itself writes "line one\nline two\n": not what was signed

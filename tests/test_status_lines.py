@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from gkeys_portage.core.errors import SignerNotPinnedError
+from gkeys_portage.core.errors import BadInputError, NotVerifiedError, SignerNotPinnedError
 from gkeys_portage.core.types import Category, Nick
-from gkeys_portage.demo.world import KeyFactory
+from gkeys_portage.demo.world import DemoKey, KeyFactory
 from gkeys_portage.openpgp.gnupg import GnuPG
+from gkeys_portage.openpgp.status import expect_signers, parse_status
 from gkeys_portage.openpgp.verdict import Pin, PinSet, decide
 
 
@@ -116,3 +117,77 @@ def test_a_colon_listing_is_split_at_lf_only() -> None:
                "uid:u::::1700000000::HASH::Mallory \u0085 fpr\\x3a <m@example.org>::::::::::0:\n")
     (key,) = parse_colons(listing)
     assert len(key.uids) == 1 and key.uids[0].text.endswith(" fpr: <m@example.org>"), key.uids  # not torn
+
+
+# -- issue 34 case 2: a notation name written unescaped (gpg-sq 0.13.1) forges another pin's VALIDSIG ---------------
+
+def _injected_notation(keys: KeyFactory) -> str:
+    """A notation name whose newlines, written unescaped, give alice's VALIDSIG to the signature it sits in and
+    move the engine's real VALIDSIG onto an invented unknown signer (ignored)."""
+    alice = keys.keys["alice"]
+    now = int(time.time())
+    return (f"a\n[GNUPG:] VALIDSIG {alice.signing_subkey} 2026-01-01 {now} 0 4 0 22 10 00 {alice.fingerprint}\n"
+            f"[GNUPG:] NEWSIG\n[GNUPG:] ERRSIG 0123456789ABCDEF 22 10 00 {now} 9 "
+            "0123456789ABCDEF0123456789ABCDEF01234567\n[GNUPG:] NOTATION_NAME x@example.org")
+
+
+@pytest.fixture(scope="module")
+def notation_forgery(keys: KeyFactory, tmp_path_factory: pytest.TempPathFactory) -> tuple[GnuPG, bytes, bytes]:
+    """A verifying home holding alice and bob; bob's signature whose notation name carries status lines."""
+    home = tmp_path_factory.mktemp("notation-home")
+    gpg = GnuPG(home)
+    gpg.import_keys(keys.public("alice", "bob"))
+    data = tmp_path_factory.mktemp("notation-work") / "payload"
+    data.write_bytes(b"payload\n")
+    signed = keys.gpg.run(["--local-user", keys.keys["bob"].signing_subkey + "!", "--sig-notation",
+                           _injected_notation(keys) + "=v", "--detach-sign", "--output", "-", str(data)])
+    assert signed.returncode == 0 and signed.stdout, signed.stderr
+    return gpg, signed.stdout, data.read_bytes()
+
+
+@pytest.mark.parametrize("path", ["single", "multifile"])
+def test_a_notation_name_cannot_make_one_pinned_signer_another(keys: KeyFactory, path: str, tmp_path: Path,
+                                                               notation_forgery: tuple[GnuPG, bytes, bytes]) -> None:
+    gpg, signature, data = notation_forgery
+    if path == "single":
+        report = gpg.verify_detached(signature, data)
+    else:
+        [report] = gpg.verify_detached_many([(signature, data)], scratch=str(tmp_path))
+    with pytest.raises(NotVerifiedError, match="notation name carries control characters"):
+        _decide(keys, gpg, report)
+
+
+def _recorded_forgery(keys: KeyFactory) -> list[str]:
+    """What gpg-sq 0.13.1 wrote for that signature (recorded), bob's real VALIDSIG last."""
+    bob = keys.keys["bob"]
+    return [f"[GNUPG:] {line}" for line in (
+        "NEWSIG bob@gentoo.org", f"GOODSIG {bob.signing_subkey[-16:]} Bob <bob@gentoo.org>",
+        *_injected_notation(keys).replace("[GNUPG:] ", "").replace("a\n", "NOTATION_NAME a\n", 1).split("\n"),
+        "NOTATION_FLAGS 0 1", "NOTATION_DATA v",
+        f"VALIDSIG {bob.signing_subkey} 2026-01-01 {int(time.time())} 0 4 0 22 10 00 {bob.fingerprint}")]
+
+
+def test_a_forged_status_stream_is_refused_whatever_it_says(keys: KeyFactory,
+                                                             notation_forgery: tuple[GnuPG, bytes, bytes]) -> None:
+    gpg, _signature, _data = notation_forgery
+    report = parse_status(_recorded_forgery(keys))
+    assert report.anomalies  # the notation broke its line; alice's VALIDSIG does not name bob's GOODSIG key
+    with pytest.raises(BadInputError, match="status output does not fit the signature"):
+        _decide(keys, gpg, report)
+
+
+def test_verdicts_must_match_the_signature_packets_in_number_and_order(keys: KeyFactory) -> None:
+    alice, bob = keys.keys["alice"], keys.keys["bob"]
+    now = int(time.time())
+
+    def good(key: DemoKey) -> list[str]:
+        return ["[GNUPG:] NEWSIG", f"[GNUPG:] GOODSIG {key.signing_subkey[-16:]} x",
+                f"[GNUPG:] VALIDSIG {key.signing_subkey} 2026-01-01 {now} 0 4 0 22 10 00 {key.fingerprint}"]
+
+    both = [*good(alice), *good(bob)]
+    assert not expect_signers(parse_status(both), [alice.signing_subkey[-16:], bob.signing_subkey[-16:]]).anomalies
+    assert expect_signers(parse_status(both), [bob.signing_subkey[-16:], alice.signing_subkey[-16:]]).anomalies
+    assert expect_signers(parse_status(both), [alice.signing_subkey[-16:]]).anomalies
+    assert expect_signers(parse_status(good(alice)), [bob.signing_subkey[-16:]]).anomalies
+    carriage = parse_status([*good(alice)[:2], good(alice)[2] + "\r\x1b[2K"])
+    assert carriage.anomalies

@@ -54,8 +54,8 @@ def _day(text: str) -> datetime:
 
 #: The default table (apt's sqv policy, design.md §9).
 CUTOFFS: dict[str, Cutoff] = {cutoff.name: cutoff for cutoff in (
-    Cutoff("sha1", "SHA-1 in self-signatures and subkey bindings", _day("2026-02-01")),
-    Cutoff("sha224", "SHA-224 in self-signatures and subkey bindings", _day("2026-02-01")),
+    Cutoff("sha1", "SHA-1 in self-signatures, subkey bindings and back-signatures", _day("2026-02-01")),
+    Cutoff("sha224", "SHA-224 in self-signatures, subkey bindings and back-signatures", _day("2026-02-01")),
     Cutoff("brainpool", "brainpool curves", _day("2028-02-01")),
     Cutoff("rsa3072", "RSA keys under 3072 bits", _day("2030-02-01")),
 )}
@@ -100,6 +100,13 @@ def check_cutoffs(key: PublicKey, at: datetime | None = None,
                 issues.append(subkey_issue(key, sub, f"cutoff:{name}", level,
                                            f"{cutoff.refused}: its binding uses {name.upper()}, {cutoff.when(at)} "
                                            f"by Sequoia-based verifiers (apt's sqv): {fix} {sub.fingerprint}"))
+            elif not sub.revoked and sub.back_signature_hash == HASH_IDS[name]:
+                issues.append(subkey_issue(key, sub, f"cutoff:{name}", level,
+                                           f"{cutoff.refused}: its back-signature (the subkey's own signature in "
+                                           f"its binding) uses {name.upper()}, {cutoff.when(at)} by Sequoia-based "
+                                           f"verifiers (apt's sqv): add a new signing subkey with SHA-512 (gpg "
+                                           f"--quick-add-key {key.fingerprint} ed25519 sign 2y) and revoke this "
+                                           "one (re-binding keeps the old back-signature)"))
     for component, is_primary in ((primary, True), *((sub, False) for sub in key.subkeys if not sub.revoked)):
         issues += _algorithm_issues(key, component, is_primary, at, table)
     return issues

@@ -62,12 +62,17 @@ def register(sub: SubParsers) -> None:
                           "the same seeds and keys give the same bytes (the manifest time is\n"
                           "$SOURCE_DATE_EPOCH, else the newest time in the keys). With --sign, each file\n"
                           "gets a detached signature FILE.asc by the [sign] key. Users consume it with\n"
-                          "[keyrings] CAT = URL-of-CAT.gpg (signature checked against [verify-seeds] CAT).")
+                          "[keyrings] CAT = URL-of-CAT.gpg (signature checked against [verify-seeds] CAT).\n"
+                          "Consumers refuse a signed bundle older than their [policy] max-bundle-age (default\n"
+                          "30 days) as stale: re-sign it daily, from a timer, even when nothing changed (a\n"
+                          "systemd timer unit example is in docs/keys.md).")
     add_category(p, required=True)
     p.add_argument("-n", "--nick", action="append", metavar="NICK",
                    help="only this seed (repeatable; default: every seed of the category)")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory")
-    p.add_argument("--sign", action="store_true", help="sign the three files with the [sign] key")
+    p.add_argument("--sign", action="store_true",
+                   help="sign the three files with the [sign] key (re-sign daily: consumers refuse bundles older "
+                        "than [policy] max-bundle-age)")
 
     p = add_action(sub, "export-wkd", run_export_wkd,
                    examples=("gkeys export-wkd -C gentoo-devs -o /var/www/gentoo.org --domain gentoo.org",

@@ -65,6 +65,7 @@ class PolicyConfig:
     max_refresh_age: float = 30 * 24 * 3600.0
     require_currently_valid: bool = False
     max_seed_age: float = 0.0  # seconds; 0 = no limit
+    max_bundle_age: float = 30 * 24 * 3600.0  # seconds: a signed [keyrings] bundle signed longer ago is stale
     gpg_timeout: float = 900.0  # seconds for one gpg call (a multi-GB ISO is hashed in one call)
     unbound_seeds: frozenset[Category] = frozenset()  # categories whose seed signature may name no category
     weak_hashes: dict[int, float] = field(default_factory=dict)  # hash id -> cut-off (core.hashpolicy)
@@ -123,6 +124,33 @@ def _binpkg(parser: configparser.ConfigParser) -> BinpkgConfig:
     if not nicks:
         raise ConfigError("[binpkg] nicks: name at least one seed nick (e.g. 'nicks = weekly')")
     return BinpkgConfig(category=category, nicks=nicks)
+
+
+def writable_by_others(info: os.stat_result) -> bool:
+    """gkeys.conf's rule: a file anyone may write (a world-writable directory with the sticky bit, as ``/tmp``,
+    lets nobody replace another user's entries, so it passes)."""
+    return bool(info.st_mode & stat.S_IWOTH) and not (stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_ISVTX)
+
+
+def untrusted_program(program: Path) -> str | None:
+    """Why root must not run ``program`` (an absolute path), or None: the file or a directory on its path (the
+    name as given and the file it resolves to) is writable by others than its owner and root (gkeys.conf's
+    rule, :func:`writable_by_others`, plus group write for any group but root's), or owned by a user other than
+    root and the one running gkeys.  Anyone who may replace the engine decides every verdict."""
+    me = os.geteuid()
+    for path in dict.fromkeys([*reversed(program.parents), program, *reversed(Path(os.path.realpath(program)).parents),
+                               Path(os.path.realpath(program))]):
+        try:
+            info = os.stat(path)
+        except OSError as exc:
+            return f"{path} cannot be read ({exc.strerror})"
+        if info.st_uid not in (0, me):
+            return f"{path} belongs to uid {info.st_uid}, neither root nor the user running gkeys"
+        group_write = bool(info.st_mode & stat.S_IWGRP) and info.st_gid != 0 and not (
+            stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_ISVTX)
+        if writable_by_others(info) or group_write:
+            return f"{path} is writable by {'group ' + str(info.st_gid) if group_write else 'every user'}"
+    return None
 
 
 def _gpg_program(parser: configparser.ConfigParser) -> str | None:
@@ -309,7 +337,7 @@ def load_config(path: Path | None = None, root: Path | None = None, *, prefix: s
     parser = configparser.ConfigParser(inline_comment_prefixes=(";",), interpolation=None)
     try:
         with open(path, encoding="utf-8") as handle:
-            if os.fstat(handle.fileno()).st_mode & stat.S_IWOTH:
+            if writable_by_others(os.fstat(handle.fileno())):
                 raise ConfigError(f"refusing config {path}: it is world-writable")
             parser.read_file(handle)
         used: Path | None = path
@@ -344,6 +372,7 @@ def load_config(path: Path | None = None, root: Path | None = None, *, prefix: s
         max_refresh_age=_float(parser, "policy", "max-refresh-age", 30.0) * 86400.0,
         require_currently_valid=_bool(parser, "policy", "require-currently-valid", False),
         max_seed_age=_float(parser, "policy", "max-seed-age", 0.0) * 86400.0,
+        max_bundle_age=_float(parser, "policy", "max-bundle-age", 30.0) * 86400.0,
         gpg_timeout=max(1.0, _float(parser, "policy", "gpg-timeout", 900.0)),
         unbound_seeds=_unbound_seeds(parser, verify_seeds),
         weak_hashes=parse_weak_hashes(parser.get("policy", "weak-hashes", fallback="")),

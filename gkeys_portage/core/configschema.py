@@ -28,7 +28,7 @@ SCHEMA: dict[str, frozenset[str]] = {
     "sources": frozenset({"keyservers", "wkd", "wkd-advanced-url", "wkd-direct-url", "timeout", "retries",
                           "backoff", "workers"}),
     "policy": frozenset({"clock-skew", "refresh-interval", "max-refresh-age", "require-currently-valid",
-                         "max-seed-age", "gpg-timeout", "unbound-seeds", "weak-hashes"}),
+                         "max-seed-age", "max-bundle-age", "gpg-timeout", "unbound-seeds", "weak-hashes"}),
     "sign": frozenset({"category", "nick", "gnupghome"}),
     "media": frozenset({"category", "mirror", "stall-timeout", "max-size", "max-age", "all-digests"}),
     "overlays": frozenset({"category", "url", "signature-url", "output", "max-size", "max-age"}),

@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -68,6 +69,11 @@ BUNDLE_RECORD = "bundles"
 
 class BundleRefusedError(NotVerifiedError):
     """A keyring bundle that must not be used at all (bad signature, unreadable, truncated)."""
+
+
+class StaleBundleError(BundleRefusedError):
+    """A keyring bundle signed longer ago than ``[policy] max-bundle-age``: a mirror replaying the last genuine
+    bundle would keep a revocation out for ever."""
 
 
 @dataclass
@@ -181,6 +187,7 @@ class LoadedBundle:
     keyblocks: dict[Fingerprint, bytes]
     signed_by: str = ""  # "category/nick" of the verified signer, "" when unsigned
     notes: list[str] = field(default_factory=list)  # dropped material and skipped sources, for the report
+    silent: str = ""  # why the source did not answer (network error, 5xx, 404), "" when it answered
 
 
 def _read(ctx: Gkeys, location: str, limit: int) -> bytes:
@@ -233,6 +240,13 @@ def _check_signature(ctx: Gkeys, category: Category, location: str, data: bytes)
                                  f"(its signature {sig_name} must be by {signer[0]}/{signer[1]}, "
                                  f"[verify-seeds] {category})") from exc
     made = max(good.created for good in result.good)
+    limit = ctx.config.policy.max_bundle_age
+    if time.time() - made > limit:
+        raise StaleBundleError(
+            f"keyring bundle {location} refused, nothing installed: it is stale, signed {_utc(made)}, more than "
+            f"[policy] max-bundle-age ({limit / 86400:g} days) ago; a mirror replaying an old bundle would keep "
+            f"revocations out. Ask its publisher to re-sign it ('gkeys build-keyring -C {category} --sign', "
+            "daily from a timer)")
     last = _last_signed(ctx, category)
     if last is not None and made < last:
         raise BundleRefusedError(
@@ -298,8 +312,10 @@ def parse_bundle(source: str, data: bytes, pinned: Sequence[Fingerprint]) -> Loa
 def load_bundle(ctx: Gkeys, category: str, pinned: Sequence[Fingerprint]) -> LoadedBundle | None:
     """The ``[keyrings]`` bundle of ``category`` reduced to ``pinned`` keys (None if none is configured).
 
-    A bundle that cannot be fetched is skipped (noted; the other sources are asked); a bad signature
-    or unreadable data raises :class:`BundleRefusedError` before anything is installed.
+    A bundle that cannot be fetched is skipped (noted, :attr:`LoadedBundle.silent`; the other sources are
+    asked, and a refresh counts it as a silent source); a bad signature, one older than ``[policy]
+    max-bundle-age`` (:class:`StaleBundleError`) or unreadable data raises :class:`BundleRefusedError` before
+    anything is installed.
     """
     cat = parse_category(category)
     location = ctx.config.keyrings.get(cat)
@@ -310,10 +326,10 @@ def load_bundle(ctx: Gkeys, category: str, pinned: Sequence[Fingerprint]) -> Loa
         signed_by, made = _check_signature(ctx, cat, location, data)
         loaded = parse_bundle(location, data, pinned)
     except NetworkError as exc:
-        return LoadedBundle(location, {}, notes=[f"keyring bundle {location} skipped: {exc}"])
+        return LoadedBundle(location, {}, notes=[f"keyring bundle {location} skipped: {exc}"], silent=str(exc))
     except BundleRefusedError as exc:
-        raise BundleRefusedError(f"{exc}; ask its publisher to fix it, or remove [keyrings] {cat} "
-                                 "to use the other key sources") from exc
+        raise type(exc)(f"{exc}; ask its publisher to fix it, or remove [keyrings] {cat} "
+                        "to use the other key sources") from exc
     if made:
         _record_signed(ctx, cat, made)
     loaded.signed_by = signed_by

@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 import queue
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import IO, cast
@@ -177,7 +177,7 @@ class KeyInstaller:
                         item.answers, item.source = [(source, blocks[item.fingerprint])], source
                     else:
                         item.errors.append(f"{source}: not in it")
-                present = self._quarantine(quarantine, [w for w in wanted if w.answers])
+                present = self._quarantine(quarantine, [w for w in wanted if w.answers], pinned=self._pinned(pinned))
                 for item in wanted:
                     # A copy gpg would not import (e.g. its user ids stripped) was reached but unusable:
                     # the key is "not found" unless another source has it, never "unreachable".
@@ -194,7 +194,8 @@ class KeyInstaller:
                     with _StreamedImport(quarantine) as feed:
                         pending = self._fetch_round(pending, len(wanted) - len(pending), len(wanted), feed.put)
                     streamed = feed.report
-                present = self._quarantine(quarantine, [w for w in pending if w.answers], streamed)
+                present = self._quarantine(quarantine, [w for w in pending if w.answers], streamed,
+                                           pinned=self._pinned(pinned))
                 pending = [w for w in pending if w.fingerprint not in present
                            and fetch and w.next_index < len(w.locations)]
             # Only pinned fingerprints may leave quarantine, whatever else the sources sent.
@@ -273,9 +274,13 @@ class KeyInstaller:
             self.progress(len(pending), len(pending))
         return pending
 
+    def _pinned(self, wanted: set[Fingerprint]) -> set[Fingerprint]:
+        """The keys pinned by this keyring's category: those being installed and those it holds."""
+        return wanted | set(self.keyring.installed())
+
     @staticmethod
-    def _quarantine(quarantine: GnuPG, items: list[_Wanted],
-                    streamed: ImportReport | None = None) -> dict[Fingerprint, PublicKey]:
+    def _quarantine(quarantine: GnuPG, items: list[_Wanted], streamed: ImportReport | None = None, *,
+                    pinned: Collection[Fingerprint] = ()) -> dict[Fingerprint, PublicKey]:
         """Import all answers into quarantine; return the keys now present there (by primary fingerprint).
 
         ``streamed`` is the report of an import already fed every armored answer as it arrived
@@ -284,7 +289,8 @@ class KeyInstaller:
         Imports use the clean path (self-signatures only).  Items whose key did not turn up, and every
         item when GnuPG reported a problem with the batch, are imported once more answer by answer,
         which tells what each source really returned (other keys, nothing usable, or data GnuPG would
-        not import: then the item is refused, never silently "unchanged").
+        not import: then the item is refused, never silently "unchanged").  Revocations by a key's designated
+        revoker that ``pinned`` names are kept (``KeyIO.import_designated_revocations``).
         """
         answers = [data for item in items for _source, data in item.answers]
         armored = b"\n".join(a for a in answers if _armored(a)) if streamed is None else b""
@@ -293,6 +299,8 @@ class KeyInstaller:
         for batch in (armored, binary):
             if batch:
                 troubled = bool(quarantine.import_report(batch).problem) or troubled
+        for answer in answers:
+            quarantine.import_designated_revocations(answer, pinned, strict=False)
         present = {k.fingerprint: k for k in quarantine.list_keys()}
         retried = False
         for item in items:

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import threading
 import weakref
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -29,10 +29,11 @@ from gkeys_portage.core.state import (
     staging_directory,
 )
 from gkeys_portage.core.types import Category, Fingerprint, parse_category
-from gkeys_portage.openpgp.colons import PublicKey
+from gkeys_portage.openpgp.colons import PublicKey, SubKey
 from gkeys_portage.openpgp.engine import Capability, probe
 from gkeys_portage.openpgp.gnupg import GnuPG
-from gkeys_portage.openpgp.keyblocks import Selection, armor_public_keys
+from gkeys_portage.openpgp.keyblocks import Selection, armor_public_keys, without_subkeys
+from gkeys_portage.openpgp.revocations import apply_revocation_rule
 
 KEYBOX = "pubring.kbx"
 #: Set to ``1`` to verify from the exported keyrings even as the owner (see :meth:`Keyring.owned`).
@@ -130,11 +131,45 @@ class Keyring:
         return self._reader
 
     def installed(self) -> dict[Fingerprint, PublicKey]:
-        """The keys of this keyring by primary fingerprint (cached for this object)."""
+        """The keys of this keyring by primary fingerprint (cached for this object), every key and subkey
+        revoked under gkeys' rule marked revoked, whatever the engine says
+        (:mod:`gkeys_portage.openpgp.revocations`)."""
         with self._opening:
             if self._keys is None:
-                self._keys = {key.fingerprint: key for key in self.gpg().list_keys()} if self.exists() else {}
+                keys: list[PublicKey] = []
+                if self.exists():
+                    gpg = self.gpg()
+                    keys = apply_revocation_rule(gpg.list_keys(sigs=True), self._checked_signatures)
+                self._keys = {key.fingerprint: key for key in keys}
             return self._keys
+
+    def _checked_signatures(self, revokers: Sequence[Fingerprint], key: Fingerprint) -> PublicKey | None:
+        """``key`` listed with its signatures checked (``--check-sigs``), in a scratch home that holds its
+        designated ``revokers`` first (:func:`~gkeys_portage.openpgp.revocations.apply_revocation_rule`)."""
+        source = self.gpg()
+        options = ("no-self-sigs-only",) if probe().has(Capability.SAFE_IMPORT) else ()
+        with tempfile.TemporaryDirectory(prefix="gkeys-revocations-") as scratch:
+            gpg = GnuPG(Path(scratch) / "home", timeout=self.timeout)
+            for fingerprint in [*revokers, key]:
+                gpg.import_report(source.export_keys([fingerprint], armor=False, clean=False), options=options)
+            return next((listed for listed in gpg.check_sigs() if listed.fingerprint == key), None)
+
+    def export_for_verifier(self, fingerprints: Sequence[Fingerprint]) -> bytes:
+        """The named keys, armored, for a verifier that takes its engine's word on revocations (gemato for an
+        rsync tree, Portage's gpg for webrsync snapshots): without a key or subkey that gkeys' rule revokes and
+        the engine does not (:mod:`gkeys_portage.openpgp.revocations`), so no engine there can accept it."""
+        gpg = self.gpg()
+        engine = {key.fingerprint: key for key in gpg.list_keys(fingerprints)}
+        ruled = self.installed()
+
+        def ruled_only(fpr: Fingerprint, part: SubKey) -> bool:  # revoked by the rule, not by the engine
+            theirs = engine[fpr].find(part.fingerprint) if fpr in engine else None
+            return part.revoked and theirs is not None and not theirs.revoked
+
+        keys = [fpr for fpr in fingerprints if not ruled_only(fpr, ruled[fpr].primary)]
+        subkeys = {sub.fingerprint for fpr in keys for sub in ruled[fpr].subkeys if ruled_only(fpr, sub)}
+        data = gpg.export_keys(keys, armor=False) if keys else b""
+        return armor_public_keys(without_subkeys(data, subkeys)) if data else b""
 
     @contextlib.contextmanager
     def update(self) -> Iterator[GnuPG]:

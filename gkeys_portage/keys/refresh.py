@@ -14,7 +14,7 @@ from pathlib import Path
 from gkeys_portage.core.errors import BadInputError, GkeysError, NetworkError, StateError
 from gkeys_portage.core.state import atomic_write, atomic_write_json, read_json_object, read_limited
 from gkeys_portage.core.types import Category, Fingerprint, Nick, parse_category
-from gkeys_portage.keys.bundle import BundleRefusedError, load_bundle
+from gkeys_portage.keys.bundle import BundleRefusedError, StaleBundleError, load_bundle
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.keys.install import (
     KeyInstaller,
@@ -47,17 +47,21 @@ def select_seeds(ctx: Gkeys, category: str, nick: str | None = None) -> list[See
     return [seeds[Nick(nick)]]
 
 
-def bundle_source(ctx: Gkeys, category: str, seeds: list[Seed], notes: list[str] | None) -> Preloaded | None:
+def bundle_source(ctx: Gkeys, category: str, seeds: list[Seed], notes: list[str] | None,
+                  reached: dict[str, str] | None = None) -> Preloaded | None:
     """The category's ``[keyrings]`` bundle as a first key source (None if none is configured or usable).
 
     Only keyblocks the seeds pin are kept; what was dropped or skipped is appended to ``notes``.  A bad
-    signature or unreadable bundle raises before anything changes.
+    signature or unreadable bundle raises before anything changes.  ``reached`` gets the bundle as a key source
+    (``bundle URL``): "" when it answered, else why not (a refresh counts it as silent like a keyserver).
     """
     loaded = load_bundle(ctx, category, [fpr for seed in seeds for fpr in seed.keys])
     if loaded is None:
         return None
     if notes is not None:
         notes += loaded.notes
+    if reached is not None:
+        reached[f"bundle {loaded.source}"] = loaded.silent
     source = f"bundle {loaded.source}" + (f" (signed by {loaded.signed_by})" if loaded.signed_by else "")
     return (source, loaded.keyblocks) if loaded.keyblocks else None
 
@@ -197,6 +201,8 @@ def _drop_source_hint(ctx: Gkeys, source: str) -> str:
     where = ctx.config.path or "gkeys.conf"
     if source.startswith("wkd "):
         return f"set '[sources] wkd = no' in {where}"
+    if source.startswith("bundle "):
+        return f"remove its line from '[keyrings]' in {where}"
     return f"remove {source} from '[sources] keyservers' in {where}"
 
 
@@ -302,8 +308,9 @@ def refresh_keys(ctx: Gkeys, category: str, nick: str | None = None, *, force: b
     # Every source is asked and the answers merged: a revocation published on any of them applies.
     notes: list[str] = []
     refused: BundleRefusedError | None = None
+    bundle: dict[str, str] = {}
     try:
-        preloaded = bundle_source(ctx, cat, seeds, notes)
+        preloaded = bundle_source(ctx, cat, seeds, notes, bundle)
     except BundleRefusedError as exc:
         # A refused bundle is a failed refresh (the other sources still bring revocations): it warns
         # until max-refresh-age, like a dead keyserver, and the refresh time is not recorded.
@@ -314,8 +321,12 @@ def refresh_keys(ctx: Gkeys, category: str, nick: str | None = None, *, force: b
     # One nick's refresh asked about one key: it is no refresh of the category, and no source's answer for
     # every key (recording it would make the next full refresh "refreshed recently" and skip the others).
     answered, unanswered = sources_reached(outcomes)
+    answered |= {source for source, silent in bundle.items() if not silent}
+    unanswered.update({source: silent for source, silent in bundle.items() if silent})
     if answered and nick is None:
         record_sources(ctx, cat, answered, time.time())
+    if isinstance(refused, StaleBundleError):
+        raise refused  # the other sources were asked (their revocations apply); the stale source is an error
     whole = nick is None and record
     failure = summarize_failure([o for o in outcomes if not _network_only(o)
                                  and not (missing_ok and o.status is KeyStatus.MISSING)]) or refused

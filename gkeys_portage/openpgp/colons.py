@@ -64,6 +64,9 @@ class SubKey:
     validity: str  # first field: r revoked, e expired, i invalid, ...
     capabilities: str  # lower case: this key's own; upper case on pub: the whole key's usable ones
     signatures: list[Signature] = field(default_factory=list)
+    #: The hash of the back-signature in this subkey's newest binding (not in colon listings: set from the key's
+    #: packets by whoever needs it, :func:`gkeys_portage.openpgp.keyblocks.back_signature_hashes`).
+    back_signature_hash: int | None = None
 
     @property
     def revoked(self) -> bool:
@@ -93,6 +96,8 @@ class PublicKey:
     primary: SubKey
     subkeys: list[SubKey] = field(default_factory=list)
     uids: list[UserId] = field(default_factory=list)
+    #: ``rvk`` records: the designated revokers a self-signature names (RFC 9580 §5.2.3.23), by fingerprint.
+    revokers: list[Fingerprint] = field(default_factory=list)
 
     @property
     def fingerprint(self) -> Fingerprint:
@@ -190,6 +195,8 @@ def parse_colons(text: str | Iterable[str]) -> list[PublicKey]:
             fpr = _field(fields, 9).upper()
             if is_fingerprint(fpr):
                 current_sub.fingerprint = Fingerprint(fpr)
+        elif kind == "rvk" and current_key is not None and is_fingerprint(_field(fields, 9)):
+            current_key.revokers.append(Fingerprint(_field(fields, 9).upper()))
         elif kind in ("uid", "uat") and current_key is not None:
             current_uid = UserId(
                 text=_unescape(_field(fields, 9)),

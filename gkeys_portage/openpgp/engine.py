@@ -172,6 +172,7 @@ def probe(program: str | None = None) -> Engine:
         engine = _ENGINES.get(program)
         if engine is None:
             remove_stale_dirs(tempfile.gettempdir(), PROBE_PREFIX)  # the probe homes of runs that were killed
+            process.refuse_untrusted(program)
             banner, name = _identify(program)
             engine = _ENGINES[program] = Engine(program, banner, name)
         return engine

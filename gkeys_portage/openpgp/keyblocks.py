@@ -8,20 +8,25 @@ subkey of their own key.  So exported key data is filtered here by the fingerpri
 primaries in the bytes that are written (:meth:`gkeys_portage.openpgp.gnupg.GnuPG.export_exact`).
 
 Only the packet framing and the key packets' fingerprints are parsed (RFC 4880 §4.2, §12.2; v5/v6
-fingerprints per RFC 9580 §5.5.4); the input is GnuPG's own export, never a network answer.
+fingerprints per RFC 9580 §5.5.4); the input is GnuPG's own export, never a network answer.  Three readers go
+further, each for one job: :func:`designated_revocations` (the revocations a ``self-sigs-only`` import drops
+that gkeys keeps; it reads key data from the network too, and any malformed packet is a :class:`GpgError` or
+skipped), :func:`back_signature_hashes` (the cut-off lint) and :func:`without_subkeys` (exports for verifiers
+that take their engine's word on revocations).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from gkeys_portage.core.errors import GpgError
+from gkeys_portage.core.errors import GpgError, NoSignatureError
 from gkeys_portage.core.types import Fingerprint, parse_fingerprint
-from gkeys_portage.openpgp.packets import crc24
+from gkeys_portage.openpgp.packets import ISSUER_FINGERPRINT, ISSUER_KEY_ID, crc24, signature_areas
 
 PUBLIC_KEY_TAG = 6
 PUBLIC_SUBKEY_TAG = 14
@@ -225,3 +230,119 @@ def user_id_texts(keyblock: bytes) -> list[str]:
     """The texts of a keyblock's User ID packets, in order (UTF-8, invalid bytes replaced)."""
     return [keyblock[body:end].decode("utf-8", "replace")
             for tag, _start, body, end in _packets(keyblock) if tag == USER_ID_TAG]
+
+
+REVOCATION_KEY = 12  # signature subpacket: a designated revoker (RFC 9580 §5.2.3.23)
+SELF_SIGNATURE_CLASSES = frozenset({0x10, 0x11, 0x12, 0x13, 0x1F})
+KEY_REVOCATIONS = frozenset({0x20, 0x28})
+
+
+def _issuer_and_revokers(body: bytes) -> tuple[str, str, list[str]]:
+    """A v4 signature's issuer fingerprint ("" if it names none), issuer key id and the designated revokers its
+    hashed area names (upper-case hex)."""
+    hashed, unhashed, _end = signature_areas(body)
+    fingerprint = next((value[1:].hex().upper() for kind, value in hashed
+                        if kind == ISSUER_FINGERPRINT and len(value) == 21), "")
+    key_id = next((value.hex().upper() for kind, value in (*hashed, *unhashed) if kind == ISSUER_KEY_ID), "")
+    revokers = [value[2:].hex().upper() for kind, value in hashed if kind == REVOCATION_KEY and len(value) == 22]
+    return fingerprint, key_id or fingerprint[-16:], revokers
+
+
+def designated_revocations(data: bytes, present: Callable[[], Collection[Fingerprint]]) -> bytes:
+    """The key and subkey revocations in binary key ``data`` made by a *designated revoker* of the key they
+    revoke whose own key is in ``present()`` (asked only when there is one) or in ``data`` (a key of the
+    same keyring, so pinned by the same category), as keyblocks holding only the revoked key, the subkeys
+    concerned and those revocations.
+
+    ``self-sigs-only`` imports drop every signature made by another key, these too; importing what this
+    returns afterwards keeps them, and only them (the engine checks each signature as it imports it).
+    """
+    blocks = split_keyblocks(data)
+    known: set[str] = set()
+    out: list[bytes] = []
+    for block in blocks:
+        signatures: list[_Signature] = []
+        component = b""  # the subkey packet a signature follows (b"" after the primary key)
+        for tag, start, body, end in _packets(block.data):
+            if tag in (PUBLIC_KEY_TAG, PUBLIC_SUBKEY_TAG):
+                component = b"" if tag == PUBLIC_KEY_TAG else block.data[start:end]
+            elif tag == SIGNATURE_TAG and block.data[body : body + 1] == b"\x04" and end - body > 2:
+                with contextlib.suppress(NoSignatureError):
+                    signatures.append(_Signature(block.data[body + 1], component, block.data[start:end],
+                                                 *_issuer_and_revokers(block.data[body:end])))
+        revokers = {fpr for sig in signatures if sig.kind in SELF_SIGNATURE_CLASSES and sig.by(block.primary)
+                    for fpr in sig.revokers}
+        candidates = [sig for sig in signatures if sig.kind in KEY_REVOCATIONS and not sig.by(block.primary)
+                      and any(sig.by(fpr) for fpr in revokers)]
+        if candidates and not known:
+            known = set(present()) | {other.primary for other in blocks}
+        chosen = [sig.component + sig.raw for sig in candidates if any(sig.by(fpr) for fpr in revokers & known)]
+        if chosen:
+            first = next(iter(_packets(block.data)))
+            out.append(block.data[first[1] : first[3]] + b"".join(chosen))
+    return b"".join(out)
+
+
+@dataclass(frozen=True)
+class _Signature:
+    """What :func:`designated_revocations` reads of one v4 signature packet."""
+
+    kind: int  # the signature class
+    component: bytes  # the subkey packet it follows (b"" after the primary key)
+    raw: bytes  # the whole packet
+    fingerprint: str  # its issuer fingerprint, "" if none
+    key_id: str  # its issuer key id
+    revokers: list[str]  # designated revokers its hashed area names
+
+    def by(self, fingerprint: str) -> bool:
+        """Whether the key of ``fingerprint`` issued this signature (by fingerprint, else by key id)."""
+        return self.fingerprint == fingerprint if self.fingerprint else bool(self.key_id) and fingerprint.endswith(
+            self.key_id)
+
+
+SUBKEY_BINDING = 0x18
+EMBEDDED_SIGNATURE = 32  # signature subpacket: the back-signature (0x19) inside a signing subkey's binding
+CREATION_TIME = 2
+
+
+def back_signature_hashes(data: bytes) -> dict[Fingerprint, int]:
+    """For each subkey in binary key ``data`` whose newest binding by its primary carries an embedded primary key
+    binding (the back-signature, class 0x19, RFC 9580 §5.2.1), that back-signature's hash algorithm id.
+    Colon listings do not show it; Sequoia's policy judges it like the binding (a SHA-1 back-signature makes the
+    subkey unusable there)."""
+    found: dict[Fingerprint, int] = {}
+    for block in split_keyblocks(data):
+        subkey: Fingerprint | None = None
+        newest = -1
+        for tag, _start, body, end in _packets(block.data):
+            if tag == PUBLIC_SUBKEY_TAG:
+                subkey, newest = key_fingerprint(block.data[body:end]), -1
+                continue
+            sig = block.data[body:end]
+            if tag != SIGNATURE_TAG or subkey is None or sig[:1] != b"\x04" or len(sig) < 4 or sig[1] != SUBKEY_BINDING:
+                continue
+            with contextlib.suppress(NoSignatureError):
+                hashed, unhashed, _end = signature_areas(sig)
+                created = next((int.from_bytes(v[:4], "big") for k, v in hashed if k == CREATION_TIME), 0)
+                embedded = next((v for k, v in (*hashed, *unhashed) if k == EMBEDDED_SIGNATURE and len(v) > 3), None)
+                if created >= newest:
+                    newest = created
+                    if embedded is not None:
+                        found[subkey] = embedded[3]
+                    else:
+                        found.pop(subkey, None)
+    return found
+
+
+def without_subkeys(data: bytes, subkeys: Collection[Fingerprint]) -> bytes:
+    """Binary key ``data`` without the named subkeys (their key packets and the signatures after them)."""
+    if not subkeys:
+        return data
+    out: list[bytes] = []
+    dropping = False
+    for tag, start, body, end in _packets(data):
+        if tag != SIGNATURE_TAG:
+            dropping = tag == PUBLIC_SUBKEY_TAG and key_fingerprint(data[body:end]) in subkeys
+        if not dropping:
+            out.append(data[start:end])
+    return b"".join(out)

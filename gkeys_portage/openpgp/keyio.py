@@ -4,7 +4,7 @@ fingerprint, owner trust, and the certification-keeping import an authority chec
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -13,7 +13,14 @@ from gkeys_portage.core.errors import GpgError
 from gkeys_portage.core.types import Fingerprint, parse_fingerprint
 from gkeys_portage.openpgp.colons import PublicKey, parse_colons
 from gkeys_portage.openpgp.engine import KEEP_CERTIFICATIONS, SAFE_IMPORT, Capability, probe
-from gkeys_portage.openpgp.keyblocks import Selection, armor_public_keys, select_keyblocks
+from gkeys_portage.openpgp.keyblocks import (
+    Selection,
+    armor_public_keys,
+    dearmor_public_keys,
+    designated_revocations,
+    select_keyblocks,
+    split_keyblocks,
+)
 from gkeys_portage.openpgp.process import (
     GpgProcess,
     GpgResult,
@@ -97,7 +104,38 @@ class KeyIO(GpgProcess):
         report = self.import_report(data, options=options)
         if report.problem:
             raise GpgError(f"importing keys failed: {report.problem}", detail=report.stderr)
+        if tuple(options) == SAFE_IMPORT:
+            self.import_designated_revocations(data)
         return report.imported
+
+    def import_designated_revocations(self, data: bytes, present: Collection[Fingerprint] = (), *,
+                                      strict: bool = True) -> None:
+        """Import the revocations in ``data`` made by a designated revoker of the key they revoke whose key is in
+        this home, in ``data`` or in ``present`` (the keyring's), and nothing else of it
+        (:func:`~gkeys_portage.openpgp.keyblocks.designated_revocations`): a ``self-sigs-only`` import drops
+        them with every other signature by another key, and a key its pinned revoker revoked must stay revoked.
+        Key data gkeys cannot split (several armored blocks) adds none.  With ``strict`` one that does not land
+        is a :class:`GpgError`; without (a quarantine reading network answers, where a forged revocation is
+        refused by the engine and must not fail the whole import) it is left out."""
+        try:
+            binary = data if data[:1] and data[0] & 0x80 else dearmor_public_keys(data)
+            revocations = designated_revocations(
+                binary, lambda: {*present, *(key.fingerprint for key in self.list_keys())})
+        except GpgError:
+            return
+        if not revocations:
+            return
+        # GnuPG 2.4 also tries each one as a revocation of the revoker's own key ("Bad signature - rejected")
+        # and exits 2, so what counts is whether the revocations are there afterwards.
+        report = self.import_report(revocations, options=("no-self-sigs-only",))
+        wanted = {block.primary for block in split_keyblocks(revocations)}
+        listed = {key.fingerprint: key for key in self.list_keys(wanted, sigs=True)}
+        missing = [fpr for fpr in wanted if fpr not in listed or not any(
+            sig.kind == "rev" and sig.issuer_fingerprint != fpr for part in listed[fpr].all_keys()
+            for sig in part.signatures)]
+        if missing and strict:
+            raise GpgError(f"importing keys failed: the revocation of {', '.join(sorted(missing))} by its designated "
+                           f"revoker did not import ({report.problem or 'gpg dropped it'})", detail=report.stderr)
 
     def export_exact(self, fingerprints: Sequence[str] = (), *, clean: bool = True) -> Selection:
         """Export exactly the keyblocks whose *primary* fingerprint is named (all when empty), binary.

@@ -13,7 +13,7 @@ from pathlib import Path
 from gkeys_portage.core.errors import GpgError, NoSignatureError
 from gkeys_portage.core.scratch import remove_stale_dirs
 from gkeys_portage.openpgp.engine import Capability, probe
-from gkeys_portage.openpgp.packets import detached_signature_packets
+from gkeys_portage.openpgp.packets import detached_signature_packets, signature_issuers
 from gkeys_portage.openpgp.process import (
     OUTPUT_SLACK,
     STATUS_LINE_PREFIX,
@@ -22,7 +22,7 @@ from gkeys_portage.openpgp.process import (
     status_lines,
 )
 from gkeys_portage.openpgp.signatures import signature_verdict
-from gkeys_portage.openpgp.status import StatusReport, parse_status
+from gkeys_portage.openpgp.status import StatusReport, expect_signers, parse_status
 
 MULTIFILE_OUTPUT_PER_FILE = 64 * 1024
 
@@ -79,6 +79,7 @@ class BatchVerify(GpgProcess):
         directory = tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX, dir=scratch)
         try:
             names: list[str] = []
+            issuers: list[list[str]] = []
             for index, (signature, data) in enumerate(items):
                 try:
                     packets = detached_signature_packets(signature)
@@ -89,17 +90,21 @@ class BatchVerify(GpgProcess):
                 _write_new(name + ".sig", packets)
                 _write_new(name, data)
                 names.append(name + ".sig")
+                issuers.append(signature_issuers(packets))
         except BaseException:
             directory.cleanup()
             raise
-        return PreparedSignatures(len(items), names, refused, directory)
+        return PreparedSignatures(len(items), names, refused, directory, issuers)
 
     def verify_prepared(self, prepared: PreparedSignatures, *, jobs: int = 1, parts: int = 0) -> list[StatusReport]:
         """The second half of :meth:`verify_detached_many`: gpg over a prepared directory, which is removed
         afterwards whatever happens; one report per item, in order."""
         try:
             private = Path(prepared.directory.name)
-            reports = iter(self._multifile(prepared.names, private, jobs, parts) if prepared.names else [])
+            # each file's verdicts must match its own signature packets: the per-file split is checked too
+            reports = iter(expect_signers(report, issuers) for report, issuers in zip(
+                self._multifile(prepared.names, private, jobs, parts) if prepared.names else [], prepared.issuers,
+                strict=True))
             return [prepared.refused[index] if index in prepared.refused else next(reports)
                     for index in range(prepared.count)]
         finally:
@@ -170,6 +175,7 @@ class PreparedSignatures:
     names: list[str]  # the signature files gpg reads
     refused: dict[int, StatusReport]  # items that were no detached signature (never shown to gpg)
     directory: tempfile.TemporaryDirectory[str]
+    issuers: list[list[str]]  # for each of ``names``: its packets' issuer key ids (status.expect_signers)
 
 
 def _write_new(path: str, data: bytes) -> None:

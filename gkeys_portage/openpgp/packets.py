@@ -253,10 +253,26 @@ def _subpackets(area: bytes) -> list[tuple[int, bytes]]:
 CREATION_TIME = 2
 ISSUER_KEY_ID = 16
 ISSUER_FINGERPRINT = 33
+NOTATION = 20
 
 
-def check_signature_fields(body: bytes) -> None:
-    """Refuse a v4 or v6 signature that engines would read differently: issuer subpackets naming different
+def signature_areas(body: bytes) -> tuple[list[tuple[int, bytes]], list[tuple[int, bytes]], int]:
+    """The hashed and unhashed subpackets of a v4 or v6 signature packet body, and where its areas end."""
+    size = 2 if body[:1] == b"\x04" else 4
+    pos = 4
+    areas: list[list[tuple[int, bytes]]] = []
+    for _area in range(2):  # hashed area, then unhashed area
+        length = int.from_bytes(body[pos : pos + size], "big")
+        if pos + size + length > len(body):
+            raise NoSignatureError("truncated signature subpacket area")
+        areas.append(_subpackets(body[pos + size : pos + size + length]))
+        pos += size + length
+    return areas[0], areas[1], pos
+
+
+def check_signature_fields(body: bytes) -> str:
+    """The signature's issuer key id (16 upper-case hex digits, "" when it names none or is not v4/v6), after
+    refusing a v4 or v6 signature that engines would read differently: issuer subpackets naming different
     keys, no creation time in the hashed area (RFC 9580 §5.2.3.11: it MUST be there; GnuPG then reports a
     bad signature, Sequoia none), or a non-canonical signature value (:func:`_check_mpis`).
 
@@ -267,34 +283,40 @@ def check_signature_fields(body: bytes) -> None:
     """
     version = body[0] if body else 0
     if version not in (4, 6):
-        return
-    size = 2 if version == 4 else 4
-    pos = 4
+        return ""
+    hashed, unhashed, end = signature_areas(body)
     ids: set[bytes] = set()
-    created = False
-    for area in range(2):  # hashed area, then unhashed area
-        length = int.from_bytes(body[pos : pos + size], "big")
-        if pos + size + length > len(body):
-            raise NoSignatureError("truncated signature subpacket area")
-        for kind, value in _subpackets(body[pos + size : pos + size + length]):
-            if kind == CREATION_TIME and area == 0:
-                created = True
-            elif kind == ISSUER_KEY_ID:
-                ids.add(value)
-            elif kind == ISSUER_FINGERPRINT and value[:1] == b"\x04" and len(value) == 21:
-                ids.add(value[-8:])
-            elif kind == ISSUER_FINGERPRINT and value[:1] in (b"\x05", b"\x06") and len(value) == 33:
-                ids.add(value[1:9])
-            elif kind == ISSUER_FINGERPRINT:
-                ids.add(value)  # an issuer fingerprint of another shape names another key
-        pos += size + length
+    created = any(kind == CREATION_TIME for kind, _value in hashed)
+    for kind, value in (*hashed, *unhashed):
+        if kind == ISSUER_KEY_ID:
+            ids.add(value)
+        elif kind == ISSUER_FINGERPRINT and value[:1] == b"\x04" and len(value) == 21:
+            ids.add(value[-8:])
+        elif kind == ISSUER_FINGERPRINT and value[:1] in (b"\x05", b"\x06") and len(value) == 33:
+            ids.add(value[1:9])
+        elif kind == ISSUER_FINGERPRINT:
+            ids.add(value)  # an issuer fingerprint of another shape names another key
+        elif kind == NOTATION and _has_control(value[8 : 8 + int.from_bytes(value[4:6], "big")]):
+            raise NoSignatureError("a signature notation name carries control characters (an engine that "
+                                   "writes it unescaped would let it forge status lines)")
     if len(ids) > 1:
         raise NoSignatureError("a signature names two different issuers (key id and fingerprint disagree): "
                                "it was altered")
     if not created:
         raise NoSignatureError("a signature without a creation time in its signed part (it was altered)")
     if version == 4:
-        _check_mpis(body[2], body[pos + 2 :])
+        _check_mpis(body[2], body[end + 2 :])
+    return next(iter(ids)).hex().upper() if ids else ""
+
+
+def _has_control(data: bytes) -> bool:
+    return any(byte < 0x20 or byte == 0x7F for byte in data)
+
+
+def signature_issuers(packets: bytes) -> list[str]:
+    """The issuer key id of each Signature packet in ``packets`` (already checked), in order: what the engine's
+    verdicts must name, one each (:func:`gkeys_portage.openpgp.status.expect_signers`)."""
+    return [check_signature_fields(packet.body) for packet in parse_packets(packets) if packet.tag == SIGNATURE_TAG]
 
 
 #: Public-key algorithms whose v4 signature is a list of MPIs, and how many (RFC 9580 §5.2.3).
@@ -453,6 +475,16 @@ def signed_message_packets(data: bytes, limit: int = MAX_EXPANDED) -> bytes:
         if packet.tag == SIGNATURE_TAG:
             check_signature_fields(packet.body)
     return b"".join(_new_format(packet) for packet in packets)
+
+
+def literal_data(packets: bytes) -> bytes:
+    """The data of the one literal data packet in ``packets`` (from :func:`signed_message_packets`) exactly as it
+    was signed: without its format, file name and date, and in text mode ('t', 'u') with its CRLF line endings,
+    which GnuPG strips when it writes the message out (the signature covers them)."""
+    body = next(packet.body for packet in parse_packets(packets) if packet.tag == LITERAL_TAG)
+    if len(body) < 6 or len(body) < 6 + body[1]:
+        raise NoSignatureError("truncated literal data packet")
+    return body[6 + body[1] :]
 
 
 def _new_format(packet: Packet) -> bytes:

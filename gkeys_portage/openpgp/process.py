@@ -23,6 +23,7 @@ import copy
 import fcntl
 import logging
 import os
+import shutil
 import subprocess
 import threading
 from collections.abc import Sequence
@@ -34,7 +35,8 @@ from typing import IO, Any
 
 import gnupg
 
-from gkeys_portage.core.errors import GpgError
+from gkeys_portage.core.config import untrusted_program
+from gkeys_portage.core.errors import ConfigError, GpgError
 from gkeys_portage.openpgp.status import StatusReport, parse_status
 
 # python-gnupg logs every non-zero gpg exit as a warning; this module inspects exit codes itself.
@@ -116,8 +118,10 @@ def minimal_environment(homedir: Path) -> dict[str, str]:
 
 
 def use_program(program: str | None) -> None:
-    """Run ``program`` for gpg from now on (``[gpg] program``; None: back to ``gpg``); ``$GKEYS_GPG`` wins."""
+    """Run ``program`` for gpg from now on (``[gpg] program``; None: back to ``gpg``); ``$GKEYS_GPG`` wins.
+    The selected engine is refused at once when others can replace it (:func:`refuse_untrusted`)."""
     global _configured_program
+    refuse_untrusted(os.environ.get(PROGRAM_VARIABLE) or program or DEFAULT_PROGRAM)
     _configured_program = program or None
 
 
@@ -126,6 +130,26 @@ def selected_program() -> str:
 
     What it can do is :mod:`gkeys_portage.openpgp.engine`'s business."""
     return os.environ.get(PROGRAM_VARIABLE) or _configured_program or DEFAULT_PROGRAM
+
+
+_TRUSTED: set[str] = set()  # programs found root's (checked once per run)
+
+
+def refuse_untrusted(program: str) -> None:
+    """Refuse an engine that someone other than root and the running user can replace (a :class:`ConfigError`
+    naming the file and the fix), before it ever runs: it would decide every verdict
+    (:func:`~gkeys_portage.core.config.untrusted_program`).  A program not found is left to the caller's run,
+    which says so."""
+    if program in _TRUSTED:
+        return
+    found = shutil.which(program, path=os.environ.get("PATH", os.defpath))
+    why = untrusted_program(Path(found).absolute()) if found else None
+    if why is not None:
+        raise ConfigError(f"refusing the OpenPGP engine {found}: {why} (anyone who can replace it decides every "
+                          "verdict): make it and its directories owned by root and writable only by root "
+                          "(chown root; chmod go-w), or set [gpg] program in gkeys.conf (or $GKEYS_GPG) to such a "
+                          "GnuPG")
+    _TRUSTED.add(program)
 
 
 def faked_time_option(when: datetime) -> list[str]:
@@ -182,6 +206,7 @@ class GpgProcess:
     def __init__(self, homedir: Path, *, faked_time: datetime | None = None,
                  timeout: float = DEFAULT_TIMEOUT, read_only: bool = False, program: str | None = None) -> None:
         self.program = program or selected_program()
+        refuse_untrusted(self.program)
         self.homedir = prepare_home(Path(homedir))
         self.timeout = timeout
         options = list(BASE_OPTIONS)

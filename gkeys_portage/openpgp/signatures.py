@@ -13,6 +13,8 @@ from gkeys_portage.openpgp.packets import (
     CLEARSIGN_BEGIN,
     detached_signature_packets,
     find_clearsigned,
+    literal_data,
+    signature_issuers,
     signed_message_packets,
 )
 from gkeys_portage.openpgp.process import (
@@ -23,7 +25,7 @@ from gkeys_portage.openpgp.process import (
     GpgResult,
     OpenFile,
 )
-from gkeys_portage.openpgp.status import StatusReport
+from gkeys_portage.openpgp.status import StatusReport, expect_signers
 
 
 class Signatures(GpgProcess):
@@ -54,7 +56,7 @@ class Signatures(GpgProcess):
                 result = self.run(["--verify", sigfile.name, str(data.absolute())], max_output=OUTPUT_SLACK * 16)
             else:
                 result = self.run(["--verify", sigfile.name, "-"], data, max_output=OUTPUT_SLACK * 16)
-        return signature_verdict(result, "verifying signature")
+        return expect_signers(signature_verdict(result, "verifying signature"), signature_issuers(packets))
 
     def verify_clearsigned(self, message: bytes) -> tuple[StatusReport, bytes]:
         """Verify an inline (clearsigned or signed) message; return its status and the signed text.
@@ -62,9 +64,12 @@ class Signatures(GpgProcess):
         gpg never sees ``message`` itself: a cleartext block is rebuilt from its parsed parts (text
         around it is dropped), a signed message is handed over as its uncompressed packets
         (:mod:`gkeys_portage.openpgp.packets`).  The returned text is what gpg says was signed, and for a
-        cleartext block it must equal the text parsed here, or nothing was verified.
+        cleartext block it must equal the text parsed here, or nothing was verified; for a signed message it is
+        the literal packet's data exactly as signed (a text-mode one keeps its CRLF, which gpg strips), and gpg's
+        output must be that data (up to those CRs).
         """
         probe(self.program).require(Capability.STATUS, "verify signatures")
+        literal = b""
         if len(message) > MAX_INLINE:
             return StatusReport(failures=[f"signed message larger than {MAX_INLINE} bytes"]), b""
         try:
@@ -72,16 +77,21 @@ class Signatures(GpgProcess):
                 probe(self.program).require(Capability.CLEARTEXT, "verify cleartext-signed messages")
                 block = find_clearsigned(message)
                 expected: bytes | None = cleartext_output(block.escaped)
-                checked = block.canonical
+                checked, issuers = block.canonical, signature_issuers(block.signature)
             else:
-                expected, checked = None, signed_message_packets(message)
+                checked = signed_message_packets(message)
+                literal = literal_data(checked)
+                # gpg writes a text-mode literal without its CRs: the same data up to those
+                expected, issuers = None, signature_issuers(checked)
         except NoSignatureError as exc:
             return StatusReport.unparsable(exc), b""
         result = self.run(["--decrypt"], checked, max_output=len(checked) + OUTPUT_SLACK)
-        report = signature_verdict(result, "verifying signed message")
-        if expected is not None and result.stdout != expected and report.signatures:
+        report = expect_signers(signature_verdict(result, "verifying signed message"), issuers)
+        same = (result.stdout == expected if expected is not None
+                else result.stdout in (literal, literal.replace(b"\r\n", b"\n")))
+        if not same and report.signatures:
             return StatusReport(failures=["gpg and gkeys disagree on the signed text; refused"]), b""
-        return report, result.stdout
+        return report, result.stdout if expected is not None else literal
 
     def sign(self, data: Path, signer: Fingerprint, *, clearsign: bool = False, armor: bool = True,
              passphrase: str | None = None, notations: Mapping[str, str] | None = None) -> bytes:

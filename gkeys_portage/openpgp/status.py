@@ -10,7 +10,7 @@ See GnuPG's ``doc/DETAILS`` ("Format of the --status-fd output").
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from urllib.parse import unquote_to_bytes
@@ -22,6 +22,8 @@ STATUS_PREFIX = "[GNUPG:] "
 
 #: ERRSIG return code for "no public key" (GPG_ERR_NO_PUBKEY).
 ERRSIG_NO_PUBKEY = "9"
+#: The key id GnuPG 2.2 prints in a result line for a signature that names its issuer only by fingerprint.
+UNKNOWN_KEY_ID = "0000000000000000"
 
 
 class SigOutcome(enum.Enum):
@@ -104,6 +106,9 @@ class StatusReport:
     errors: list[str] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
     truncated: bool = False  # the signature's armor ends before its END line (cut short in transit)
+    #: What makes the status stream untrustworthy (a forged line, a verdict for a signature gkeys did not hand
+    #: over): any one refuses the whole input (:func:`gkeys_portage.openpgp.verdict.decide`).
+    anomalies: list[str] = field(default_factory=list)
 
     @classmethod
     def unparsable(cls, exc: NoSignatureError) -> StatusReport:
@@ -169,14 +174,41 @@ def _add_notation(sig: SignatureStatus | None, keyword: str, value: str) -> None
         sig.notations[-1] = replace(last, data=last.data + unquote_to_bytes(value))
 
 
+def _names_key(key_id: str, fingerprint: Fingerprint | None) -> bool:
+    """Whether a result line's key id (or fingerprint) names the key of ``fingerprint`` (v4: its low 64 bits,
+    v6: its high 64 bits)."""
+    wanted = key_id.upper()
+    if fingerprint is None or not wanted:
+        return False
+    if wanted == UNKNOWN_KEY_ID:
+        return True  # GnuPG 2.2 for a signature without an issuer key id subpacket (only its fingerprint)
+    return wanted == fingerprint or wanted == (fingerprint[:16] if len(fingerprint) == 64 else fingerprint[-16:])
+
+
+def _anomaly(sig: SignatureStatus | None, keyword: str, value: str, previous: str) -> str | None:
+    """What makes one status line untrustworthy in its place, or None (see :func:`parse_status`)."""
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in value):
+        return f"a {keyword} line carries control characters"
+    if previous == "NOTATION_NAME" and keyword != "NOTATION_FLAGS":
+        return f"a {keyword} line where the engine writes NOTATION_FLAGS (a notation name broke its line)"
+    if keyword == "VALIDSIG" and (sig is None or sig.valid or sig.outcome in (SigOutcome.ERROR, SigOutcome.NO_PUBKEY)):
+        return "a VALIDSIG line that belongs to no checked signature"
+    return None
+
+
 def parse_status(items: Iterable[str | tuple[str, str]]) -> StatusReport:
     """Build a :class:`StatusReport` from status lines or ``(keyword, value)`` pairs.
 
     Every result keyword (``GOODSIG``, ``BADSIG``, ``ERRSIG``, ...) starts a new
-    signature; ``VALIDSIG`` adds details to the signature it follows.
+    signature; ``VALIDSIG`` adds details to the signature it follows.  A stream is not taken blindly (an
+    engine that writes a notation name or a user id unescaped lets a signature write status lines): a line
+    with control characters, a line breaking into a notation, a second ``VALIDSIG`` for one signature (or one
+    after ``ERRSIG``), and a ``VALIDSIG`` whose key is not the one its result line names are
+    :attr:`StatusReport.anomalies`.
     """
     report = StatusReport()
     current: SignatureStatus | None = None
+    previous = ""
 
     def start(outcome: SigOutcome) -> SignatureStatus:
         nonlocal current
@@ -186,6 +218,10 @@ def parse_status(items: Iterable[str | tuple[str, str]]) -> StatusReport:
 
     for keyword, value in _split_pairs(items):
         report.lines.append(f"{keyword} {value}".rstrip())
+        anomaly = _anomaly(current, keyword, value, previous)
+        if anomaly is not None:
+            report.anomalies.append(anomaly)
+        previous = keyword
         fields = value.split(" ")
         if keyword == "NEWSIG":
             current = None
@@ -218,6 +254,8 @@ def parse_status(items: Iterable[str | tuple[str, str]]) -> StatusReport:
                 sig.sig_class = _sig_class_or_none(fields[8])
             if len(fields) >= 10:
                 sig.primary_fingerprint = _fingerprint_or_none(fields[9])
+            if sig.outcome is not SigOutcome.ERROR and not _names_key(sig.key_id, sig.signing_fingerprint):
+                report.anomalies.append(f"VALIDSIG names key {fields[0]}, its result line key {sig.key_id}")
         elif keyword.startswith("NOTATION_"):
             _add_notation(current, keyword, value)
         elif keyword == "PLAINTEXT":
@@ -232,4 +270,26 @@ def parse_status(items: Iterable[str | tuple[str, str]]) -> StatusReport:
             report.failures.append(value)
         elif keyword == "ERROR":
             report.errors.append(value)
+    return report
+
+
+def expect_signers(report: StatusReport, issuers: Sequence[str]) -> StatusReport:
+    """``report`` with an anomaly unless its verdicts match, in number and order, the signature packets gkeys
+    handed the engine (``issuers``: each packet's issuer key id, "" when it names none;
+    :func:`gkeys_portage.openpgp.packets.signature_issuers`).  A report without verdicts is left as it is
+    (it verifies nothing), and so are the packets after a bad signature, where GnuPG stops."""
+    if not report.signatures:
+        return report
+    stopped = len(report.signatures) < len(issuers) and report.signatures[-1].outcome is SigOutcome.BAD
+    if stopped:  # GnuPG stops at a bad signature: the verdicts up to it must still fit (and BAD refuses)
+        issuers = issuers[: len(report.signatures)]
+    if len(report.signatures) != len(issuers):
+        report.anomalies.append(f"the engine reported {len(report.signatures)} signature(s) where gkeys handed it "
+                                f"{len(issuers)}")
+        return report
+    for sig, issuer in zip(report.signatures, issuers, strict=True):
+        if issuer and sig.key_id.upper()[-16:] not in (issuer, UNKNOWN_KEY_ID) \
+                and not _names_key(issuer, sig.signing_fingerprint):
+            report.anomalies.append(f"the engine's verdict names key {sig.key_id or 'none'} where the signature "
+                                    f"packet names {issuer}")
     return report

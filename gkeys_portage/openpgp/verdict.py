@@ -258,6 +258,8 @@ def decide(report: StatusReport, pins: PinSet, keys: Mapping[Fingerprint, Public
     Returns a :class:`VerifyResult` listing every good pinned signature, or raises the
     :class:`NotVerifiedError` subclass that says why not.  Rules:
 
+    * a status stream with anomalies (:func:`~gkeys_portage.openpgp.status.parse_status`,
+      :func:`~gkeys_portage.openpgp.status.expect_signers`) fails, whatever it says;
     * a bad, revoked-key or expired signature anywhere fails the whole check, and so does one that names
       the key id of a keyring key which gpg could not check it against (an altered issuer fingerprint);
     * signatures by keys not in the keyring are ignored (as apt's ``Signed-By``), as are good
@@ -269,6 +271,10 @@ def decide(report: StatusReport, pins: PinSet, keys: Mapping[Fingerprint, Public
     * at least one good signature by a pinned key is required.
     """
     policy = policy or VerifyPolicy()
+    if report.anomalies:
+        raise BadInputError(f"the OpenPGP engine's status output does not fit the signature ({report.anomalies[0]}): "
+                            "not verified (a notation or user id written unescaped can forge status lines; "
+                            "GnuPG 2.2 or 2.4 as [gpg] program escapes them)")
     if report.encrypted:
         raise BadInputError("the message is encrypted, not (only) signed")
     if report.plaintexts > 1:

@@ -8,7 +8,7 @@ that time, so its validity letters agree with the timestamps the checks use.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,6 +22,7 @@ from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.keys.refresh import MAX_KEY_FILE, select_seeds
 from gkeys_portage.openpgp.colons import PublicKey
 from gkeys_portage.openpgp.gnupg import GnuPG
+from gkeys_portage.openpgp.keyblocks import back_signature_hashes
 
 Checker = Callable[[PublicKey], list[Issue]]
 
@@ -105,6 +106,8 @@ def category_subjects(ctx: Gkeys, category: str | None, nick: str | None = None,
         listed: dict[Fingerprint, PublicKey] = {}
         if wanted and keyring.exists():
             listed = {k.fingerprint: k for k in keyring.gpg(faked_time=at).list_keys(wanted, sigs=sigs)}
+            if sigs:
+                note_back_signatures(keyring.gpg(), listed.values())
         for seed in seeds:
             extra = [fpr for fpr in sorted(seed.accepted() - set(seed.keys)) if fpr in listed]
             subjects += [Subject(fpr, listed.get(fpr), cat, seed.nick) for fpr in [*seed.keys, *extra]]
@@ -120,12 +123,25 @@ def file_subjects(path: Path, *, at: datetime | None = None, timeout: float = 30
         try:
             imported = importer.import_report(data, options=()).imported  # as given, certifications too
             keys = GnuPG(home, faked_time=at, timeout=timeout).list_keys(sigs=True) if imported else []
+            note_back_signatures(importer, keys)
         finally:
             importer.close()  # a file with secret keys makes gpg start an agent for this home
     if not keys:
         raise BadInputError(f"{path}: no usable OpenPGP public key (GnuPG refuses v3 keys, keys without a "
                             "user id and unknown formats)")
     return [Subject(key.fingerprint, key) for key in keys]
+
+
+def note_back_signatures(gpg: GnuPG, keys: Iterable[PublicKey]) -> None:
+    """Set each subkey's :attr:`~gkeys_portage.openpgp.colons.SubKey.back_signature_hash` from the keys' own
+    packets (the cut-off lint judges back-signatures too)."""
+    keys = list(keys)
+    if not keys:
+        return
+    hashes = back_signature_hashes(gpg.export_exact([key.fingerprint for key in keys]).data)
+    for key in keys:
+        for sub in key.subkeys:
+            sub.back_signature_hash = hashes.get(sub.fingerprint)
 
 
 def load_subjects(ctx: Gkeys, *, category: str | None = None, nick: str | None = None,

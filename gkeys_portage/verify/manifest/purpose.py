@@ -10,7 +10,7 @@ tree, because a developer key must never sign one.
 
 from __future__ import annotations
 
-from gkeys_portage.core.errors import NotVerifiedError
+from gkeys_portage.core.errors import NotVerifiedError, RevokedKeyError
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.keys.purposes import Purpose, PurposeScope, named_pins
 from gkeys_portage.openpgp.verdict import PinSet
@@ -38,7 +38,11 @@ def purpose_keyring(ctx: Gkeys, category: str, pins: PinSet) -> bytes:
         raise NotVerifiedError(
             f"the repository key(s) pinned in {category} ({pins.describe()}) are not installed (missing trust, "
             f"not a bad signature): gkeys install-key -C {category}")
-    return keyring.gpg().export_keys(wanted, armor=True)
+    exported = keyring.export_for_verifier(wanted)  # gkeys' revocation rule holds for gemato and Portage too
+    if not exported:
+        raise RevokedKeyError(f"every key pinned in {category} for this ({pins.describe()}) is revoked: ask for its "
+                              f"replacement to be pinned, then gkeys update-seed -C {category}")
+    return exported
 
 
 def repository_keyring(ctx: Gkeys, category: str) -> bytes:
