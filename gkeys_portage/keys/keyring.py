@@ -26,7 +26,7 @@ from pathlib import Path
 
 from gkeys_portage.core.errors import StateError
 from gkeys_portage.core.faultpoint import checkpoint
-from gkeys_portage.core.scratch import make_dir
+from gkeys_portage.core.scratch import make_dir, sweep_once
 from gkeys_portage.core.state import (
     Layout,
     atomic_write,
@@ -86,6 +86,8 @@ class Keyring:
         self._readers: dict[datetime | None, GnuPG] = {}
         self._opening = threading.RLock()  # threads share one reader home and one listing (verify-tree)
         self._export_view: bool | None = None  # the owner reads the export (see the module docstring)
+        for prefix in SCRATCH_PREFIXES:  # the staging and quarantine homes of killed key operations
+            sweep_once(layout.keyrings_dir, prefix)
 
     def exists(self) -> bool:
         """True if the keyring has a keybox (or, for a reader that does not own it or whose keybox the export
