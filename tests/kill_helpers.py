@@ -1,9 +1,10 @@
 """Kill a real gkeys run with SIGKILL at an exact step, whatever version of gkeys runs.
 
 :func:`run_killed` starts ``gkeys`` in a child process (its own process group) with one ``os`` function
-wrapped: the first call whose path argument has the base name ``match`` (``PREFIX*``: starting with it) kills the whole group with SIGKILL,
-``before`` or ``after`` the real call.  Nothing of gkeys itself is patched, so the same kill lands at the same
-step on the code before and after a change (the targeted tests of issue 36 fail on the code before it).
+wrapped: the first call whose path argument has the base name ``match`` (``PREFIX*``: starting with it) kills
+the whole group with SIGKILL, ``before`` or ``after`` the real call.  Nothing of gkeys itself is patched, so the
+same kill lands at the same step on the code before and after a change (the targeted tests of issue 36 fail on
+the code before it).
 """
 
 from __future__ import annotations

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import GkeysEnv
