@@ -7,8 +7,9 @@ every scratch entry gkeys makes names its owner: the process id and that process
 field 22, so a reused pid does not count), either in its name (:func:`owned_prefix`: ``PREFIX<pid>-<start>-gk...``)
 or, for a directory another program names (gemato's homes), in an owner file inside it.  The next run removes
 every entry of its prefix whose owner is gone (:func:`remove_stale_dirs`), at once: no waiting a day.  An entry
-that names no owner (made by an older gkeys) is removed once it is a day old, as before.  Symlinks, other users'
-entries and names that do not start with the prefix are never touched (the parent is often world-writable).
+that names no owner (made by an older gkeys) is removed once it is a day old, as before.  Nothing is followed
+through a symlink; other users' entries and names that do not start with the prefix are never touched (the parent
+is often world-writable).
 """
 
 from __future__ import annotations
