@@ -109,7 +109,27 @@ def kill_once(argv: list[str], env: dict[str, str], cwd: Path, *, point: str | N
     process.wait()
     with _suppress_gone():
         os.killpg(process.pid, signal.SIGKILL)  # gpg-agents and other children left in the group
+    _wait_group_gone(process.pid)
     return running
+
+
+def _wait_group_gone(group: int) -> None:
+    """Wait until every process of ``group`` is dead (SIGKILL lands late on one in uninterruptible sleep): the
+    next run comes after the killed one, as it would on a real system."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        alive = False
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_bytes().rsplit(b")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if len(fields) > 2 and fields[2] == str(group).encode() and fields[0] not in (b"Z", b"X"):
+                alive = True
+                break
+        if not alive:
+            return
+        time.sleep(0.02)
 
 
 class _suppress_gone:

@@ -36,12 +36,14 @@ _SWEPT_LOCK = threading.Lock()
 
 def process_started(pid: int) -> str | None:
     """The start time of process ``pid`` in clock ticks since boot (``/proc/PID/stat`` field 22), or None
-    when there is no such process."""
+    when there is no such process, or only its zombie (killed, not yet reaped: it holds nothing any more)."""
     try:
         data = Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:
         return None
     fields = data[data.rfind(b")") + 2:].split()  # after the command name, which may hold spaces and ')'
+    if not fields or fields[0] in (b"Z", b"X"):
+        return None
     return fields[19].decode("ascii", "replace") if len(fields) > 19 else None
 
 
