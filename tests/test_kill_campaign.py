@@ -15,6 +15,7 @@ verified revision; after the next (unkilled) run, which must succeed, no scratch
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import random
@@ -50,6 +51,15 @@ GIT_XFAIL = "mixed tree until the git swap of branch h5-git lands"
 
 
 @dataclass
+class Tally:
+    """What the campaign did to one operation."""
+
+    kills: int = 0
+    windows: int = 0
+    finished: int = 0  # the run ended before the kill (counted apart)
+
+
+@dataclass
 class Operation:
     """One operation of the campaign: how to bring the world to its old state, run it, and check it."""
 
@@ -60,15 +70,8 @@ class Operation:
     done: Callable[[], None]
     points: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class Tally:
-    """What the campaign did to one operation."""
-
-    kills: int = 0
-    windows: int = 0
-    finished: int = 0  # the run ended before the kill (counted apart)
+    watch: tuple[str, ...] = ()  # glob patterns: kill the moment one matches (git's index.lock: the checkout)
+    tally: Tally = field(default_factory=Tally)
 
 
 def gkeys(env: GkeysEnv, *argv: str) -> list[str]:
@@ -92,17 +95,19 @@ def run_ok(argv: list[str], env: dict[str, str], cwd: Path = PROJECT) -> float:
 
 
 def kill_once(argv: list[str], env: dict[str, str], cwd: Path, *, point: str | None, delay: float,
-              marker: Path) -> bool:
-    """Start ``argv`` in its own process group and SIGKILL the group at ``point`` (or after ``delay``); True if
-    it was still running when killed."""
+              marker: Path, watch: tuple[str, ...] = ()) -> bool:
+    """Start ``argv`` in its own process group and SIGKILL the group at ``point``, the moment a ``watch``
+    pattern matches, or after ``delay``; True if it was still running when killed."""
     if point:
         marker.unlink(missing_ok=True)
         env = dict(env, GKEYS_TEST_PAUSE_AT=f"{point}={marker}")
     process = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
-    deadline = time.monotonic() + (120 if point else delay)
+    deadline = time.monotonic() + (120 if point or watch else delay)
     while time.monotonic() < deadline and process.poll() is None and not (point and marker.exists()):
-        time.sleep(0.01)
+        if watch and any(glob.glob(pattern) for pattern in watch):
+            break
+        time.sleep(0.001 if watch else 0.01)
     running = process.poll() is None
     if running:
         os.killpg(process.pid, signal.SIGKILL)
@@ -203,20 +208,24 @@ def campaign(operation: Operation, tmp_path: Path, budget: float) -> Tally:
 
 def _campaign(operation: Operation, tmp_path: Path, budget: float, rng: random.Random, scratch: Path) -> Tally:
     env = child_env(scratch, operation.env)
-    tally = Tally()
+    tally = operation.tally
     operation.reset()
     duration = run_ok(operation.argv(), env)  # how long an unkilled run takes (the range of random delays)
     deadline = time.monotonic() + budget
     while tally.kills < MIN_KILLS or time.monotonic() < deadline:
         operation.reset()
-        point = rng.choice(operation.points) if operation.points and rng.random() < 1 / 3 else None
+        window = rng.random() < 1 / 3
+        point = rng.choice(operation.points) if operation.points and window else None
+        watch = operation.watch if window and not point else ()
         delay = rng.uniform(0.02, duration * 1.1)
-        if kill_once(operation.argv(), env, PROJECT, point=point, delay=delay, marker=tmp_path / "paused"):
+        if kill_once(operation.argv(), env, PROJECT, point=point, delay=delay, marker=tmp_path / "paused",
+                     watch=watch):
             tally.kills += 1
-            tally.windows += bool(point)
+            tally.windows += bool(point or watch)
         else:
             tally.finished += 1
-        where = f"{operation.name}, seed {SEED}, " + (f"window {point}" if point else f"after {delay:.2f}s")
+        where = f"{operation.name}, seed {SEED}, " + (f"window {point or watch}" if point or watch
+                                                      else f"after {delay:.2f}s")
         try:
             operation.check()
             duration = run_ok(operation.argv(), env)
@@ -227,13 +236,13 @@ def _campaign(operation: Operation, tmp_path: Path, budget: float, rng: random.R
     return tally
 
 
-def report(name: str, tally: Tally) -> None:
+def report(name: str, tally: Tally, broken: int = 0) -> None:
     """Add the tally to ``$GKEYS_KILL_REPORT`` (JSON), for docs/benchmarks.md."""
     path = os.environ.get("GKEYS_KILL_REPORT")
     if not path:
         return
     data = json.loads(Path(path).read_text()) if os.path.exists(path) else {}
-    data[name] = {"kills": tally.kills, "windows": tally.windows, "finished": tally.finished, "broken": 0}
+    data[name] = {"kills": tally.kills, "windows": tally.windows, "finished": tally.finished, "broken": broken}
     Path(path).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
@@ -327,6 +336,8 @@ def _emerge_git(env: GkeysEnv, tmp_path: Path, sandbox: Any) -> Operation:
     old = head(location)
     for index in range(30):
         upstream.commit("bob" if index % 2 else "alice")
+    # a checkout long enough to be killed in (the issue's mixed trees came from kills during git reset --hard)
+    upstream.commit("alice", files={f"dev-test/pkg{i // 100}/file{i}": f"{i}\n" * 20 for i in range(3000)})
     new = upstream.head()
     saved_state, saved_tree = tmp_path / "saved-state", tmp_path / "saved-tree"
     save(env.state, saved_state)
@@ -345,7 +356,8 @@ def _emerge_git(env: GkeysEnv, tmp_path: Path, sandbox: Any) -> Operation:
         assert not list(location.parent.glob(".test.*")), "a staging tree was left"
 
     operation = Operation("emerge-sync-git", reset, lambda: ["emerge", "--sync", "test"], check, done,
-                          env=dict(sandbox.env))
+                          env=dict(sandbox.env), watch=(f"{location}/.git/index.lock",
+                                                        f"{location.parent}/.test.*/.git/index.lock"))
     return operation
 
 
@@ -489,6 +501,10 @@ def test_kill_campaign(env: GkeysEnv, tmp_path: Path, name: str, request: pytest
         operation = _binpkg(env, tmp_path)
     else:
         operation = _setup_portage(env, tmp_path)
-    tally = campaign(operation, tmp_path, budget)
+    try:
+        tally = campaign(operation, tmp_path, budget)
+    except (AssertionError, pytest.xfail.Exception):
+        report(name, operation.tally, broken=1)
+        raise
     report(name, tally)
     assert tally.kills >= MIN_KILLS
