@@ -9,7 +9,8 @@ Two views, changed together.  The owner reads the keybox; Portage's unprivileged
 renamed in one step, so the export goes first and names the keybox it was made from (an armor header
 ``Comment: gkeys keybox sha256 HEX``); an owner whose keybox is not that one (a run killed between the two
 renames) reads the export too.  So from the export's rename on every reader sees the new keys (a revocation
-included) and before it every reader sees the old ones; the next update starts from the export's keys.
+included) and before it every reader sees the old ones; the next update starts from the export's keys.  (A first
+install killed there leaves the owner without a keybox: it has no keys and refuses everything until a rerun.)
 """
 
 from __future__ import annotations
@@ -98,7 +99,9 @@ class Keyring:
 
     def reads_export(self) -> bool:
         """True when the owner must read the export: it names a keybox other than the live one (a run was
-        killed between renaming the export and the keybox in).  Decided once per object and update."""
+        killed between renaming the export and the keybox in).  Decided once per object and update.  A missing
+        keybox is not read from the export: removed by hand, the keyring is missing (``gkeys doctor`` says so);
+        a first install killed in that window leaves the owner with no keys, refusing everything."""
         with self._opening:
             if self._export_view is None:
                 try:
@@ -106,7 +109,8 @@ class Keyring:
                         named = export_generation(handle.read(512))
                 except OSError:
                     named = None
-                self._export_view = named is not None and named != keybox_digest(self.home / KEYBOX)
+                live = keybox_digest(self.home / KEYBOX) if named is not None else None
+                self._export_view = live is not None and named != live
             return self._export_view
 
     def owned(self) -> bool:
