@@ -22,12 +22,13 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gkeys_portage.core.errors import BadInputError, StateError
+from gkeys_portage.core.scratch import owned_prefix, remove_stale_dirs
 
 LOCK_TIMEOUT = 600.0
 
@@ -174,10 +175,14 @@ class StateLock:
 
 
 @contextlib.contextmanager
-def staging_directory(parent: Path, prefix: str) -> Iterator[Path]:
-    """A private temporary directory inside ``parent`` (same filesystem, so renames are atomic)."""
+def staging_directory(parent: Path, prefix: str, sweep: Sequence[str] = ()) -> Iterator[Path]:
+    """A private temporary directory inside ``parent`` (same filesystem, so renames are atomic), named with its
+    owner (:mod:`gkeys_portage.core.scratch`); the ones of ``prefix`` (and of the ``sweep`` prefixes) that a
+    killed run left in ``parent`` are removed first."""
     parent.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    for stale in dict.fromkeys((*sweep, prefix)):
+        remove_stale_dirs(parent, stale)
+    path = Path(tempfile.mkdtemp(prefix=owned_prefix(prefix), dir=parent))
     try:
         yield path
     finally:

@@ -49,6 +49,7 @@ from gkeys_portage.keys.certification import (
     seeds_from,
 )
 from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.keys.keyring import SCRATCH_PREFIXES
 from gkeys_portage.keys.prerequisites import kept_certifier_copies, pinned_material
 from gkeys_portage.keys.refresh import (
     RefreshResult,
@@ -243,7 +244,7 @@ def _install(ctx: Gkeys, category: Category, quarantine: GnuPG, staged: GnuPG | 
     installed = keyring.installed()
     if staged is None and set(kept) == set(installed):
         return []
-    with staging_directory(ctx.layout.keyrings_dir, f".staging-{category}-") as rebuilt:
+    with staging_directory(ctx.layout.keyrings_dir, f".staging-{category}-", SCRATCH_PREFIXES) as rebuilt:
         fast = staged is not None and set(staged_keys) == set(kept)
         home = staged if fast and staged is not None else GnuPG(rebuilt, timeout=ctx.config.policy.gpg_timeout)
         # (export_keys of no fingerprint exports *every* key: never ask it for an empty kept set)
@@ -273,7 +274,7 @@ def _drop_if_no_certifier_left(ctx: Gkeys, category: Category, roots: Mapping[Fi
     old = ctx.seeds.load(category) if ctx.seeds.is_installed(category) else {}
     if not old:
         return 0
-    with staging_directory(ctx.layout.keyrings_dir, ".authority-") as home:
+    with staging_directory(ctx.layout.keyrings_dir, ".authority-", SCRATCH_PREFIXES) as home:
         quarantine = GnuPG(home, timeout=ctx.config.policy.gpg_timeout)
         for blob in (material, *published):
             quarantine.import_with_certifications(blob)
@@ -337,8 +338,8 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
     digest = hashlib.sha256(data).hexdigest()
     unchanged = isinstance(entry, dict) and entry.get("sha256") == digest and ctx.keyring(cat).exists()
     timeout = ctx.config.policy.gpg_timeout
-    with staging_directory(ctx.layout.keyrings_dir, ".authority-") as home, \
-            staging_directory(ctx.layout.keyrings_dir, f".staging-{cat}-") as staged_dir:
+    with staging_directory(ctx.layout.keyrings_dir, ".authority-", SCRATCH_PREFIXES) as home, \
+            staging_directory(ctx.layout.keyrings_dir, f".staging-{cat}-", SCRATCH_PREFIXES) as staged_dir:
         quarantine = GnuPG(home, timeout=timeout)
         staged = None if unchanged else GnuPG(staged_dir, timeout=timeout)
         with ThreadPoolExecutor(max_workers=1) as pool:

@@ -32,7 +32,7 @@ from gkeys_portage.core.errors import GkeysError, NetworkError
 from gkeys_portage.core.http import HostNotFoundError, HttpClient, NotFoundError
 from gkeys_portage.core.state import staging_directory
 from gkeys_portage.core.types import Fingerprint, Nick
-from gkeys_portage.keys.keyring import Keyring, journal_keys
+from gkeys_portage.keys.keyring import SCRATCH_PREFIXES, Keyring, journal_keys
 from gkeys_portage.keys.seeds import Seed
 from gkeys_portage.keys.sources import KeyLocation, candidate_locations
 from gkeys_portage.openpgp.colons import PublicKey
@@ -166,7 +166,7 @@ class KeyInstaller:
     def _run(self, wanted: list[_Wanted], fetch: bool = True, every_source: bool = False,
              preloaded: Preloaded | None = None) -> list[KeyOutcome]:
         pinned = {w.fingerprint for w in wanted}
-        with staging_directory(self.keyring.layout.keyrings_dir, ".quarantine-") as quarantine_dir:
+        with staging_directory(self.keyring.layout.keyrings_dir, ".quarantine-", SCRATCH_PREFIXES) as quarantine_dir:
             quarantine = GnuPG(quarantine_dir, timeout=self.keyring.timeout)
             present: dict[Fingerprint, PublicKey] = {}
             pending = list(wanted)

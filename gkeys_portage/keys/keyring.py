@@ -1,17 +1,24 @@
 """Keyrings: one GnuPG home per category, updated atomically (design.md §3 rule 6, §4).
 
 Readers use the live home.  Writers get a staging copy of the keybox; only when the whole
-update succeeded is the new ``pubring.kbx`` fsynced and renamed over the live one, and the
-exported ``keyrings/<category>.asc`` is rewritten atomically.  A crash (even SIGKILL) in the
-middle of an update leaves the previous keyring in place and working.
+update succeeded is the new ``pubring.kbx`` fsynced and renamed over the live one.  A crash (even SIGKILL) in
+the middle of an update leaves the previous keyring in place and working.
+
+Two views, changed together.  The owner reads the keybox; Portage's unprivileged user and
+``GKEYS_READ_ONLY_KEYRINGS`` readers read the exported ``keyrings/<category>.asc``.  Two files cannot be
+renamed in one step, so the export goes first and names the keybox it was made from (an armor header
+``Comment: gkeys keybox sha256 HEX``); an owner whose keybox is not that one (a run killed between the two
+renames) reads the export too.  So from the export's rename on every reader sees the new keys (a revocation
+included) and before it every reader sees the old ones; the next update starts from the export's keys.  (A first
+install killed there leaves the owner without a keybox: it has no keys and refuses everything until a rerun.)
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
-import tempfile
 import threading
 import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -21,6 +28,8 @@ from typing import Any
 
 from gkeys_portage.core import journal
 from gkeys_portage.core.errors import StateError
+from gkeys_portage.core.faultpoint import checkpoint
+from gkeys_portage.core.scratch import make_dir, sweep_once
 from gkeys_portage.core.state import (
     Layout,
     atomic_write,
@@ -38,6 +47,34 @@ from gkeys_portage.openpgp.revocations import apply_revocation_rule
 KEYBOX = "pubring.kbx"
 #: Set to ``1`` to verify from the exported keyrings even as the owner (see :meth:`Keyring.owned`).
 READ_ONLY_VARIABLE = "GKEYS_READ_ONLY_KEYRINGS"
+#: the scratch homes of key operations in ``keyrings/`` (named with their owner; a killed run's are swept)
+SCRATCH_PREFIXES = (".staging-", ".quarantine-", ".authority-")
+#: the scratch homes under $TMPDIR where revocations an engine did not apply are checked (gkeys' revocation rule)
+REVOCATIONS_PREFIX = "gkeys-revocations-"
+#: the throwaway reader homes under ``$TMPDIR`` (see :meth:`Keyring.gpg`)
+READER_PREFIX = "gkeys-reader-"
+#: the armor header of the export naming the keybox it was made from (see the module docstring)
+GENERATION_HEADER = b"Comment: gkeys keybox sha256 "
+
+
+def keybox_digest(path: Path) -> str | None:
+    """The hex SHA-256 of a keybox file (None if there is none)."""
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.file_digest(handle, "sha256").hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def export_generation(exported: bytes) -> str | None:
+    """The keybox digest an export names in its armor headers (None: an empty export, or one made before
+    gkeys named it)."""
+    for line in exported.split(b"\n", 8)[1:8]:
+        if not line.strip():
+            break
+        if line.startswith(GENERATION_HEADER):
+            return line[len(GENERATION_HEADER):].strip().decode("ascii", "replace")
+    return None
 
 
 class Keyring:
@@ -54,12 +91,32 @@ class Keyring:
         # python-gnupg runs ``gpg --list-config`` whenever a GPG object is made: make one per clock.
         self._readers: dict[datetime | None, GnuPG] = {}
         self._opening = threading.RLock()  # threads share one reader home and one listing (verify-tree)
+        self._export_view: bool | None = None  # the owner reads the export (see the module docstring)
+        for prefix in SCRATCH_PREFIXES:  # the staging and quarantine homes of killed key operations
+            sweep_once(layout.keyrings_dir, prefix)
 
     def exists(self) -> bool:
-        """True if the keyring has a keybox (or, for a reader that does not own it, a non-empty export)."""
-        if not self.owned():
+        """True if the keyring has a keybox (or, for a reader that does not own it or whose keybox the export
+        is not from, a non-empty export)."""
+        if not self.owned() or self.reads_export():
             return self.export_path.is_file() and self.export_path.stat().st_size > 0
         return (self.home / KEYBOX).is_file()
+
+    def reads_export(self) -> bool:
+        """True when the owner must read the export: it names a keybox other than the live one (a run was
+        killed between renaming the export and the keybox in).  Decided once per object and update.  A missing
+        keybox is not read from the export: removed by hand, the keyring is missing (``gkeys doctor`` says so);
+        a first install killed in that window leaves the owner with no keys, refusing everything."""
+        with self._opening:
+            if self._export_view is None:
+                try:
+                    with open(self.export_path, "rb") as handle:
+                        named = export_generation(handle.read(512))
+                except OSError:
+                    named = None
+                live = keybox_digest(self.home / KEYBOX) if named is not None else None
+                self._export_view = live is not None and named != live
+            return self._export_view
 
     def owned(self) -> bool:
         """True unless the live home exists and belongs to another user, or ``$GKEYS_READ_ONLY_KEYRINGS``
@@ -87,7 +144,7 @@ class Keyring:
         :mod:`gkeys_portage.openpgp.engine`), so the live home is never written.
         """
         with self._opening:
-            if not self.owned():
+            if not self.owned() or self.reads_export():
                 home, read_only = self._reader_home(), False
             elif not probe().has(Capability.READ_ONLY):
                 home, read_only = self._copied_home(), False
@@ -104,7 +161,7 @@ class Keyring:
         """A private copy of the live home (its files, not an import) for an engine that writes into homes
         it verifies with; removed when this object goes away."""
         if self._reader is None:
-            home = Path(tempfile.mkdtemp(prefix=f"gkeys-reader-{self.category}-"))
+            home = make_dir(None, f"{READER_PREFIX}{self.category}-", sweep=READER_PREFIX)
             weakref.finalize(self, shutil.rmtree, home, True)
             if self.home.exists():  # no home yet: an empty keyring, as the live path would see
                 check_safe_directory(self.home)
@@ -122,7 +179,7 @@ class Keyring:
                 raise StateError(f"cannot read the exported keyring {self.export_path} as uid {os.geteuid()}: "
                                  f"{exc.strerror} (run as the keyring's owner, or run 'gkeys install-key "
                                  f"-C {self.category}' to write it)") from exc
-            home = Path(tempfile.mkdtemp(prefix=f"gkeys-reader-{self.category}-"))
+            home = make_dir(None, f"{READER_PREFIX}{self.category}-", sweep=READER_PREFIX)
             weakref.finalize(self, shutil.rmtree, home, True)
             gpg = GnuPG(home, timeout=self.timeout)
             if exported:
@@ -148,11 +205,14 @@ class Keyring:
         designated ``revokers`` first (:func:`~gkeys_portage.openpgp.revocations.apply_revocation_rule`)."""
         source = self.gpg()
         options = ("no-self-sigs-only",) if probe().has(Capability.SAFE_IMPORT) else ()
-        with tempfile.TemporaryDirectory(prefix="gkeys-revocations-") as scratch:
-            gpg = GnuPG(Path(scratch) / "home", timeout=self.timeout)
+        scratch = make_dir(None, REVOCATIONS_PREFIX)  # owned: a killed run's is removed by the next
+        try:
+            gpg = GnuPG(scratch / "home", timeout=self.timeout)
             for fingerprint in [*revokers, key]:
                 gpg.import_report(source.export_keys([fingerprint], armor=False, clean=False), options=options)
             return next((listed for listed in gpg.check_sigs() if listed.fingerprint == key), None)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
     def export_for_verifier(self, fingerprints: Sequence[Fingerprint]) -> bytes:
         """The named keys, armored, for a verifier that takes its engine's word on revocations (gemato for an
@@ -181,10 +241,10 @@ class Keyring:
         the next update.  The caller must hold the state lock.
         """
         check_safe_directory(self.home)
-        with staging_directory(self.layout.keyrings_dir, f".staging-{self.category}-") as staging:
+        with staging_directory(self.layout.keyrings_dir, f".staging-{self.category}-", SCRATCH_PREFIXES) as staging:
             gpg = GnuPG(staging, timeout=self.timeout)
             before: set[Fingerprint] = set()
-            if (self.home / KEYBOX).is_file() and self.installed():
+            if self.exists() and self.installed():  # the keys every reader sees (the export's, if it leads)
                 live = self.gpg().export_exact()
                 before = live.primaries
                 if live.kept:
@@ -215,13 +275,17 @@ class Keyring:
             return
         if selection is None:
             selection = gpg.export_exact()
-        exported = armor_public_keys(selection.data) if selection.data else b""
         with open(new, "rb") as handle:
             os.fsync(handle.fileno())
+            digest = hashlib.file_digest(handle, "sha256").hexdigest()
+        header = GENERATION_HEADER + digest.encode("ascii")
+        exported = armor_public_keys(selection.data, [header]) if selection.data else b""
+        atomic_write(self.export_path, exported)  # first: from here on every reader sees the new keys
+        checkpoint("keyring-between-export-and-keybox")
         os.replace(new, self.home / KEYBOX)
         fsync_directory(self.home)
-        atomic_write(self.export_path, exported)
         self._keys = None
+        self._export_view = None
 
     def remove_keys(self, fingerprints: set[Fingerprint]) -> list[Fingerprint]:
         """Remove keys by rebuilding the keyring without them (no gpg-agent needed); atomic."""
@@ -231,7 +295,7 @@ class Keyring:
             return []
         kept = sorted(f for f in installed if f not in fingerprints)
         data = self.gpg().export_keys(kept, armor=False) if kept else b""
-        with staging_directory(self.layout.keyrings_dir, f".staging-{self.category}-") as staging:
+        with staging_directory(self.layout.keyrings_dir, f".staging-{self.category}-", SCRATCH_PREFIXES) as staging:
             gpg = GnuPG(staging, timeout=self.timeout)
             if data:
                 gpg.import_keys(data)
@@ -250,6 +314,7 @@ class Keyring:
         with contextlib.suppress(FileNotFoundError):
             self.export_path.unlink()
         self._keys = None
+        self._export_view = None
 
 
 def journal_keys(keyring: Keyring, before: Mapping[Fingerprint, PublicKey], after: Mapping[Fingerprint, PublicKey],

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gkeys_portage.core.errors import EngineError, GpgError
-from gkeys_portage.core.scratch import remove_stale_dirs
+from gkeys_portage.core.scratch import owned_prefix, remove_stale_dirs
 from gkeys_portage.openpgp import process
 
 #: A constant ed25519 key (no secret part anywhere) and its detached SHA-512 signature over
@@ -186,7 +186,7 @@ def forget(program: str) -> None:
 
 def _identify(program: str) -> tuple[str, str]:
     """The first line of ``program --version`` and a name for people."""
-    with tempfile.TemporaryDirectory(prefix=PROBE_PREFIX) as home:
+    with tempfile.TemporaryDirectory(prefix=owned_prefix(PROBE_PREFIX)) as home:
         done = _run(program, Path(home), ["--version"])
     lines = [line.strip() for line in done.stdout.decode("utf-8", "replace").splitlines() if line.strip()]
     if done.returncode != 0 or not lines:
@@ -251,7 +251,7 @@ def _verdicts(lines: Sequence[str]) -> list[str]:
 def _probe_verify(program: str) -> dict[Capability, bool]:
     """One good and one changed detached signature, ``--lock-never``: :attr:`Capability.STATUS` (the verdict
     lines) and :attr:`Capability.READ_ONLY` (the home unwritten) from the same two runs."""
-    with tempfile.TemporaryDirectory(prefix=PROBE_PREFIX) as parent:
+    with tempfile.TemporaryDirectory(prefix=owned_prefix(PROBE_PREFIX)) as parent:
         home = _probe_home(program, parent)
         before = _listing(home)
         args = ["--batch", "--lock-never", "--verify"]
@@ -266,7 +266,7 @@ def _probe_verify(program: str) -> dict[Capability, bool]:
 
 def _probe_cleartext(program: str) -> bool:
     """``gpg --decrypt`` of a cleartext-signed message must give a good verdict and the signed text."""
-    with tempfile.TemporaryDirectory(prefix=PROBE_PREFIX) as parent:
+    with tempfile.TemporaryDirectory(prefix=owned_prefix(PROBE_PREFIX)) as parent:
         home = _probe_home(program, parent)
         done = _run(program, home, ["--batch", "--status-fd", "2", "--decrypt"], PROBE_CLEARSIGNED)
     status = [line[len(process.STATUS_LINE_PREFIX):] for line in done.stderr.decode("latin-1").split("\n")
@@ -277,7 +277,7 @@ def _probe_cleartext(program: str) -> bool:
 def _probe_multifile(program: str) -> bool:
     """One ``--verify --multifile`` run over a good and a changed file must give each its own verdict
     (without ``--batch``: in batch mode gpg does not pair a signature with its data file)."""
-    with tempfile.TemporaryDirectory(prefix=PROBE_PREFIX) as parent:
+    with tempfile.TemporaryDirectory(prefix=owned_prefix(PROBE_PREFIX)) as parent:
         home = _probe_home(program, parent)
         _, lines = _status(program, home, ["--verify", "--multifile", str(home / "good.sig"), str(home / "bad.sig")])
     blocks: list[list[str]] = []
@@ -294,7 +294,7 @@ def _probe_import(options: Sequence[str]) -> ProbeFunction:
     """The probe key must be imported with ``options`` (an engine that does not know one imports nothing;
     gpg's exit status also counts an unreachable agent, as :mod:`~gkeys_portage.openpgp.keyio` knows)."""
     def run(program: str) -> bool:
-        with tempfile.TemporaryDirectory(prefix=PROBE_PREFIX) as parent:
+        with tempfile.TemporaryDirectory(prefix=owned_prefix(PROBE_PREFIX)) as parent:
             _, lines = _status(program, Path(parent) / "home",
                                ["--batch", "--import-options", ",".join(options), "--import"], PROBE_KEY)
         return any(line.startswith("IMPORT_OK ") for line in lines) \
@@ -303,7 +303,7 @@ def _probe_import(options: Sequence[str]) -> ProbeFunction:
 
 
 def _probe_direct(program: str) -> bool:
-    with tempfile.TemporaryDirectory(prefix=PROBE_PREFIX) as parent:
+    with tempfile.TemporaryDirectory(prefix=owned_prefix(PROBE_PREFIX)) as parent:
         home = _probe_home(program, parent)
         code, lines = _status(program, home, ["--batch", "--trust-model", "direct", "--with-colons", "--list-keys"])
     return code == 0 and not any(line.startswith("FAILURE") for line in lines)
@@ -317,7 +317,7 @@ def _listing(home: Path) -> list[tuple[str, int, int]]:
 
 
 def _probe_export_filter(program: str) -> bool:
-    with tempfile.TemporaryDirectory(prefix=PROBE_PREFIX) as parent:
+    with tempfile.TemporaryDirectory(prefix=owned_prefix(PROBE_PREFIX)) as parent:
         home = _probe_home(program, parent)
         done = _run(program, home, ["--batch", "--export-filter", "keep-uid=mbox=probe@gkeys.invalid",
                                     "--export", PROBE_FINGERPRINT])
@@ -329,7 +329,7 @@ def _probe_loopback(program: str) -> bool:
     (gpg-sq 0.13.1 makes the key, then answers "No passphrase given" to every use of it)."""
     # a short parent directory: the agent's socket must fit a socket name (108 bytes)
     short = "/tmp" if os.access("/tmp", os.W_OK | os.X_OK) else None
-    with tempfile.TemporaryDirectory(prefix=PROBE_PREFIX, dir=short) as parent:
+    with tempfile.TemporaryDirectory(prefix=owned_prefix(PROBE_PREFIX), dir=short) as parent:
         home = Path(parent) / "home"
         loopback = ["--batch", "--pinentry-mode", "loopback", "--passphrase-fd", "0"]
         try:

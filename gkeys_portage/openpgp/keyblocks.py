@@ -173,12 +173,13 @@ def select_keyblocks(data: bytes, wanted: Sequence[Fingerprint] = ()) -> Selecti
     return Selection(kept, aliasing, oversized)
 
 
-def armor_public_keys(data: bytes) -> bytes:
-    """ASCII-armor binary key data as a ``PGP PUBLIC KEY BLOCK`` (RFC 4880 §6.2)."""
+def armor_public_keys(data: bytes, headers: Sequence[bytes] = ()) -> bytes:
+    """ASCII-armor binary key data as a ``PGP PUBLIC KEY BLOCK`` (RFC 4880 §6.2), with armor ``headers``
+    (``Comment: ...`` lines) if given."""
     encoded = base64.b64encode(data)
     lines = [encoded[i : i + 64] for i in range(0, len(encoded), 64)]
     checksum = base64.b64encode(crc24(data).to_bytes(3, "big"))
-    return b"\n".join([ARMOR_HEADER, b"", *lines, b"=" + checksum, ARMOR_FOOTER, b""])
+    return b"\n".join([ARMOR_HEADER, *headers, b"", *lines, b"=" + checksum, ARMOR_FOOTER, b""])
 
 
 def dearmor_public_keys(data: bytes) -> bytes:

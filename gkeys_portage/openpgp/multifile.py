@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gkeys_portage.core.errors import GpgError, NoSignatureError
-from gkeys_portage.core.scratch import remove_stale_dirs
+from gkeys_portage.core.scratch import owned_prefix, remove_stale_dirs
 from gkeys_portage.openpgp.engine import Capability, probe
 from gkeys_portage.openpgp.packets import detached_signature_packets, signature_issuers
 from gkeys_portage.openpgp.process import (
@@ -76,7 +76,7 @@ class BatchVerify(GpgProcess):
         the next batch while gpg checks the current one (:meth:`verify_prepared` runs and removes it)."""
         refused: dict[int, StatusReport] = {}
         remove_stale_scratch(scratch)
-        directory = tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX, dir=scratch)
+        directory = tempfile.TemporaryDirectory(prefix=owned_prefix(SCRATCH_PREFIX), dir=scratch)
         try:
             names: list[str] = []
             issuers: list[list[str]] = []
@@ -193,7 +193,7 @@ SCRATCH_PREFIX = "gkeys-multifile-"
 
 
 def remove_stale_scratch(scratch: str | None, *, now: float | None = None) -> int:
-    """Remove this user's scratch directories of killed runs (older than a day) under ``scratch``.
+    """Remove this user's scratch directories of killed runs under ``scratch`` (their owner is gone).
 
     A SIGKILLed verification cannot remove its private directory, and under ``/dev/shm`` the copies of
     signatures and payloads would hold memory until the next reboot.  Returns how many were removed.

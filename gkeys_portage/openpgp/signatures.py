@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gkeys_portage.core.errors import GpgError, NoSignatureError
+from gkeys_portage.core.scratch import owned_prefix, sweep_once
 from gkeys_portage.core.types import Fingerprint
 from gkeys_portage.openpgp.engine import Capability, probe
 from gkeys_portage.openpgp.packets import (
@@ -27,6 +28,8 @@ from gkeys_portage.openpgp.process import (
 )
 from gkeys_portage.openpgp.status import StatusReport, expect_signers
 
+#: the signature files handed to gpg, under ``$TMPDIR`` (named with their owner: a killed run's are swept)
+SIG_PREFIX = "gkeys-sig-"
 
 class Signatures(GpgProcess):
     """Verify one signature, or make one."""
@@ -45,7 +48,8 @@ class Signatures(GpgProcess):
             return StatusReport.unparsable(exc)
         # The signature goes to $TMPDIR, never into the (possibly full, possibly shared) keyring home;
         # gpg reads exactly the packets that were checked.
-        with tempfile.NamedTemporaryFile(prefix="gkeys-sig-") as sigfile:
+        sweep_once(tempfile.gettempdir(), SIG_PREFIX)  # the signature files of runs that were killed
+        with tempfile.NamedTemporaryFile(prefix=owned_prefix(SIG_PREFIX)) as sigfile:
             sigfile.write(packets)
             sigfile.flush()
             if isinstance(data, OpenFile):

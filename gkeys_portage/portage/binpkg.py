@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 from gkeys_portage.core import journal
 from gkeys_portage.core.config import Config, eprefix, load_config
 from gkeys_portage.core.errors import BadInputError, ConfigError, GkeysError, StateError
+from gkeys_portage.core.scratch import owned_prefix, remove_stale_dirs
 from gkeys_portage.core.state import Layout, fsync_directory, read_json
 from gkeys_portage.core.types import Fingerprint, Nick
 from gkeys_portage.keys.seeds import SeedStore
@@ -262,7 +263,9 @@ def _build_and_swap(ctx: Gkeys, home: Path, keys: list[Fingerprint],
     parent.mkdir(mode=0o755, parents=True, exist_ok=True)
     check_home_parent(home)  # again, now that the parent exists (a umask may have made it group-writable)
     previous = os.readlink(home) if home.is_symlink() else None
-    staging = Path(tempfile.mkdtemp(prefix=f".{home.name}.gkeys-", dir=parent))
+    for prefix in (f".{home.name}.gkeys-", f".{home.name}.link-"):  # what killed runs left (never the live one)
+        remove_stale_dirs(parent, prefix, files=True, keep=frozenset({previous or ""}))
+    staging = Path(tempfile.mkdtemp(prefix=owned_prefix(f".{home.name}.gkeys-"), dir=parent))
     try:
         unusable = _build(ctx, staging, keys, stamp)
         replaced = _swap(home, staging)
@@ -324,7 +327,7 @@ def _swap(home: Path, generation: Path) -> Path | None:
     ``renameat2(RENAME_EXCHANGE)`` where the kernel and filesystem allow, else renamed aside first; it
     is kept as ``.NAME.replaced-TIME``."""
     parent = home.parent
-    link = parent / f".{home.name}.link-{os.getpid()}"
+    link = parent / (owned_prefix(f".{home.name}.link-") + "0")
     with contextlib.suppress(FileNotFoundError):
         link.unlink()
     os.symlink(generation.name, link)

@@ -156,11 +156,12 @@ class ConfinedRoot:
                 raise UnsafePathError(f"{self.eroot / rel} is not a regular file: left alone")
             return stream.read()
 
-    def write(self, rel: Path, data: bytes, mode: int, made: list[Path] | None = None) -> None:
-        """Create (or replace) ``rel`` atomically, making its missing directories; never through a symlink."""
+    def write(self, rel: Path, data: bytes, mode: int, made: list[Path] | None = None, temp: str | None = None) -> None:
+        """Create (or replace) ``rel`` atomically, making its missing directories; never through a symlink.
+        ``temp``: the temporary name to write under (one a record named first), else a new random one."""
         fd = self.directory(rel.parent, create=True, made=made)
         assert fd is not None  # created
-        tmp = f".{rel.name}.{secrets.token_hex(6)}.tmp"
+        tmp = temp or f".{rel.name}.{secrets.token_hex(6)}.tmp"
         try:
             handle = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode,
                              dir_fd=fd)

@@ -41,7 +41,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -51,6 +50,7 @@ from urllib.parse import unquote, urlsplit
 
 from gkeys_portage.core.config import Config, load_config
 from gkeys_portage.core.errors import EXIT_BAD_INPUT, EXIT_NOT_VERIFIED, BadInputError, GkeysError, UsageError
+from gkeys_portage.core.scratch import make_dir
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Console
 from gkeys_portage.verify.media.fetch import DEFAULT_CATEGORY, fetch_siblings
@@ -206,8 +206,9 @@ def has_data(path: Path) -> bool:
 
 @contextlib.contextmanager
 def scratch_directory(request: FetchRequest) -> Iterator[Path]:
-    """A private scratch directory beside the download (same filesystem), removed afterwards."""
-    stage = Path(tempfile.mkdtemp(prefix=".gkeys-fetch-", dir=request.path.parent))
+    """A private scratch directory beside the download (same filesystem), removed afterwards (named with its
+    owner: one a killed fetch left is removed by the next)."""
+    stage = make_dir(request.path.parent, ".gkeys-fetch-")
     try:
         yield stage
     finally:

@@ -44,16 +44,29 @@ from pathlib import Path
 from gkeys_portage import installfiles
 from gkeys_portage.core.config import eprefix
 from gkeys_portage.core.errors import BadInputError
-from gkeys_portage.core.state import atomic_write_json, read_json
+from gkeys_portage.core.faultpoint import checkpoint
 from gkeys_portage.core.types import parse_category
 from gkeys_portage.portage.confined import ConfinedRoot
 from gkeys_portage.portage.reposconf import RepoConfig, config_files, read_after, read_files, read_repos
 from gkeys_portage.portage.rsyncsync import is_rsync_uri
+from gkeys_portage.portage.setuprecord import (
+    ETC,
+    LINK,
+    RECORDS,
+    REFRESH_TIMER,
+    SYSTEMD_ETC,
+    TIMER_LINK,
+    Pending,
+    SetupRecord,
+    read_record,
+    settle,
+    sha256,
+    temp_name,
+    write_record,
+)
 
-ETC = Path("etc/portage")
 #: where setup-portage before issue 26 kept its record (inside EROOT); never trusted now
 LEGACY_MANIFEST = ETC / ".gkeys-setup-portage.json"
-RECORDS = "setup-portage"
 # "zz-": Portage reads repos.conf/ in sorted order and the last value wins; a file sorting after this one
 # that sets the same keys would switch the repository back (setup refuses that case).
 REPOS_FRAGMENT = ETC / "repos.conf" / "zz-gkeys.conf"
@@ -72,13 +85,8 @@ SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]+")  # a path Portage can take as one w
 WEBRSYNC_KEYRINGS = ETC / "gkeys"  # <repo>.asc: the repository keys emerge-webrsync may accept
 #: makes the webrsync keyring of a category (its repository keys, armored); raises NotVerifiedError without one
 KeyringSource = Callable[[str], bytes]
-REFRESH_TIMER = "gkeys-refresh.timer"
-SYSTEMD_ETC = Path("etc/systemd/system")
-#: the link ``systemctl enable gkeys-refresh.timer`` makes (its [Install] section: WantedBy=timers.target)
-TIMER_LINK = SYSTEMD_ETC / "timers.target.wants" / REFRESH_TIMER
 #: where the unit may be installed below EROOT, in systemd's order (the ebuild's unit dir: usr/lib/systemd/system)
 UNIT_DIRS = (SYSTEMD_ETC, Path("usr/lib/systemd/system"), Path("lib/systemd/system"))
-LINK = "symlink:"  # record value of a link setup made: "symlink:" + its target (files record their SHA-256)
 CRON_NOTE = ("without systemd, keys are refreshed off the sync path by the cron.daily script gkeys-refresh the "
              "package installs (OpenRC: rc-update add cronie default), or by a crontab line such as "
              "'17 4 * * * gkeys -q refresh-key'")
@@ -122,11 +130,6 @@ class SetupResult:
     def ok(self) -> bool:
         """True when nothing was left alone."""
         return not self.conflicts
-
-
-def sha256(data: bytes) -> str:
-    """Hex SHA-256 (how the manifest recognises an unchanged file)."""
-    return hashlib.sha256(data).hexdigest()
 
 
 def hook_content(hook: str, interpreter: str | None = None) -> bytes:
@@ -342,55 +345,6 @@ def record_path(state_dir: Path, eroot: Path) -> Path:
     return state_dir / RECORDS / f"{digest}.json"
 
 
-@dataclass
-class SetupRecord:
-    """What setup created under one EROOT: files (path: SHA-256, or ``symlink:TARGET``), the directories it made,
-    and the category of each webrsync keyring (so that a key refresh can bring the keyring up to date)."""
-
-    files: dict[str, str] = field(default_factory=dict)
-    dirs: list[str] = field(default_factory=list)
-    keyrings: dict[str, str] = field(default_factory=dict)
-
-
-def read_record(record: Path, eroot: Path) -> SetupRecord:
-    """The record of what setup created; only relative paths below ``etc/portage`` are accepted."""
-    data = read_json(record, {})
-    files = data.get("files", {}) if isinstance(data, dict) else None
-    dirs = data.get("dirs", []) if isinstance(data, dict) else None
-    keyrings = data.get("keyrings", {}) if isinstance(data, dict) else None  # absent in records before 2026-12
-    damaged = BadInputError(f"{record} (the record of what setup-portage created in {eroot}) is damaged: remove "
-                            "the files it lists by hand, then remove it")
-    if not isinstance(files, dict) or not isinstance(dirs, list) or not isinstance(keyrings, dict):
-        raise damaged
-    if data and data.get("eroot") != os.path.realpath(eroot):
-        raise damaged
-    if not all(isinstance(n, str) and _own_path(n) for n in files) \
-            or not all(isinstance(n, str) and _own_path(n, directory=True) for n in dirs) \
-            or not all(isinstance(d, str) for d in files.values()) \
-            or not all(n in files and isinstance(c, str) for n, c in keyrings.items()):
-        raise damaged
-    return SetupRecord(dict(files), list(dirs), dict(keyrings))
-
-
-def write_record(record: Path, eroot: Path, content: SetupRecord) -> None:
-    """Replace the record of what setup created under ``eroot`` (atomically)."""
-    keyrings = {name: category for name, category in content.keyrings.items() if name in content.files}
-    atomic_write_json(record, {"eroot": os.path.realpath(eroot), "files": content.files, "dirs": content.dirs,
-                               "keyrings": keyrings})
-
-
-def _own_path(name: str, *, directory: bool = False) -> bool:
-    """A path setup may have created: below ``etc/portage`` (or, for a directory, ``etc`` and ``etc/portage``),
-    and the timer link (and its ``timers.target.wants``)."""
-    path = Path(name)
-    if path.is_absolute() or ".." in path.parts or not path.parts:
-        return False
-    if path == TIMER_LINK or (directory and path == TIMER_LINK.parent):
-        return True
-    inside = path.parts[:len(ETC.parts)] == ETC.parts and len(path.parts) > len(ETC.parts)
-    return inside or (directory and path.parts == ETC.parts[:len(path.parts)])
-
-
 def setup(eroot: Path, repos: Sequence[str], *, record: Path, fetch_wrapper: bool = False, overlays: bool = False,
           category: str | None = None, dry_run: bool = False, keyrings: KeyringSource | None = None) -> SetupResult:
     """Create the planned files that are missing, recording them in ``record`` (gkeys' own state).
@@ -403,9 +357,10 @@ def setup(eroot: Path, repos: Sequence[str], *, record: Path, fetch_wrapper: boo
                             root=root, keyrings=keyrings)
         result = SetupResult(eroot, dry_run, notes=notes)
         manifest = read_record(record, eroot)
-        recorded, dirs = manifest.files, manifest.dirs
+        settled = settle(root, manifest, apply=not dry_run)  # what a killed run started (see setuprecord)
+        recorded = manifest.files
         diffs = []
-        upgraded = ""  # the category an older record gained for a keyring (the record is then written)
+        upgraded = "settled" if settled else ""  # an older record gained a keyring's category, or was settled
         todo: list[PlannedFile] = []
         for item in files:
             kind = root.kind(item.path)
@@ -446,18 +401,29 @@ def setup(eroot: Path, repos: Sequence[str], *, record: Path, fetch_wrapper: boo
             if upgraded:
                 write_record(record, eroot, manifest)
             return result
-        for item in todo:
-            dirs += [d.as_posix() for d in root.missing(item.path.parent) if d.as_posix() not in dirs]
-            write_record(record, eroot, manifest)  # directories first: undo can clean up
-            if item.link is not None:
-                root.symlink(item.path, item.link)
-            else:
-                root.write(item.path, item.content, item.mode)
-            recorded[item.path.as_posix()] = item.recorded
-            if item.category is not None:
-                manifest.keyrings[item.path.as_posix()] = item.category
-            write_record(record, eroot, manifest)
+        _write_planned(root, todo, record, eroot, manifest)
     return result
+
+
+def _write_planned(root: ConfinedRoot, todo: Sequence[PlannedFile], record: Path, eroot: Path,
+                   manifest: SetupRecord) -> None:
+    """Write ``todo``, intent first: the record names every directory, file and temporary name before any is
+    made, so that a rerun or ``--undo`` after a kill finishes or reverses exactly this (setuprecord.settle)."""
+    for item in todo:
+        manifest.dirs += [d.as_posix() for d in root.missing(item.path.parent) if d.as_posix() not in manifest.dirs]
+        manifest.pending[item.path.as_posix()] = Pending(item.recorded, "" if item.link else temp_name(item.path))
+        if item.category is not None:
+            manifest.keyrings[item.path.as_posix()] = item.category
+    write_record(record, eroot, manifest)
+    for item in todo:
+        name = item.path.as_posix()
+        if item.link is not None:
+            root.symlink(item.path, item.link)
+        else:
+            root.write(item.path, item.content, item.mode, temp=manifest.pending[name].temp)
+        checkpoint("setup-between-file-and-record")
+        manifest.files[name] = manifest.pending.pop(name).recorded
+        write_record(record, eroot, manifest)
 
 
 def undo(eroot: Path, *, record: Path, dry_run: bool = False) -> SetupResult:
@@ -473,6 +439,7 @@ def undo(eroot: Path, *, record: Path, dry_run: bool = False) -> SetupResult:
                                     "lists by hand, then remove it")
             return result
         manifest = read_record(record, eroot)
+        settle(root, manifest, apply=not dry_run)  # a file a killed setup wrote is undone too, its temp file too
         recorded, dirs = manifest.files, manifest.dirs
         kept: dict[str, str] = {}
         for name, digest in recorded.items():

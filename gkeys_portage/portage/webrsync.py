@@ -19,9 +19,20 @@ from pathlib import Path
 
 from gkeys_portage.core.config import eprefix
 from gkeys_portage.core.errors import GkeysError
+from gkeys_portage.core.faultpoint import checkpoint
 from gkeys_portage.core.state import read_json
 from gkeys_portage.portage.confined import ConfinedRoot
-from gkeys_portage.portage.setup import RECORDS, KeyringSource, SetupRecord, read_record, sha256, write_record
+from gkeys_portage.portage.setup import KeyringSource
+from gkeys_portage.portage.setuprecord import (
+    RECORDS,
+    Pending,
+    SetupRecord,
+    read_record,
+    settle,
+    sha256,
+    temp_name,
+    write_record,
+)
 
 
 class KeyringState(enum.Enum):
@@ -66,9 +77,11 @@ def refresh_webrsync_keyrings(state_dir: Path, keyrings: KeyringSource) -> list[
     for record, eroot in _records(state_dir):
         try:
             content = read_record(record, eroot)
-            if not content.keyrings:
+            if not content.keyrings and not content.pending:
                 continue
             with ConfinedRoot(eroot) as root:
+                if settle(root, content):  # a keyring (or a setup) a killed run was writing
+                    write_record(record, eroot, content)
                 for name, category in sorted(content.keyrings.items()):
                     results.append(_refresh_one(root, record, eroot, content, Path(name), category, keyrings))
         except (GkeysError, OSError) as exc:  # a damaged record, an EROOT that is gone or no longer safe to write
@@ -105,12 +118,16 @@ def _refresh_one(root: ConfinedRoot, record: Path, eroot: Path, content: SetupRe
                               f"accepts: pin a repository key again, or stop using it with '{_setup(eroot, '--undo')}'")
     if fresh == current:
         return KeyringRefresh(path, category, KeyringState.UNCHANGED)
+    entry = content.pending[name.as_posix()] = Pending(sha256(fresh), temp_name(name))
+    write_record(record, eroot, content)  # intent first: a kill before the record is settled by the next run
     try:
-        root.write(name, fresh, 0o644)
+        root.write(name, fresh, 0o644, temp=entry.temp)
     except OSError as exc:  # a read-only /etc (a service sandbox without ReadWritePaths), a full disk
+        content.pending.pop(name.as_posix())  # not written: the next record write drops the intent
         return KeyringRefresh(path, category, KeyringState.FAILED,
                               f"cannot be rewritten ({exc.strerror}); it still holds the keys of the last refresh: "
                               "run 'gkeys refresh-key' where it can write there (as root, outside a sandbox)")
-    content.files[name.as_posix()] = sha256(fresh)
+    checkpoint("webrsync-between-keyring-and-record")
+    content.files[name.as_posix()] = content.pending.pop(name.as_posix()).recorded
     write_record(record, eroot, content)
     return KeyringRefresh(path, category, KeyringState.UPDATED)

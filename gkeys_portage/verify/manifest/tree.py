@@ -136,8 +136,8 @@ def verify_tree(root: Path, keyring: bytes, pins: PinSet, *, where: str | None =
     digest = hashlib.sha256(top.read_bytes()).hexdigest()
     gematohome.remove_stale()  # the homes (and gpg-agents) of verifications that were killed
     try:
-        with gkeys_engine(gemato.openpgp), gemato.openpgp.OpenPGPEnvironment() as env:
-            gematohome.claim(env.home)
+        with gkeys_engine(gemato.openpgp), gematohome.owned_homes(gemato.openpgp), \
+                gemato.openpgp.OpenPGPEnvironment() as env:
             env.import_key(io.BytesIO(keyring))
             loader = gemato.recursiveloader.ManifestRecursiveLoader(
                 str(top), verify_openpgp=True, openpgp_env=env, max_jobs=jobs)

@@ -1,0 +1,56 @@
+"""Kill a real gkeys run with SIGKILL at an exact step, whatever version of gkeys runs.
+
+:func:`run_killed` starts ``gkeys`` in a child process (its own process group) with one ``os`` function
+wrapped: the first call whose path argument has the base name ``match`` (``PREFIX*``: starting with it) kills
+the whole group with SIGKILL, ``before`` or ``after`` the real call.  Nothing of gkeys itself is patched, so the
+same kill lands at the same step on the code before and after a change (the targeted tests of issue 36 fail on
+the code before it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import PROJECT
+
+SCRIPT = r"""
+import json, os, signal, sys
+spec = json.loads(sys.argv[1])
+real = getattr(os, spec["function"])
+
+def killing(*args, **kwargs):
+    names = [os.path.basename(os.fsdecode(a)) for a in args[:2] if isinstance(a, (str, bytes, os.PathLike))]
+    hit = any(name.startswith(spec["match"][:-1]) if spec["match"].endswith("*") else name == spec["match"]
+              for name in names)
+    if hit and spec["when"] == "before":
+        os.killpg(0, signal.SIGKILL)
+    result = real(*args, **kwargs)
+    if hit and spec["when"] == "after":
+        os.killpg(0, signal.SIGKILL)
+    return result
+
+setattr(os, spec["function"], killing)
+if spec.get("code"):
+    exec(spec["code"])
+    sys.exit(0)
+from gkeys_portage.cli.main import main
+sys.exit(main(spec["argv"]))
+"""
+
+
+def run_killed(config: Path | None, argv: list[str], *, function: str, match: str, when: str = "after",
+               env: dict[str, str] | None = None, timeout: float = 120, code: str = "") -> int:
+    """Run ``gkeys -c CONFIG argv`` (or the Python ``code``) killed at the first ``os.<function>`` on a path
+    named ``match``; returns the exit status (-9 when the kill happened, else what the child returned)."""
+    spec = {"function": function, "match": match, "when": when, "code": code,
+            "argv": ["-c", str(config), *argv] if config is not None else argv}
+    child_env = dict(os.environ if env is None else env)
+    child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT), child_env.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(spec)], cwd=PROJECT, env=child_env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                          timeout=timeout, check=False)
+    return done.returncode
