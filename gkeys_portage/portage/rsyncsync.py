@@ -37,11 +37,13 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import os
 import shutil
 import signal
 import subprocess
 import urllib.parse
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -59,13 +61,21 @@ from gkeys_portage.portage.treesync import (
     staging_prefix,
 )
 from gkeys_portage.verify.git.spawn import SpawnSettings
-from gkeys_portage.verify.manifest.marks import DEFAULT_MAX_AGE_HOURS, Freshness, last_mark
+from gkeys_portage.verify.manifest import inventory
+from gkeys_portage.verify.manifest.marks import DEFAULT_MAX_AGE_HOURS, Freshness, Mark, last_mark
 from gkeys_portage.verify.manifest.purpose import purpose_keyring, repository_pins
+from gkeys_portage.verify.manifest.shape import DIRECTORY_MODE, FILE_MODE, Owner, Shaped, shape_tree
 from gkeys_portage.verify.manifest.tree import VerifiedTree, verify_tree
 
 RSYNC_SCHEMES = ("rsync", "ssh+rsync")
 #: Never synced, never removed: kept from the live tree (Portage's rsync module excludes them too).
 LOCAL_DIRECTORIES = ("distfiles", "local", "packages")
+LOCAL_NAMES = frozenset(LOCAL_DIRECTORIES)
+#: After the user's options, so they always hold: gkeys' modes, the syncing user as owner, no device or special
+#: file, no dot entry (gemato covers none: ``.hg``, ``.svn``, a hidden news item); :mod:`..verify.manifest.shape`
+#: enforces the same on what arrives.
+TREE_SHAPE_OPTIONS = ("--perms", f"--chmod=D{DIRECTORY_MODE:o},F{FILE_MODE:o}", "--no-owner", "--no-group",
+                      "--no-devices", "--no-specials", "--exclude=.*")
 #: rsync's I/O timeout and its daemon connect timeout, in seconds.
 IO_TIMEOUT = 180
 CONNECT_TIMEOUT = 60
@@ -102,7 +112,7 @@ def rsync_command(request: RsyncRequest, staging: Path, link_dest: Path | None, 
     ``checksum``: compare every file's content, not only its size and time)."""
     parts = urllib.parse.urlsplit(request.uri)
     args = ["rsync", "--recursive", "--links", "--safe-links", "--perms", "--times", "--omit-dir-times",
-            "--delete", "--whole-file", f"--timeout={IO_TIMEOUT}",
+            "--delete", "--whole-file", "--prune-empty-dirs", f"--timeout={IO_TIMEOUT}",
             *([f"--max-size={request.max_file_bytes}"] if request.max_file_bytes else []),
             *(f"--exclude=/{name}" for name in LOCAL_DIRECTORIES), "--exclude=/.git"]
     if parts.scheme == "rsync":
@@ -119,7 +129,7 @@ def rsync_command(request: RsyncRequest, staging: Path, link_dest: Path | None, 
         args.append(f"--link-dest={link_dest.resolve()}")
     args += ["--quiet"] if request.quiet else []
     args += ["--checksum"] if checksum else []
-    return [*args, *request.extra_opts, "--", source.rstrip("/") + "/", f"{staging}/"]
+    return [*args, *request.extra_opts, *TREE_SHAPE_OPTIONS, "--", source.rstrip("/") + "/", f"{staging}/"]
 
 
 def _die_with_parent() -> None:
@@ -201,15 +211,62 @@ def _log_verified(log: Log, tree: VerifiedTree) -> None:
                 f"({tree.signer.fingerprint}), TIMESTAMP {tree.timestamp:%Y-%m-%d %H:%M:%S} UTC: verified")
 
 
-def _sync(ctx: Gkeys, request: RsyncRequest, log: Log) -> SyncOutcome:
-    location = request.location
-    for vcs in (".git", ".hg", ".svn"):
+def _refuse_work_tree(location: Path, synced_before: bool) -> None:
+    """A version-control work tree at the location is never replaced by an rsync tree.  ``.hg`` and ``.svn`` in a
+    tree gkeys already synced from rsync (``synced_before``) are no work tree but what a mirror left there before
+    gkeys dropped uncovered entries: the next verified tree replaces them."""
+    for vcs in (".git",) if synced_before else (".git", ".hg", ".svn"):
         if (location / vcs).exists():
             raise UsageError(f"{location} is a {vcs[1:]} work tree; an rsync sync would replace it: give "
                              f"{location.name} a git sync-uri, or move the work tree away and sync again")
+
+
+def _owner(spawn: SpawnSettings) -> Owner:
+    """Who the synced tree belongs to: the user and group rsync runs as (Portage's ``sync-user``/``usersync``)."""
+    return Owner(spawn.uid if spawn.uid is not None else os.geteuid(),
+                 spawn.gid if spawn.gid is not None else os.getegid())
+
+
+def _proven_unchanged(ctx: Gkeys, request: RsyncRequest, previous: Mark) -> bool:
+    """True when the mirror serves what the live tree holds (:func:`mirror_matches_live`) *and* the live tree is
+    entry for entry the one gkeys swapped in with the marked Manifest (its inventory: inode, size, times, change
+    time, mode, owner).  The walk runs beside rsync's dry run."""
+    expected = inventory.recorded(ctx, mark_key(request.location))
+    if expected is None or expected.manifest != previous.digest:
+        return False
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        walked = pool.submit(inventory.matches, request.location, expected, LOCAL_NAMES)
+        served = mirror_matches_live(request)
+        return walked.result() and served
+
+
+def _stage(request: RsyncRequest, stack: contextlib.ExitStack, *, checksum: bool = False) -> Path:
+    """A fresh staging directory beside the location, filled by rsync."""
+    location = request.location
+    staging = stack.enter_context(staging_directory(location.parent, staging_prefix(location)))
+    request.spawn.prepare_directory(staging, like=location if location.is_dir() else None)
+    os.chmod(staging, DIRECTORY_MODE)  # no set-group-id or group write inherited from the location
+    _fetch(request, staging, checksum=checksum)
+    return staging
+
+
+def _log_shaped(log: Log, shaped: Shaped) -> None:
+    if shaped.dropped:
+        names = ", ".join(shaped.dropped[:8]) + (f" and {len(shaped.dropped) - 8} more" if len(shaped.dropped) > 8
+                                                 else "")
+        log("warn", f"gkeys: left out of the tree, as no Manifest covers them: {names}")
+    if shaped.renewed:
+        log("info", f"gkeys: {len(shaped.renewed)} file(s) copied to give them mode 0644 and the repository's owner")
+
+
+def _sync(ctx: Gkeys, request: RsyncRequest, log: Log) -> SyncOutcome:
+    location = request.location
+    key = mark_key(location)
+    previous = last_mark(ctx, key)
+    _refuse_work_tree(location, synced_before=previous is not None)
     pins, _ = repository_pins(ctx, request.category)
     keyring = purpose_keyring(ctx, request.category, pins)
-    freshness = Freshness(mark_key(location), request.uri, request.max_age_hours,
+    freshness = Freshness(key, request.uri, request.max_age_hours,
                           override=f"sync-gkeys-max-age (hours) for {location.name} in repos.conf",
                           clock_skew=ctx.config.policy.clock_skew)
     fresh: list[bool] = []  # the freshness verdict, taken before gemato hashes every file
@@ -217,8 +274,7 @@ def _sync(ctx: Gkeys, request: RsyncRequest, log: Log) -> SyncOutcome:
     def check(timestamp: datetime, digest: str) -> None:
         fresh[:] = [freshness.check(ctx, timestamp, digest)]
 
-    previous = last_mark(ctx, freshness.key)
-    if previous is not None and location.is_dir() and mirror_matches_live(request):
+    if previous is not None and location.is_dir() and _proven_unchanged(ctx, request, previous):
         with contextlib.suppress(TreeMismatchError):  # the live tree is not the marked one: the full path decides
             tree = verify_tree(location, keyring, pins, where=request.uri, before_files=check,
                                known_digest=previous.digest)
@@ -228,22 +284,28 @@ def _sync(ctx: Gkeys, request: RsyncRequest, log: Log) -> SyncOutcome:
             _log_verified(log, tree)
             freshness.record(ctx, tree.timestamp, tree.digest)
             return SyncOutcome(True, changed=False)
-    with staging_directory(location.parent, staging_prefix(location)) as staging:
-        request.spawn.prepare_directory(staging, like=location if location.is_dir() else None)
+    with contextlib.ExitStack() as stack:
         log("info", f"gkeys: rsync from {request.uri} into a staging directory")
-        _fetch(request, staging)
+        staging = _stage(request, stack)
         try:
             tree = verify_tree(staging, keyring, pins, where=request.uri, before_files=check)
         except TreeMismatchError:
             # rsync's quick check (size and time) hard-links a file whose content changed without either
-            # changing (a live file edited in place, two builds in one second): compare contents, verify again
+            # changing (a live file edited in place, two builds in one second): compare contents, verify again,
+            # in a fresh directory (rsync run again into the first one would change linked live files in place)
             log("info", "gkeys: a file does not match its Manifest; fetching again, comparing every file's content")
-            _fetch(request, staging, checksum=True)
+            shutil.rmtree(staging)
+            staging = _stage(request, stack, checksum=True)
             tree = verify_tree(staging, keyring, pins, where=request.uri, before_files=check)
+        _log_shaped(log, shape_tree(staging, tree.covered, _owner(request.spawn), skip=LOCAL_NAMES))
         newer = fresh[0]
         _log_verified(log, tree)
         if location.is_dir():
             _carry_local(location, staging)
         freshness.record(ctx, tree.timestamp, tree.digest)
-        swap_in(staging, location)  # staging now holds the old tree; staging_directory removes it
+        inventory.record(ctx, key, None)  # the live tree is about to change: no fast path until the new record
+        swap_in(staging, location)  # staging now holds the old tree
+        # the old tree goes before the inventory is taken: unlinking its names changes shared files' change times
+        shutil.rmtree(staging, ignore_errors=True)
+        inventory.record(ctx, key, inventory.take(location, tree.digest, LOCAL_NAMES))
     return SyncOutcome(True, changed=newer)
