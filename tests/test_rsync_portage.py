@@ -9,8 +9,12 @@ with the high-water mark in its own state and refuses, leaving the tree as it wa
 
 from __future__ import annotations
 
+import grp
 import os
+import pwd
 import shutil
+import stat
+import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,6 +23,7 @@ import pytest
 from rsync_helpers import CATEGORY, RsyncDaemon, make_tree, pin_repository_keys
 
 from gkeys_portage.demo.tree_repo import PortageSandbox, sync_module_missing
+from gkeys_portage.demo.world import past
 
 pytestmark = pytest.mark.slow
 _MISSING = sync_module_missing()
@@ -186,3 +191,34 @@ def test_a_refused_sync_and_a_local_edit(env: Any, daemon: RsyncDaemon, tmp_path
         assert "dev-test/pkg/pkg-1.ebuild" in seen["live modes changed"], seen  # type: ignore[operator]
     else:
         assert seen == {"edit kept": False, "first exit": 0, "refused": True, "live modes changed": []}, seen
+
+
+def test_a_sync_user_owns_the_tree_whatever_the_mirror_serves(env: Any, daemon: RsyncDaemon) -> None:
+    """Case 1 with ``sync-user``: rsync runs as that user (as Portage's own module would), every entry belongs
+    to it, files are 0644 and directories 0755 although the mirror serves 0777 and 0666."""
+    if _MISSING:
+        pytest.skip(_MISSING)
+    if os.geteuid() != 0:
+        pytest.skip("switching rsync to the sync user needs root")
+    nobody, nogroup = pwd.getpwnam("nobody").pw_uid, grp.getgrnam("nogroup").gr_gid
+    base = Path(tempfile.mkdtemp(prefix="gkeys-rsync-usersync-"))
+    try:
+        base.chmod(0o755)  # the sync user must reach the repository's parent
+        pin_repository_keys(env)
+        portage = PortageSandbox(base / "portage", env.config)
+        (portage.eprefix / "tmp").mkdir(parents=True)  # Portage checks PORTAGE_TMPDIR when it drops privileges
+        location = portage.add_repo("gentoo", daemon.url, "gkeys", sync_gkeys_category=CATEGORY,
+                                    sync_user="nobody:nogroup")
+        for day, when in (("day1", past(0.2)), ("day2", past(0.1))):
+            tree = make_tree(base / day, env.keys, "infra", when=when, files={f"dev-test/pkg/{day}.txt": day})
+            for path in [p for p in tree.rglob("*")]:
+                path.chmod(0o777 if path.is_dir() else 0o666)
+            daemon.serve(tree)
+            result = portage.sync("gentoo")
+            assert result.returncode == 0, result.stdout
+            entries = [location, *location.rglob("*")]
+            assert {(p.lstat().st_uid, p.lstat().st_gid) for p in entries} == {(nobody, nogroup)}
+            assert {stat.S_IMODE(p.lstat().st_mode) for p in entries if p.is_dir()} == {0o755}
+            assert {stat.S_IMODE(p.lstat().st_mode) for p in entries if p.is_file()} == {0o644}
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
