@@ -7,24 +7,30 @@ Used by ``sync-type = gkeys`` when ``sync-uri`` is ``rsync://`` or ``ssh+rsync:/
    interrupted sync left (``.<name>.gkeys-*``).
 2. ``rsync --link-dest=<live tree>`` into a fresh staging directory beside the location: files the mirror
    did not change become hard links to the live ones, so an unchanged tree costs little disk and time.
+   rsync runs with gkeys' modes and owner (:data:`TREE_SHAPE_OPTIONS`) and links only files whose content,
+   mode and time already match; it never writes into a directory that holds links to live files a second
+   time (the re-fetch comparing contents gets a fresh directory too), so nothing it does changes a live file.
 3. gemato verifies the staging tree against a keyring holding exactly the pinned repository keys
    (:mod:`gkeys_portage.verify.manifest.tree`); the signed ``TIMESTAMP`` must be fresh
    (:mod:`gkeys_portage.verify.manifest.marks`: not older than the last verified one, not older than
    ``sync-gkeys-max-age`` hours).
-   A sync that changes nothing builds no staging tree and hashes nothing (see :func:`mirror_matches_live`):
-   first ``rsync --dry-run --itemize-changes`` compares the mirror with the live tree itself; when it would
-   transfer, delete and change nothing and the live top Manifest is byte-identical to the one recorded with
-   the high-water mark, the mirror serves the tree gkeys verified in full with that very Manifest.  The
-   signature of the top Manifest is still verified against today's keyring (a key revoked since refuses),
-   its signer must still be a pinned repository key, and the freshness rules (rollback, maximum age, clock)
-   still apply.  What it trusts: the live tree's files are still the ones gkeys swapped in (rsync's
-   size-and-time check sees any other change, as it does for ``--link-dest``); whoever can write the live
-   tree (root, the portage user) could change them after any sync anyway.  Any doubt (rsync reports a
-   change, fails, or the Manifest is not the marked one) takes the full path.
-4. The mark is raised, then the staging tree is exchanged with the live one in one ``renameat2`` call
+4. The verified tree is cut down to what its Manifests cover, files 0644 and directories 0755 owned by the
+   syncing user (:mod:`gkeys_portage.verify.manifest.shape`): what gemato does not look at (dot entries,
+   IGNOREd paths, modes) never reaches Portage.
+5. The mark is raised, then the staging tree is exchanged with the live one in one ``renameat2`` call
    (:mod:`gkeys_portage.core.swap`) and the old tree removed.  Killed before the exchange, the live tree is
    untouched; after it, the live tree is the new verified one.  A mark raised just before a kill only makes
-   the next sync demand a tree at least that new, which the mirror has.
+   the next sync demand a tree at least that new, which the mirror has.  Last, the live tree's inventory is
+   recorded (:mod:`gkeys_portage.verify.manifest.inventory`).
+
+A sync that changes nothing builds no staging tree and hashes nothing (:func:`_proven_unchanged`): ``rsync
+--dry-run --itemize-changes`` compares the mirror with the live tree itself and must report nothing, the live
+top Manifest must be byte-identical to the one recorded with the high-water mark, and the live tree must
+match the inventory taken after the swap (every entry's inode, size, times, change time, mode and owner: a
+file edited in place under the same size and time has another change time).  Then the mirror serves the tree
+gkeys verified in full with that very Manifest.  The signature of the top Manifest is still verified against
+today's keyring (a key revoked since refuses), its signer must still be a pinned repository key, and the
+freshness rules (rollback, maximum age, clock) still apply.  Any doubt takes the full path.
 
 rsync fetches no file larger than ``[tree] max-fetch-mib`` (the cap git fetches have; the tree then fails
 verification).  The top-level ``distfiles``, ``local`` and ``packages`` directories are never synced (as Portage's rsync
