@@ -3,7 +3,7 @@
 The no-change fast path of an rsync sync does not hash the tree again; it trusts that the live files are
 the very files gkeys verified.  rsync's own check (size and modification time) cannot prove that: both can
 be put back after an edit.  So right after a verified tree is in place, :func:`take` walks it once
-(``os.scandir`` + ``lstat``) and digests, for every entry in a fixed order, its path, type and mode, owner,
+(``os.scandir`` + ``lstat``) and digests, for every entry, its path, type and mode, owner,
 inode, size, modification time and *change* time.  The change time is set by the kernel on every write,
 chmod, chown, link count change or utime, and no user (not even root, short of changing the clock or the
 disk) can set it back; a replaced file has another inode.  :func:`matches` walks the tree again and compares
@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,29 +37,46 @@ class Inventory:
     manifest: str
 
 
+#: One entry: its name's length, mode, owner, group, inode, size, modification and change time (then the name).
+_ENTRY = struct.Struct("<HIIIQqqq")
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+
+
 def _digest(root: Path, skip: frozenset[str]) -> tuple[str, int]:
-    """The digest of every entry under ``root`` (top-level names in ``skip`` left out) and their number."""
+    """The digest of every entry under ``root`` (top-level names in ``skip`` left out) and their number.
+
+    Directories are opened relative to the root (``O_NOFOLLOW``) and listed in the order the file system
+    gives: an unchanged directory lists in the same order, and a changed one has another change time anyway,
+    so a different order can only cost a full sync, never hide a change."""
     hasher = hashlib.blake2b(digest_size=32)
     count = 0
-    pending = [b""]
-    top = os.fsencode(root)
+    st = os.lstat(root)  # the location itself: its mode and owner (its times change with the swap)
+    hasher.update(_ENTRY.pack(0, st.st_mode, st.st_uid, st.st_gid, 0, 0, 0, 0))
     skipped = {os.fsencode(name) for name in skip}
-    st = os.lstat(top)  # the location itself: its mode and owner (its times change with the swap)
-    hasher.update(b"/\0%o %d %d\n" % (st.st_mode, st.st_uid, st.st_gid))
-    while pending:
-        rel = pending.pop()
-        with os.scandir(top + b"/" + rel if rel else top) as listing:
-            entries = sorted(listing, key=lambda entry: entry.name)
-        for entry in entries:
-            if not rel and entry.name in skipped:
-                continue
-            path = rel + b"/" + entry.name if rel else entry.name
-            st = entry.stat(follow_symlinks=False)
-            hasher.update(b"%s\0%o %d %d %d %d %d %d\n" % (path, st.st_mode, st.st_uid, st.st_gid, st.st_ino,
-                                                            st.st_size, st.st_mtime_ns, st.st_ctime_ns))
-            count += 1
-            if stat.S_ISDIR(st.st_mode):
-                pending.append(path)
+    top = os.open(root, _DIRECTORY)
+    pending = [b""]
+    try:
+        while pending:
+            rel = pending.pop()
+            fd = os.open(rel, _DIRECTORY, dir_fd=top) if rel else os.dup(top)
+            try:
+                parts = [rel, b"\0"]
+                with os.scandir(fd) as listing:
+                    for entry in listing:
+                        name = os.fsencode(entry.name)
+                        if not rel and name in skipped:
+                            continue
+                        st = entry.stat(follow_symlinks=False)
+                        parts += (_ENTRY.pack(len(name), st.st_mode, st.st_uid, st.st_gid, st.st_ino, st.st_size,
+                                              st.st_mtime_ns, st.st_ctime_ns), name)
+                        count += 1
+                        if stat.S_ISDIR(st.st_mode):
+                            pending.append(rel + b"/" + name if rel else name)
+                hasher.update(b"".join(parts))
+            finally:
+                os.close(fd)
+    finally:
+        os.close(top)
     return hasher.hexdigest(), count
 
 
