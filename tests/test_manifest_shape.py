@@ -48,8 +48,11 @@ def test_devices_fifos_dot_entries_and_ignored_paths_are_dropped_and_named(tree:
     (root / "metadata/news/.X/.X.en.txt").write_text("Title: hidden\n")
     (root / "metadata/timestamp.x").write_text("1765000000 Sun Dec 6 00:45:01 2026 +0000\n")
     (root / "empty").mkdir()
+    (root / "distfiles").mkdir()  # never the mirror's: the live tree's own is carried over after the shaping
+    (root / "distfiles/foo.tar.gz").write_text("from the mirror\n")
     shaped = shape_tree(root, covered, ME)
-    assert set(shaped.dropped) >= {"metadata/fifo", "lost+found", ".hg", "metadata/news/.X", "empty"}, shaped
+    assert set(shaped.dropped) >= {"metadata/fifo", "lost+found", ".hg", "metadata/news/.X", "empty",
+                                   "distfiles"}, shaped
     assert (root / "metadata/timestamp.x").is_file() and not (root / "lost+found").exists()
     assert not (root / "metadata/news/.X").exists() and not (root / "metadata/fifo").exists()
 

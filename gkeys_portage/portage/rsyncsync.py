@@ -303,7 +303,7 @@ def _sync(ctx: Gkeys, request: RsyncRequest, log: Log) -> SyncOutcome:
             shutil.rmtree(staging)
             staging = _stage(request, stack, checksum=True)
             tree = verify_tree(staging, keyring, pins, where=request.uri, before_files=check)
-        _log_shaped(log, shape_tree(staging, tree.covered, _owner(request.spawn), skip=LOCAL_NAMES))
+        _log_shaped(log, shape_tree(staging, tree.covered, _owner(request.spawn)))
         newer = fresh[0]
         _log_verified(log, tree)
         if location.is_dir():

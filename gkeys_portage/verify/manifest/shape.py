@@ -92,12 +92,11 @@ class Shaped:
 
 
 class _Shaper:
-    def __init__(self, root: Path, covered: frozenset[str], owner: Owner, skip: frozenset[str]) -> None:
+    def __init__(self, root: Path, covered: frozenset[str], owner: Owner) -> None:
         self.root = os.fsencode(root)
         self.covered = covered
         self.needed = _directories(covered | TIMESTAMP_FILES)
         self.owner = owner
-        self.skip = skip
         self.links: list[str] = []
         self.result = Shaped()
 
@@ -108,8 +107,6 @@ class _Shaper:
         for entry in entries:
             name = os.fsdecode(entry.name)
             path = f"{rel}/{name}" if rel else name
-            if path in self.skip:
-                continue
             st = entry.stat(follow_symlinks=False)
             if stat.S_ISDIR(st.st_mode) and path in self.needed:
                 self._directory(entry.path, st)
@@ -172,11 +169,10 @@ class _Shaper:
                                         f"a Manifest covers; refused")
 
 
-def shape_tree(root: Path, covered: frozenset[str], owner: Owner, *, skip: frozenset[str] = frozenset()) -> Shaped:
-    """Cut the verified tree at ``root`` down to ``covered`` (see the module docstring); ``skip``: top-level names
-    left alone (none of the mirror's).  Raises :class:`TreeMismatchError` for a covered entry gkeys will not
-    install."""
-    shaper = _Shaper(root, covered, owner, skip)
+def shape_tree(root: Path, covered: frozenset[str], owner: Owner) -> Shaped:
+    """Cut the verified tree at ``root`` down to ``covered`` (see the module docstring).  Raises
+    :class:`TreeMismatchError` for a covered entry gkeys will not install."""
+    shaper = _Shaper(root, covered, owner)
     root_st = os.lstat(root)
     shaper._directory(os.fsencode(root), root_st)
     shaper.walk("")
