@@ -16,7 +16,7 @@ from gkeys_portage.core.config import load_config
 from gkeys_portage.core.errors import TreeMismatchError
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.verify.manifest.purpose import purpose_keyring, repository_pins
-from gkeys_portage.verify.manifest.shape import Owner, shape_tree
+from gkeys_portage.verify.manifest.shape import Owner, shape_tree, shown
 from gkeys_portage.verify.manifest.tree import verify_tree
 
 ME = Owner(os.geteuid(), os.getegid())
@@ -106,3 +106,12 @@ def test_a_covered_path_that_is_not_a_regular_file_is_refused(tree: tuple[Path, 
     os.mkfifo(root / "eclass/real.eclass")
     with pytest.raises(TreeMismatchError, match="real.eclass is covered by a Manifest but is not a regular file"):
         shape_tree(root, covered, ME)
+
+
+def test_a_dropped_name_reaches_the_terminal_escaped(tree: tuple[Path, frozenset[str]]) -> None:
+    """Names come from the mirror: a control character in one is shown escaped, never sent to the terminal."""
+    root, covered = tree
+    (root / "metadata/news/\x1b[2Jnews").mkdir(parents=True)
+    shaped = shape_tree(root, covered, ME)
+    assert "metadata/news/\x1b[2Jnews" in shaped.dropped
+    assert "\x1b" not in shown("metadata/news/\x1b[2Jnews") and shown("dev-test/pkg") == "dev-test/pkg"

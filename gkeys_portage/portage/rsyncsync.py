@@ -70,7 +70,7 @@ from gkeys_portage.verify.git.spawn import SpawnSettings
 from gkeys_portage.verify.manifest import inventory
 from gkeys_portage.verify.manifest.marks import DEFAULT_MAX_AGE_HOURS, Freshness, Mark, last_mark
 from gkeys_portage.verify.manifest.purpose import purpose_keyring, repository_pins
-from gkeys_portage.verify.manifest.shape import DIRECTORY_MODE, FILE_MODE, Owner, Shaped, shape_tree
+from gkeys_portage.verify.manifest.shape import DIRECTORY_MODE, FILE_MODE, Owner, Shaped, shape_tree, shown
 from gkeys_portage.verify.manifest.tree import VerifiedTree, verify_tree
 
 RSYNC_SCHEMES = ("rsync", "ssh+rsync")
@@ -258,8 +258,8 @@ def _stage(request: RsyncRequest, stack: contextlib.ExitStack, *, checksum: bool
 
 def _log_shaped(log: Log, shaped: Shaped) -> None:
     if shaped.dropped:
-        names = ", ".join(shaped.dropped[:8]) + (f" and {len(shaped.dropped) - 8} more" if len(shaped.dropped) > 8
-                                                 else "")
+        more = len(shaped.dropped) - 8
+        names = ", ".join(shown(path) for path in shaped.dropped[:8]) + (f" and {more} more" if more > 0 else "")
         log("warn", f"gkeys: left out of the tree, as no Manifest covers them: {names}")
     if shaped.renewed:
         log("info", f"gkeys: {len(shaped.renewed)} file(s) copied to give them mode 0644 and the repository's owner")

@@ -70,6 +70,11 @@ def _directories(paths: frozenset[str]) -> set[str]:
     return found
 
 
+def shown(path: str) -> str:
+    """A path from the mirror as it may reach a terminal: as is when printable, else escaped (``ascii()``)."""
+    return path if path.isprintable() else ascii(path)
+
+
 def _timestamp_file(path: str, st: os.stat_result) -> bool:
     """One of the uncovered files a synced tree needs: a small regular file at a known path."""
     return path in TIMESTAMP_FILES and stat.S_ISREG(st.st_mode) and st.st_size <= TIMESTAMP_MAX_BYTES
@@ -127,7 +132,7 @@ class _Shaper:
 
     def _file(self, path: bytes, rel: str, st: os.stat_result) -> None:
         if not stat.S_ISREG(st.st_mode):
-            raise TreeMismatchError(f"{rel} is covered by a Manifest but is not a regular file; refused")
+            raise TreeMismatchError(f"{shown(rel)} is covered by a Manifest but is not a regular file; refused")
         if (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) != (FILE_MODE, self.owner.uid, self.owner.gid):
             self._renew(path, st)
             self.result.renewed.append(rel)
@@ -165,8 +170,8 @@ class _Shaper:
             inside = os.path.relpath(target, root)
             name = os.fsdecode(inside)
             if inside.startswith(b"..") or os.path.isabs(inside) or name not in kept:
-                raise TreeMismatchError(f"{rel} is a symbolic link to {name!r}, outside the tree or to nothing "
-                                        f"a Manifest covers; refused")
+                raise TreeMismatchError(f"{shown(rel)} is a symbolic link to {ascii(name)}, outside the tree or to "
+                                        f"nothing a Manifest covers; refused")
 
 
 def shape_tree(root: Path, covered: frozenset[str], owner: Owner) -> Shaped:
