@@ -128,7 +128,7 @@ class _Shaper:
         if (st.st_uid, st.st_gid) != (self.owner.uid, self.owner.gid):
             os.chown(path, self.owner.uid, self.owner.gid, follow_symlinks=False)
         if stat.S_IMODE(st.st_mode) != DIRECTORY_MODE:
-            os.chmod(path, DIRECTORY_MODE, follow_symlinks=False)
+            os.chmod(path, DIRECTORY_MODE)  # a directory (lstat said so) in the private staging tree
 
     def _file(self, path: bytes, rel: str, st: os.stat_result) -> None:
         if not stat.S_ISREG(st.st_mode):
