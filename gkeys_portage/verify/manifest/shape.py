@@ -169,7 +169,7 @@ class _Shaper:
             target = os.path.realpath(os.path.join(self.root, os.fsencode(rel)))
             inside = os.path.relpath(target, root)
             name = os.fsdecode(inside)
-            if inside.startswith(b"..") or os.path.isabs(inside) or name not in kept:
+            if inside == b".." or inside.startswith(b"../") or os.path.isabs(inside) or name not in kept:
                 raise TreeMismatchError(f"{shown(rel)} is a symbolic link to {ascii(name)}, outside the tree or to "
                                         f"nothing a Manifest covers; refused")
 
