@@ -23,7 +23,7 @@ Used by ``sync-type = gkeys`` when ``sync-uri`` is ``rsync://`` or ``ssh+rsync:/
    the next sync demand a tree at least that new, which the mirror has.  Last, the live tree's inventory is
    recorded (:mod:`gkeys_portage.verify.manifest.inventory`).
 
-A sync that changes nothing builds no staging tree and hashes nothing (:func:`_proven_unchanged`): ``rsync
+A sync that changes nothing builds no staging tree and hashes nothing (:func:`_live_walk`): ``rsync
 --dry-run --itemize-changes`` compares the mirror with the live tree itself and must report nothing, the live
 top Manifest must be byte-identical to the one recorded with the high-water mark, and the live tree must
 match the inventory taken after the swap (every entry's inode, size, times, change time, mode and owner: a
@@ -49,7 +49,7 @@ import signal
 import subprocess
 import urllib.parse
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -233,17 +233,17 @@ def _owner(spawn: SpawnSettings) -> Owner:
                  spawn.gid if spawn.gid is not None else os.getegid())
 
 
-def _proven_unchanged(ctx: Gkeys, request: RsyncRequest, previous: Mark) -> bool:
-    """True when the mirror serves what the live tree holds (:func:`mirror_matches_live`) *and* the live tree is
-    entry for entry the one gkeys swapped in with the marked Manifest (its inventory: inode, size, times, change
-    time, mode, owner).  The walk runs beside rsync's dry run."""
+def _live_walk(ctx: Gkeys, request: RsyncRequest, previous: Mark | None, pool: ThreadPoolExecutor) -> Future[bool]:
+    """Start comparing the live tree with the inventory gkeys recorded for the marked Manifest (inode, size,
+    times, change time, mode and owner of every entry), in a thread: it runs while the keyring is prepared and
+    rsync's dry run compares the mirror with the live tree.  A future of False when there is nothing to
+    compare with."""
     expected = inventory.recorded(ctx, mark_key(request.location))
-    if expected is None or expected.manifest != previous.digest:
-        return False
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        walked = pool.submit(inventory.matches, request.location, expected, LOCAL_NAMES)
-        served = mirror_matches_live(request)
-        return walked.result() and served
+    if previous is None or expected is None or expected.manifest != previous.digest or not request.location.is_dir():
+        done: Future[bool] = Future()
+        done.set_result(False)
+        return done
+    return pool.submit(inventory.matches, request.location, expected, LOCAL_NAMES)
 
 
 def _stage(request: RsyncRequest, stack: contextlib.ExitStack, *, checksum: bool = False) -> Path:
@@ -270,6 +270,14 @@ def _sync(ctx: Gkeys, request: RsyncRequest, log: Log) -> SyncOutcome:
     key = mark_key(location)
     previous = last_mark(ctx, key)
     _refuse_work_tree(location, synced_before=previous is not None)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return _sync_from(ctx, request, log, previous, _live_walk(ctx, request, previous, pool))
+
+
+def _sync_from(ctx: Gkeys, request: RsyncRequest, log: Log, previous: Mark | None, walked: Future[bool]) -> SyncOutcome:
+    """The sync once the live tree's walk has started (``walked``: True when it matches its inventory)."""
+    location = request.location
+    key = mark_key(location)
     pins, _ = repository_pins(ctx, request.category)
     keyring = purpose_keyring(ctx, request.category, pins)
     freshness = Freshness(key, request.uri, request.max_age_hours,
@@ -280,7 +288,7 @@ def _sync(ctx: Gkeys, request: RsyncRequest, log: Log) -> SyncOutcome:
     def check(timestamp: datetime, digest: str) -> None:
         fresh[:] = [freshness.check(ctx, timestamp, digest)]
 
-    if previous is not None and location.is_dir() and _proven_unchanged(ctx, request, previous):
+    if previous is not None and location.is_dir() and mirror_matches_live(request) and walked.result():
         with contextlib.suppress(TreeMismatchError):  # the live tree is not the marked one: the full path decides
             tree = verify_tree(location, keyring, pins, where=request.uri, before_files=check,
                                known_digest=previous.digest)
