@@ -1,7 +1,8 @@
 """A real ``rsync --daemon`` on 127.0.0.1 and Manifest trees signed with gemato's own tools.
 
 * :class:`RsyncDaemon` serves one module, ``gentoo``, whose path is a symlink the test points at any tree
-  (each connection resolves it afresh), so "the mirror now serves yesterday's tree" is one call.
+  (each connection resolves it afresh), so "the mirror now serves yesterday's tree" is one call; a hostile
+  mirror that serves another tree to each connection is :meth:`RsyncDaemon.serve_in_turn`.
 * :func:`make_tree` writes a small ebuild repository and signs it: with ``gemato create -p ebuild -s -t``
   (the key from the session :class:`KeyFactory` home) for a tree stamped now, and with gemato's library
   (``set_timestamp``) for a tree stamped in the past.
@@ -77,7 +78,8 @@ class RsyncDaemon:
         motd.write_text(MOTD)
         conf.write_text(f"use chroot = no\npid file = {base}/rsyncd.pid\nlog file = {base}/rsyncd.log\n"
                         f"motd file = {motd}\n"
-                        f"[gentoo]\npath = {self.link}\nread only = yes\ntimeout = 60\n")
+                        f"[gentoo]\npath = {self.link}\nread only = yes\ntimeout = 60\n"
+                        f"pre-xfer exec = {self._queue_script(base)}\n")
         self.process = subprocess.Popen(["rsync", "--daemon", "--no-detach", f"--config={conf}",
                                          "--address=127.0.0.1", f"--port={self.port}"],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -100,6 +102,22 @@ class RsyncDaemon:
         tmp = self.link.with_name(f".served-{time.monotonic_ns()}")
         tmp.symlink_to(tree)
         os.replace(tmp, self.link)
+
+    def _queue_script(self, base: Path) -> Path:
+        """The daemon's ``pre-xfer exec`` script: it runs once per connection, after the module's path was resolved
+        for that connection, and points the link at the next queued tree (so the *next* connection gets it)."""
+        self.queue = base / "queue"
+        script = base / "next-tree"
+        script.write_text(f"#!/bin/sh\nq={self.queue}\n[ -s \"$q\" ] || exit 0\nnext=$(head -n 1 \"$q\")\n"
+                          f"tail -n +2 \"$q\" > \"$q.new\" && mv \"$q.new\" \"$q\"\n"
+                          f"ln -sfn \"$next\" {self.link}.next && mv -T {self.link}.next {self.link}\n")
+        script.chmod(0o755)
+        return script
+
+    def serve_in_turn(self, *trees: Path) -> None:
+        """Serve ``trees[0]`` to the next connection, ``trees[1]`` to the one after, and so on; the last one stays."""
+        self.serve(trees[0])
+        self.queue.write_text("".join(f"{tree}\n" for tree in trees[1:]))
 
     def close(self) -> None:
         """Stop the daemon and the children it forked per connection (the process group of the daemon this

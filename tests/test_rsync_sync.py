@@ -104,12 +104,22 @@ def test_first_sync_then_update_hard_links_unchanged_files(pinned: Any, daemon: 
     assert outcome.ok and not outcome.changed, sync.lines
 
 
+def _entries(location: Path) -> dict[str, tuple[int, int, int, int, int, bytes | None]]:
+    """Every live entry's inode, mode, owner, group, modification time and content (files).  Not the change
+    time: rsync --link-dest links live files, which changes their link count and so their change time."""
+    if not location.exists():
+        return {}
+    return {str(p.relative_to(location)): (st.st_ino, st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns,
+                                           p.read_bytes() if p.is_file() and not p.is_symlink() else None)
+            for p in sorted(location.rglob("*")) for st in [p.lstat()]}
+
+
 def _refused(sync: Syncer, location: Path, *words: str) -> str:
-    before = _state(location)
+    before = _entries(location)
     mark = last_mark(sync.ctx, mark_key(location))
     outcome = sync()
     assert not outcome.ok, sync.lines
-    assert _state(location) == before, "the live tree changed"
+    assert _entries(location) == before, "the live tree changed"
     assert last_mark(sync.ctx, mark_key(location)) == mark, "the high-water mark moved"
     assert not [p for p in location.parent.iterdir() if p.name != location.name], "staging left behind"
     for word in words:

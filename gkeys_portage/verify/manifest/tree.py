@@ -32,6 +32,7 @@ from gkeys_portage.core.types import is_fingerprint, parse_fingerprint
 from gkeys_portage.openpgp.process import selected_program
 from gkeys_portage.openpgp.verdict import Pin, PinSet
 from gkeys_portage.verify.manifest import gematohome
+from gkeys_portage.verify.manifest.shape import covered_paths
 
 if TYPE_CHECKING:
     import gemato.exceptions
@@ -48,6 +49,7 @@ class VerifiedTree:
     signer: Pin
     digest: str  # SHA-256 of the top Manifest as served (equal time stamps must mean equal trees)
     files_hashed: bool = True  # False: the files were vouched for by the caller (``known_digest``)
+    covered: frozenset[str] = frozenset()  # every path the Manifests cover (when the files were hashed)
 
     def to_json(self) -> dict[str, str]:
         """The facts, for ``--json``."""
@@ -157,8 +159,10 @@ def verify_tree(root: Path, keyring: bytes, pins: PinSet, *, where: str | None =
             if before_files is not None:
                 before_files(stamp, digest)
             hashed = known_digest is None or digest != known_digest
+            covered: frozenset[str] = frozenset()
             if hashed:
                 loader.assert_directory_verifies()
+                covered = covered_paths(loader)
     except gemato_errors.GematoException as exc:
         raise _refusal(where, exc, pins) from exc
-    return VerifiedTree(root, stamp, pin, digest, files_hashed=hashed)
+    return VerifiedTree(root, stamp, pin, digest, files_hashed=hashed, covered=covered)
