@@ -33,7 +33,7 @@ SCHEMA: dict[str, frozenset[str]] = {
     "binpkg": frozenset({"category", "nicks"}),
     "notify": frozenset({"smtp", "from"}),
     "purposes": frozenset({"release-media", "repository", "git-mirror"}),
-    "gpg": frozenset({"program"}),
+    "gpg": frozenset({"program", "second-opinion"}),
 }
 #: Sections whose keys are names chosen by the user (categories), not options.
 OPEN_SECTIONS: frozenset[str] = frozenset({"seedurls", "verify-seeds", "authority-seeds", "keyrings"})

@@ -301,23 +301,74 @@ def check_signature_fields(body: bytes) -> None:
 SIGNATURE_MPIS = {1: 1, 3: 1, 17: 2, 19: 2, 22: 2}
 
 
-def _check_mpis(algorithm: int, data: bytes) -> None:
-    """Refuse a signature whose MPIs are not in their one canonical form (bit count = the value's length).
+#: RSA (sign or encrypt-and-sign): real signers (GitHub's web-flow key) declare the modulus size as the bit count.
+RSA_ALGORITHMS = frozenset({1, 3})
 
-    Sequoia refuses a non-canonical MPI, GnuPG reads only the bytes the count implies: a count one lower
-    made the same ed25519 signature good to one and no signature to the other.  (Also RFC 9580 §3.2.)
+
+def _mpis(algorithm: int, data: bytes) -> list[tuple[int, bytes]]:
+    """``(declared bit count, value octets)`` of each MPI of a v4 signature value; refuse one that engines read
+    differently.
+
+    The canonical form has bit count = the value's length.  Sequoia refuses a non-canonical MPI, GnuPG reads only
+    the bytes the count implies: a count one lower made the same ed25519 signature good to one and no signature
+    to the other (RFC 9580 §3.2).  One exception, for RSA only: a count *above* the value's length that still
+    implies exactly the octets present (GitHub's web-flow signatures declare 4,096 bits for a 4,094-bit value).
+    Every engine reads the same octets then; the count is not signed, and :func:`canonical_mpis` normalises it
+    before the second opinion reads the signature.
     """
     pos = 0
+    found: list[tuple[int, bytes]] = []
     for _ in range(SIGNATURE_MPIS.get(algorithm, 0)):
         if pos + 2 > len(data):
             raise NoSignatureError("truncated signature value")
         bits = int.from_bytes(data[pos : pos + 2], "big")
         size = (bits + 7) // 8
         value = data[pos + 2 : pos + 2 + size]
-        if len(value) != size or int.from_bytes(value, "big").bit_length() != bits:
+        actual = int.from_bytes(value, "big").bit_length()
+        padded = algorithm in RSA_ALGORITHMS and actual < bits
+        if len(value) != size or (actual != bits and not padded):
             raise NoSignatureError("a signature value is not in canonical form (its bit count is wrong): it was "
                                    "altered")
+        found.append((bits, value))
         pos += 2 + size
+    return found
+
+
+def _check_mpis(algorithm: int, data: bytes) -> None:
+    """Refuse a signature whose MPIs engines would read differently (:func:`_mpis`)."""
+    _mpis(algorithm, data)
+
+
+def _mpi_start(body: bytes) -> int | None:
+    """Where a v4 signature's MPIs start (after both subpacket areas and the hash's left 16 bits)."""
+    if not body or body[0] != 4 or len(body) < 6:
+        return None
+    pos = 4
+    for _ in range(2):
+        if pos + 2 > len(body):
+            return None
+        pos += 2 + int.from_bytes(body[pos : pos + 2], "big")
+    return pos + 2
+
+
+def canonical_mpis(packets: bytes) -> bytes:
+    """``packets`` with every v4 RSA signature's MPI bit count set to its value's length (and leading zero
+    octets dropped), as Sequoia requires; the signed part is unchanged, so is the verdict.  Other packets and
+    already canonical signatures are returned as they were."""
+    parsed = parse_packets(packets)
+    changed = False
+    out: list[Packet] = []
+    for packet in parsed:
+        start = _mpi_start(packet.body) if packet.tag == SIGNATURE_TAG else None
+        if start is not None and packet.body[2] in RSA_ALGORITHMS:
+            mpis = _mpis(packet.body[2], packet.body[start:])
+            body = packet.body[:start] + b"".join(
+                (number := int.from_bytes(value, "big")).bit_length().to_bytes(2, "big")
+                + number.to_bytes((number.bit_length() + 7) // 8, "big") for _, value in mpis)
+            if body != packet.body:
+                changed, packet = True, Packet(packet.tag, body)
+        out.append(packet)
+    return b"".join(_new_format(packet) for packet in out) if changed else packets
 
 
 def _signature_packets_only(packets: bytes, what: str) -> bytes:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import io
+import os
 import tempfile
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import IO, TypeVar, cast
 
 from gkeys_portage.core.errors import GpgError, NoSignatureError
 from gkeys_portage.core.types import Fingerprint
@@ -16,6 +21,7 @@ from gkeys_portage.openpgp.packets import (
     signed_message_packets,
 )
 from gkeys_portage.openpgp.process import (
+    FD_DIR,
     MAX_INLINE,
     OUTPUT_SLACK,
     DataSource,
@@ -23,6 +29,7 @@ from gkeys_portage.openpgp.process import (
     GpgResult,
     OpenFile,
 )
+from gkeys_portage.openpgp.sequoia import Opinion, SecondOpinion, check_detached, check_inline
 from gkeys_portage.openpgp.status import StatusReport
 
 
@@ -42,19 +49,44 @@ class Signatures(GpgProcess):
         except NoSignatureError as exc:
             return StatusReport.unparsable(exc)
         # The signature goes to $TMPDIR, never into the (possibly full, possibly shared) keyring home;
-        # gpg reads exactly the packets that were checked.
-        with tempfile.NamedTemporaryFile(prefix="gkeys-sig-") as sigfile:
-            sigfile.write(packets)
-            sigfile.flush()
-            if isinstance(data, OpenFile):
-                result = self.run(["--verify", sigfile.name, data.path], max_output=OUTPUT_SLACK * 16,
-                                  pass_fds=(data.fd,))
-            elif isinstance(data, Path):
-                # absolute: a relative name "-" is stdin to gpg, and "--name" an option
-                result = self.run(["--verify", sigfile.name, str(data.absolute())], max_output=OUTPUT_SLACK * 16)
-            else:
-                result = self.run(["--verify", sigfile.name, "-"], data, max_output=OUTPUT_SLACK * 16)
-        return signature_verdict(result, "verifying signature")
+        # gpg reads exactly the packets that were checked, and Sequoia the same packets and bytes, meanwhile.
+        tee: _Tee | None = None
+        target: bytes | str
+        if isinstance(data, OpenFile):
+            target = data.path
+        elif isinstance(data, Path):
+            target = str(data.absolute())
+        elif isinstance(data, bytes):
+            target = data
+        else:
+            tee = _Tee(data)
+            data, target = cast(IO[bytes], tee), tee.reader_path
+        second = background(lambda: self.second_detached(packets, target) if tee is None
+                             else tee.drained(lambda: self.second_detached(packets, target)))
+        try:
+            with tempfile.NamedTemporaryFile(prefix="gkeys-sig-") as sigfile:
+                sigfile.write(packets)
+                sigfile.flush()
+                if isinstance(data, OpenFile):
+                    result = self.run(["--verify", sigfile.name, data.path], max_output=OUTPUT_SLACK * 16,
+                                      pass_fds=(data.fd,))
+                elif isinstance(data, Path):
+                    # absolute: a relative name "-" is stdin to gpg, and "--name" an option
+                    result = self.run(["--verify", sigfile.name, str(data.absolute())],
+                                      max_output=OUTPUT_SLACK * 16)
+                else:
+                    result = self.run(["--verify", sigfile.name, "-"], data, max_output=OUTPUT_SLACK * 16)
+        finally:
+            if tee is not None:
+                tee.close()  # Sequoia sees the end of the data even when gpg stopped reading early
+        report = signature_verdict(result, "verifying signature")
+        report.second = second()
+        return report
+
+    def second_detached(self, packets: bytes, data: bytes | str) -> SecondOpinion:
+        """Sequoia's verdict on the detached signature ``packets`` over ``data`` (bytes, or a file name),
+        against this keyring (:mod:`gkeys_portage.openpgp.sequoia`)."""
+        return check_detached(self.homedir, lambda: export_all(self), packets, data)
 
     def verify_clearsigned(self, message: bytes) -> tuple[StatusReport, bytes]:
         """Verify an inline (clearsigned or signed) message; return its status and the signed text.
@@ -77,10 +109,13 @@ class Signatures(GpgProcess):
                 expected, checked = None, signed_message_packets(message)
         except NoSignatureError as exc:
             return StatusReport.unparsable(exc), b""
+        second = background(lambda: check_inline(self.homedir, lambda: export_all(self), checked,
+                                                  block.signature if expected is not None else None))
         result = self.run(["--decrypt"], checked, max_output=len(checked) + OUTPUT_SLACK)
         report = signature_verdict(result, "verifying signed message")
         if expected is not None and result.stdout != expected and report.signatures:
             return StatusReport(failures=["gpg and gkeys disagree on the signed text; refused"]), b""
+        report.second = same_text(second(), result.stdout, cleartext=expected is not None)
         return report, result.stdout
 
     def sign(self, data: Path, signer: Fingerprint, *, clearsign: bool = False, armor: bool = True,
@@ -107,6 +142,100 @@ class Signatures(GpgProcess):
         if not any(line.startswith("SIG_CREATED") for line in result.status.lines):
             raise GpgError("signing failed: gpg created no signature", detail=result.stderr)
         return result.stdout
+
+
+def same_text(second: SecondOpinion, text: bytes, *, cleartext: bool) -> SecondOpinion:
+    """``second``, or a refusal when Sequoia accepted a different signed text than ``text`` (GnuPG's, which is
+    what gkeys and its consumers read).  Sequoia returns a cleartext body without its final line ending."""
+    if second.opinion is not Opinion.ACCEPTED or second.text is None:
+        return second
+    seen = second.text + b"\n" if cleartext else second.text
+    if seen == text:
+        return second
+    return replace(second, opinion=Opinion.REFUSED,
+                   said=f"it read another signed text than GnuPG ({len(seen)} bytes against {len(text)}: "
+                        f"{_first_difference(seen, text)})")
+
+
+def _first_difference(a: bytes, b: bytes) -> str:
+    at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    line = a[:at].count(b"\n") + 1
+    return f"they differ from byte {at}, line {line}"
+
+
+T = TypeVar("T")
+
+
+def export_all(gpg: GpgProcess) -> bytes:
+    """Every certificate of ``gpg``'s keyring, binary: what the second opinion checks against."""
+    result = gpg.run(["--export"])
+    return result.stdout if result.returncode == 0 else b""
+
+
+def background(work: Callable[[], T]) -> Callable[[], T]:
+    """Run ``work`` in a thread (Sequoia hashes while gpg does); the returned call waits for its answer."""
+    box: list[T | BaseException] = []
+
+    def run() -> None:
+        try:
+            box.append(work())
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box.append(exc)
+
+    thread = threading.Thread(target=run, name="gkeys-sequoia", daemon=True)
+    thread.start()
+
+    def wait() -> T:
+        thread.join()
+        answer = box[0]
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    return wait
+
+
+class _Tee(io.RawIOBase):
+    """A binary stream that copies every chunk read from it into a pipe, which Sequoia reads as
+    ``/dev/fd/N`` (so both engines see each byte once, as read, without a second copy of the data)."""
+
+    def __init__(self, source: IO[bytes]) -> None:
+        super().__init__()
+        self.source = source
+        self._read_end, self._write_end = os.pipe()
+        self.reader_path = f"{FD_DIR}/{self._read_end}"
+        self._open = True
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        chunk = self.source.read(-1 if size is None else size)
+        if self._open:
+            try:
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(self._write_end, view):]
+                if not chunk:
+                    self.close()
+            except OSError:
+                self.close()
+        return chunk
+
+    def drained(self, read: Callable[[], SecondOpinion]) -> SecondOpinion:
+        """``read()`` (Sequoia reading the pipe), then close the reading end: a copy still under way fails
+        instead of waiting for a reader that has gone."""
+        try:
+            return read()
+        finally:
+            os.close(self._read_end)
+
+    def close(self) -> None:
+        """End the copy (Sequoia then reads the end of the data); the reading end closes after Sequoia."""
+        if self._open:
+            self._open = False
+            os.close(self._write_end)
+        super().close()
 
 
 def signature_verdict(result: GpgResult, what: str) -> StatusReport:

@@ -17,6 +17,7 @@ from urllib.parse import unquote_to_bytes
 
 from gkeys_portage.core.errors import NoSignatureError, TruncatedSignatureError
 from gkeys_portage.core.types import Fingerprint, is_fingerprint
+from gkeys_portage.openpgp.sequoia import SecondOpinion
 
 STATUS_PREFIX = "[GNUPG:] "
 
@@ -104,6 +105,7 @@ class StatusReport:
     errors: list[str] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
     truncated: bool = False  # the signature's armor ends before its END line (cut short in transit)
+    second: SecondOpinion | None = None  # Sequoia's verdict on the same bytes (set by the GnuPG door only)
 
     @classmethod
     def unparsable(cls, exc: NoSignatureError) -> StatusReport:
