@@ -10,6 +10,7 @@ must never produce "verified": Sequoia reads the bytes gkeys handed over, and th
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import subprocess
@@ -229,4 +230,7 @@ def test_second_opinion_off_is_a_config_line_and_a_doctor_finding(tmp_path: Path
     env = {**os.environ, "PYTHONPATH": str(PROJECT)}
     status = subprocess.run([sys.executable, "-m", "gkeys_portage.cli.main", "-c", str(config), "status", "--json"],
                             capture_output=True, text=True, env=env, check=False)
-    assert '"second_opinion": false' in status.stdout.replace(" ", "").replace(":false", ": false"), status
+    assert json.loads(status.stdout)["second_opinion"]["state"] == "off", status
+    doctor = subprocess.run([sys.executable, "-m", "gkeys_portage.cli.main", "-c", str(config), "doctor", "--eroot",
+                             str(tmp_path)], capture_output=True, text=True, env=env, check=False)
+    assert "second opinion is turned off" in doctor.stdout + doctor.stderr, doctor

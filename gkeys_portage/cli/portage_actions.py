@@ -188,6 +188,8 @@ def render_status(status: Status) -> Report:
         report.plain(f"OpenPGP engine: {status.engine}")
     else:
         report.warn(f"OpenPGP engine: cannot run: {status.engine_error}")
+    state, said = status.second_opinion
+    (report.plain if state == "on" else report.warn)(f"second opinion: {said}")
     if status.doctor_error:
         report.warn(f"doctor could not run: {status.doctor_error}")
     elif status.doctor_findings is None:

@@ -74,6 +74,22 @@ def second_opinion_enabled() -> bool:
     return _enabled
 
 
+def describe() -> tuple[str, str]:
+    """The second opinion's state (``on``, ``off``, ``missing``) and a line that says what it is."""
+    if not _enabled:
+        return "off", "off ([gpg] second-opinion = no): GnuPG's verdict alone"
+    missing = missing_reason()
+    if missing is not None:
+        return "missing", f"missing: {missing}; every signature is refused until it is installed"
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        shown = f"pysequoia {version('pysequoia')}"
+    except PackageNotFoundError:
+        shown = "pysequoia"
+    return "on", f"on: Sequoia ({shown}) confirms every signature GnuPG accepts"
+
+
 def missing_reason() -> str | None:
     """Why pysequoia cannot be used (None when it can)."""
     try:
