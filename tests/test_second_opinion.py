@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import shared_path
 
 from gkeys_portage.core.errors import EngineError, EnginesDisagreeError, NotVerifiedError
 from gkeys_portage.core.types import Category, Nick
@@ -234,3 +235,50 @@ def test_second_opinion_off_is_a_config_line_and_a_doctor_finding(tmp_path: Path
     doctor = subprocess.run([sys.executable, "-m", "gkeys_portage.cli.main", "-c", str(config), "doctor", "--eroot",
                              str(tmp_path)], capture_output=True, text=True, env=env, check=False)
     assert "second opinion is turned off" in doctor.stdout + doctor.stderr, doctor
+
+
+REAL_SHA1_ONLY = "D99EAC7379A850BCE47DA5F29E6438C817072058"  # the old DSA release key: SHA-1 bindings only
+
+
+def test_real_gentoo_keys_bind_the_same_way_for_both_engines_but_the_sha1_only_one(tmp_path: Path) -> None:
+    """The real keys carry SHA-1 signatures beside SHA-2 ones: both engines use the newest (SHA-2) binding, so
+    they agree on every expiry; only a key with nothing but SHA-1 bindings is refused by Sequoia's policy."""
+    import pysequoia
+
+    flagged = set()
+    (tmp_path / "show").mkdir(mode=0o700)
+    for path in sorted(shared_path("fixtures", "real", "keys").glob("*.asc")):
+        data = path.read_bytes()
+        flagged |= sequoia.sha1_self_signed(data)
+        listing = subprocess.run(["gpg", "--homedir", str(tmp_path / "show"), "--with-colons", "--show-keys",
+                                  str(path)], capture_output=True, text=True, check=False).stdout
+        gnupg = {line.split(":")[4]: line.split(":")[6] for line in listing.splitlines() if line.startswith("pub:")}
+        for cert in pysequoia.Cert.split_bytes(data):
+            fingerprint = str(cert.fingerprint).upper()
+            if fingerprint == REAL_SHA1_ONLY:
+                continue
+            assert str(int(cert.expiration.timestamp())) == gnupg[fingerprint[-16:]], fingerprint
+    assert flagged == {REAL_SHA1_ONLY}
+
+
+def test_a_key_bound_with_sha1_is_a_disagreement_naming_cause_and_fix(tmp_path: Path, home: tuple[GnuPG, PinSet],
+                                                                      fooled: str) -> None:
+    signer = tmp_path / "signer"
+    signer.mkdir(mode=0o700)
+    gpg_cli = ["gpg", "--homedir", str(signer), "--batch", "--passphrase", "", "--pinentry-mode", "loopback",
+               "--cert-digest-algo", "SHA1"]
+    subprocess.run([*gpg_cli, "--quick-gen-key", "Old <old@example.org>", "rsa3072", "sign", "2y"], check=True,
+                   capture_output=True)
+    listing = subprocess.run([*gpg_cli, "--with-colons", "-k"], capture_output=True, text=True, check=True).stdout
+    fingerprint = next(line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:"))
+    data = tmp_path / "data"
+    data.write_bytes(b"release\n")
+    subprocess.run([*gpg_cli, "--digest-algo", "SHA512", "-b", str(data)], check=True, capture_output=True)
+    gpg = GnuPG(tmp_path / "verify")
+    gpg.import_keys(subprocess.run([*gpg_cli, "--export"], capture_output=True, check=True).stdout)
+    pins = PinSet.of([Pin(Category("gentoo"), Nick("old"), fingerprint)])  # type: ignore[arg-type]
+    report = gpg.verify_detached((tmp_path / "data.sig").read_bytes(), data)
+    with pytest.raises(EnginesDisagreeError) as refused:
+        decide(report, pins, {k.fingerprint: k for k in gpg.list_keys()})
+    assert "GnuPG says good signature by gentoo/old" in refused.value.message
+    assert "SHA-1" in refused.value.message and "re-signs them with SHA-256" in refused.value.message

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import hashlib
 import os
 import threading
 from collections.abc import Callable
@@ -159,24 +158,28 @@ def _opinion(run: Callable[[Any], Any], homedir: Path, export: Callable[[], byte
                          said="" if signers else "no valid signature", text=text)
 
 
-PUBLIC_KEY_TAG = 6
-#: Self-signatures that bind a user id, a subkey or the key itself (RFC 9580 §5.2.1).
-BINDING_TYPES = frozenset({0x10, 0x11, 0x12, 0x13, 0x18, 0x1F})
+#: Self-signatures that bind a signing subkey: the subkey binding and its embedded back-signature.
+BINDING_TYPES = frozenset({0x18, 0x19})
 HASH_SHA1 = 2
 
 
 def sha1_self_signed(data: bytes) -> frozenset[str]:
-    """Primary fingerprints (v4) of the certificates in ``data`` that carry a self-signature or a subkey binding
-    made with SHA-1, which Sequoia's standard policy refuses (GnuPG 2.2 and 2.4 accept it)."""
+    """Primary fingerprints (v4) of the certificates in ``data`` that Sequoia's standard policy refuses for SHA-1:
+    no user id or direct-key self-signature it accepts (it says so when asked for the key's expiry), or a subkey
+    binding made with SHA-1.  GnuPG 2.2 and 2.4 accept both."""
+    import pysequoia
+
     found: set[str] = set()
-    primary: str | None = None
-    for packet in parse_packets(data):
-        body = packet.body
-        if packet.tag == PUBLIC_KEY_TAG:
-            primary = (hashlib.sha1(b"\x99" + len(body).to_bytes(2, "big") + body).hexdigest().upper()  # noqa: S324
-                       if body[:1] == b"\x04" else None)
-        elif (packet.tag == SIGNATURE_TAG and primary is not None and len(body) > 4 and body[0] == 4
-              and body[1] in BINDING_TYPES and body[3] == HASH_SHA1 and bytes.fromhex(primary[-16:]) in body):
+    for cert in pysequoia.Cert.split_bytes(data):
+        primary = str(cert.fingerprint).upper()
+        try:
+            cert.expiration  # noqa: B018 - evaluated under Sequoia's policy: the binding it would use
+        except Exception as exc:  # noqa: BLE001 - pysequoia raises plain exceptions
+            if "SHA1" in str(exc):
+                found.add(primary)
+        if any(packet.tag == SIGNATURE_TAG and len(packet.body) > 4 and packet.body[0] == 4
+               and packet.body[1] in BINDING_TYPES and packet.body[3] == HASH_SHA1
+               for packet in parse_packets(bytes(cert))):
             found.add(primary)
     return frozenset(found)
 
