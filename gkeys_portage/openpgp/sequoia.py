@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from gkeys_portage.core.errors import EngineError, EnginesDisagreeError, NoSignatureError
-from gkeys_portage.openpgp.packets import SIGNATURE_TAG, armor, canonical_mpis, parse_packets
+from gkeys_portage.openpgp.packets import ARMOR_BEGIN, SIGNATURE_TAG, armor, canonical_mpis, parse_packets
 
 #: The fix a missing pysequoia names.
 INSTALL_HINT = ("install pysequoia (pip install pysequoia, or emerge dev-python/pysequoia), or turn the second "
@@ -59,7 +59,7 @@ class SecondOpinion:
 
     def accepts(self, primary: str, signing: str) -> bool:
         """Whether Sequoia found a good signature by ``signing``, a key of the certificate ``primary``."""
-        return (primary.upper(), signing.upper()) in self.signers
+        return self.opinion is Opinion.ACCEPTED and (primary.upper(), signing.upper()) in self.signers
 
 
 def use_second_opinion(on: bool) -> None:
@@ -242,10 +242,10 @@ def check_inline(homedir: Path, export: Callable[[], bytes], message: bytes,
     what Sequoia says was signed.  For a cleartext block, ``signature`` is its binary signature, which replaces
     the armored one with canonical MPIs (the rest of the block is unchanged)."""
     if signature is not None:
-        old = armor(signature)
-        if message.endswith(old):
-            message = message[: -len(old)] + armor(canonical_mpis(signature))
-
+        canonical = canonical_mpis(signature)
+        if canonical != signature:  # the armor is rebuilt around a normalised signature
+            start = message.index(ARMOR_BEGIN)
+            message = message[:start] + armor(canonical)
     else:
         with contextlib.suppress(NoSignatureError):  # GnuPG refused it too; Sequoia says why in its own words
             message = canonical_mpis(message)

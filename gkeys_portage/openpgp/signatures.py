@@ -109,7 +109,10 @@ class Signatures(GpgProcess):
                 expected, checked = None, signed_message_packets(message)
         except NoSignatureError as exc:
             return StatusReport.unparsable(exc), b""
-        second = background(lambda: check_inline(self.homedir, lambda: export_all(self), checked,
+        # Sequoia reads a cleartext block as received (its own reading of the framing, line endings included),
+        # GnuPG the block rebuilt from gkeys' parse: the texts both return must then be one text.
+        seen = as_received(message) if expected is not None else checked
+        second = background(lambda: check_inline(self.homedir, lambda: export_all(self), seen,
                                                   block.signature if expected is not None else None))
         result = self.run(["--decrypt"], checked, max_output=len(checked) + OUTPUT_SLACK)
         report = signature_verdict(result, "verifying signed message")
@@ -152,7 +155,7 @@ def same_text(second: SecondOpinion, text: bytes, *, cleartext: bool) -> SecondO
     seen = second.text + b"\n" if cleartext else second.text
     if seen == text:
         return second
-    return replace(second, opinion=Opinion.REFUSED,
+    return replace(second, opinion=Opinion.REFUSED, signers=frozenset(),
                    said=f"it read another signed text than GnuPG ({len(seen)} bytes against {len(text)}: "
                         f"{_first_difference(seen, text)})")
 
@@ -251,6 +254,14 @@ def signature_verdict(result: GpgResult, what: str) -> StatusReport:
         return StatusReport(failures=[f"{what}: gpg was killed by signal {-result.returncode} before it finished; "
                                       "not verified (run the command again)"])
     return result.status
+
+
+def as_received(message: bytes) -> bytes:
+    """The cleartext block of ``message`` as received: from its BEGIN line to the end of its signature's END line
+    (text around it, which gkeys flags, is left out)."""
+    start = message.index(CLEARSIGN_BEGIN)
+    end = message.find(b"\n", message.find(b"-----END PGP SIGNATURE-----", start))
+    return message[start:] if end < 0 else message[start : end + 1]
 
 
 def _has_line(data: bytes, line: bytes) -> bool:
