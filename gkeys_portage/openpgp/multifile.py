@@ -21,7 +21,7 @@ from gkeys_portage.openpgp.process import (
     minimal_environment,
     status_lines,
 )
-from gkeys_portage.openpgp.sequoia import SecondOpinion, check_detached
+from gkeys_portage.openpgp.sequoia import SecondOpinion, check_detached, preload
 from gkeys_portage.openpgp.signatures import background, export_all, signature_verdict
 from gkeys_portage.openpgp.status import StatusReport, parse_status
 
@@ -101,6 +101,7 @@ class BatchVerify(GpgProcess):
         try:
             private = Path(prepared.directory.name)
             # Sequoia reads the very files gpg reads, in a thread while gpg runs (the second opinion).
+            preload(self.homedir, lambda: export_all(self))
             second = background(lambda: [self._second_file(name) for name in prepared.names])
             checked = self._multifile(prepared.names, private, jobs, parts) if prepared.names else []
             for report, opinion in zip(checked, second(), strict=True):

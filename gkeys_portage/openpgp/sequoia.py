@@ -123,9 +123,18 @@ def _certificates(homedir: Path, export: Callable[[], bytes]) -> tuple[list[Any]
         return cached[1], None
     data = export()
     certs = list(pysequoia.Cert.split_bytes(data)) if data else []
-    with _lock:
-        _certs[key] = (identity, certs)
+    if certs:  # an empty or failed export is never kept: the next check exports again
+        with _lock:
+            _certs[key] = (identity, certs)
     return certs, data
+
+
+def preload(homedir: Path, export: Callable[[], bytes]) -> None:
+    """Read the keyring's certificates before gpg runs in the same home (an engine that rewrites its home while
+    it verifies, as gpg-sq does, must not export at the same moment); the check that follows reuses them."""
+    if _enabled and missing_reason() is None:
+        with contextlib.suppress(Exception):  # the check itself reports what went wrong
+            _certificates(homedir, export)
 
 
 def _said(exc: Exception) -> str:

@@ -29,7 +29,7 @@ from gkeys_portage.openpgp.process import (
     GpgResult,
     OpenFile,
 )
-from gkeys_portage.openpgp.sequoia import Opinion, SecondOpinion, check_detached, check_inline
+from gkeys_portage.openpgp.sequoia import Opinion, SecondOpinion, check_detached, check_inline, preload
 from gkeys_portage.openpgp.status import StatusReport
 
 
@@ -61,6 +61,7 @@ class Signatures(GpgProcess):
         else:
             tee = _Tee(data)
             data, target = cast(IO[bytes], tee), tee.reader_path
+        preload(self.homedir, lambda: export_all(self))
         second = background(lambda: self.second_detached(packets, target) if tee is None
                              else tee.drained(lambda: self.second_detached(packets, target)))
         try:
@@ -112,6 +113,7 @@ class Signatures(GpgProcess):
         # Sequoia reads a cleartext block as received (its own reading of the framing, line endings included),
         # GnuPG the block rebuilt from gkeys' parse: the texts both return must then be one text.
         seen = as_received(message) if expected is not None else checked
+        preload(self.homedir, lambda: export_all(self))
         second = background(lambda: check_inline(self.homedir, lambda: export_all(self), seen,
                                                   block.signature if expected is not None else None))
         result = self.run(["--decrypt"], checked, max_output=len(checked) + OUTPUT_SLACK)
