@@ -154,9 +154,11 @@ def same_text(second: SecondOpinion, text: bytes, *, cleartext: bool) -> SecondO
     what gkeys and its consumers read).  Sequoia returns a cleartext body without its final line ending."""
     if second.opinion is not Opinion.ACCEPTED or second.text is None:
         return second
-    seen = second.text + b"\n" if cleartext else second.text
-    if seen == text:
+    # a cleartext's last line ending is not signed: GnuPG prints the block's own (LF or CRLF), Sequoia none
+    endings = (b"\n", b"\r\n") if cleartext else (b"",)
+    if any(second.text + ending == text for ending in endings):
         return second
+    seen = second.text + endings[0]
     return replace(second, opinion=Opinion.REFUSED, signers=frozenset(),
                    said=f"it read another signed text than GnuPG ({len(seen)} bytes against {len(text)}: "
                         f"{_first_difference(seen, text)})")
