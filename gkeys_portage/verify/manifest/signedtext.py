@@ -69,7 +69,7 @@ def check_top_manifest(data: bytes, keyring: bytes, pins: PinSet, where: str) ->
         raise UnsignedDataError(f"{where}: the top Manifest is refused before gemato reads it: {refusal}")
     with tempfile.TemporaryDirectory(prefix="gkeys-top-manifest-") as home:
         gpg = GnuPG(Path(home))
-        gpg.import_keys(keyring)
+        gpg.import_keys(keyring, options=())  # exactly the pinned keys, exported by gkeys (as gemato imports them)
         report, plaintext = gpg.verify_clearsigned(data)
         try:
             result = decide(report, pins, {key.fingerprint: key for key in gpg.list_keys()},
