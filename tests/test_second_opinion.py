@@ -282,3 +282,15 @@ def test_a_key_bound_with_sha1_is_a_disagreement_naming_cause_and_fix(tmp_path: 
         decide(report, pins, {k.fingerprint: k for k in gpg.list_keys()})
     assert "GnuPG says good signature by gentoo/old" in refused.value.message
     assert "SHA-1" in refused.value.message and "re-signs them with SHA-256" in refused.value.message
+
+
+def test_a_stream_larger_than_a_pipe_is_checked_by_both(keys: KeyFactory, tmp_path: Path) -> None:
+    """A stream (media that cannot be held still) reaches gpg through a pipe and Sequoia through a spooled copy:
+    pysequoia holds Python's lock while it reads, so a pipe fed from this process would never drain."""
+    gpg = GnuPG(tmp_path / "home")
+    gpg.import_keys(keys.public("alice"))
+    pins = PinSet.of([Pin(Category("gentoo-devs"), Nick("alice"), keys.keys["alice"].fingerprint)])
+    data = os.urandom(4 << 20)
+    report = gpg.verify_detached(_signed(keys, tmp_path, data), io.BytesIO(data))
+    assert report.second is not None and report.second.opinion is sequoia.Opinion.ACCEPTED
+    assert decide(report, pins, {k.fingerprint: k for k in gpg.list_keys()}).signer.pin.nick == "alice"

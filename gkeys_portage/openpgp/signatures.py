@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import os
 import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -50,7 +49,7 @@ class Signatures(GpgProcess):
             return StatusReport.unparsable(exc)
         # The signature goes to $TMPDIR, never into the (possibly full, possibly shared) keyring home;
         # gpg reads exactly the packets that were checked, and Sequoia the same packets and bytes, meanwhile.
-        tee: _Tee | None = None
+        spool: _Spool | None = None
         target: bytes | str
         if isinstance(data, OpenFile):
             target = data.path
@@ -59,11 +58,12 @@ class Signatures(GpgProcess):
         elif isinstance(data, bytes):
             target = data
         else:
-            tee = _Tee(data)
-            data, target = cast(IO[bytes], tee), tee.reader_path
+            spool = _Spool(data)
+            data, target = cast(IO[bytes], spool), spool.path
         preload(self.homedir, lambda: export_all(self))
-        second = background(lambda: self.second_detached(packets, target) if tee is None
-                             else tee.drained(lambda: self.second_detached(packets, target)))
+        # Sequoia hashes while gpg does (it holds Python's lock meanwhile); a stream is spooled as gpg reads
+        # it and checked once gpg is done
+        second = background(lambda: self.second_detached(packets, target)) if spool is None else None
         try:
             with tempfile.NamedTemporaryFile(prefix="gkeys-sig-") as sigfile:
                 sigfile.write(packets)
@@ -77,11 +77,11 @@ class Signatures(GpgProcess):
                                       max_output=OUTPUT_SLACK * 16)
                 else:
                     result = self.run(["--verify", sigfile.name, "-"], data, max_output=OUTPUT_SLACK * 16)
+            report = signature_verdict(result, "verifying signature")
+            report.second = second() if second is not None else self.second_detached(packets, target)
         finally:
-            if tee is not None:
-                tee.close()  # Sequoia sees the end of the data even when gpg stopped reading early
-        report = signature_verdict(result, "verifying signature")
-        report.second = second()
+            if spool is not None:
+                spool.discard()
         return report
 
     def second_detached(self, packets: bytes, data: bytes | str) -> SecondOpinion:
@@ -202,47 +202,30 @@ def background(work: Callable[[], T]) -> Callable[[], T]:
     return wait
 
 
-class _Tee(io.RawIOBase):
-    """A binary stream that copies every chunk read from it into a pipe, which Sequoia reads as
-    ``/dev/fd/N`` (so both engines see each byte once, as read, without a second copy of the data)."""
+class _Spool(io.RawIOBase):
+    """A binary stream that copies every chunk read from it into an unnamed scratch file, which Sequoia reads as
+    ``/dev/fd/N`` once gpg is done: both engines see the bytes as they were read, once, without holding them
+    in memory (pysequoia holds Python's lock while it reads, so it cannot read a pipe fed from this process)."""
 
     def __init__(self, source: IO[bytes]) -> None:
         super().__init__()
         self.source = source
-        self._read_end, self._write_end = os.pipe()
-        self.reader_path = f"{FD_DIR}/{self._read_end}"
-        self._open = True
+        self._copy = tempfile.TemporaryFile(prefix="gkeys-spool-")  # noqa: SIM115 - closed by discard()
+        self.path = f"{FD_DIR}/{self._copy.fileno()}"
 
     def readable(self) -> bool:
         return True
 
     def read(self, size: int | None = -1) -> bytes:
         chunk = self.source.read(-1 if size is None else size)
-        if self._open:
-            try:
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(self._write_end, view):]
-                if not chunk:
-                    self.close()
-            except OSError:
-                self.close()
+        self._copy.write(chunk)
+        if not chunk:
+            self._copy.flush()
         return chunk
 
-    def drained(self, read: Callable[[], SecondOpinion]) -> SecondOpinion:
-        """``read()`` (Sequoia reading the pipe), then close the reading end: a copy still under way fails
-        instead of waiting for a reader that has gone."""
-        try:
-            return read()
-        finally:
-            os.close(self._read_end)
-
-    def close(self) -> None:
-        """End the copy (Sequoia then reads the end of the data); the reading end closes after Sequoia."""
-        if self._open:
-            self._open = False
-            os.close(self._write_end)
-        super().close()
+    def discard(self) -> None:
+        """Remove the copy."""
+        self._copy.close()
 
 
 def signature_verdict(result: GpgResult, what: str) -> StatusReport:
