@@ -20,6 +20,7 @@ import contextlib
 import enum
 import hashlib
 import os
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -92,6 +93,8 @@ def describe() -> tuple[str, str]:
 
 def missing_reason() -> str | None:
     """Why pysequoia cannot be used (None when it can)."""
+    if sys.modules.get("pysequoia") is not None:  # imported already: no import machinery per signature
+        return None
     try:
         import pysequoia  # noqa: F401
     except ImportError as exc:
