@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import os
+import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -63,7 +65,7 @@ class Signatures(GpgProcess):
         preload(self.homedir, lambda: export_all(self))
         # Sequoia hashes while gpg does (it holds Python's lock meanwhile); a stream is spooled as gpg reads
         # it and checked once gpg is done
-        second = background(lambda: self.second_detached(packets, target)) if spool is None else None
+        second = background(lambda: self._second_piped(packets, target, data)) if spool is None else None
         try:
             with tempfile.NamedTemporaryFile(prefix="gkeys-sig-") as sigfile:
                 sigfile.write(packets)
@@ -83,6 +85,28 @@ class Signatures(GpgProcess):
             if spool is not None:
                 spool.discard()
         return report
+
+    def _second_piped(self, packets: bytes, target: bytes | str, data: DataSource) -> SecondOpinion:
+        """Sequoia's verdict on a file through a pipe that ``cat`` (another process) fills from the same
+        descriptor or path: Sequoia maps a regular file it opens whole into memory (a 2 GiB image would be 2 GiB
+        of resident pages), a pipe it reads in a bounded buffer."""
+        if isinstance(target, bytes):
+            return self.second_detached(packets, target)
+        read_end, write_end = os.pipe()
+        try:
+            feeder = subprocess.Popen(["cat", target], stdin=subprocess.DEVNULL, stdout=write_end,
+                                      stderr=subprocess.DEVNULL,
+                                      pass_fds=(data.fd,) if isinstance(data, OpenFile) else ())
+        except OSError:
+            os.close(read_end)
+            return self.second_detached(packets, target)  # no cat: Sequoia reads the file itself
+        finally:
+            os.close(write_end)
+        try:
+            return self.second_detached(packets, f"{FD_DIR}/{read_end}")
+        finally:
+            os.close(read_end)  # a feeder still writing stops (SIGPIPE)
+            feeder.wait()
 
     def second_detached(self, packets: bytes, data: bytes | str) -> SecondOpinion:
         """Sequoia's verdict on the detached signature ``packets`` over ``data`` (bytes, or a file name),
