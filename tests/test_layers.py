@@ -124,6 +124,29 @@ def circles(graph: Mapping[str, set[str]]) -> list[list[str]]:
     return found
 
 
+#: The second opinion lives in openpgp/ (design.md §10): no verifier, key operation or Portage module imports
+#: pysequoia itself, so every path that asks for a verdict gets both engines without knowing it.
+SECOND_OPINION_DOOR = "openpgp"
+
+
+def second_opinion_importers(root: Path = PACKAGE) -> list[str]:
+    """``file:line`` of every import of ``pysequoia`` outside ``openpgp/``."""
+    return sorted(f"{path.relative_to(root.parent)}:{line}" for path in root.rglob("*.py")
+                  if path.relative_to(root).parts[0] != SECOND_OPINION_DOOR
+                  for line, module in imported_modules(path, root)
+                  if module == "pysequoia" or module.startswith("pysequoia."))
+
+
+def test_nothing_outside_openpgp_imports_pysequoia() -> None:
+    assert second_opinion_importers() == []
+
+
+def test_the_pysequoia_never_can_fail(tmp_path: Path) -> None:
+    (tmp_path / "gkeys_portage" / "verify").mkdir(parents=True)
+    (tmp_path / "gkeys_portage" / "verify" / "x.py").write_text("def f():\n    import pysequoia\n")
+    assert second_opinion_importers(tmp_path / "gkeys_portage") == ["gkeys_portage/verify/x.py:2"]
+
+
 @pytest.mark.parametrize("layer", FLOORS)
 def test_layer_never_imports_upwards_or_sideways(layer: str) -> None:
     assert violations(layer) == []

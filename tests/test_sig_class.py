@@ -21,7 +21,7 @@ from overlays_helpers import overlays_config
 from tree_helpers import build, install_devs
 
 from gkeys_portage.core.config import load_config
-from gkeys_portage.core.errors import BadSignatureError, SignatureClassError
+from gkeys_portage.core.errors import BadSignatureError, EnginesDisagreeError, SignatureClassError
 from gkeys_portage.demo.world import KeyFactory
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.openpgp.status import StatusReport, parse_status

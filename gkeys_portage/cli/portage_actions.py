@@ -177,7 +177,8 @@ DOCTOR_DESCRIPTION = """\
 Report everything that would make verification fail or be skipped on this system, each finding with
 the command that fixes it: seeds or keys missing or older than [policy] max-refresh-age, keys expiring
 within 30 days, git repositories without the gkeys hooks or with shallow clone-depth/sync-depth,
-hooks that are not executable, FETCH_WRAPPER not running gkeys-fetch, gpg missing or older than 2.2, a
+hooks that are not executable, FETCH_WRAPPER not running gkeys-fetch, gpg missing or older than 2.2, the
+second opinion (Sequoia, pysequoia) turned off with [gpg] second-opinion = no or not installed, a
 clock behind the newest verification recorded, keyrings the portage user cannot read.
 
 With --eroot and without -c, the configuration is ${EROOT}/etc/gkeys/gkeys.conf when it exists.
@@ -218,8 +219,9 @@ STATUS_DESCRIPTION = """\
 One screen of what gkeys knows, read from its state and repos.conf (nothing is fetched):
 every category with its seeds, installed pinned keys, next expiry, last refresh and when each key
 source last answered; every repository with its sync type, what verifies it, and the last verified
-git revision or high-water mark (the newest verified Manifest TIMESTAMP or snapshot); and how many
-findings 'gkeys doctor' has.
+git revision or high-water mark (the newest verified Manifest TIMESTAMP or snapshot); the OpenPGP
+engine, and whether the second opinion is on (Sequoia confirms every signature GnuPG accepts); and how
+many findings 'gkeys doctor' has.
 """
 
 STATUS_EPILOG = """\
@@ -266,6 +268,8 @@ def render_status(status: Status, eroot: Path | None = None) -> Report:
         report.plain(f"OpenPGP engine: {status.engine}")
     else:
         report.warn(f"OpenPGP engine: cannot run: {status.engine_error}")
+    state, said = status.second_opinion
+    (report.plain if state == "on" else report.warn)(f"second opinion: {said}")
     if status.doctor_error:
         report.warn(f"doctor could not run: {status.doctor_error}")
     elif status.doctor_findings is None:

@@ -18,9 +18,9 @@ from gkeys_portage.verify.manifest.snapshot import DEFAULT_SNAPSHOT_MAX_AGE, fet
 DESCRIPTION = """\
 Verify the OpenPGP signature of every commit of a git repository (e.g. the Gentoo tree).
 
-A commit passes only if it carries a gpgsig header, GnuPG calls the signature good, and the
-signer's PRIMARY key fingerprint is pinned by a seed of one of the categories (-C, repeatable;
-default gentoo-devs).
+A commit passes only if it carries a gpgsig header, GnuPG calls the signature good (and Sequoia, the
+second opinion, agrees: engines-disagree otherwise), and the signer's PRIMARY key fingerprint is
+pinned by a seed of one of the categories (-C, repeatable; default gentoo-devs).
 Merge commits are checked like any other.  A key that expired after the commit was signed is
 fine; a revoked key, a signature older than its key, or one dated in the future is not.  A revoked
 signing subkey fails every commit it signed, even those made before the revocation (GnuPG reports

@@ -180,6 +180,7 @@ class Config:
     keyrings: dict[Category, str] = field(default_factory=dict)  # [keyrings] CAT = bundle URL or file
     binpkg: BinpkgConfig = field(default_factory=BinpkgConfig)
     gpg_program: str | None = None  # [gpg] program: the OpenPGP engine ($GKEYS_GPG wins); None: gpg from PATH
+    second_opinion: bool = True  # [gpg] second-opinion: Sequoia confirms every signature GnuPG accepts
 
     def get(self, section: str, option: str, fallback: str) -> str:
         """A raw option from any section (for the verifiers' own sections)."""
@@ -395,6 +396,7 @@ def load_config(path: Path | None = None, root: Path | None = None, *, prefix: s
             keyrings=_keyrings(parser),
             binpkg=_binpkg(parser),
             gpg_program=_gpg_program(parser),
+            second_opinion=_bool(parser, "gpg", "second-opinion", True),
         )
     except ConfigError:
         raise

@@ -40,7 +40,7 @@ SCHEMA: dict[str, frozenset[str]] = {
     "binpkg": frozenset({"category", "nicks"}),
     "notify": frozenset({"smtp", "from"}),
     "purposes": frozenset({"release-media", "repository", "git-mirror", "overlay-list"}),
-    "gpg": frozenset({"program"}),
+    "gpg": frozenset({"program", "second-opinion"}),
 }
 #: Sections whose keys are names chosen by the user (categories), not options.
 OPEN_SECTIONS: frozenset[str] = frozenset({"seedurls", "verify-seeds", "authority-seeds", "keyrings"})
@@ -90,10 +90,10 @@ CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
 #: section, key -> kind of value: yesno, number, category, categories, nick, nicks, keyrefs, choice
 KINDS: dict[tuple[str, str], str] = {
     **dict.fromkeys([("sources", "wkd"), ("policy", "require-currently-valid"), ("media", "all-digests"),
-                     ("fetch", "allow-unnamed"), ("fetch", "bind-by-date")], "yesno"),
+                     ("fetch", "allow-unnamed"), ("fetch", "bind-by-date"), ("gpg", "second-opinion")], "yesno"),
     **dict.fromkeys([("sources", k) for k in ("timeout", "retries", "backoff", "workers")]
                     + [("policy", k) for k in ("clock-skew", "refresh-interval", "max-refresh-age", "max-seed-age",
-                                               "gpg-timeout")]
+                                               "gpg-timeout", "max-bundle-age")]
                     + [("media", k) for k in ("stall-timeout", "max-size", "max-age")]
                     + [("overlays", "max-size"), ("overlays", "max-age"), ("tree", "max-age"),
                        ("tree", "max-fetch-mib"), ("snapshot", "max-age"), ("checks", "expiry-days"),

@@ -209,6 +209,13 @@ class SignatureClassError(BadSignatureError):
     reason = "signature-class"
 
 
+class EnginesDisagreeError(NotVerifiedError):
+    """GnuPG, the verifier of record, accepted a signature that Sequoia, the second opinion, refused or
+    credited to another signer (or no second opinion was taken): two implementations disagree."""
+
+    reason = "engines-disagree"
+
+
 class TreeMismatchError(NotVerifiedError):
     """A file of a signed Manifest tree does not match its Manifest entry (changed, missing or stray)."""
 

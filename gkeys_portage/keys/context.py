@@ -16,6 +16,7 @@ from gkeys_portage.keys.keyring import Keyring
 from gkeys_portage.keys.purposes import Purpose, PurposeScope, check_purpose_seeds, purpose_pins
 from gkeys_portage.keys.seeds import SeedStore
 from gkeys_portage.openpgp.process import DataSource, use_program
+from gkeys_portage.openpgp.sequoia import use_second_opinion
 from gkeys_portage.openpgp.signatures import is_cleartext
 from gkeys_portage.openpgp.status import SigOutcome, StatusReport
 from gkeys_portage.openpgp.verdict import PinSet, SignedData, VerifyPolicy, VerifyResult, decide
@@ -79,6 +80,7 @@ class Gkeys:
     def __init__(self, config: Config) -> None:
         self.config = config
         use_program(config.gpg_program)  # [gpg] program: the engine every GnuPG object of this run uses
+        use_second_opinion(config.second_opinion)  # [gpg] second-opinion: Sequoia confirms GnuPG's verdicts
         self.layout = Layout(config.gkeysdir)
         self.seeds = SeedStore(self.layout)
         self.lock = StateLock(self.layout)

@@ -21,7 +21,8 @@ from gkeys_portage.openpgp.process import (
     minimal_environment,
     status_lines,
 )
-from gkeys_portage.openpgp.signatures import signature_verdict
+from gkeys_portage.openpgp.sequoia import SecondOpinion, check_detached, preload
+from gkeys_portage.openpgp.signatures import background, export_all, signature_verdict
 from gkeys_portage.openpgp.status import StatusReport, expect_signers, parse_status
 
 MULTIFILE_OUTPUT_PER_FILE = 64 * 1024
@@ -101,14 +102,25 @@ class BatchVerify(GpgProcess):
         afterwards whatever happens; one report per item, in order."""
         try:
             private = Path(prepared.directory.name)
+            # Sequoia reads the very files gpg reads, in a thread while gpg runs (the second opinion).
+            preload(self.homedir, lambda: export_all(self))
+            second = background(lambda: [self._second_file(name) for name in prepared.names])
             # each file's verdicts must match its own signature packets: the per-file split is checked too
-            reports = iter(expect_signers(report, issuers) for report, issuers in zip(
+            checked = [expect_signers(report, issuers) for report, issuers in zip(
                 self._multifile(prepared.names, private, jobs, parts) if prepared.names else [], prepared.issuers,
-                strict=True))
+                strict=True)]
+            for report, opinion in zip(checked, second(), strict=True):
+                report.second = opinion
+            reports = iter(checked)
             return [prepared.refused[index] if index in prepared.refused else next(reports)
                     for index in range(prepared.count)]
         finally:
             prepared.directory.cleanup()
+
+    def _second_file(self, name: str) -> SecondOpinion:
+        """Sequoia's verdict on the prepared signature file ``name`` and its data beside it."""
+        with open(name, "rb") as sig, open(name[: -len(".sig")], "rb") as data:
+            return check_detached(self.homedir, lambda: export_all(self), sig.read(), data.read())
 
     def _multifile(self, names: Sequence[str], private: Path, jobs: int, parts: int) -> list[StatusReport]:
         """Run ``names`` (signature files in ``private``) through ``parts`` gpg processes, ``jobs`` at once.

@@ -31,6 +31,7 @@ import zlib
 from dataclasses import dataclass, field
 
 from gkeys_portage.core.errors import NoSignatureError, TruncatedSignatureError
+from gkeys_portage.openpgp.mpis import canonical_body, check_mpis
 
 ARMOR_BEGIN = b"-----BEGIN PGP SIGNATURE-----"
 ARMOR_END = b"-----END PGP SIGNATURE-----"
@@ -274,7 +275,7 @@ def check_signature_fields(body: bytes) -> str:
     """The signature's issuer key id (16 upper-case hex digits, "" when it names none or is not v4/v6), after
     refusing a v4 or v6 signature that engines would read differently: issuer subpackets naming different
     keys, no creation time in the hashed area (RFC 9580 §5.2.3.11: it MUST be there; GnuPG then reports a
-    bad signature, Sequoia none), or a non-canonical signature value (:func:`_check_mpis`).
+    bad signature, Sequoia none), or a non-canonical signature value (:func:`~gkeys_portage.openpgp.mpis.check_mpis`).
 
     Engines look the signer up by different fields: GnuPG 2.2 by the (unhashed) key id, GnuPG 2.4 by the
     (hashed) fingerprint.  A signature whose fingerprint was changed got "BAD signature" from one and
@@ -305,7 +306,7 @@ def check_signature_fields(body: bytes) -> str:
     if not created:
         raise NoSignatureError("a signature without a creation time in its signed part (it was altered)")
     if version == 4:
-        _check_mpis(body[2], body[end + 2 :])
+        check_mpis(body[2], body[end + 2 :])
     return next(iter(ids)).hex().upper() if ids else ""
 
 
@@ -319,27 +320,19 @@ def signature_issuers(packets: bytes) -> list[str]:
     return [check_signature_fields(packet.body) for packet in parse_packets(packets) if packet.tag == SIGNATURE_TAG]
 
 
-#: Public-key algorithms whose v4 signature is a list of MPIs, and how many (RFC 9580 §5.2.3).
-SIGNATURE_MPIS = {1: 1, 3: 1, 17: 2, 19: 2, 22: 2}
-
-
-def _check_mpis(algorithm: int, data: bytes) -> None:
-    """Refuse a signature whose MPIs are not in their one canonical form (bit count = the value's length).
-
-    Sequoia refuses a non-canonical MPI, GnuPG reads only the bytes the count implies: a count one lower
-    made the same ed25519 signature good to one and no signature to the other.  (Also RFC 9580 §3.2.)
-    """
-    pos = 0
-    for _ in range(SIGNATURE_MPIS.get(algorithm, 0)):
-        if pos + 2 > len(data):
-            raise NoSignatureError("truncated signature value")
-        bits = int.from_bytes(data[pos : pos + 2], "big")
-        size = (bits + 7) // 8
-        value = data[pos + 2 : pos + 2 + size]
-        if len(value) != size or int.from_bytes(value, "big").bit_length() != bits:
-            raise NoSignatureError("a signature value is not in canonical form (its bit count is wrong): it was "
-                                   "altered")
-        pos += 2 + size
+def canonical_mpis(packets: bytes) -> bytes:
+    """``packets`` with every v4 RSA signature's MPI bit count set to its value's length (and leading zero
+    octets dropped), as Sequoia requires; the signed part is unchanged, so is the verdict.  Other packets and
+    already canonical signatures are returned as they were."""
+    parsed = parse_packets(packets)
+    changed = False
+    out: list[Packet] = []
+    for packet in parsed:
+        body = canonical_body(packet.body) if packet.tag == SIGNATURE_TAG else packet.body
+        if body != packet.body:
+            changed, packet = True, Packet(packet.tag, body)
+        out.append(packet)
+    return b"".join(_new_format(packet) for packet in out) if changed else packets
 
 
 def _signature_packets_only(packets: bytes, what: str) -> bytes:

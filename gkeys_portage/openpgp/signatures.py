@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import io
+import os
+import subprocess
 import tempfile
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import IO, TypeVar, cast
 
 from gkeys_portage.core.errors import GpgError, NoSignatureError
 from gkeys_portage.core.scratch import owned_prefix, sweep_once
@@ -19,6 +25,7 @@ from gkeys_portage.openpgp.packets import (
     signed_message_packets,
 )
 from gkeys_portage.openpgp.process import (
+    FD_DIR,
     MAX_INLINE,
     OUTPUT_SLACK,
     DataSource,
@@ -26,6 +33,7 @@ from gkeys_portage.openpgp.process import (
     GpgResult,
     OpenFile,
 )
+from gkeys_portage.openpgp.sequoia import Opinion, SecondOpinion, check_detached, check_inline, preload
 from gkeys_portage.openpgp.status import StatusReport, expect_signers
 
 #: the signature files handed to gpg, under ``$TMPDIR`` (named with their owner: a killed run's are swept)
@@ -47,20 +55,69 @@ class Signatures(GpgProcess):
         except NoSignatureError as exc:
             return StatusReport.unparsable(exc)
         # The signature goes to $TMPDIR, never into the (possibly full, possibly shared) keyring home;
-        # gpg reads exactly the packets that were checked.
-        sweep_once(tempfile.gettempdir(), SIG_PREFIX)  # the signature files of runs that were killed
-        with tempfile.NamedTemporaryFile(prefix=owned_prefix(SIG_PREFIX)) as sigfile:
-            sigfile.write(packets)
-            sigfile.flush()
-            if isinstance(data, OpenFile):
-                result = self.run(["--verify", sigfile.name, data.path], max_output=OUTPUT_SLACK * 16,
-                                  pass_fds=(data.fd,))
-            elif isinstance(data, Path):
-                # absolute: a relative name "-" is stdin to gpg, and "--name" an option
-                result = self.run(["--verify", sigfile.name, str(data.absolute())], max_output=OUTPUT_SLACK * 16)
-            else:
-                result = self.run(["--verify", sigfile.name, "-"], data, max_output=OUTPUT_SLACK * 16)
-        return expect_signers(signature_verdict(result, "verifying signature"), signature_issuers(packets))
+        # gpg reads exactly the packets that were checked, and Sequoia the same packets and bytes, meanwhile.
+        spool: _Spool | None = None
+        target: bytes | str
+        if isinstance(data, OpenFile):
+            target = data.path
+        elif isinstance(data, Path):
+            target = str(data.absolute())
+        elif isinstance(data, bytes):
+            target = data
+        else:
+            spool = _Spool(data)
+            data, target = cast(IO[bytes], spool), spool.path
+        preload(self.homedir, lambda: export_all(self))
+        # Sequoia hashes while gpg does (it holds Python's lock meanwhile); a stream is spooled as gpg reads
+        # it and checked once gpg is done
+        second = background(lambda: self._second_piped(packets, target, data)) if spool is None else None
+        try:
+            sweep_once(tempfile.gettempdir(), SIG_PREFIX)  # the signature files of runs that were killed
+            with tempfile.NamedTemporaryFile(prefix=owned_prefix(SIG_PREFIX)) as sigfile:
+                sigfile.write(packets)
+                sigfile.flush()
+                if isinstance(data, OpenFile):
+                    result = self.run(["--verify", sigfile.name, data.path], max_output=OUTPUT_SLACK * 16,
+                                      pass_fds=(data.fd,))
+                elif isinstance(data, Path):
+                    # absolute: a relative name "-" is stdin to gpg, and "--name" an option
+                    result = self.run(["--verify", sigfile.name, str(data.absolute())],
+                                      max_output=OUTPUT_SLACK * 16)
+                else:
+                    result = self.run(["--verify", sigfile.name, "-"], data, max_output=OUTPUT_SLACK * 16)
+            report = expect_signers(signature_verdict(result, "verifying signature"), signature_issuers(packets))
+            report.second = second() if second is not None else self.second_detached(packets, target)
+        finally:
+            if spool is not None:
+                spool.discard()
+        return report
+
+    def _second_piped(self, packets: bytes, target: bytes | str, data: DataSource) -> SecondOpinion:
+        """Sequoia's verdict on a file through a pipe that ``cat`` (another process) fills from the same
+        descriptor or path: Sequoia maps a regular file it opens whole into memory (a 2 GiB image would be 2 GiB
+        of resident pages), a pipe it reads in a bounded buffer."""
+        if isinstance(target, bytes):
+            return self.second_detached(packets, target)
+        read_end, write_end = os.pipe()
+        try:
+            feeder = subprocess.Popen(["cat", target], stdin=subprocess.DEVNULL, stdout=write_end,
+                                      stderr=subprocess.DEVNULL,
+                                      pass_fds=(data.fd,) if isinstance(data, OpenFile) else ())
+        except OSError:
+            os.close(read_end)
+            return self.second_detached(packets, target)  # no cat: Sequoia reads the file itself
+        finally:
+            os.close(write_end)
+        try:
+            return self.second_detached(packets, f"{FD_DIR}/{read_end}")
+        finally:
+            os.close(read_end)  # a feeder still writing stops (SIGPIPE)
+            feeder.wait()
+
+    def second_detached(self, packets: bytes, data: bytes | str) -> SecondOpinion:
+        """Sequoia's verdict on the detached signature ``packets`` over ``data`` (bytes, or a file name),
+        against this keyring (:mod:`gkeys_portage.openpgp.sequoia`)."""
+        return check_detached(self.homedir, lambda: export_all(self), packets, data)
 
     def verify_clearsigned(self, message: bytes) -> tuple[StatusReport, bytes]:
         """Verify an inline (clearsigned or signed) message; return its status and the signed text.
@@ -89,13 +146,21 @@ class Signatures(GpgProcess):
                 expected, issuers = None, signature_issuers(checked)
         except NoSignatureError as exc:
             return StatusReport.unparsable(exc), b""
+        # Sequoia reads a cleartext block as received (its own reading of the framing, line endings included),
+        # GnuPG the block rebuilt from gkeys' parse: the texts both return must then be one text.
+        seen = as_received(message) if expected is not None else checked
+        preload(self.homedir, lambda: export_all(self))
+        second = background(lambda: check_inline(self.homedir, lambda: export_all(self), seen,
+                                                  block.signature if expected is not None else None))
         result = self.run(["--decrypt"], checked, max_output=len(checked) + OUTPUT_SLACK)
         report = expect_signers(signature_verdict(result, "verifying signed message"), issuers)
         same = (result.stdout == expected if expected is not None
                 else result.stdout in (literal, literal.replace(b"\r\n", b"\n")))
         if not same and report.signatures:
             return StatusReport(failures=["gpg and gkeys disagree on the signed text; refused"]), b""
-        return report, result.stdout if expected is not None else literal
+        text = result.stdout if expected is not None else literal
+        report.second = same_text(second(), text, cleartext=expected is not None)
+        return report, text
 
     def sign(self, data: Path, signer: Fingerprint, *, clearsign: bool = False, armor: bool = True,
              passphrase: str | None = None, notations: Mapping[str, str] | None = None) -> bytes:
@@ -123,6 +188,85 @@ class Signatures(GpgProcess):
         return result.stdout
 
 
+def same_text(second: SecondOpinion, text: bytes, *, cleartext: bool) -> SecondOpinion:
+    """``second``, or a refusal when Sequoia accepted a different signed text than ``text`` (GnuPG's, which is
+    what gkeys and its consumers read).  Sequoia returns a cleartext body without its final line ending."""
+    if second.opinion is not Opinion.ACCEPTED or second.text is None:
+        return second
+    # a cleartext's last line ending is not signed: GnuPG prints the block's own (LF or CRLF), Sequoia none
+    endings = (b"\n", b"\r\n") if cleartext else (b"",)
+    if any(second.text + ending == text for ending in endings):
+        return second
+    seen = second.text + endings[0]
+    return replace(second, opinion=Opinion.REFUSED, signers=frozenset(),
+                   said=f"it read another signed text than GnuPG ({len(seen)} bytes against {len(text)}: "
+                        f"{_first_difference(seen, text)})")
+
+
+def _first_difference(a: bytes, b: bytes) -> str:
+    at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    line = a[:at].count(b"\n") + 1
+    return f"they differ from byte {at}, line {line}"
+
+
+T = TypeVar("T")
+
+
+def export_all(gpg: GpgProcess) -> bytes:
+    """Every certificate of ``gpg``'s keyring, binary: what the second opinion checks against."""
+    result = gpg.run(["--export"])
+    return result.stdout if result.returncode == 0 else b""
+
+
+def background(work: Callable[[], T]) -> Callable[[], T]:
+    """Run ``work`` in a thread (Sequoia hashes while gpg does); the returned call waits for its answer."""
+    box: list[T | BaseException] = []
+
+    def run() -> None:
+        try:
+            box.append(work())
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box.append(exc)
+
+    thread = threading.Thread(target=run, name="gkeys-sequoia", daemon=True)
+    thread.start()
+
+    def wait() -> T:
+        thread.join()
+        answer = box[0]
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    return wait
+
+
+class _Spool(io.RawIOBase):
+    """A binary stream that copies every chunk read from it into an unnamed scratch file, which Sequoia reads as
+    ``/dev/fd/N`` once gpg is done: both engines see the bytes as they were read, once, without holding them
+    in memory (pysequoia holds Python's lock while it reads, so it cannot read a pipe fed from this process)."""
+
+    def __init__(self, source: IO[bytes]) -> None:
+        super().__init__()
+        self.source = source
+        self._copy = tempfile.TemporaryFile(prefix="gkeys-spool-")  # noqa: SIM115 - closed by discard()
+        self.path = f"{FD_DIR}/{self._copy.fileno()}"
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        chunk = self.source.read(-1 if size is None else size)
+        self._copy.write(chunk)
+        if not chunk:
+            self._copy.flush()
+        return chunk
+
+    def discard(self) -> None:
+        """Remove the copy."""
+        self._copy.close()
+
+
 def signature_verdict(result: GpgResult, what: str) -> StatusReport:
     """The status of a verifying run; a timeout raises, an overflow or a gpg killed by a signal (the OOM
     killer, an administrator: it may have stopped before reporting a bad signature after a good one) is a
@@ -136,6 +280,14 @@ def signature_verdict(result: GpgResult, what: str) -> StatusReport:
         return StatusReport(failures=[f"{what}: gpg was killed by signal {-result.returncode} before it finished; "
                                       "not verified (run the command again)"])
     return result.status
+
+
+def as_received(message: bytes) -> bytes:
+    """The cleartext block of ``message`` as received: from its BEGIN line to the end of its signature's END line
+    (text around it, which gkeys flags, is left out)."""
+    start = message.index(CLEARSIGN_BEGIN)
+    end = message.find(b"\n", message.find(b"-----END PGP SIGNATURE-----", start))
+    return message[start:] if end < 0 else message[start : end + 1]
 
 
 def _has_line(data: bytes, line: bytes) -> bool:

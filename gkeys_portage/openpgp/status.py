@@ -17,6 +17,7 @@ from urllib.parse import unquote_to_bytes
 
 from gkeys_portage.core.errors import NoSignatureError, TruncatedSignatureError
 from gkeys_portage.core.types import Fingerprint, is_fingerprint
+from gkeys_portage.openpgp.sequoia import SecondOpinion
 
 STATUS_PREFIX = "[GNUPG:] "
 
@@ -109,6 +110,7 @@ class StatusReport:
     #: What makes the status stream untrustworthy (a forged line, a verdict for a signature gkeys did not hand
     #: over): any one refuses the whole input (:func:`gkeys_portage.openpgp.verdict.decide`).
     anomalies: list[str] = field(default_factory=list)
+    second: SecondOpinion | None = None  # Sequoia's verdict on the same bytes (set by the GnuPG door only)
 
     @classmethod
     def unparsable(cls, exc: NoSignatureError) -> StatusReport:

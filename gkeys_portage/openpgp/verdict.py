@@ -28,9 +28,10 @@ from gkeys_portage.core.errors import (
     UnknownSignerError,
     WeakHashError,
 )
-from gkeys_portage.core.hashpolicy import weak_hash_refusal
+from gkeys_portage.core.hashpolicy import WEAK_HASHES, weak_hash_refusal
 from gkeys_portage.core.types import Category, Fingerprint, Nick
 from gkeys_portage.openpgp.colons import PublicKey, SubKey
+from gkeys_portage.openpgp.sequoia import confirm
 from gkeys_portage.openpgp.status import Notation, SignatureStatus, SigOutcome, StatusReport
 
 DEFAULT_CLOCK_SKEW = 600.0
@@ -268,7 +269,11 @@ def decide(report: StatusReport, pins: PinSet, keys: Mapping[Fingerprint, Public
       weak-hashes`` admits it for its creation time (:mod:`gkeys_portage.core.hashpolicy`);
     * a pinned signature must have a signature class that fits ``signed`` (:class:`SignedData`: binary
       data only class 0x00, so a text-mode signature over media or a commit fails);
-    * at least one good signature by a pinned key is required.
+    * at least one good signature by a pinned key is required;
+    * Sequoia, the second opinion on the same bytes (``report.second``, :mod:`gkeys_portage.openpgp.sequoia`),
+      must find each good pinned signature good, by the same primary and signing key; else
+      ``engines-disagree`` (a weak digest that ``weak-hashes`` admits is GnuPG's word alone: Sequoia refuses
+      every SHA-1 data signature).
     """
     policy = policy or VerifyPolicy()
     if report.anomalies:
@@ -341,6 +346,10 @@ def decide(report: StatusReport, pins: PinSet, keys: Mapping[Fingerprint, Public
                             f"signed message or trailing data")
     ignored = [f"unknown signer {k}" for k in unknown] + [f"signer not pinned {k}" for k in unpinned]
     if good:
+        # the second opinion (Sequoia), except on a weak digest [policy] weak-hashes admits (Sequoia refuses all)
+        admitted = {sig.signing_fingerprint for sig in report.signatures if sig.hash_algo in WEAK_HASHES}
+        confirm(report.second, [(g.pin.fingerprint, g.signing_fingerprint, f"{g.pin.category}/{g.pin.nick} "
+                                 f"({g.pin.fingerprint})") for g in good if g.signing_fingerprint not in admitted])
         return VerifyResult(good=good, ignored=ignored)
     if unpinned:
         raise SignerNotPinnedError(

@@ -60,6 +60,7 @@ from gkeys_portage.keys.prerequisites import FIRST_STEP
 from gkeys_portage.keys.refresh import REFRESH_RECORD, installed_at, last_refresh
 from gkeys_portage.keys.seedfetch import SEED_RECORD
 from gkeys_portage.openpgp.engine import WORKING_ENGINES, Capability, probe
+from gkeys_portage.openpgp.sequoia import describe as describe_second_opinion
 from gkeys_portage.portage.makeconf import fetch_wrapper, portage_make_conf, trust_helper
 from gkeys_portage.portage.makeconfsteps import FETCH_FRAGMENT, fetch_step, missing_sources, unsource_command
 from gkeys_portage.portage.reposconf import RepoConfig, read_repos
@@ -177,6 +178,7 @@ class Doctor:
                                                               self.ctx.config.get("media", "category", "gentoo"))))
         self.check_trust_helper()
         self.check_gpg()
+        self.check_second_opinion()
         for category in sorted(categories):
             self.check_category(category)
         self.check_clock()
@@ -363,6 +365,17 @@ class Doctor:
             self.result.add("gpg:engine", "gpg", f"{engine.describe()} lacks {'; '.join(c.value for c in blocking)}: "
                             "keys cannot be verified or installed safely with it",
                             f"emerge --update app-crypt/gnupg and set [gpg] program to it ({WORKING_ENGINES})")
+
+    def check_second_opinion(self) -> None:
+        """Sequoia confirms GnuPG's verdicts (on by default); turned off or missing is a finding."""
+        state, said = describe_second_opinion()
+        self.result.checked.append(f"second opinion: {said}")
+        if state == "off":
+            self.result.add("gpg:second-opinion-off", "gpg", "the second opinion is turned off: every signature "
+                            "rests on GnuPG's word alone", "remove 'second-opinion = no' from [gpg] in gkeys.conf")
+        elif state == "missing":
+            self.result.add("gpg:second-opinion-missing", "gpg", f"pysequoia is missing, so no signature verifies "
+                            f"({said})", "pip install pysequoia (or emerge dev-python/pysequoia)")
 
     def check_clock(self) -> None:
         """The clock must not be earlier than the newest verification recorded (beyond the clock skew)."""

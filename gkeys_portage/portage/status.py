@@ -19,6 +19,7 @@ from gkeys_portage.core.errors import GkeysError
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.keys.refresh import last_refresh, source_refreshes
 from gkeys_portage.openpgp.engine import probe
+from gkeys_portage.openpgp.sequoia import describe as describe_second_opinion
 from gkeys_portage.portage.doctor import diagnose, verified_by
 from gkeys_portage.portage.reposconf import read_repos
 from gkeys_portage.portage.rsyncsync import mark_key
@@ -62,13 +63,15 @@ class Status:
     doctor_error: str = ""
     engine: str = ""  # "gpg (GnuPG 2.2.40)"; "" when it cannot run (engine_error says why)
     engine_error: str = ""
+    second_opinion: tuple[str, str] = ("on", "")  # (on | off | missing, what it says): openpgp.sequoia.describe
 
     def to_json(self) -> dict[str, object]:
         """The one JSON document of ``gkeys --json status``."""
         return {"categories": [asdict(c) for c in self.categories],
                 "repositories": [asdict(r) for r in self.repositories],
                 "doctor": {"findings": self.doctor_findings, "error": self.doctor_error or None},
-                "engine": {"name": self.engine or None, "error": self.engine_error or None}}
+                "engine": {"name": self.engine or None, "error": self.engine_error or None},
+                "second_opinion": {"state": self.second_opinion[0], "detail": self.second_opinion[1]}}
 
 
 def _category(ctx: Gkeys, name: str) -> CategoryStatus:
@@ -113,4 +116,4 @@ def collect_status(ctx: Gkeys, eroot: Path, *, doctor: bool = True) -> Status:
         engine, engine_error = probe().describe(), ""
     except GkeysError as exc:  # the engine cannot run: status says so, doctor names the fix
         engine, engine_error = "", exc.message
-    return Status(categories, repos, findings, error, engine, engine_error)
+    return Status(categories, repos, findings, error, engine, engine_error, describe_second_opinion())

@@ -33,6 +33,7 @@ from gkeys_portage.openpgp.process import selected_program
 from gkeys_portage.openpgp.verdict import Pin, PinSet
 from gkeys_portage.verify.manifest import gematohome
 from gkeys_portage.verify.manifest.shape import covered_paths
+from gkeys_portage.verify.manifest.signedtext import check_top_manifest
 
 if TYPE_CHECKING:
     import gemato.exceptions
@@ -135,7 +136,9 @@ def verify_tree(root: Path, keyring: bytes, pins: PinSet, *, where: str | None =
     top = root / TOP
     if not top.is_file():
         raise NoSignatureError(f"{where}: no top-level Manifest; refused (not a signed Manifest tree)")
-    digest = hashlib.sha256(top.read_bytes()).hexdigest()
+    served = top.read_bytes()
+    check_top_manifest(served, keyring, pins, where)  # both engines, and gemato reads the text they checked
+    digest = hashlib.sha256(served).hexdigest()
     gematohome.remove_stale()  # the homes (and gpg-agents) of verifications that were killed
     try:
         with gkeys_engine(gemato.openpgp), gematohome.owned_homes(gemato.openpgp), \

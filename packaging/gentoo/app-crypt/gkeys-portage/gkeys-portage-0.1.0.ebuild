@@ -24,6 +24,7 @@ RDEPEND="
 	>=dev-python/requests-2.28[${PYTHON_USEDEP}]
 	>=dev-python/defusedxml-0.7[${PYTHON_USEDEP}]
 	>=app-portage/gemato-20[${PYTHON_USEDEP}]
+	>=dev-python/pysequoia-0.1.35[${PYTHON_USEDEP}]
 	net-misc/rsync
 "
 

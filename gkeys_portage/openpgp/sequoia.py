@@ -1,0 +1,345 @@
+"""The second opinion: Sequoia (``pysequoia``, in-process) checks the very bytes GnuPG checked.
+
+GnuPG stays the verifier of record (:mod:`gkeys_portage.openpgp.process`); every signature the GnuPG door
+verifies is also handed to Sequoia, against an export of the same keyring, and Sequoia's answer rides on the
+:class:`~gkeys_portage.openpgp.status.StatusReport` as a :class:`SecondOpinion`.  :func:`~gkeys_portage.openpgp.
+verdict.decide` then says "verified" only when both accept with the same signer (``engines-disagree`` otherwise),
+so no verifier asks for the second opinion itself, and nothing outside ``openpgp/`` imports ``pysequoia``.
+
+What each side lacks (measured, pysequoia 0.1.35): GnuPG 2.2 hashes only the first 19,998 bytes of a cleartext
+line (T6272) and accepts SHA-1 self-signatures; Sequoia parses MPIs strictly (an RSA bit count above the value's
+length is normalised first, :func:`~gkeys_portage.openpgp.packets.canonical_mpis`), refuses certificates whose
+self-signatures or subkey binding use SHA-1, takes no reference time (it judges at the wall clock; a signature
+made while its key was valid stays good after expiry, as gkeys' own rule), and returns the cleartext body
+without its final line ending.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import hashlib
+import os
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gkeys_portage.core.errors import EngineError, EnginesDisagreeError, NoSignatureError
+from gkeys_portage.openpgp.packets import ARMOR_BEGIN, SIGNATURE_TAG, armor, canonical_mpis, parse_packets
+
+#: The fix a missing pysequoia names.
+INSTALL_HINT = ("install pysequoia (pip install pysequoia, or emerge dev-python/pysequoia), or turn the second "
+                "opinion off explicitly with '[gpg] second-opinion = no' in gkeys.conf")
+
+_enabled = True
+_lock = threading.Lock()
+_certs: dict[str, tuple[tuple[int, ...], _Certificates]] = {}
+
+
+class Opinion(enum.Enum):
+    """What Sequoia said, or why it said nothing."""
+
+    ACCEPTED = "accepted"
+    REFUSED = "refused"
+    OFF = "off"  # turned off in gkeys.conf ([gpg] second-opinion = no)
+    MISSING = "missing"  # pysequoia cannot be imported
+
+
+@dataclass(frozen=True)
+class SecondOpinion:
+    """Sequoia's answer about one input: the ``(primary, signing key)`` fingerprints of its good signatures,
+    its own words when it refused, and (for a signed message) the text it says was signed."""
+
+    opinion: Opinion
+    signers: frozenset[tuple[str, str]] = frozenset()
+    said: str = ""
+    text: bytes | None = None
+    sha1_bindings: frozenset[str] = frozenset()  # primaries whose self-signatures use SHA-1 (Sequoia's policy)
+
+    def accepts(self, primary: str, signing: str) -> bool:
+        """Whether Sequoia found a good signature by ``signing``, a key of the certificate ``primary``."""
+        return self.opinion is Opinion.ACCEPTED and (primary.upper(), signing.upper()) in self.signers
+
+
+def use_second_opinion(on: bool) -> None:
+    """Turn the second opinion on or off for this process (``[gpg] second-opinion``; on by default)."""
+    global _enabled
+    _enabled = on
+
+
+def second_opinion_enabled() -> bool:
+    """Whether signatures get a second opinion in this process."""
+    return _enabled
+
+
+def describe() -> tuple[str, str]:
+    """The second opinion's state (``on``, ``off``, ``missing``) and a line that says what it is."""
+    if not _enabled:
+        return "off", "off ([gpg] second-opinion = no): GnuPG's verdict alone"
+    missing = missing_reason()
+    if missing is not None:
+        return "missing", f"missing: {missing}; every signature is refused until it is installed"
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        shown = f"pysequoia {version('pysequoia')}"
+    except PackageNotFoundError:
+        shown = "pysequoia"
+    return "on", f"on: Sequoia ({shown}) confirms every signature GnuPG accepts"
+
+
+def missing_reason() -> str | None:
+    """Why pysequoia cannot be used (None when it can)."""
+    if sys.modules.get("pysequoia") is not None:  # imported already: no import machinery per signature
+        return None
+    try:
+        import pysequoia  # noqa: F401
+    except ImportError as exc:
+        return f"pysequoia cannot be imported ({exc})"
+    return None
+
+
+def _pubring_identity(homedir: Path) -> tuple[int, ...]:
+    identity: list[int] = []
+    for name in ("pubring.kbx", "pubring.gpg"):
+        try:
+            st = os.stat(homedir / name)
+        except OSError:
+            identity += [0, 0, 0]
+            continue
+        identity += [st.st_ino, st.st_mtime_ns, st.st_size]
+    return tuple(identity)
+
+
+SUBKEY_TAG = 14
+PRIMARY_TAG = 6
+
+
+def _key_ids(cert: Any) -> set[str]:
+    """The v4 fingerprints and key ids (lower-case hex) of a certificate's primary key and subkeys."""
+    ids: set[str] = set()
+    for packet in parse_packets(bytes(cert)):
+        if packet.tag in (PRIMARY_TAG, SUBKEY_TAG) and packet.body[:1] == b"\x04":
+            body = packet.body
+            fingerprint = hashlib.sha1(b"\x99" + len(body).to_bytes(2, "big") + body).hexdigest()  # noqa: S324
+            ids |= {fingerprint, fingerprint[-16:]}
+    return ids
+
+
+@dataclass(frozen=True)
+class _Certificates:
+    """A keyring's certificates, and each one by the fingerprints and key ids of its keys (Sequoia asks for the
+    signer's: handing it only that certificate keeps a check at a fraction of a millisecond)."""
+
+    certs: list[Any]
+    by_id: dict[str, list[Any]]
+
+    def store(self, ids: list[str]) -> list[Any]:
+        """The certificates holding a key named in ``ids`` (pysequoia's key store callback)."""
+        found = {id(cert): cert for wanted in ids for cert in self.by_id.get(str(wanted).lower(), ())}
+        return list(found.values())
+
+
+def _certificates(homedir: Path, export: Callable[[], bytes]) -> _Certificates:
+    """The keyring's certificates as Sequoia reads them, cached while the keyring file is unchanged (keyrings
+    are replaced by rename)."""
+    import pysequoia
+
+    key = str(homedir)
+    identity = _pubring_identity(homedir)
+    with _lock:
+        cached = _certs.get(key)
+    if cached is not None and cached[0] == identity:
+        return cached[1]
+    data = export()
+    certs = list(pysequoia.Cert.split_bytes(data)) if data else []
+    by_id: dict[str, list[Any]] = {}
+    for cert in certs:
+        for name in _key_ids(cert):
+            by_id.setdefault(name, []).append(cert)
+    found = _Certificates(certs, by_id)
+    if certs:  # an empty or failed export is never kept: the next check exports again
+        with _lock:
+            _certs[key] = (identity, found)
+    return found
+
+
+def preload(homedir: Path, export: Callable[[], bytes]) -> None:
+    """Read the keyring's certificates before gpg runs in the same home (an engine that rewrites its home while
+    it verifies, as gpg-sq does, must not export at the same moment); the check that follows reuses them."""
+    if _enabled and missing_reason() is None:
+        with contextlib.suppress(Exception):  # the check itself reports what went wrong
+            _certificates(homedir, export)
+
+
+def _said(exc: Exception) -> str:
+    """Sequoia's message, first line only (pysequoia appends a Rust backtrace when RUST_BACKTRACE is set)."""
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _opinion(run: Callable[[Any], Any], homedir: Path, export: Callable[[], bytes]) -> SecondOpinion:
+    if not _enabled:
+        return SecondOpinion(Opinion.OFF)
+    missing = missing_reason()
+    if missing is not None:
+        return SecondOpinion(Opinion.MISSING, said=missing)
+    try:
+        certs = _certificates(homedir, export)
+    except Exception as exc:  # noqa: BLE001 - pysequoia raises plain exceptions; any is a refusal
+        return SecondOpinion(Opinion.REFUSED, said=f"cannot read the keyring: {_said(exc)}")
+    try:
+        result = run(certs.store)
+    except Exception as exc:  # noqa: BLE001 - "no valid signatures" and parse errors alike refuse
+        return SecondOpinion(Opinion.REFUSED, said=_said(exc), sha1_bindings=_sha1_bindings(export))
+    signers = frozenset((str(sig.certificate).upper(), str(sig.signing_key).upper()) for sig in result.valid_sigs)
+    text = result.bytes if isinstance(result.bytes, bytes) else None
+    return SecondOpinion(Opinion.ACCEPTED if signers else Opinion.REFUSED, signers,
+                         said="" if signers else "no valid signature", text=text)
+
+
+#: Self-signatures that bind a signing subkey: the subkey binding and its embedded back-signature.
+BINDING_TYPES = frozenset({0x18, 0x19})
+HASH_SHA1 = 2
+
+
+def sha1_self_signed(data: bytes) -> frozenset[str]:
+    """Primary fingerprints (v4) of the certificates in ``data`` that Sequoia's standard policy refuses for SHA-1:
+    no user id or direct-key self-signature it accepts (it says so when asked for the key's expiry), or a subkey
+    binding made with SHA-1.  GnuPG 2.2 and 2.4 accept both."""
+    import pysequoia
+
+    found: set[str] = set()
+    for cert in pysequoia.Cert.split_bytes(data):
+        primary = str(cert.fingerprint).upper()
+        try:
+            cert.expiration  # noqa: B018 - evaluated under Sequoia's policy: the binding it would use
+        except Exception as exc:  # noqa: BLE001 - pysequoia raises plain exceptions
+            if "SHA1" in str(exc):
+                found.add(primary)
+        if any(packet.tag == SIGNATURE_TAG and len(packet.body) > 4 and packet.body[0] == 4
+               and packet.body[1] in BINDING_TYPES and packet.body[3] == HASH_SHA1
+               for packet in parse_packets(bytes(cert))):
+            found.add(primary)
+    return frozenset(found)
+
+
+def _sha1_bindings(export: Callable[[], bytes]) -> frozenset[str]:
+    try:
+        return sha1_self_signed(export())
+    except Exception:  # noqa: BLE001 - only a diagnosis: without it the refusal still stands
+        return frozenset()
+
+
+def _one_by_one(packets: bytes) -> list[bytes]:
+    """Each signature packet of ``packets`` on its own, MPIs canonical (pysequoia reads one signature per call)."""
+    return [bytes([0xC0 | SIGNATURE_TAG, 255]) + len(p.body).to_bytes(4, "big") + p.body
+            for p in parse_packets(canonical_mpis(packets)) if p.tag == SIGNATURE_TAG]
+
+
+def check_detached(homedir: Path, export: Callable[[], bytes], packets: bytes,
+                   data: bytes | str) -> SecondOpinion:
+    """Sequoia's verdict on the detached signature ``packets`` over ``data`` (bytes, or the name of a file
+    Sequoia reads itself: ``/dev/fd/N`` of the descriptor GnuPG reads), against the keyring in ``homedir``
+    (``export`` returns its certificates).  Each signature is checked on its own; the good ones are listed."""
+    def run(store: Callable[[list[str]], list[Any]]) -> Any:
+        import pysequoia
+
+        source = data
+        signatures = _one_by_one(packets)
+        if len(signatures) > 1 and isinstance(source, str) and not os.path.isfile(source):
+            with open(source, "rb") as stream:  # a pipe is read once: keep its bytes for each signature
+                source = stream.read()
+        valid: list[Any] = []
+        said: list[str] = []
+        for one in signatures:
+            signature = pysequoia.Sig.from_bytes(one)
+            try:
+                if isinstance(source, bytes):
+                    valid += pysequoia.verify(bytes=source, store=store, signature=signature).valid_sigs
+                else:
+                    valid += pysequoia.verify(file=source, store=store, signature=signature).valid_sigs
+            except Exception as exc:  # noqa: BLE001 - a refusal of this one signature
+                said.append(_said(exc))
+        if not valid:
+            raise RuntimeError("; ".join(dict.fromkeys(said)) or "no signature")
+        return _Verified(valid)
+
+    return _opinion(run, homedir, export)
+
+
+@dataclass(frozen=True)
+class _Verified:
+    """The good signatures of several pysequoia calls, shaped like one call's answer."""
+
+    valid_sigs: list[Any]
+    bytes: None = None
+
+
+def check_inline(homedir: Path, export: Callable[[], bytes], message: bytes,
+                 signature: bytes | None = None) -> SecondOpinion:
+    """Sequoia's verdict on an inline-signed message (a cleartext block, or signed packets); its ``text`` is
+    what Sequoia says was signed.  For a cleartext block, ``signature`` is its binary signature, which replaces
+    the armored one with canonical MPIs (the rest of the block is unchanged)."""
+    if signature is not None:
+        canonical = canonical_mpis(signature)
+        if canonical != signature:  # the armor is rebuilt around a normalised signature
+            start = message.index(ARMOR_BEGIN)
+            message = message[:start] + armor(canonical)
+    else:
+        with contextlib.suppress(NoSignatureError):  # GnuPG refused it too; Sequoia says why in its own words
+            message = canonical_mpis(message)
+
+    def run(store: Callable[[list[str]], list[Any]]) -> Any:
+        import pysequoia
+
+        return pysequoia.verify(bytes=message, store=store)
+
+    return _opinion(run, homedir, export)
+
+
+#: Why two verifiers may disagree when gkeys knows no cause: never the user's fault.
+UNKNOWN_CAUSE = ("two independent OpenPGP implementations read this signature differently, which is not your "
+                 "doing; gkeys accepts only what both accept: report it to the gkeys developers with the file "
+                 "and its signature")
+
+
+def sha1_cause(primary: str) -> str:
+    """The cause and the fix of a disagreement over a certificate with SHA-1 self-signatures."""
+    return (f"the cause: key {primary} binds its user ids or signing subkey with SHA-1 self-signatures, which "
+            f"GnuPG accepts and Sequoia's policy refuses; the fix: the key owner re-signs them with SHA-256 or "
+            f"stronger (gpg --cert-digest-algo SHA512 --quick-set-expire {primary} <expiry> '*'), then "
+            f"gkeys refresh-key")
+
+
+def confirm(second: SecondOpinion | None, signers: list[tuple[str, str, str]]) -> None:
+    """Raise unless Sequoia agrees with each of GnuPG's good signatures ``(primary, signing key, who)``.
+
+    * second opinion off in gkeys.conf: GnuPG's verdict alone (``gkeys doctor`` reports the setting);
+    * pysequoia missing: a refusal naming the fix, never a silent single-engine run;
+    * no second opinion on the report (a path that bypassed the door) or Sequoia refused or credited another
+      signer: :class:`EnginesDisagreeError`, naming what each said.
+    """
+    if second is not None and second.opinion is Opinion.OFF:
+        return
+    if second is not None and second.opinion is Opinion.MISSING:
+        raise EngineError(f"no second opinion on this signature: {second.said}", capability="second opinion",
+                          next_step=INSTALL_HINT)
+    for primary, signing, who in signers:
+        if second is not None and second.accepts(primary, signing):
+            continue
+        gnupg = f"GnuPG says good signature by {who} (signing key {signing})"
+        if second is None:
+            sequoia = "Sequoia was not asked (no second opinion was taken on this path)"
+        elif second.opinion is Opinion.ACCEPTED:
+            others = ", ".join(sorted(f"{p} (signing key {s})" for p, s in second.signers))
+            sequoia = f"Sequoia says good signature only by {others}"
+        else:
+            sequoia = f"Sequoia refuses it ({second.said})"
+        why = (sha1_cause(primary) if second is not None and primary.upper() in second.sha1_bindings
+               else UNKNOWN_CAUSE)
+        raise EnginesDisagreeError(f"the two verifiers disagree: {gnupg}; {sequoia}; not verified: {why}",
+                                   next_step="gkeys refresh-key" if "SHA-1" in why else "")

@@ -1,0 +1,299 @@
+"""The second opinion: Sequoia confirms every signature GnuPG accepts (issue 34).
+
+An engine fooled into reporting a good signature for bytes it was not given (here a wrapper around the real
+gpg that strips a mirror's tampering before gpg sees it, selected as gkeys selects any engine: ``$GKEYS_GPG``)
+must never produce "verified": Sequoia reads the bytes gkeys handed over, and the verdict refuses with
+``engines-disagree``.  The table below lists every module that asks for a verdict; a new one fails
+:func:`test_every_verifying_path_is_listed` until it is added here, with a test that fools GnuPG on it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import shared_path
+
+from gkeys_portage.core.errors import EngineError, EnginesDisagreeError, NotVerifiedError
+from gkeys_portage.core.types import Category, Nick
+from gkeys_portage.demo.world import KeyFactory
+from gkeys_portage.openpgp import sequoia
+from gkeys_portage.openpgp.gnupg import GnuPG
+from gkeys_portage.openpgp.process import OpenFile
+from gkeys_portage.openpgp.verdict import Pin, PinSet, SignedData, decide
+
+PROJECT = Path(__file__).resolve().parent.parent
+MARK = b"TAMPERED-BY-A-MIRROR"
+SWAP = (b"EVIL-DIGESTS", b"GOOD-DIGESTS")  # a same-size change, for a signed message's literal packet
+
+#: Every module that asks for a verdict, and what takes it through the two-engine door.
+VERIFYING_PATHS = {
+    "keys/context.py": "SignatureVerifier.detached / .clearsigned: test_fooled_engine_never_verifies_alone",
+    "keys/bundle.py": "SignatureVerifier.detached (bundles)",
+    "keys/seedfetch.py": "SignatureVerifier.detached (seed files)",
+    "verify/file.py": "SignatureVerifier.detached / .clearsigned (gkeys verify, .asc .sig .sha256 latest-*.txt)",
+    "verify/media/verifier.py": "SignatureVerifier.detached on an OpenFile or a stream; DIGESTS cleartext",
+    "verify/media/fetch.py": "SignatureVerifier.clearsigned (latest-*.txt)",
+    "verify/overlays/verifier.py": "SignatureVerifier.detached (repositories.xml)",
+    "verify/manifest/snapshot.py": "SignatureVerifier.detached on a path (webrsync snapshots)",
+    "verify/git/commits.py": "multifile batch + decide: test_fooled_engine_never_verifies_a_batch",
+    "openpgp/multifile.py": "the batch door itself (Sequoia reads the files gpg reads)",
+    "verify/manifest/signedtext.py": "the top Manifest: test_fooled_engine_never_verifies_a_top_manifest",
+    "verify/manifest/tree.py": "calls check_top_manifest before gemato",
+    "portage/rsyncsync.py": "verify_tree (rsync sync-type = gkeys)",
+    "verify/recheck.py": "SignatureVerifier.detached and the tree verifier (gkeys audit --recheck)",
+}
+
+FOOLED = f"""#!{sys.executable}
+# An OpenPGP engine fooled by a mirror: it checks the bytes without the mirror's tampering, not the bytes given.
+import os, subprocess, sys, tempfile
+MARK = {MARK!r}
+EVIL, GOOD = {SWAP!r}
+args = sys.argv[1:]
+if "--multifile" in args:  # copies without the tampering; status lines name the files given
+    status = int(args[args.index("--status-fd") + 1])
+    args[args.index("--status-fd") + 1] = "1"
+    scratch, renamed = tempfile.mkdtemp(), {{}}
+    for i, arg in enumerate(args):
+        if arg.endswith(".sig") and os.path.isfile(arg[:-4]) and MARK in open(arg[:-4], "rb").read():
+            copy = os.path.join(scratch, os.path.basename(arg))
+            open(copy, "wb").write(open(arg, "rb").read())
+            open(copy[:-4], "wb").write(open(arg[:-4], "rb").read().replace(MARK, b""))
+            args[i], renamed[copy] = copy, arg
+    out = subprocess.run(["gpg", *args], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL).stdout
+    for copy, arg in renamed.items():
+        out = out.replace(copy.encode(), arg.encode())
+    os.write(status, out)
+    sys.exit(0)
+if "--verify" in args or "--decrypt" in args:
+    for i, arg in enumerate(args):
+        if i and args[i - 1] in ("--homedir", "--status-fd", "--faked-system-time"):
+            continue
+        if os.path.isfile(arg) or arg.startswith("/dev/fd/"):
+            try:
+                data = open(arg, "rb").read()
+            except OSError:
+                continue
+            if MARK in data or EVIL in data:
+                handle = tempfile.NamedTemporaryFile(delete=False)
+                handle.write(data.replace(MARK, b"").replace(EVIL, GOOD))
+                handle.close()
+                args[i] = handle.name
+    if args[-1] == "-" or "--decrypt" in args:
+        data = sys.stdin.buffer.read()
+        handle = tempfile.TemporaryFile()
+        handle.write(data.replace(MARK, b"").replace(EVIL, GOOD))
+        handle.seek(0)
+        os.dup2(handle.fileno(), 0)
+os.execvp("gpg", ["gpg", *args])
+"""
+
+
+@pytest.fixture(scope="module")
+def fooled(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("engine") / "gpg-fooled"
+    path.write_text(FOOLED)
+    path.chmod(0o755)
+    return str(path)
+
+
+@pytest.fixture
+def home(keys: KeyFactory, tmp_path: Path, fooled: str) -> Iterator[tuple[GnuPG, PinSet]]:
+    gpg = GnuPG(tmp_path / "home", program=fooled)
+    gpg.import_keys(keys.public("alice"))
+    alice = keys.keys["alice"]
+    yield gpg, PinSet.of([Pin(Category("gentoo-devs"), Nick("alice"), alice.fingerprint)])
+
+
+def test_every_verifying_path_is_listed() -> None:
+    asks = re.compile(r"\.(detached|clearsigned)\b|\bdecide\(|verify_(detached|clearsigned|prepared|detached_many|"
+                      r"many_multifile)\b|\bverify_tree\(|\bcheck_top_manifest\(")
+    found = set()
+    for path in (PROJECT / "gkeys_portage").rglob("*.py"):
+        rel = str(path.relative_to(PROJECT / "gkeys_portage"))
+        if rel.startswith("openpgp/") and rel != "openpgp/multifile.py" or rel.startswith(("cli/", "demo/")):
+            continue  # the door itself; presentation
+        for line in path.read_text().splitlines():
+            code = line.split("#")[0].strip()
+            if asks.search(code) and not code.startswith(("def ", '"', "*", ":")) and ":meth:" not in code \
+                    and ":func:" not in code and "``" not in code:
+                found.add(rel)
+    assert found == set(VERIFYING_PATHS), (found ^ set(VERIFYING_PATHS))
+
+
+def _signed(keys: KeyFactory, tmp_path: Path, data: bytes, **kwargs: object) -> bytes:
+    return keys.sign_bytes("alice", data, tmp_path, **kwargs)
+
+
+@pytest.mark.parametrize("source", ["bytes", "path", "stream", "open-file"])
+def test_fooled_engine_never_verifies_alone(keys: KeyFactory, tmp_path: Path, home: tuple[GnuPG, PinSet],
+                                            source: str) -> None:
+    gpg, pins = home
+    genuine = b"stage3 tarball bytes\n"
+    signature = _signed(keys, tmp_path, genuine)
+    tampered = genuine + MARK
+    path = tmp_path / "served"
+    path.write_bytes(tampered)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        data = {"bytes": tampered, "path": path, "stream": io.BytesIO(tampered), "open-file": OpenFile(fd)}[source]
+        report = gpg.verify_detached(signature, data)  # type: ignore[arg-type]
+    finally:
+        os.close(fd)
+    assert any(sig.valid for sig in report.signatures), "the engine was not fooled: the test proves nothing"
+    with pytest.raises(EnginesDisagreeError, match="GnuPG says good signature by gentoo-devs/alice.*Sequoia "
+                       "refuses it"):
+        decide(report, pins, {k.fingerprint: k for k in gpg.list_keys()})
+    # and the genuine bytes are verified by both
+    decide(gpg.verify_detached(signature, genuine), pins, {k.fingerprint: k for k in gpg.list_keys()})
+
+
+def test_fooled_engine_never_verifies_a_signed_message(keys: KeyFactory, tmp_path: Path,
+                                                       home: tuple[GnuPG, PinSet]) -> None:
+    gpg, pins = home
+    message = subprocess.run(["gpg", "--homedir", str(keys.home), "--batch", "-u", keys.keys["alice"].fingerprint,
+                              "--compress-algo", "none", "--sign"], input=SWAP[1] + b"\n", capture_output=True,
+                             check=True).stdout
+    report, _ = gpg.verify_clearsigned(message.replace(*SWAP[::-1]))
+    # the engine is fooled: it says good, or prints another text than the literal packet gkeys read carries
+    assert any(sig.valid for sig in report.signatures) or any(
+        "disagree on the signed text" in failure for failure in report.failures), "the test proves nothing"
+    with pytest.raises(NotVerifiedError):
+        decide(report, pins, {k.fingerprint: k for k in gpg.list_keys()}, signed=SignedData.MESSAGE)
+
+
+def test_fooled_engine_never_verifies_cleartext(keys: KeyFactory, tmp_path: Path, home: tuple[GnuPG, PinSet]) -> None:
+    gpg, pins = home
+    message = _signed(keys, tmp_path, b"# SHA512 HASH\nabc  stage3.tar.xz\n", clearsign=True)
+    tampered = message.replace(b"abc  stage3", b"abc" + MARK + b"  stage3")
+    report, _ = gpg.verify_clearsigned(tampered)
+    with pytest.raises(NotVerifiedError):
+        decide(report, pins, {k.fingerprint: k for k in gpg.list_keys()}, signed=SignedData.CLEARTEXT)
+
+
+def test_fooled_engine_never_verifies_a_batch(keys: KeyFactory, tmp_path: Path, home: tuple[GnuPG, PinSet]) -> None:
+    gpg, pins = home
+    genuine = b"tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\nauthor a\n\nmessage\n"
+    signature = _signed(keys, tmp_path, genuine)
+    good, bad = gpg.verify_detached_many([(signature, genuine), (signature, genuine + MARK)])
+    listing = {k.fingerprint: k for k in gpg.list_keys()}
+    decide(good, pins, listing)
+    assert any(sig.valid for sig in bad.signatures)
+    with pytest.raises(EnginesDisagreeError):
+        decide(bad, pins, listing)
+
+
+def test_fooled_engine_never_verifies_a_top_manifest(keys: KeyFactory, tmp_path: Path, fooled: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from gkeys_portage.verify.manifest.signedtext import check_top_manifest
+
+    alice = keys.keys["alice"]
+    pins = PinSet.of([Pin(Category("infra"), Nick("alice"), alice.fingerprint)])
+    manifest = _signed(keys, tmp_path, b"TIMESTAMP 2026-12-06T00:00:00Z\nDATA a 1 SHA512 00\n", clearsign=True)
+    monkeypatch.setenv("GKEYS_GPG", fooled)
+    check_top_manifest(manifest, keys.public("alice", armor=False), pins, "mirror")
+    with pytest.raises(NotVerifiedError):
+        check_top_manifest(manifest.replace(b"SHA512 00", b"SHA512 00" + MARK), keys.public("alice", armor=False),
+                           pins, "mirror")
+
+
+def test_a_report_without_a_second_opinion_is_not_verified(keys: KeyFactory, tmp_path: Path,
+                                                           home: tuple[GnuPG, PinSet]) -> None:
+    gpg, pins = home
+    genuine = b"data\n"
+    report = gpg.verify_detached(_signed(keys, tmp_path, genuine), genuine)
+    report.second = None  # a path that bypassed the door
+    with pytest.raises(EnginesDisagreeError, match="Sequoia was not asked"):
+        decide(report, pins, {k.fingerprint: k for k in gpg.list_keys()})
+
+
+def test_missing_pysequoia_refuses_naming_the_fix_and_off_is_gnupg_alone(
+        keys: KeyFactory, tmp_path: Path, home: tuple[GnuPG, PinSet], monkeypatch: pytest.MonkeyPatch) -> None:
+    gpg, pins = home
+    genuine = b"data\n"
+    signature = _signed(keys, tmp_path, genuine)
+    listing = {k.fingerprint: k for k in gpg.list_keys()}
+    monkeypatch.setitem(sys.modules, "pysequoia", None)  # import pysequoia raises ImportError
+    with pytest.raises(EngineError) as refused:
+        decide(gpg.verify_detached(signature, genuine), pins, listing)
+    assert "pip install pysequoia" in refused.value.next_step
+    monkeypatch.setattr(sequoia, "_enabled", False)  # [gpg] second-opinion = no
+    assert decide(gpg.verify_detached(signature, genuine + MARK), pins, listing).signer.pin.nick == "alice"
+
+
+def test_second_opinion_off_is_a_config_line_and_a_doctor_finding(tmp_path: Path) -> None:
+    config = tmp_path / "gkeys.conf"
+    config.write_text(f"[base]\ngkeysdir = {tmp_path / 'state'}\n[gpg]\nsecond-opinion = no\n")
+    env = {**os.environ, "PYTHONPATH": str(PROJECT)}
+    status = subprocess.run([sys.executable, "-m", "gkeys_portage.cli.main", "-c", str(config), "status", "--json"],
+                            capture_output=True, text=True, env=env, check=False)
+    assert json.loads(status.stdout)["second_opinion"]["state"] == "off", status
+    doctor = subprocess.run([sys.executable, "-m", "gkeys_portage.cli.main", "-c", str(config), "doctor", "--eroot",
+                             str(tmp_path)], capture_output=True, text=True, env=env, check=False)
+    assert "second opinion is turned off" in doctor.stdout + doctor.stderr, doctor
+
+
+REAL_SHA1_ONLY = "D99EAC7379A850BCE47DA5F29E6438C817072058"  # the old DSA release key: SHA-1 bindings only
+
+
+def test_real_gentoo_keys_bind_the_same_way_for_both_engines_but_the_sha1_only_one(tmp_path: Path) -> None:
+    """The real keys carry SHA-1 signatures beside SHA-2 ones: both engines use the newest (SHA-2) binding, so
+    they agree on every expiry; only a key with nothing but SHA-1 bindings is refused by Sequoia's policy."""
+    import pysequoia
+
+    flagged = set()
+    (tmp_path / "show").mkdir(mode=0o700)
+    for path in sorted(shared_path("fixtures", "real", "keys").glob("*.asc")):
+        data = path.read_bytes()
+        flagged |= sequoia.sha1_self_signed(data)
+        listing = subprocess.run(["gpg", "--homedir", str(tmp_path / "show"), "--with-colons", "--show-keys",
+                                  str(path)], capture_output=True, text=True, check=False).stdout
+        gnupg = {line.split(":")[4]: line.split(":")[6] for line in listing.splitlines() if line.startswith("pub:")}
+        for cert in pysequoia.Cert.split_bytes(data):
+            fingerprint = str(cert.fingerprint).upper()
+            if fingerprint == REAL_SHA1_ONLY:
+                continue
+            assert str(int(cert.expiration.timestamp())) == gnupg[fingerprint[-16:]], fingerprint
+    assert flagged == {REAL_SHA1_ONLY}
+
+
+def test_a_key_bound_with_sha1_is_a_disagreement_naming_cause_and_fix(tmp_path: Path, home: tuple[GnuPG, PinSet],
+                                                                      fooled: str) -> None:
+    signer = tmp_path / "signer"
+    signer.mkdir(mode=0o700)
+    gpg_cli = ["gpg", "--homedir", str(signer), "--batch", "--passphrase", "", "--pinentry-mode", "loopback",
+               "--cert-digest-algo", "SHA1"]
+    subprocess.run([*gpg_cli, "--quick-gen-key", "Old <old@example.org>", "rsa3072", "sign", "2y"], check=True,
+                   capture_output=True)
+    listing = subprocess.run([*gpg_cli, "--with-colons", "-k"], capture_output=True, text=True, check=True).stdout
+    fingerprint = next(line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:"))
+    data = tmp_path / "data"
+    data.write_bytes(b"release\n")
+    subprocess.run([*gpg_cli, "--digest-algo", "SHA512", "-b", str(data)], check=True, capture_output=True)
+    gpg = GnuPG(tmp_path / "verify")
+    gpg.import_keys(subprocess.run([*gpg_cli, "--export"], capture_output=True, check=True).stdout)
+    pins = PinSet.of([Pin(Category("gentoo"), Nick("old"), fingerprint)])  # type: ignore[arg-type]
+    report = gpg.verify_detached((tmp_path / "data.sig").read_bytes(), data)
+    with pytest.raises(EnginesDisagreeError) as refused:
+        decide(report, pins, {k.fingerprint: k for k in gpg.list_keys()})
+    assert "GnuPG says good signature by gentoo/old" in refused.value.message
+    assert "SHA-1" in refused.value.message and "re-signs them with SHA-256" in refused.value.message
+
+
+def test_a_stream_larger_than_a_pipe_is_checked_by_both(keys: KeyFactory, tmp_path: Path) -> None:
+    """A stream (media that cannot be held still) reaches gpg through a pipe and Sequoia through a spooled copy:
+    pysequoia holds Python's lock while it reads, so a pipe fed from this process would never drain."""
+    gpg = GnuPG(tmp_path / "home")
+    gpg.import_keys(keys.public("alice"))
+    pins = PinSet.of([Pin(Category("gentoo-devs"), Nick("alice"), keys.keys["alice"].fingerprint)])
+    data = os.urandom(4 << 20)
+    report = gpg.verify_detached(_signed(keys, tmp_path, data), io.BytesIO(data))
+    assert report.second is not None and report.second.opinion is sequoia.Opinion.ACCEPTED
+    assert decide(report, pins, {k.fingerprint: k for k in gpg.list_keys()}).signer.pin.nick == "alice"
