@@ -60,7 +60,8 @@ def test_devices_fifos_dot_entries_and_ignored_paths_are_dropped_and_named(tree:
 def test_a_set_user_id_file_is_replaced_by_a_plain_copy_never_changed_in_place(
         tree: tuple[Path, frozenset[str]], tmp_path: Path) -> None:
     """A covered file with the mirror's mode may be a hard link to a live file: it gets a new inode with mode
-    0644; the other name (the live file) keeps its inode and mode."""
+    0755 (its execute bit kept, set-user-id and group write dropped); the other name (the live file) keeps its
+    inode and mode."""
     root, covered = tree
     ebuild = root / "dev-test/pkg/pkg-1.ebuild"
     live = tmp_path / "live-ebuild"
@@ -69,7 +70,7 @@ def test_a_set_user_id_file_is_replaced_by_a_plain_copy_never_changed_in_place(
     before = live.stat()
     shaped = shape_tree(root, covered, ME)
     assert shaped.renewed == ["dev-test/pkg/pkg-1.ebuild"]
-    assert stat.S_IMODE(ebuild.stat().st_mode) == 0o644 and ebuild.stat().st_ino != before.st_ino
+    assert stat.S_IMODE(ebuild.stat().st_mode) == 0o755 and ebuild.stat().st_ino != before.st_ino  # x kept
     assert ebuild.read_bytes() == live.read_bytes()
     after = live.stat()
     assert (after.st_ino, after.st_mode, after.st_mtime_ns) == (before.st_ino, before.st_mode, before.st_mtime_ns)
@@ -115,3 +116,13 @@ def test_a_dropped_name_reaches_the_terminal_escaped(tree: tuple[Path, frozenset
     shaped = shape_tree(root, covered, ME)
     assert "metadata/news/\x1b[2Jnews" in shaped.dropped
     assert "\x1b" not in shown("metadata/news/\x1b[2Jnews") and shown("dev-test/pkg") == "dev-test/pkg"
+
+
+def test_modes_follow_only_the_served_execute_bit() -> None:
+    """0644, or 0755 for a file served with any execute bit: never set-user-id, set-group-id, sticky or writable
+    by group or others, whatever the mirror serves."""
+    from gkeys_portage.verify.manifest.shape import file_mode
+
+    assert {oct(m): oct(file_mode(m)) for m in (0o600, 0o666, 0o4644, 0o2664, 0o1777, 0o700, 0o4755, 0o6711, 0o001)} \
+        == {"0o600": "0o644", "0o666": "0o644", "0o4644": "0o644", "0o2664": "0o644", "0o1777": "0o755",
+            "0o700": "0o755", "0o4755": "0o755", "0o6711": "0o755", "0o1": "0o755"}

@@ -71,7 +71,7 @@ from gkeys_portage.verify.git.spawn import SpawnSettings
 from gkeys_portage.verify.manifest import inventory
 from gkeys_portage.verify.manifest.marks import DEFAULT_MAX_AGE_HOURS, Freshness, Mark, last_mark
 from gkeys_portage.verify.manifest.purpose import purpose_keyring, repository_pins
-from gkeys_portage.verify.manifest.shape import DIRECTORY_MODE, FILE_MODE, Owner, Shaped, shape_tree, shown
+from gkeys_portage.verify.manifest.shape import DIRECTORY_MODE, Owner, Shaped, shape_tree, shown
 from gkeys_portage.verify.manifest.tree import VerifiedTree, verify_tree
 
 RSYNC_SCHEMES = ("rsync", "ssh+rsync")
@@ -81,7 +81,7 @@ LOCAL_NAMES = frozenset(LOCAL_DIRECTORIES)
 #: After the user's options, so they always hold: gkeys' modes, the syncing user as owner, no device or special
 #: file, no dot entry (gemato covers none: ``.hg``, ``.svn``, a hidden news item); :mod:`..verify.manifest.shape`
 #: enforces the same on what arrives.
-TREE_SHAPE_OPTIONS = ("--perms", f"--chmod=D{DIRECTORY_MODE:o},F{FILE_MODE:o}", "--no-owner", "--no-group",
+TREE_SHAPE_OPTIONS = ("--perms", f"--chmod=D{DIRECTORY_MODE:o},Fu=rwX,Fgo=rX,Fugo-st", "--no-owner", "--no-group",
                       "--no-devices", "--no-specials", "--exclude=.*")
 #: rsync's I/O timeout and its daemon connect timeout, in seconds.
 IO_TIMEOUT = 180

@@ -34,6 +34,8 @@ from typing import Any
 from gkeys_portage.core.errors import TreeMismatchError
 
 FILE_MODE = 0o644
+#: a file the mirror serves with any execute bit (a FILESDIR script; git trees carry 100755 the same way)
+EXECUTABLE_MODE = 0o755
 DIRECTORY_MODE = 0o755
 #: Uncovered files a synced ::gentoo needs (gemato 20.15 ``profile.py``, ``EbuildRepositoryProfile`` IGNOREs).
 TIMESTAMP_FILES = frozenset(
@@ -80,7 +82,15 @@ def _timestamp_file(path: str, st: os.stat_result) -> bool:
     return path in TIMESTAMP_FILES and stat.S_ISREG(st.st_mode) and st.st_size <= TIMESTAMP_MAX_BYTES
 
 
+
+def file_mode(served: int) -> int:
+    """The mode a covered file gets from the mirror's ``served`` mode: 0755 if it has any execute bit, else 0644;
+    never set-user-id, set-group-id, sticky, or writable by group or others."""
+    return EXECUTABLE_MODE if served & 0o111 else FILE_MODE
+
+
 @dataclass
+
 class Owner:
     """Who a synced tree belongs to: the user and group rsync created its files as."""
 
@@ -133,12 +143,13 @@ class _Shaper:
     def _file(self, path: bytes, rel: str, st: os.stat_result) -> None:
         if not stat.S_ISREG(st.st_mode):
             raise TreeMismatchError(f"{shown(rel)} is covered by a Manifest but is not a regular file; refused")
-        if (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) != (FILE_MODE, self.owner.uid, self.owner.gid):
+        if (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) != (file_mode(st.st_mode), self.owner.uid, self.owner.gid):
             self._renew(path, st)
             self.result.renewed.append(rel)
 
     def _renew(self, path: bytes, st: os.stat_result) -> None:
-        """Replace ``path`` by a copy with gkeys' mode and owner (a new inode: the old one may be a live file's)."""
+        """Replace ``path`` by a copy with gkeys' mode (:func:`file_mode`) and owner (a new inode: the old one may
+        be a live file's)."""
         target, name = tempfile.mkstemp(prefix=b".gkeys-renew-", dir=os.path.dirname(path))
         try:
             source = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
@@ -146,7 +157,7 @@ class _Shaper:
                 shutil.copyfileobj(reader, writer)
             if (os.geteuid(), os.getegid()) != (self.owner.uid, self.owner.gid):
                 os.fchown(target, self.owner.uid, self.owner.gid)
-            os.fchmod(target, FILE_MODE)
+            os.fchmod(target, file_mode(st.st_mode))
             os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
         except BaseException:
             os.unlink(name)
