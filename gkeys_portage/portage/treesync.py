@@ -41,6 +41,7 @@ from pathlib import Path
 from gkeys_portage.core.errors import BadInputError, GkeysError, UsageError
 from gkeys_portage.core.state import StateLock, staging_directory
 from gkeys_portage.core.swap import recover, swap_in
+from gkeys_portage.core.trash import discard, sweep
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.verify.git.contents import require_safe_contents
 from gkeys_portage.verify.git.objects import NO_SUBMODULES, GitRepo
@@ -130,6 +131,16 @@ def remove_stale_staging(location: Path) -> int:
     return removed
 
 
+def _sweep(location: Path, log: Log) -> None:
+    """Remove what earlier syncs of ``location`` left: staging directories, the old tree in the trash."""
+    removed = remove_stale_staging(location)
+    if removed:
+        log("info", f"gkeys: removed {removed} staging director{'y' if removed == 1 else 'ies'} "
+                    "left by an interrupted sync")
+    if sweep(location):
+        log("info", "gkeys: removed the old tree an earlier sync left to remove in the background")
+
+
 def fetch_cap(ctx: Gkeys) -> int | None:
     """The cap in bytes on each file a fetch writes (``[tree] max-fetch-mib``; None when 0)."""
     mib = ctx.config.number("tree", "max-fetch-mib", DEFAULT_MAX_FETCH_MIB)
@@ -178,10 +189,7 @@ def clone_verified(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
     location.parent.mkdir(parents=True, exist_ok=True)
     try:
         with location_lock(ctx, location):
-            removed = remove_stale_staging(location)
-            if removed:
-                log("info", f"gkeys: removed {removed} staging director{'y' if removed == 1 else 'ies'} "
-                            "left by an interrupted sync")
+            _sweep(location, log)
             return _clone(ctx, request, log)
     except GkeysError as exc:
         return _failure(log, f"gkeys: first clone into {location} failed, nothing installed: {exc.message}")
@@ -246,10 +254,7 @@ def update_verified(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
         with location_lock(ctx, request.location):
             if recover(request.location):
                 log("info", f"gkeys: {request.location} put back as it was before an interrupted sync")
-            removed = remove_stale_staging(request.location)
-            if removed:
-                log("info", f"gkeys: removed {removed} staging director{'y' if removed == 1 else 'ies'} "
-                            "left by an interrupted sync")
+            _sweep(request.location, log)
             return _update(ctx, request, log)
     except GkeysError as exc:
         return _failure(log, f"gkeys: {request.location} NOT updated (the tree is as it was): {exc.message}")
@@ -298,9 +303,5 @@ def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
             log("info", f"gkeys: kept {', '.join(kept)} (Portage keeps them in this repository)")
         swap_in(staging, location)  # one exchange: the location holds the old revision or the new one
         record_verified(ctx, live.path, tip)
-    # removing the old tree changed the change time of every file it shared: refresh the index once, so later
-    # checks of the live tree compare times again instead of every file's content (a kill here leaves an
-    # index.lock, which only makes the next sync take the swap path)
-    with contextlib.suppress(GkeysError):  # the tree is verified and in place: this is only a cache
-        live.run("update-index", "-q", "--refresh", check=False)
+        discard(staging, location)  # the old tree, removed in the background (the next sync finishes it)
     return SyncOutcome(True, tip != previous, report=report)

@@ -15,8 +15,14 @@ from collections.abc import Sequence
 from gkeys_portage.core.errors import BadInputError
 from gkeys_portage.verify.git.objects import GitRepo, printable
 
-#: ``-c`` settings for the status check: nothing cached or delegated may hide a change.
-_STATUS_SETTINGS = ("-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false", "-c", "status.relativePaths=false")
+#: ``-c`` settings for the status check: nothing cached or delegated may hide a change.  The inode change
+#: time is not compared (git's ``core.trustctime=false``, meant for "something outside Git" changing it):
+#: every sync hard-links the tree into its staging copy and removes the old tree's links, each of which
+#: changes the change time of every file, and comparing it made git re-read and hash every file of the tree
+#: at each check (seconds for ``::gentoo``).  Content, size, mode, inode and modification time still count:
+#: what a killed or failed checkout writes is a new file or a new modification time.
+_STATUS_SETTINGS = ("-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false", "-c", "status.relativePaths=false",
+                    "-c", "core.trustctime=false")
 
 
 def _excluding(names: Sequence[str]) -> list[str]:
