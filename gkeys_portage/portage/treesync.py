@@ -41,13 +41,13 @@ from pathlib import Path
 from gkeys_portage.core.errors import BadInputError, GkeysError, UsageError
 from gkeys_portage.core.state import StateLock, staging_directory
 from gkeys_portage.core.swap import recover, swap_in
-from gkeys_portage.core.trash import discard, sweep
+from gkeys_portage.core.trash import discard, keep_spare, sweep, usable_spare
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.verify.git.contents import require_safe_contents
 from gkeys_portage.verify.git.objects import NO_SUBMODULES, GitRepo
 from gkeys_portage.verify.git.records import last_verified, record_verified
 from gkeys_portage.verify.git.spawn import SpawnSettings
-from gkeys_portage.verify.git.staging import LOCAL_DIRECTORIES, carry_local, copy_git_dir, link_work_tree
+from gkeys_portage.verify.git.staging import LOCAL_DIRECTORIES, adopt_spare, carry_local, copy_git_dir, link_work_tree
 from gkeys_portage.verify.git.tree import TreeOptions, TreeReport, TreeVerifier
 from gkeys_portage.verify.git.worktree import restore_revision, worktree_changes
 
@@ -138,7 +138,7 @@ def _sweep(location: Path, log: Log) -> None:
         log("info", f"gkeys: removed {removed} staging director{'y' if removed == 1 else 'ies'} "
                     "left by an interrupted sync")
     if sweep(location):
-        log("info", "gkeys: removed the old tree an earlier sync left to remove in the background")
+        log("info", "gkeys: removed what an earlier sync left to remove in the background")
 
 
 def fetch_cap(ctx: Gkeys) -> int | None:
@@ -292,7 +292,12 @@ def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
                 not worktree_changes(live, exclude=keep):
             record_verified(ctx, live.path, tip)  # nothing new, nothing changed on disk: no swap
             return SyncOutcome(True, False, report=report)
-        link_work_tree(location, staging, request.spawn)
+        spare = usable_spare(location)
+        if spare is not None:  # the tree the last update replaced: git rewrites what differs
+            adopt_spare(spare, staging)
+            discard(spare, location)  # its .git and what Portage keeps, removed in the background
+        else:
+            link_work_tree(location, staging, request.spawn)
         try:  # reset --hard + clean -ffdx in the staging tree, checked clean (the check trusts no time)
             restore_revision(repo, tip, trust_ctime=False)
         except GkeysError:  # a live file edited in place, an index a killed git left: check out from scratch
@@ -303,5 +308,5 @@ def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
             log("info", f"gkeys: kept {', '.join(kept)} (Portage keeps them in this repository)")
         swap_in(staging, location)  # one exchange: the location holds the old revision or the new one
         record_verified(ctx, live.path, tip)
-        discard(staging, location)  # the old tree, removed in the background (the next sync finishes it)
+        keep_spare(staging, location)  # the old tree: the next update starts from it
     return SyncOutcome(True, tip != previous, report=report)
