@@ -14,14 +14,16 @@ free of Portage imports so it can be tested and reused on its own.
   is copied into a staging directory beside the tree (objects hard-linked), the fetch goes there and the new
   commits are verified there; a refused fetch leaves with the staging directory (the live repository is
   exactly as it was, not one object bigger).  Once verified, the tree is checked for what gkeys never checks
-  out (:mod:`gkeys_portage.verify.git.contents`), the live work tree is hard-linked into the staging
-  directory, ``reset --hard`` + ``clean -ffdx`` move it to the new top (git replaces each file it changes by
-  a new one, so no live file is written), it is checked clean, the user's ``distfiles``, ``local`` and
-  ``packages`` are carried over when Portage treats the repository as volatile (as Portage's own git module
-  never cleans those), and the staging tree is exchanged with the live one in one ``renameat2`` call
-  (:mod:`gkeys_portage.core.swap`).  Killed at any instant, the location holds the whole old revision or the
-  whole new one, and a later sync removes what the killed one left.  A sync that brings nothing new to a
-  clean tree swaps nothing.
+  out (:mod:`gkeys_portage.verify.git.contents`), the staging directory gets a work tree (the *spare* the
+  last update kept, its directories moved in, or else the live work tree hard-linked in:
+  :mod:`gkeys_portage.core.trash`), ``reset --hard`` + ``clean -ffdx`` move it to the new top (git replaces
+  each file it changes by a new one, so no live file is written), it is checked clean, the user's
+  ``distfiles``, ``local`` and ``packages`` are carried over when Portage treats the repository as volatile
+  (as Portage's own git module never cleans those), and the staging tree is exchanged with the live one in
+  one ``renameat2`` call (:mod:`gkeys_portage.core.swap`).  Killed at any instant, the location holds the
+  whole old revision or the whole new one, and a later sync removes what the killed one left.  The tree it replaced is kept as the
+  next spare; what is not reused is removed in the background.  A sync that brings nothing new to a clean
+  tree swaps nothing.
 * Git runs with Portage's spawn settings (``sync-user``, ``FEATURES=usersync``, ``sync-umask``), and a
   new tree gets the owner and mode Portage gave the location.  Every file a fetch writes is capped at
   ``[tree] max-fetch-mib`` (default 8192 MiB, 0 = no cap); a first checkout must fit in the free space.
