@@ -21,9 +21,9 @@ free of Portage imports so it can be tested and reused on its own.
   ``distfiles``, ``local`` and ``packages`` are carried over when Portage treats the repository as volatile
   (as Portage's own git module never cleans those), and the staging tree is exchanged with the live one in
   one ``renameat2`` call (:mod:`gkeys_portage.core.swap`).  Killed at any instant, the location holds the
-  whole old revision or the whole new one, and a later sync removes what the killed one left.  The tree it replaced is kept as the
-  next spare; what is not reused is removed in the background.  A sync that brings nothing new to a clean
-  tree swaps nothing.
+  whole old revision or the whole new one, and a later sync removes what the killed one left.  The tree it
+  replaced is kept as the next spare; what is not reused is removed in the background.  A sync that brings
+  nothing new to a clean tree swaps nothing.
 * Git runs with Portage's spawn settings (``sync-user``, ``FEATURES=usersync``, ``sync-umask``), and a
   new tree gets the owner and mode Portage gave the location.  Every file a fetch writes is capped at
   ``[tree] max-fetch-mib`` (default 8192 MiB, 0 = no cap); a first checkout must fit in the free space.
