@@ -126,3 +126,22 @@ def test_a_symlink_at_the_trash_name_is_removed_as_a_link_never_followed(
     outcome = _sync(env, location, up.path)  # nothing new: no swap, but the leftover goes
     assert outcome.ok and not outcome.changed, outcome.reason
     assert not trash_path(location).is_symlink() and (precious / "sub" / "file").read_text() == "keep me\n"
+
+
+def test_a_spare_a_killed_update_half_moved_gives_way_to_links(env: Any, tmp_path: Path) -> None:
+    """A run killed while it moved the spare's directories leaves a spare with only its ``.git``: the next
+    update links the live tree instead of checking every file out again (unchanged files keep their inode)."""
+    install_devs(env, ("alice",))
+    up = build(tmp_path / "upstream", env.keys, ["alice"])
+    location = tmp_path / "repos" / "gentoo"
+    spare = trash.spare_path(location)
+    assert _sync(env, location, up.path).ok
+    up.commit("alice", files={"dev-test/pkg/new": "1\n"})
+    assert _sync(env, location, up.path).ok
+    for path in spare.iterdir():
+        if path.name != ".git":
+            shutil.rmtree(path)
+    before = (location / "dev-test" / "pkg" / "file1").stat().st_ino
+    new = up.commit("alice", files={"dev-test/pkg/new": "2\n"})
+    assert _sync(env, location, up.path).ok and head(location) == new and _status(location) == b""
+    assert (location / "dev-test" / "pkg" / "file1").stat().st_ino == before

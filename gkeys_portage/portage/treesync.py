@@ -295,11 +295,10 @@ def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
             record_verified(ctx, live.path, tip)  # nothing new, nothing changed on disk: no swap
             return SyncOutcome(True, False, report=report)
         spare = usable_spare(location)
-        if spare is not None:  # the tree the last update replaced: git rewrites what differs
-            adopt_spare(spare, staging)
-            discard(spare, location)  # its .git and what Portage keeps, removed in the background
-        else:
+        if spare is None or not adopt_spare(spare, staging):  # else git rewrites what differs from the spare
             link_work_tree(location, staging, request.spawn)
+        if spare is not None:
+            discard(spare, location)  # its .git and what Portage keeps, removed in the background
         try:  # reset --hard + clean -ffdx in the staging tree, checked clean (the check trusts no time)
             restore_revision(repo, tip, trust_ctime=False)
         except GkeysError:  # a live file edited in place, an index a killed git left: check out from scratch

@@ -86,18 +86,21 @@ def link_work_tree(live: Path, staging: Path, spawn: SpawnSettings) -> None:
         _cp(["-a", "--link", "-t", staging, *entries], spawn)
 
 
-def adopt_spare(spare: Path, staging: Path) -> None:
+def adopt_spare(spare: Path, staging: Path) -> bool:
     """Move the work tree of ``spare`` (the tree the last update replaced) into ``staging``: every top-level
     entry but ``.git`` and the :data:`LOCAL_DIRECTORIES`, which stay in ``spare`` for the caller to discard.
+    False (nothing moved) if it has no such entry (a run killed while moving them) or one is a mount point.
 
     The spare shares the inode of every file the last update did not change with the live tree, so the
     ``git reset --hard`` that follows rewrites only what differs from the new revision (git replaces a file it
     changes by a new one: no live file is written), and ``clean -ffdx`` removes what the revision lacks.
     """
     entries = sorted(path for path in spare.iterdir() if path.name != ".git" and path.name not in LOCAL_DIRECTORIES)
-    _refuse_mount_points(entries)
+    if not entries or any(os.path.ismount(path) for path in entries):
+        return False
     for path in entries:
         os.rename(path, staging / path.name)
+    return True
 
 
 def carry_local(live: Path, staging: Path, spawn: SpawnSettings) -> list[str]:
