@@ -14,14 +14,16 @@ free of Portage imports so it can be tested and reused on its own.
   is copied into a staging directory beside the tree (objects hard-linked), the fetch goes there and the new
   commits are verified there; a refused fetch leaves with the staging directory (the live repository is
   exactly as it was, not one object bigger).  Once verified, the tree is checked for what gkeys never checks
-  out (:mod:`gkeys_portage.verify.git.contents`), the live work tree is hard-linked into the staging
-  directory, ``reset --hard`` + ``clean -ffdx`` move it to the new top (git replaces each file it changes by
-  a new one, so no live file is written), it is checked clean, the user's ``distfiles``, ``local`` and
-  ``packages`` are carried over when Portage treats the repository as volatile (as Portage's own git module
-  never cleans those), and the staging tree is exchanged with the live one in one ``renameat2`` call
-  (:mod:`gkeys_portage.core.swap`).  Killed at any instant, the location holds the whole old revision or the
-  whole new one, and a later sync removes what the killed one left.  A sync that brings nothing new to a
-  clean tree swaps nothing.
+  out (:mod:`gkeys_portage.verify.git.contents`), the staging directory gets a work tree (the *spare* the
+  last update kept, its directories moved in, or else the live work tree hard-linked in:
+  :mod:`gkeys_portage.core.trash`), ``reset --hard`` + ``clean -ffdx`` move it to the new top (git replaces
+  each file it changes by a new one, so no live file is written), it is checked clean, the user's
+  ``distfiles``, ``local`` and ``packages`` are carried over when Portage treats the repository as volatile
+  (as Portage's own git module never cleans those), and the staging tree is exchanged with the live one in
+  one ``renameat2`` call (:mod:`gkeys_portage.core.swap`).  Killed at any instant, the location holds the
+  whole old revision or the whole new one, and a later sync removes what the killed one left.  The tree it
+  replaced is kept as the next spare; what is not reused is removed in the background.  A sync that brings
+  nothing new to a clean tree swaps nothing.
 * Git runs with Portage's spawn settings (``sync-user``, ``FEATURES=usersync``, ``sync-umask``), and a
   new tree gets the owner and mode Portage gave the location.  Every file a fetch writes is capped at
   ``[tree] max-fetch-mib`` (default 8192 MiB, 0 = no cap); a first checkout must fit in the free space.
@@ -41,12 +43,13 @@ from pathlib import Path
 from gkeys_portage.core.errors import BadInputError, GkeysError, UsageError
 from gkeys_portage.core.state import StateLock, staging_directory
 from gkeys_portage.core.swap import recover, swap_in
+from gkeys_portage.core.trash import discard, keep_spare, sweep, usable_spare
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.verify.git.contents import require_safe_contents
 from gkeys_portage.verify.git.objects import NO_SUBMODULES, GitRepo
 from gkeys_portage.verify.git.records import last_verified, record_verified
 from gkeys_portage.verify.git.spawn import SpawnSettings
-from gkeys_portage.verify.git.staging import LOCAL_DIRECTORIES, carry_local, copy_git_dir, link_work_tree
+from gkeys_portage.verify.git.staging import LOCAL_DIRECTORIES, adopt_spare, carry_local, copy_git_dir, link_work_tree
 from gkeys_portage.verify.git.tree import TreeOptions, TreeReport, TreeVerifier
 from gkeys_portage.verify.git.worktree import restore_revision, worktree_changes
 
@@ -130,6 +133,16 @@ def remove_stale_staging(location: Path) -> int:
     return removed
 
 
+def _sweep(location: Path, log: Log) -> None:
+    """Remove what earlier syncs of ``location`` left: staging directories, the old tree in the trash."""
+    removed = remove_stale_staging(location)
+    if removed:
+        log("info", f"gkeys: removed {removed} staging director{'y' if removed == 1 else 'ies'} "
+                    "left by an interrupted sync")
+    if sweep(location):
+        log("info", "gkeys: removed what an earlier sync left to remove in the background")
+
+
 def fetch_cap(ctx: Gkeys) -> int | None:
     """The cap in bytes on each file a fetch writes (``[tree] max-fetch-mib``; None when 0)."""
     mib = ctx.config.number("tree", "max-fetch-mib", DEFAULT_MAX_FETCH_MIB)
@@ -178,10 +191,7 @@ def clone_verified(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
     location.parent.mkdir(parents=True, exist_ok=True)
     try:
         with location_lock(ctx, location):
-            removed = remove_stale_staging(location)
-            if removed:
-                log("info", f"gkeys: removed {removed} staging director{'y' if removed == 1 else 'ies'} "
-                            "left by an interrupted sync")
+            _sweep(location, log)
             return _clone(ctx, request, log)
     except GkeysError as exc:
         return _failure(log, f"gkeys: first clone into {location} failed, nothing installed: {exc.message}")
@@ -247,10 +257,7 @@ def update_verified(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
         with location_lock(ctx, request.location):
             if recover(request.location):
                 log("info", f"gkeys: {request.location} put back as it was before an interrupted sync")
-            removed = remove_stale_staging(request.location)
-            if removed:
-                log("info", f"gkeys: removed {removed} staging director{'y' if removed == 1 else 'ies'} "
-                            "left by an interrupted sync")
+            _sweep(request.location, log)
             return _update(ctx, request, log)
     except GkeysError as exc:
         return _failure(log, f"gkeys: {request.location} NOT updated (the tree is as it was): {exc.message}")
@@ -288,7 +295,11 @@ def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
                 not worktree_changes(live, exclude=keep):
             record_verified(ctx, live.path, tip)  # nothing new, nothing changed on disk: no swap
             return SyncOutcome(True, False, report=report)
-        link_work_tree(location, staging, request.spawn)
+        spare = usable_spare(location)
+        if spare is None or not adopt_spare(spare, staging):  # else git rewrites what differs from the spare
+            link_work_tree(location, staging, request.spawn)
+        if spare is not None:
+            discard(spare, location)  # its .git and what Portage keeps, removed in the background
         try:  # reset --hard + clean -ffdx in the staging tree, checked clean (the check trusts no time)
             restore_revision(repo, tip, trust_ctime=False)
         except GkeysError:  # a live file edited in place, an index a killed git left: check out from scratch
@@ -299,9 +310,5 @@ def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
             log("info", f"gkeys: kept {', '.join(kept)} (Portage keeps them in this repository)")
         swap_in(staging, location)  # one exchange: the location holds the old revision or the new one
         record_verified(ctx, live.path, tip)
-    # removing the old tree changed the change time of every file it shared: refresh the index once, so later
-    # checks of the live tree compare times again instead of every file's content (a kill here leaves an
-    # index.lock, which only makes the next sync take the swap path)
-    with contextlib.suppress(GkeysError):  # the tree is verified and in place: this is only a cache
-        live.run("update-index", "-q", "--refresh", check=False)
+        keep_spare(staging, location)  # the old tree: the next update starts from it
     return SyncOutcome(True, tip != previous, report=report)

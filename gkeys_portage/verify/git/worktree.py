@@ -15,8 +15,14 @@ from collections.abc import Sequence
 from gkeys_portage.core.errors import BadInputError
 from gkeys_portage.verify.git.objects import GitRepo, printable
 
-#: ``-c`` settings for the status check: nothing cached or delegated may hide a change.
-_STATUS_SETTINGS = ("-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false", "-c", "status.relativePaths=false")
+#: ``-c`` settings for the status check: nothing cached or delegated may hide a change.  The inode change
+#: time is not compared (git's ``core.trustctime=false``, meant for "something outside Git" changing it):
+#: every sync hard-links the tree into its staging copy and removes the old tree's links, each of which
+#: changes the change time of every file, and comparing it made git re-read and hash every file of the tree
+#: at each check (seconds for ``::gentoo``).  Content, size, mode, inode and modification time still count:
+#: what a killed or failed checkout writes is a new file or a new modification time.
+_STATUS_SETTINGS = ("-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false", "-c", "status.relativePaths=false",
+                    "-c", "core.trustctime=false")
 
 
 def _excluding(names: Sequence[str]) -> list[str]:
@@ -67,19 +73,21 @@ def restore_revision(repo: GitRepo, revision: str, keep: Sequence[str] = (), *, 
     volatile repository) -- except the files in them that a fetched, unverified tip tracks and ``revision``
     does not: a merge that failed part-way wrote those, not the user.
     ``trust_ctime=False`` lets the reset skip files whose inode change time alone differs from the index (a
-    work tree hard-linked from another, where every link changed it); the check afterwards still compares them.
+    work tree hard-linked from another, where every link changed it; the check never compares it either).
+    The check comes first: ``clean -ffdx`` (a second walk of the tree) runs only if it finds something.
     Raises :class:`BadInputError` if git fails or the tree still differs afterwards.
     """
     planted = _fetched_paths(repo, revision, keep)
     repo.run(*([] if trust_ctime else ["-c", "core.trustctime=false"]), "reset", "--hard", "--quiet",
              "--no-recurse-submodules", revision)
-    repo.run("clean", "-ffdxq", *(f"--exclude=/{name}" for name in keep))
     for path in planted:
         with contextlib.suppress(FileNotFoundError):
             (repo.path / path).unlink()
     if repo.resolve("HEAD") != repo.resolve(revision):
         raise BadInputError(f"{repo.path}: HEAD did not move to {revision[:12]}")
-    require_clean(repo, keep)
+    if worktree_changes(repo, keep):  # one walk of the tree when nothing is left to clean, two otherwise
+        repo.run("clean", "-ffdxq", *(f"--exclude=/{name}" for name in keep))
+        require_clean(repo, keep)
 
 
 def _fetched_paths(repo: GitRepo, revision: str, keep: Sequence[str]) -> list[str]:
