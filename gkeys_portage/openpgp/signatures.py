@@ -76,8 +76,8 @@ class Signatures(GpgProcess):
             spool = _Spool(data)
             data, target = cast(IO[bytes], spool), spool.path
         preload(self.homedir, lambda: export_all(self))
-        # Sequoia hashes while gpg does (it holds Python's lock meanwhile); a stream is spooled as gpg reads
-        # it and checked once gpg is done
+        # Sequoia hashes while gpg does (in-process it holds Python's lock meanwhile: a large file is checked in
+        # a child process); a stream is spooled as gpg reads it and checked once gpg is done
         second = background(lambda: self._second_piped(packets, target, data)) if spool is None else None
         try:
             sweep_once(tempfile.gettempdir(), SIG_PREFIX)  # the signature files of runs that were killed
