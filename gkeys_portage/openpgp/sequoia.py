@@ -292,8 +292,9 @@ class _Signer:
 
 
 #: Sequoia's pass over a target this large runs in a child process (:mod:`gkeys_portage.openpgp.sequoia_child`):
-#: in-process it holds Python's lock for ~1 ms per MiB (measured, 128 MiB in 0.14 s), stalling gkeys' own hashing
-#: threads, while a child costs ~0.1-0.15 CPU-s of interpreter and pysequoia start on another CPU.
+#: in-process it holds Python's lock for ~1 ms per MiB (128 MiB in 0.10-0.14 s; a pure-Python thread runs at a
+#: tenth of its speed meanwhile), stalling gkeys' own hashing threads; a child's interpreter and pysequoia start
+#: cost 25-70 ms of CPU (measured, ``-I -S``), what the lock costs at ~32-64 MiB.
 APART_BYTES = 64 << 20
 CHILD = Path(__file__).with_name("sequoia_child.py")
 _FINGERPRINT = re.compile(r"[0-9A-F]{40}|[0-9A-F]{64}")
@@ -314,7 +315,7 @@ def check_detached_apart(homedir: Path, export: Callable[[], bytes], packets: by
                    "certs": [[base64.b64encode(bytes(cert)).decode(), sorted(names.get(id(cert), []))]
                              for cert in certs.certs],
                    "signatures": [base64.b64encode(one).decode() for one in _one_by_one(packets)]}
-        done = subprocess.run([sys.executable, "-I", str(CHILD)], input=json.dumps(request).encode(),
+        done = subprocess.run([sys.executable, "-I", "-S", str(CHILD)], input=json.dumps(request).encode(),
                               capture_output=True, pass_fds=(fd,), check=False)
         valid, said = _child_answer(done)
         if not valid:

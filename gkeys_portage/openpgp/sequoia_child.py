@@ -1,4 +1,4 @@
-"""Sequoia's check of a large detached-signature target in a child process (run as a script, ``python -I``).
+"""Sequoia's check of a large detached-signature target in a child process (run as ``python -I -S`` FILE).
 
 pysequoia holds Python's lock while it reads and hashes: checked in-process, a 512 MiB image stalls every other
 thread of gkeys (verify-media's own digests) for the whole pass.  In a child of its own, Sequoia hashes on its own
