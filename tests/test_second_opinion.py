@@ -297,3 +297,65 @@ def test_a_stream_larger_than_a_pipe_is_checked_by_both(keys: KeyFactory, tmp_pa
     report = gpg.verify_detached(_signed(keys, tmp_path, data), io.BytesIO(data))
     assert report.second is not None and report.second.opinion is sequoia.Opinion.ACCEPTED
     assert decide(report, pins, {k.fingerprint: k for k in gpg.list_keys()}).signer.pin.nick == "alice"
+
+
+@pytest.fixture
+def apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every file counts as large: Sequoia checks it in a child process, never in this one."""
+    from gkeys_portage.openpgp import signatures
+
+    def in_process(*args: object) -> None:
+        raise AssertionError("a large file was checked in-process")
+
+    monkeypatch.setattr(signatures, "APART_BYTES", 0)
+    monkeypatch.setattr(signatures, "check_detached", in_process)
+
+
+@pytest.mark.parametrize("source", ["path", "open-file"])
+def test_a_large_file_is_checked_by_sequoia_in_a_child_and_a_fooled_engine_still_refuses(
+        keys: KeyFactory, tmp_path: Path, home: tuple[GnuPG, PinSet], apart: None, source: str) -> None:
+    gpg, pins = home
+    genuine = b"a large release image\n"
+    signature = _signed(keys, tmp_path, genuine)
+    listing = {k.fingerprint: k for k in gpg.list_keys()}
+    for name, content in (("served", genuine + MARK), ("genuine", genuine)):
+        path = tmp_path / name
+        path.write_bytes(content)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            report = gpg.verify_detached(signature, OpenFile(fd) if source == "open-file" else path)
+        finally:
+            os.close(fd)
+        if name == "served":
+            assert any(sig.valid for sig in report.signatures), "the engine was not fooled: the test proves nothing"
+            with pytest.raises(EnginesDisagreeError, match="Sequoia refuses it"):
+                decide(report, pins, listing)
+        else:
+            assert decide(report, pins, listing).signer.pin.nick == "alice"
+
+
+@pytest.mark.parametrize("child", [
+    "print('verified')",
+    "import sys; sys.exit(3)",
+    "",
+    "import json, sys; print(json.dumps({'valid': [[sys.argv[0], 'x']], 'said': []}))",
+    "import json; print(json.dumps({'valid': [], 'said': 'no', 'extra': 1}))",
+    "import json; print(json.dumps({'valid': [['ab' * 20]], 'said': []}))",
+    "import json; print(json.dumps({'valid': [['ab' * 20, 'ab' * 20]], 'said': []}))",  # lower case: not Sequoia's
+], ids=["garbled", "failed", "silent", "not-a-fingerprint", "extra-field", "half-a-signer", "lower-case"])
+def test_a_garbled_or_missing_answer_from_the_child_is_a_refusal(
+        keys: KeyFactory, tmp_path: Path, apart: None, monkeypatch: pytest.MonkeyPatch, child: str) -> None:
+    gpg = GnuPG(tmp_path / "home")
+    gpg.import_keys(keys.public("alice"))
+    pins = PinSet.of([Pin(Category("gentoo-devs"), Nick("alice"), keys.keys["alice"].fingerprint)])
+    genuine = b"a large release image\n"
+    path = tmp_path / "image"
+    path.write_bytes(genuine)
+    script = tmp_path / "child.py"
+    script.write_text(child + "\n")
+    monkeypatch.setattr(sequoia, "CHILD", script)
+    report = gpg.verify_detached(_signed(keys, tmp_path, genuine), path)
+    assert report.second is not None and report.second.opinion is sequoia.Opinion.REFUSED
+    assert "child process" in report.second.said
+    with pytest.raises(EnginesDisagreeError, match="Sequoia refuses it"):
+        decide(report, pins, {k.fingerprint: k for k in gpg.list_keys()})

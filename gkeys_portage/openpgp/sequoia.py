@@ -16,10 +16,14 @@ without its final line ending.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import enum
 import hashlib
+import json
 import os
+import re
+import subprocess
 import sys
 import threading
 from collections.abc import Callable
@@ -181,7 +185,7 @@ def _said(exc: Exception) -> str:
     return text[0] if text else type(exc).__name__
 
 
-def _opinion(run: Callable[[Any], Any], homedir: Path, export: Callable[[], bytes]) -> SecondOpinion:
+def _opinion(run: Callable[[_Certificates], Any], homedir: Path, export: Callable[[], bytes]) -> SecondOpinion:
     if not _enabled:
         return SecondOpinion(Opinion.OFF)
     missing = missing_reason()
@@ -192,7 +196,7 @@ def _opinion(run: Callable[[Any], Any], homedir: Path, export: Callable[[], byte
     except Exception as exc:  # noqa: BLE001 - pysequoia raises plain exceptions; any is a refusal
         return SecondOpinion(Opinion.REFUSED, said=f"cannot read the keyring: {_said(exc)}")
     try:
-        result = run(certs.store)
+        result = run(certs)
     except Exception as exc:  # noqa: BLE001 - "no valid signatures" and parse errors alike refuse
         return SecondOpinion(Opinion.REFUSED, said=_said(exc), sha1_bindings=_sha1_bindings(export))
     signers = frozenset((str(sig.certificate).upper(), str(sig.signing_key).upper()) for sig in result.valid_sigs)
@@ -245,10 +249,10 @@ def check_detached(homedir: Path, export: Callable[[], bytes], packets: bytes,
     """Sequoia's verdict on the detached signature ``packets`` over ``data`` (bytes, or the name of a file
     Sequoia reads itself: ``/dev/fd/N`` of the descriptor GnuPG reads), against the keyring in ``homedir``
     (``export`` returns its certificates).  Each signature is checked on its own; the good ones are listed."""
-    def run(store: Callable[[list[str]], list[Any]]) -> Any:
+    def run(certs: _Certificates) -> Any:
         import pysequoia
 
-        source = data
+        store, source = certs.store, data
         signatures = _one_by_one(packets)
         if len(signatures) > 1 and isinstance(source, str) and not os.path.isfile(source):
             with open(source, "rb") as stream:  # a pipe is read once: keep its bytes for each signature
@@ -279,6 +283,68 @@ class _Verified:
     bytes: None = None
 
 
+@dataclass(frozen=True)
+class _Signer:
+    """One good signature as the child process named it, shaped like pysequoia's."""
+
+    certificate: str
+    signing_key: str
+
+
+#: Sequoia's pass over a target this large runs in a child process (:mod:`gkeys_portage.openpgp.sequoia_child`):
+#: in-process it holds Python's lock for ~1 ms per MiB (128 MiB in 0.10-0.14 s; a pure-Python thread runs at a
+#: tenth of its speed meanwhile), stalling gkeys' own hashing threads; a child's interpreter and pysequoia start
+#: cost 25-70 ms of CPU (measured, ``-I -S``), what the lock costs at ~32-64 MiB.
+APART_BYTES = 64 << 20
+CHILD = Path(__file__).with_name("sequoia_child.py")
+_FINGERPRINT = re.compile(r"[0-9A-F]{40}|[0-9A-F]{64}")
+#: the most a child may answer (a few fingerprints and refusals)
+MAX_ANSWER = 1 << 20
+
+
+def check_detached_apart(homedir: Path, export: Callable[[], bytes], packets: bytes, fd: int) -> SecondOpinion:
+    """:func:`check_detached` of the file read from descriptor ``fd`` (a pipe), in a child process: the same
+    signature packets, the same certificates (each with the key ids it is found by), the same bytes; a missing,
+    garbled or failed answer is a refusal."""
+    def run(certs: _Certificates) -> Any:
+        names: dict[int, list[str]] = {}
+        for name, found in certs.by_id.items():
+            for cert in found:
+                names.setdefault(id(cert), []).append(name)
+        request = {"path": sys.path, "data": f"/dev/fd/{fd}",
+                   "certs": [[base64.b64encode(bytes(cert)).decode(), sorted(names.get(id(cert), []))]
+                             for cert in certs.certs],
+                   "signatures": [base64.b64encode(one).decode() for one in _one_by_one(packets)]}
+        done = subprocess.run([sys.executable, "-I", "-S", str(CHILD)], input=json.dumps(request).encode(),
+                              capture_output=True, pass_fds=(fd,), check=False)
+        valid, said = _child_answer(done)
+        if not valid:
+            raise RuntimeError("; ".join(dict.fromkeys(said)) or "no signature")
+        return _Verified([_Signer(primary, signing) for primary, signing in valid])
+
+    return _opinion(run, homedir, export)
+
+
+def _child_answer(done: subprocess.CompletedProcess[bytes]) -> tuple[list[tuple[str, str]], list[str]]:
+    """The good signers and refusals a child answered; :class:`RuntimeError` unless it answered exactly that."""
+    why = (done.stderr.decode(errors="replace").strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+    if done.returncode != 0 or len(done.stdout) > MAX_ANSWER:
+        raise RuntimeError(f"Sequoia's check in a child process failed ({why})")
+    try:
+        answer = json.loads(done.stdout)
+        if not isinstance(answer, dict) or set(answer) != {"valid", "said"} or not all(
+                isinstance(answer[field], list) for field in answer):
+            raise ValueError("not the answer's fields")
+        valid = [(primary, signing) for primary, signing in answer["valid"]
+                 if _FINGERPRINT.fullmatch(primary) and _FINGERPRINT.fullmatch(signing)]
+        said = [text for text in answer["said"] if isinstance(text, str)]
+        if len(valid) != len(answer["valid"]) or len(said) != len(answer["said"]):
+            raise ValueError("a field of the wrong shape")
+    except (ValueError, TypeError) as exc:
+        raise RuntimeError(f"Sequoia's check in a child process gave no readable answer ({exc})") from None
+    return valid, said
+
+
 def check_inline(homedir: Path, export: Callable[[], bytes], message: bytes,
                  signature: bytes | None = None) -> SecondOpinion:
     """Sequoia's verdict on an inline-signed message (a cleartext block, or signed packets); its ``text`` is
@@ -293,10 +359,10 @@ def check_inline(homedir: Path, export: Callable[[], bytes], message: bytes,
         with contextlib.suppress(NoSignatureError):  # GnuPG refused it too; Sequoia says why in its own words
             message = canonical_mpis(message)
 
-    def run(store: Callable[[list[str]], list[Any]]) -> Any:
+    def run(certs: _Certificates) -> Any:
         import pysequoia
 
-        return pysequoia.verify(bytes=message, store=store)
+        return pysequoia.verify(bytes=message, store=certs.store)
 
     return _opinion(run, homedir, export)
 

@@ -33,7 +33,15 @@ from gkeys_portage.openpgp.process import (
     GpgResult,
     OpenFile,
 )
-from gkeys_portage.openpgp.sequoia import Opinion, SecondOpinion, check_detached, check_inline, preload
+from gkeys_portage.openpgp.sequoia import (
+    APART_BYTES,
+    Opinion,
+    SecondOpinion,
+    check_detached,
+    check_detached_apart,
+    check_inline,
+    preload,
+)
 from gkeys_portage.openpgp.status import StatusReport, expect_signers
 
 #: the signature files handed to gpg, under ``$TMPDIR`` (named with their owner: a killed run's are swept)
@@ -68,8 +76,8 @@ class Signatures(GpgProcess):
             spool = _Spool(data)
             data, target = cast(IO[bytes], spool), spool.path
         preload(self.homedir, lambda: export_all(self))
-        # Sequoia hashes while gpg does (it holds Python's lock meanwhile); a stream is spooled as gpg reads
-        # it and checked once gpg is done
+        # Sequoia hashes while gpg does (in-process it holds Python's lock meanwhile: a large file is checked in
+        # a child process); a stream is spooled as gpg reads it and checked once gpg is done
         second = background(lambda: self._second_piped(packets, target, data)) if spool is None else None
         try:
             sweep_once(tempfile.gettempdir(), SIG_PREFIX)  # the signature files of runs that were killed
@@ -109,6 +117,8 @@ class Signatures(GpgProcess):
         finally:
             os.close(write_end)
         try:
+            if _size(target, data) >= APART_BYTES:  # a large file: Sequoia hashes in a child, off Python's lock
+                return check_detached_apart(self.homedir, lambda: export_all(self), packets, read_end)
             return self.second_detached(packets, f"{FD_DIR}/{read_end}")
         finally:
             os.close(read_end)  # a feeder still writing stops (SIGPIPE)
@@ -210,6 +220,14 @@ def _first_difference(a: bytes, b: bytes) -> str:
 
 
 T = TypeVar("T")
+
+
+def _size(target: str, data: DataSource) -> int:
+    """The size of the file gpg reads (0 when it cannot be told: Sequoia then checks it in-process)."""
+    try:
+        return os.fstat(data.fd).st_size if isinstance(data, OpenFile) else os.stat(target).st_size
+    except OSError:
+        return 0
 
 
 def export_all(gpg: GpgProcess) -> bytes:
