@@ -144,7 +144,10 @@ class Keyring:
         :mod:`gkeys_portage.openpgp.engine`), so the live home is never written.
         """
         with self._opening:
-            if not self.owned() or self.reads_export():
+            owner = self.owned()
+            if owner:  # a home planted as a symlink is refused, whichever view the owner then reads
+                check_safe_directory(self.home)
+            if not owner or self.reads_export():
                 home, read_only = self._reader_home(), False
             elif not probe().has(Capability.READ_ONLY):
                 home, read_only = self._copied_home(), False
