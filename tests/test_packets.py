@@ -26,6 +26,7 @@ from gkeys_portage.openpgp.packets import (
     crc24,
     dearmor_signature,
     detached_signature_packets,
+    find_clearsigned,
     parse_packets,
 )
 from gkeys_portage.portage.hooks import repo_postsync_main
@@ -210,3 +211,11 @@ def test_armor_parser_is_strict() -> None:
     for data in bad:
         with pytest.raises(NoSignatureError):
             dearmor_signature(data)
+
+
+def test_a_cleartext_block_with_no_signed_text_is_refused() -> None:
+    """The signature line right after the header: GnuPG reads one empty line where the parse finds none (found
+    by tests/test_fuzz_armor.py); such a block is refused before any engine reads it."""
+    block = (b"-----BEGIN PGP SIGNED MESSAGE-----\nHash: SHA512\n\n" + armor(b"\xc2\x00"))
+    with pytest.raises(NoSignatureError, match="no signed text"):
+        find_clearsigned(block)

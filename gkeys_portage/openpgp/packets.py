@@ -404,6 +404,8 @@ def find_clearsigned(data: bytes) -> Clearsigned:
         raise NoSignatureError("cleartext block without its signature")
     raw = data.split(b"\n")
     escaped = raw[text_start:index]
+    if not escaped:  # the signature line right after the header: engines read it as no text or as one empty line
+        raise NoSignatureError("a cleartext block with no signed text")
     if any(b"\x00" in line for line in escaped):
         raise NoSignatureError("a NUL byte inside the signed text (gpg would read that line differently)")
     text = b"\n".join(line[2:] if line.startswith(b"- ") else line for line in escaped)
@@ -424,23 +426,40 @@ def _expand(packet: Packet, limit: int) -> bytes:
     algorithm, payload = packet.body[0], packet.body[1:]
     if algorithm == 0:
         return payload
-    if algorithm in (1, 2):
-        inflater = zlib.decompressobj(-15 if algorithm == 1 else 15)
-        try:
-            out = inflater.decompress(payload, limit + 1)
-        except zlib.error as exc:
-            raise NoSignatureError("corrupt compressed data in the signed message") from exc
-    elif algorithm == 3:
-        try:
-            out = bz2.BZ2Decompressor().decompress(payload, limit + 1)
-        except (OSError, EOFError) as exc:
-            raise NoSignatureError("corrupt compressed data in the signed message") from exc
-    else:
+    if algorithm not in (1, 2, 3):
         raise NoSignatureError(f"unknown compression algorithm {algorithm} in the signed message")
-    if len(out) > limit:
-        raise NoSignatureError(f"the signed message expands beyond {limit // (1024 * 1024)} MiB "
-                               "(a decompression bomb?)")
-    return out
+    try:
+        if _expanded_size(algorithm, payload, limit) > limit:  # counted in small pieces, none of them kept
+            raise NoSignatureError(f"the signed message expands beyond {limit // (1024 * 1024)} MiB "
+                                   "(a decompression bomb?)")
+        if algorithm == 3:
+            return bz2.BZ2Decompressor().decompress(payload, limit + 1)
+        return zlib.decompressobj(-15 if algorithm == 1 else 15).decompress(payload, limit + 1)
+    except (zlib.error, OSError, EOFError) as exc:
+        raise NoSignatureError("corrupt compressed data in the signed message") from exc
+
+
+_PIECE = 1 << 20
+
+
+def _expanded_size(algorithm: int, payload: bytes, limit: int) -> int:
+    """How many bytes ``payload`` expands to, counted a MiB at a time and stopping past ``limit``: a bomb is
+    refused without its output ever being held."""
+    total = 0
+    if algorithm == 3:
+        bunzip = bz2.BZ2Decompressor()
+        total = len(bunzip.decompress(payload, _PIECE))
+        while total <= limit and not bunzip.eof and not bunzip.needs_input:
+            total += len(bunzip.decompress(b"", _PIECE))
+        return total
+    inflater = zlib.decompressobj(-15 if algorithm == 1 else 15)
+    pending = payload
+    while total <= limit:
+        total += len(inflater.decompress(pending, _PIECE))
+        pending = inflater.unconsumed_tail
+        if not pending:
+            return total + len(inflater.flush())
+    return total
 
 
 def signed_message_packets(data: bytes, limit: int = MAX_EXPANDED) -> bytes:
