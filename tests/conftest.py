@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -209,6 +210,11 @@ class GkeysEnv:
             f"wkd = yes\nwkd-advanced-url = {advanced}\nwkd-direct-url = {direct}\n"
             "timeout = 2\nretries = 1\nbackoff = 0.05\n" + extra
         )
+
+    @property
+    def gkeys(self) -> str:
+        """``gkeys -c CONFIG``: how a next step printed by :meth:`run` begins (it acts on this config too)."""
+        return f"gkeys -c {shlex.quote(str(self.config))}"
 
     def run(self, *argv: str) -> CliResult:
         """Run ``gkeys -c CONFIG argv...`` in-process and capture its output."""
