@@ -223,6 +223,15 @@ class GkeysEnv:
         captured = self.capsys.readouterr()
         return CliResult(code, captured.out, captured.err)
 
+    def run_printed(self, command: str) -> CliResult:
+        """Run a ``gkeys ...`` command gkeys printed (a next step, a fix) exactly as printed: no ``-c`` added."""
+        words = shlex.split(command)
+        assert words[0] == "gkeys", command
+        self.capsys.readouterr()
+        code = gkeys_main(words[1:])
+        captured = self.capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
     def seed(self, nick: str) -> Seed:
         """A seed for one of the session keys."""
         key = self.keys.keys[nick]

@@ -30,9 +30,8 @@ def run(env: GkeysEnv, *argv: str) -> CliResult:
 
 def run_as_printed(env: GkeysEnv, command: str) -> CliResult:
     """A printed next step, run as the user would paste it."""
-    words = shlex.split(command)
-    assert words[0] == "gkeys", command
-    return run(env, *words[1:])
+    with keys_installed_by_gnupg():
+        return env.run_printed(command)
 
 
 def elsewhere(env: GkeysEnv, tmp_path: Path) -> tuple[str, ...]:
