@@ -121,7 +121,9 @@ def test_only_gkeys_action_commands_get_the_options_never_the_files_gkeys_writes
             "run 'gkeys -c '/tmp/my gkeys.conf' --root /tmp/state update-seed -C gentoo-auth' first"
         for untouched in ("gkeys-fetch \\${URI}", "/etc/gkeys/gkeys.conf", "/usr/bin/gkeys verify-tree",
                           "gkeys verifies the Manifest tree", "gkeys sync refuses to clone over it",
-                          "gkeys-gen update-seed", "the gkeys git hook"):
+                          "gkeys-gen update-seed", "the gkeys git hook",
+                          "ask its maintainer to re-sign it with 'gkeys sign --seed-category gentoo-devs'",
+                          "ask its publisher to sign it ('gkeys build-keyring -C gentoo-devs --sign')"):
             assert invocation.for_this_user(untouched) == untouched
     assert invocation.for_this_user("gkeys update-seed") == "gkeys update-seed"  # nothing recorded: the defaults
     words = ("-c", str(env.config), "--root", str(tmp_path / "state"))

@@ -23,9 +23,13 @@ ACTIONS = frozenset((
     "verify-overlays", "verify-snapshot", "verify-tree", "check-key", "spec-check", "doctor", "setup-portage",
     "status", "binpkg-keyring", "demo", "history", "audit", "journal"))
 
-#: ``gkeys ACTION`` as a command: not after a word character, ``/``, ``.`` or ``-`` (``/etc/gkeys``, ``x-gkeys``),
-#: and the action a whole word (``gkeys verify`` is not ``gkeys verifies``, nor ``gkeys verify-tree``'s prefix)
-_NAMES = "|".join(sorted(map(re.escape, ACTIONS), key=len, reverse=True))
+#: the actions a refusal names for someone else to run, on their machine (a seed file's or a keyring bundle's
+#: publisher: "ask its maintainer to re-sign it with 'gkeys sign --seed-category CAT'"): never given our options
+FOR_PUBLISHERS = frozenset(("sign", "build-keyring", "export-wkd", "send-key"))
+
+#: ``gkeys ACTION`` as a command for this user: not after a word character, ``/``, ``.`` or ``-`` (``/etc/gkeys``,
+#: ``x-gkeys``), and the action a whole word (``gkeys verify`` is not ``gkeys verifies``)
+_NAMES = "|".join(sorted(map(re.escape, ACTIONS - FOR_PUBLISHERS), key=len, reverse=True))
 _COMMAND = re.compile(rf"(?<![\w/.-])gkeys (?=(?:{_NAMES})(?![\w-]))")
 
 _options: tuple[str, ...] = ()
