@@ -56,7 +56,7 @@ EPILOG = """\
 files:
   ${EPREFIX}/etc/gkeys/gkeys.conf   configuration (or -c FILE, or $GKEYS_CONFIG)
   ${EPREFIX}/var/lib/gkeys/         state: seeds/, keyrings/, state/ (or --root DIR)
-A command gkeys prints for you to run next (a next step, a doctor fix) carries the -c FILE and
+A command gkeys prints for you to run next (a next step, a fix) carries the -c FILE and
 --root DIR you gave; $GKEYS_CONFIG is not repeated (your environment carries it).
 
 exit status (one per cause; the table with the --json reason codes is docs/exit-codes.md):
