@@ -138,3 +138,19 @@ def test_only_gkeys_action_commands_get_the_options_never_the_files_gkeys_writes
     assert done.code == 0, done.text
     assert f"next: 'gkeys {shlex.join(words)} doctor' checks the whole set-up" in done.out, done.out
     assert "'17 4 * * * gkeys -q refresh-key'" in done.out  # a line for root's crontab, as root would write it
+
+
+def test_gkeys_fetch_names_the_next_step_on_its_own_config_and_root(env: GkeysEnv, tmp_path: Path) -> None:
+    from media_helpers import make_media
+
+    from gkeys_portage.portage.fetch import main as fetch_main
+    media = make_media(env.keys, tmp_path / "media").write()
+    url = media.publish(env.server)
+    words = ("-c", str(env.config), "--root", str(tmp_path / "other state"))
+    env.capsys.readouterr()
+    code = fetch_main([*words, "--uri", url, "--file", str(tmp_path / media.name), "--", "cp",
+                       str(media.path), str(tmp_path / media.name)])
+    out = env.capsys.readouterr().err
+    assert code == 1 and out.startswith(" * gkeys-fetch: "), out
+    assert out.strip().endswith(f"install the pinned keys with: gkeys {shlex.join(words)} install-key -C gentoo"), out
+    assert invocation.options() == ()  # the run's options end with the run

@@ -318,7 +318,7 @@ def _download_failed(console: Console, name: str, status: int) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``gkeys-fetch``; return its exit status (see the module docstring)."""
-    with exit_on_termination():
+    with exit_on_termination(), invocation.recorded(config=None, root=None):  # _main records the real ones
         return _main(argv)
 
 
