@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -210,10 +211,24 @@ class GkeysEnv:
             "timeout = 2\nretries = 1\nbackoff = 0.05\n" + extra
         )
 
+    @property
+    def gkeys(self) -> str:
+        """``gkeys -c CONFIG``: how a next step printed by :meth:`run` begins (it acts on this config too)."""
+        return f"gkeys -c {shlex.quote(str(self.config))}"
+
     def run(self, *argv: str) -> CliResult:
         """Run ``gkeys -c CONFIG argv...`` in-process and capture its output."""
         self.capsys.readouterr()
         code = gkeys_main(["-c", str(self.config), *argv])
+        captured = self.capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    def run_printed(self, command: str) -> CliResult:
+        """Run a ``gkeys ...`` command gkeys printed (a next step, a fix) exactly as printed: no ``-c`` added."""
+        words = shlex.split(command)
+        assert words[0] == "gkeys", command
+        self.capsys.readouterr()
+        code = gkeys_main(words[1:])
         captured = self.capsys.readouterr()
         return CliResult(code, captured.out, captured.err)
 

@@ -134,7 +134,7 @@ def test_root_certification_comes_from_the_published_certifier(env: GkeysEnv, ch
     state = env.snapshot()
     refused = env.run("update-seed", "-C", "devs")
     assert refused.code == 1 and "no certifier is usable" in refused.err, refused.text
-    assert "gkeys update-seed -C auth" in refused.err and "gentoo-auth" not in refused.err  # the pinned category
+    assert f"{env.gkeys} update-seed -C auth" in refused.err and "gentoo-auth" not in refused.err  # the pinned category
     after = env.snapshot()
     seen = json.loads(after.pop("state/authority.json"))["devs"]  # only the revocations seen are recorded
     assert chain.keys.keys["l2-gone"].fingerprint in seen["keys"] and after == state
@@ -225,7 +225,7 @@ def test_a_shrink_refused_during_refresh_names_the_command_that_applies_it(env: 
     assert _update(env)[0] == 0
     env.server.publish("output/active-devs.gpg", chain.keys.public("alice", armor=False))
     result = env.run("refresh-key", "-C", "devs", "--force")
-    assert result.code == 0 and "gkeys update-seed -C devs --allow-shrink" in result.err, result.text
+    assert result.code == 0 and f"{env.gkeys} update-seed -C devs --allow-shrink" in result.err, result.text
 
 
 def test_unpinned_certifier_or_missing_authority_key_fails_closed(env: GkeysEnv, chain: Chain) -> None:

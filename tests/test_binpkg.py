@@ -106,7 +106,7 @@ def test_several_nicks_and_config_errors(env: GkeysEnv, public_dir: Path) -> Non
 def test_no_key_installed_is_one_line_with_the_fix(env: GkeysEnv, public_dir: Path) -> None:
     install_gentoo(env, imported=("snapshot",))
     result = env.run("binpkg-keyring", "--gnupghome", str(public_dir / "gnupg"), "--no-refresh")
-    assert result.code != 0 and "gkeys install-key -C gentoo" in result.text
+    assert result.code != 0 and f"{env.gkeys} install-key -C gentoo" in result.text
     assert not (public_dir / "gnupg").exists()
 
 

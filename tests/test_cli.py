@@ -11,6 +11,7 @@ import pytest
 from conftest import PROJECT, GkeysEnv
 
 from gkeys_portage.cli.main import ACTION_TOPICS, TOPICS, action_word, build_parser, main, topics
+from gkeys_portage.core import invocation
 from gkeys_portage.ui.output import VERDICT_KEYS
 
 
@@ -111,6 +112,7 @@ def test_each_action_is_registered_by_the_topic_the_table_names() -> None:
         module.register(parser.add_subparsers())
         registered.update(dict.fromkeys(parser._subparsers._group_actions[0].choices, name))  # type: ignore[union-attr]
     assert registered == ACTION_TOPICS
+    assert set(registered) == invocation.ACTIONS  # the actions a printed next step may name
 
 
 @pytest.mark.parametrize(("words", "action"), [

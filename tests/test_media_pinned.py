@@ -108,7 +108,7 @@ def test_file_rewritten_in_place_between_the_two_reads_is_refused(menv, keys: Ke
     assert result.code == 1, result.text
     assert f"{STAGE3} was opened for writing or replaced while it was verified; not verified" in result.err
     assert blocked == [True]  # the writer had to wait for the lease
-    assert f"gkeys verify-media {path}" in result.err
+    assert f"{menv.gkeys} verify-media {path}" in result.err
     assert "Traceback" not in result.err
     assert path.read_bytes() == NEW  # the writer did write, after the verdict
 

@@ -132,7 +132,7 @@ def test_a_source_silent_beyond_max_refresh_age_fails_naming_it_and_the_fix(
     assert len(lines) == 1, failed.err
     line = lines[0]
     assert keyserver.url in line and "40 days ago" in line, line
-    assert f"gkeys refresh-key -C {CATEGORY} --force" in line and "'[sources] keyservers'" in line, line
+    assert f"{env.gkeys} refresh-key -C {CATEGORY} --force" in line and "'[sources] keyservers'" in line, line
     assert "wkd gentoo.org" not in line  # WKD answered: only the silent source is named
     # The keyserver answers again: the revocation applies and the refresh is full again.
     keyserver.routes.clear()

@@ -324,7 +324,7 @@ def test_webrsync_is_pointed_at_a_keyring_of_exactly_the_repository_keys(env: An
         in fragment and "sync-type" not in fragment, fragment
     assert _keyring_fingerprints(root / "etc/portage/gkeys/gentoo.asc", tmp_path / "gpg") == \
         {env.keys.keys["bob"].fingerprint}
-    assert "gkeys verify-snapshot" in result.text
+    assert f"{env.gkeys} verify-snapshot" in result.text
     assert env.run("setup-portage", "--eroot", str(root)).code == 0  # idempotent
     result = env.run("setup-portage", "--eroot", str(root), "--undo")
     assert result.code == 0 and snapshot(root) == before, result.text
@@ -438,8 +438,8 @@ def test_refresh_key_fails_when_the_webrsync_keyring_can_no_longer_be_made(env: 
     result = env.run("refresh-key", "-C", "gentoo", "--force")
     assert result.code == 1, result.text
     root = tmp_path / "webrsync-root"  # not the default root: the next step names it
-    assert "pins no repository key" in result.err and f"gkeys setup-portage --eroot {root} --undo" in result.err, \
-        result.text
+    assert ("pins no repository key" in result.err
+            and f"{env.gkeys} setup-portage --eroot {root} --undo" in result.err), result.text
     assert "Traceback" not in result.text
 
 

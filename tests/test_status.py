@@ -58,7 +58,7 @@ def test_status_shows_categories_sources_and_repositories(env: Any, daemon: Rsyn
     text = env.run("status", "--eroot", str(eroot))
     assert text.code == 0
     assert f"high-water mark {repos['gentoo']['mark']['timestamp']} from {daemon.url}" in text.text
-    assert "guru" in text.text and "(nothing)" in text.text and "gkeys doctor" in text.text
+    assert "guru" in text.text and "(nothing)" in text.text and f"{env.gkeys} doctor" in text.text
     assert f"OpenPGP engine: {probe().describe()}" in text.text
 
 

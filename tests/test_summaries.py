@@ -20,9 +20,8 @@ def test_policy_top_says_the_history_below_was_not_checked_and_how_to(env: Any, 
     assert result.code == 0 and "1 commit(s) verified" in result.out
     assert "only the top commit" in result.out and "not the history below it" in result.out, result.text
     command = result.out.split("to check every commit up to it: ", 1)[1].split(" (or", 1)[0]
-    words = shlex.split(command)
-    assert words[:2] == ["gkeys", "verify-tree"]
-    every = env.run(*words[1:])  # run as printed: the unsigned and foreign commits below are found
+    assert shlex.split(command)[:4] == [*shlex.split(env.gkeys), "verify-tree"]  # on this run's config
+    every = env.run_printed(command)  # run as printed: the unsigned and foreign commits below are found
     assert every.code == 1 and "2 of 3 commit(s) refused" in every.err, every.text
     document = json.loads(env.run("--json", "verify-tree", str(repo.path), "--policy", "top", "--no-record").out)
     assert document["history_checked"] is True  # the top was recorded by the first run: nothing new below it
@@ -51,7 +50,7 @@ def test_partly_failed_update_counts_keys_and_text_lists_what_json_lists(env: Gk
 
 def test_refresh_key_with_nothing_installed_says_so_and_exits_2(env: GkeysEnv) -> None:
     result = env.run("refresh-key")
-    assert result.code == 2 and "no keys to refresh" in result.err and "gkeys update-seed" in result.err
+    assert result.code == 2 and "no keys to refresh" in result.err and f"{env.gkeys} update-seed" in result.err
     document = json.loads(env.run("--json", "refresh-key").out)
     assert document["reason"] == "state" and document["exit"] == 2
 
@@ -61,4 +60,4 @@ def test_status_without_repositories_says_where_it_looked(env: GkeysEnv, tmp_pat
     root.mkdir()
     result = env.run("status", "--eroot", str(root), "--no-doctor")
     assert f"none: {root}/etc/portage/repos.conf configures no repository (it does not exist)" in result.out
-    assert "gkeys status --eroot DIR" in result.out
+    assert f"{env.gkeys} status --eroot DIR" in result.out

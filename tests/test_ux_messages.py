@@ -29,15 +29,15 @@ def test_an_empty_keyring_is_missing_trust_with_the_command_that_adds_it(env: Gk
     result = env.run("verify", "-F", str(_signed_file(env)), "-C", "gentoo")
     assert result.code == 1
     assert "(not in the keyring); the gentoo keyring holds no keys at all (missing trust, not a bad " \
-           "signature): install the pinned keys with: gkeys install-key -C gentoo" in result.err, result.err
+           f"signature): install the pinned keys with: {env.gkeys} install-key -C gentoo" in result.err, result.err
 
 
 def test_a_typo_category_lists_the_installed_ones(env: GkeysEnv) -> None:
     result = env.run("verify", "-F", str(_signed_file(env)), "-C", "gentooo")
     assert result.code == 2
     installed = "gentoo, gentoo-auth, gentoo-infra"  # the packaged roots count as installed
-    assert f"unknown category 'gentooo': the installed categories are {installed} (gkeys list-cats)" in result.err, \
-        result.err
+    assert (f"unknown category 'gentooo': the installed categories are {installed} ({env.gkeys} list-cats)"
+            in result.err), result.err
     repo = env.root / "repo"
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     tree = env.run("verify-tree", str(repo), "-C", "gentoo-devss")

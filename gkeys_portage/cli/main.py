@@ -17,6 +17,7 @@ from types import ModuleType
 
 from gkeys_portage import __version__
 from gkeys_portage.cli.common import add_common_options
+from gkeys_portage.core import invocation
 from gkeys_portage.core.config import load_config
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Console, Report
@@ -55,6 +56,8 @@ EPILOG = """\
 files:
   ${EPREFIX}/etc/gkeys/gkeys.conf   configuration (or -c FILE, or $GKEYS_CONFIG)
   ${EPREFIX}/var/lib/gkeys/         state: seeds/, keyrings/, state/ (or --root DIR)
+A command gkeys prints for you to run next (a next step, a fix) carries the -c FILE and
+--root DIR you gave; $GKEYS_CONFIG is not repeated (your environment carries it).
 
 exit status (one per cause; the table with the --json reason codes is docs/exit-codes.md):
   0  verified / done      1  not verified (no signature, bad signature, ...), or a check failed
@@ -132,7 +135,8 @@ def _main(argv: Sequence[str] | None) -> int:
         parser.words = tuple(words)
     args = parser.parse_args(words)
     args.gkeys_main = main  # the demo runs its steps through this same entry point
-    return run_report(args, _run_action)
+    with invocation.recorded(config=args.config, root=args.root):
+        return run_report(args, _run_action)
 
 
 def entry() -> None:

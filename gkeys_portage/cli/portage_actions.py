@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shlex
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action
+from gkeys_portage.core import invocation
 from gkeys_portage.core.config import eprefix, load_config
 from gkeys_portage.core.errors import UsageError
 from gkeys_portage.core.types import parse_category
@@ -194,12 +193,10 @@ def run_doctor(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """doctor."""
     eroot = _eroot(args)
     own_config = eroot / "etc/gkeys/gkeys.conf"
-    config = args.config
     if args.eroot and not args.config and "GKEYS_CONFIG" not in os.environ and own_config.is_file():
         ctx = Gkeys(load_config(own_config, Path(args.root) if args.root else None))
-        config = str(own_config)
+        invocation.use_config(str(own_config))  # its fixes must act on that config too (the output door adds it)
     diagnosis = portage_doctor.diagnose(ctx, eroot, portage_user=args.portage_user)
-    diagnosis.findings = [replace(f, fix=with_options(f.fix, config, args.root)) for f in diagnosis.findings]
     report = Report(data={"action": "doctor", **diagnosis.to_json()})
     for line in diagnosis.checked:
         report.info(f"checked {line}")
@@ -208,8 +205,7 @@ def run_doctor(ctx: Gkeys, args: argparse.Namespace) -> Report:
     if diagnosis.ok:
         report.good("nothing would make verification fail or be skipped")
     else:
-        again = with_options("gkeys doctor", config, args.root) + (f" --eroot {shlex.quote(args.eroot)}"
-                                                                    if args.eroot else "")
+        again = "gkeys doctor" + (f" --eroot {shlex.quote(args.eroot)}" if args.eroot else "")
         report.error(f"{len(diagnosis.findings)} finding(s); run the fixes above, then '{again}' again")
     report.exit_code = 0 if diagnosis.ok else 1
     return report
@@ -284,15 +280,6 @@ def render_status(status: Status, eroot: Path | None = None) -> Report:
 def run_status(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """status."""
     return render_status(collect_status(ctx, _eroot(args), doctor=not args.no_doctor), _eroot(args))
-
-
-def with_options(command: str, config: str | None, root: str | None) -> str:
-    """``command`` with the ``-c``/``--root`` the user gave inserted after each ``gkeys``, so a suggested
-    command acts on the same configuration and state as the run that suggested it."""
-    words = (["-c", config] if config else []) + (["--root", root] if root else [])
-    if not words:
-        return command
-    return re.sub(r"(?<![\w/-])gkeys (?=[a-z])", lambda _match: f"gkeys {shlex.join(words)} ", command)
 
 
 def add_eroot(parser: argparse.ArgumentParser) -> None:

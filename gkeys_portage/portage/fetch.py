@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from gkeys_portage.core import invocation
 from gkeys_portage.core.config import Config, load_config
 from gkeys_portage.core.errors import EXIT_BAD_INPUT, EXIT_NOT_VERIFIED, BadInputError, GkeysError, UsageError
 from gkeys_portage.core.scratch import make_dir
@@ -317,7 +318,7 @@ def _download_failed(console: Console, name: str, status: int) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``gkeys-fetch``; return its exit status (see the module docstring)."""
-    with exit_on_termination():
+    with exit_on_termination(), invocation.recorded(config=None, root=None):  # _main records the real ones
         return _main(argv)
 
 
@@ -326,6 +327,8 @@ def _main(argv: Sequence[str] | None) -> int:
     console = Console()
     try:
         request = parse_request(sys.argv[1:] if argv is None else argv)
+        invocation.record(config=str(request.config) if request.config else None,  # its next steps act on the
+                          root=str(request.root) if request.root else None)  # same config and state
         ctx = Gkeys(load_config(request.config, request.root))
         globs = patterns(ctx.config)
         allow_unnamed(ctx.config)  # a bad value is a configuration error before anything is downloaded

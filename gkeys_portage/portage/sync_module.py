@@ -41,6 +41,7 @@ from portage.sync.syncbase import NewBase
 from portage.util import _recursive_file_list, writemsg_level
 from portage.util.configparser import SafeConfigParser, read_configs
 
+from gkeys_portage.core import invocation
 from gkeys_portage.core.config import load_config
 from gkeys_portage.core.configschema import unknown_name
 from gkeys_portage.core.errors import GkeysError, UsageError
@@ -204,12 +205,14 @@ class GkeysSync(NewBase):
         out = EOutput(quiet=self.settings.get("PORTAGE_QUIET") == "1")
         printers = {"info": out.einfo, "good": out.einfo, "warn": out.ewarn, "error": out.eerror}
 
+        config = self.repo.module_specific_options.get("sync-gkeys-config")
+
         def log(level: str, text: str) -> None:
-            printers.get(level, out.einfo)(text)
+            with invocation.recorded(config=config, root=None):  # a next step acts on the config that was used
+                printers.get(level, out.einfo)(invocation.for_this_user(text))
 
         try:
             check_gkeys_options(repos_conf(self.settings), self.repo.name)
-            config = self.repo.module_specific_options.get("sync-gkeys-config")
             # EPREFIX as Portage has it (PORTAGE_OVERRIDE_EPREFIX puts it in the settings, not the environment)
             ctx = Gkeys(load_config(Path(config) if config else None, prefix=self.settings.get("EPREFIX", "")))
             request = self._request(ctx)

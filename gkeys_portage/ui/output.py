@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from gkeys_portage.core.invocation import for_this_user
+
 INFO, GOOD, WARN, ERROR, PLAIN = "info", "good", "warn", "error", "plain"
 
 #: what never reaches a terminal as itself: C0 controls but tab, DEL, C1 controls (0x80-0x9f: CSI, OSC, ... in
@@ -43,6 +45,7 @@ class Message:
 
     level: str
     text: str
+    verbatim: bool = False  # a text of our own making (a file we write, a diff): its commands are not for this user
 
 
 @dataclass
@@ -81,7 +84,7 @@ class Report:
     def text_block(self, text: str) -> Report:
         """Add a text of our own making (a diff, a file we wrote) as plain lines, one per line of ``text``."""
         for line in text.rstrip("\n").split("\n"):
-            self.plain(line)
+            self.messages.append(Message(PLAIN, line, verbatim=True))
         return self
 
 
@@ -113,7 +116,7 @@ def colour_wanted(stream: TextIO, environ: Any = None) -> bool:
 
 def star_line(level: str, text: str, stream: TextIO) -> str:
     """One `` * text`` line as Portage's ``einfo``/``ewarn``/``eerror`` print it, coloured only if allowed."""
-    text = neutralise(text)
+    text = neutralise(for_this_user(text))
     star = " * "
     portage_output = _portage_output() if colour_wanted(stream) else None
     if portage_output is not None:
@@ -143,23 +146,25 @@ class Console:
     def render(self, report: Report) -> None:
         """Print a report: JSON document, or its lines."""
         if self.json_mode:
-            document = dict(report.data)
+            document = for_this_user_json(dict(report.data))
             document.setdefault("exit", report.exit_code)
             self.stdout.write(json.dumps(document, indent=2, sort_keys=True, default=str) + "\n")
             self.stdout.flush()
             return
         for message in report.messages:
-            self.message(message.level, message.text)
+            self.message(message.level, message.text, verbatim=message.verbatim)
 
-    def message(self, level: str, text: str) -> None:
+    def message(self, level: str, text: str, *, verbatim: bool = False) -> None:
         """Print one line in Portage style (`` * text``); warnings and errors go to stderr.
 
-        Nothing is printed in JSON mode (the JSON document is the whole output).
+        Nothing is printed in JSON mode (the JSON document is the whole output).  Every ``gkeys ACTION`` command
+        in ``text`` gets this run's ``-c``/``--root`` (:func:`~gkeys_portage.core.invocation.for_this_user`), but
+        in a ``verbatim`` line (a file gkeys writes, for another user or machine).
         """
         if self.json_mode or (self.quiet and level in (INFO, GOOD, PLAIN)):
             return
         if level == PLAIN:
-            self.stdout.write(neutralise(text) + "\n")
+            self.stdout.write(neutralise(text if verbatim else for_this_user(text)) + "\n")
             self.stdout.flush()
             return
         say(level, text, stdout=self.stdout, stderr=self.stderr)
@@ -174,6 +179,7 @@ class Console:
     def fail(self, text: str, exit_code: int, *, reason: str = "error", file: str | None = None,
              signer: str | None = None, next_step: str | None = None) -> None:
         """Print a one-line failure; JSON: the keys of :data:`VERDICT_KEYS` plus ``error`` (docs/exit-codes.md)."""
+        text, next_step = for_this_user(text), for_this_user(next_step or "")
         if self.json_mode:
             document = {"ok": False, "verified": False, "error": text, "exit": exit_code, "reason": reason,
                         "file": file, "signer": signer, "next_step": next_step or None}
@@ -213,6 +219,20 @@ class Console:
             self.stderr.flush()
 
         return callback
+
+
+#: the ``--json`` keys whose text names commands for this user to run (never a diff, a file or a seed's fields)
+COMMAND_KEYS = frozenset(("next_step", "fix", "error", "notes"))
+
+
+def for_this_user_json(document: Any, key: str = "") -> Any:
+    """``document`` with :func:`~gkeys_portage.core.invocation.for_this_user` applied to the strings under the
+    keys of :data:`COMMAND_KEYS`, at any depth (a doctor finding's ``fix``, a refusal's ``next_step``)."""
+    if isinstance(document, dict):
+        return {k: for_this_user_json(v, k) for k, v in document.items()}
+    if isinstance(document, list):
+        return [for_this_user_json(item, key) for item in document]
+    return for_this_user(document) if isinstance(document, str) and key in COMMAND_KEYS else document
 
 
 def _isatty(stream: TextIO) -> bool:
