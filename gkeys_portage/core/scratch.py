@@ -21,7 +21,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 #: no gkeys run lasts a day (every gpg call has a timeout), so an older scratch entry without an owner is nobody's
@@ -98,6 +98,17 @@ def make_dir(parent: str | Path | None, prefix: str, *, sweep: str | None = None
     where = Path(parent if parent is not None else tempfile.gettempdir())
     sweep_once(where, sweep or prefix)
     return Path(tempfile.mkdtemp(prefix=owned_prefix(prefix), dir=where))
+
+
+@contextlib.contextmanager
+def private_dir(prefix: str) -> Iterator[Path]:
+    """:func:`make_dir` under ``$TMPDIR`` for the length of a ``with`` block, then removed; a killed run's is
+    removed by the next run that asks for the same prefix."""
+    path = make_dir(None, prefix)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def sweep_once(parent: str | Path, prefix: str) -> None:

@@ -29,7 +29,7 @@ from typing import Any
 from gkeys_portage.core import journal
 from gkeys_portage.core.errors import StateError
 from gkeys_portage.core.faultpoint import checkpoint
-from gkeys_portage.core.scratch import make_dir, sweep_once
+from gkeys_portage.core.scratch import make_dir, private_dir, sweep_once
 from gkeys_portage.core.state import (
     Layout,
     atomic_write,
@@ -208,14 +208,11 @@ class Keyring:
         designated ``revokers`` first (:func:`~gkeys_portage.openpgp.revocations.apply_revocation_rule`)."""
         source = self.gpg()
         options = ("no-self-sigs-only",) if probe().has(Capability.SAFE_IMPORT) else ()
-        scratch = make_dir(None, REVOCATIONS_PREFIX)  # owned: a killed run's is removed by the next
-        try:
+        with private_dir(REVOCATIONS_PREFIX) as scratch:  # owned: a killed run's is removed by the next
             gpg = GnuPG(scratch / "home", timeout=self.timeout)
             for fingerprint in [*revokers, key]:
                 gpg.import_report(source.export_keys([fingerprint], armor=False, clean=False), options=options)
             return next((listed for listed in gpg.check_sigs() if listed.fingerprint == key), None)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
 
     def export_for_verifier(self, fingerprints: Sequence[Fingerprint]) -> bytes:
         """The named keys, armored, for a verifier that takes its engine's word on revocations (gemato for an

@@ -7,7 +7,6 @@ that time, so its validity letters agree with the timestamps the checks use.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -16,6 +15,7 @@ from typing import Any
 
 from gkeys_portage.checks.glep63.findings import Issue, count_levels, failed, missing_key
 from gkeys_portage.core.errors import BadInputError, UsageError
+from gkeys_portage.core.scratch import private_dir
 from gkeys_portage.core.state import read_limited
 from gkeys_portage.core.types import Fingerprint
 from gkeys_portage.keys.context import Gkeys
@@ -117,8 +117,8 @@ def category_subjects(ctx: Gkeys, category: str | None, nick: str | None = None,
 def file_subjects(path: Path, *, at: datetime | None = None, timeout: float = 300.0) -> list[Subject]:
     """Every key in an OpenPGP key file, imported into a throwaway GnuPG home and listed with signatures."""
     data = read_limited(path, MAX_KEY_FILE, "key file")
-    with tempfile.TemporaryDirectory(prefix="gkeys-check-") as scratch:
-        home = Path(scratch) / "gnupg"
+    with private_dir("gkeys-check-") as scratch:  # owned: a killed check's is removed by the next
+        home = scratch / "gnupg"
         importer = GnuPG(home, timeout=timeout)
         try:
             imported = importer.import_report(data, options=()).imported  # as given, certifications too

@@ -15,9 +15,6 @@ before gemato reads a byte, the top Manifest goes through gkeys' own cleartext c
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 from gkeys_portage.core.errors import (
     NoSignatureError,
     NotVerifiedError,
@@ -25,6 +22,7 @@ from gkeys_portage.core.errors import (
     UnknownSignerError,
     UnsignedDataError,
 )
+from gkeys_portage.core.scratch import private_dir
 from gkeys_portage.openpgp.gnupg import GnuPG
 from gkeys_portage.openpgp.packets import ARMOR_BEGIN, CLEARSIGN_BEGIN, find_clearsigned
 from gkeys_portage.openpgp.verdict import PinSet, SignedData, VerifyResult, decide
@@ -67,8 +65,8 @@ def check_top_manifest(data: bytes, keyring: bytes, pins: PinSet, where: str) ->
     refusal = _framing_refusal(data)
     if refusal is not None:
         raise UnsignedDataError(f"{where}: the top Manifest is refused before gemato reads it: {refusal}")
-    with tempfile.TemporaryDirectory(prefix="gkeys-top-manifest-") as home:
-        gpg = GnuPG(Path(home))
+    with private_dir("gkeys-top-manifest-") as home:  # owned: a killed sync's is removed by the next
+        gpg = GnuPG(home)
         gpg.import_keys(keyring, options=())  # exactly the pinned keys, exported by gkeys (as gemato imports them)
         report, plaintext = gpg.verify_clearsigned(data)
         try:
