@@ -4,7 +4,6 @@ bounded gpg door (item 6), weak data-signature hashes (item 10).  Real gpg, real
 from __future__ import annotations
 
 import os
-import resource
 import subprocess
 import sys
 import zlib
@@ -90,11 +89,14 @@ def _bomb(expanded: int, signature: bytes, key: DemoKey) -> bytes:
 
 
 BOMB_SCRIPT = """
-import resource, sys
+import sys
 from pathlib import Path
 from gkeys_portage.cli.main import main
 code = main(["-c", sys.argv[1], "verify", "-F", sys.argv[2], "-C", "gentoo-devs"])
-print("MAXRSS_KB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+# VmHWM: the peak of this program's own memory.  ru_maxrss would also count the pytest process this one was
+# forked from (Linux keeps the peak across exec), which grows with the suite.
+peak = next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print("MAXRSS_KB", peak, file=sys.stderr)
 sys.exit(code)
 """
 
@@ -115,7 +117,6 @@ def test_a_signed_message_expanding_to_1_gib_is_refused_with_bounded_memory(env:
     rss_kb = int(done.stderr.split("MAXRSS_KB")[1].split()[0])
     print(f"bomb {bomb.stat().st_size} bytes; verifier max RSS {rss_kb} KiB")
     assert rss_kb < 400 * 1024, f"verifier used {rss_kb} KiB"
-    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 400 * 1024
 
 
 def test_compressed_packets_are_refused_in_detached_and_clearsigned_signatures(env: GkeysEnv) -> None:

@@ -152,8 +152,25 @@ def remove_stale_dirs(parent: str | Path, prefix: str, *, now: float | None = No
                     gone = info.st_mtime < cutoff
                 if gone:
                     if is_dir:
-                        shutil.rmtree(entry.path)
+                        _remove_tree(entry.path)
                     else:
                         os.unlink(entry.path)
                     removed += 1
     return removed
+
+
+def _remove_tree(path: str, attempts: int = 5) -> None:
+    """Remove the directory ``path``, again while it is still there: a killed run's gpg-agent writes into its home
+    (its log, a socket) until it notices the home is gone, so one pass can end in "directory not empty" (gemato's
+    own close loops the same way).  The last failure is raised."""
+    for attempt in range(attempts):
+        try:
+            shutil.rmtree(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+

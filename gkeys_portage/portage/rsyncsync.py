@@ -68,7 +68,7 @@ from gkeys_portage.portage.treesync import (
     staging_prefix,
 )
 from gkeys_portage.verify.git.spawn import SpawnSettings
-from gkeys_portage.verify.manifest import inventory
+from gkeys_portage.verify.manifest import gematohome, inventory
 from gkeys_portage.verify.manifest.marks import DEFAULT_MAX_AGE_HOURS, Freshness, Mark, last_mark
 from gkeys_portage.verify.manifest.purpose import purpose_keyring, repository_pins
 from gkeys_portage.verify.manifest.shape import DIRECTORY_MODE, Owner, Shaped, shape_tree, shown
@@ -202,6 +202,8 @@ def sync_rsync(ctx: Gkeys, request: RsyncRequest, log: Log) -> SyncOutcome:
                 log("info", f"gkeys: {location} put back as it was before an interrupted sync")
             try:
                 remove_stale_staging(location)
+                # a killed sync's gemato homes and agents, also when this sync takes the no-change path
+                gematohome.remove_stale()
             except OSError as exc:  # harmless: this sync stages in a directory of its own; the next one retries
                 log("warn", f"gkeys: could not remove a staging directory an interrupted sync left: {exc}")
             return _sync(ctx, request, log)
