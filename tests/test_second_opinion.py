@@ -359,3 +359,23 @@ def test_a_garbled_or_missing_answer_from_the_child_is_a_refusal(
     assert "child process" in report.second.said
     with pytest.raises(EnginesDisagreeError, match="Sequoia refuses it"):
         decide(report, pins, {k.fingerprint: k for k in gpg.list_keys()})
+
+
+def test_an_admitted_weak_signature_does_not_spare_a_strong_one_by_the_same_key_the_second_opinion(
+        keys: KeyFactory, tmp_path: Path, home: tuple[GnuPG, PinSet]) -> None:
+    """Only a signature whose own digest ``[policy] weak-hashes`` admits is GnuPG's word alone; a SHA-512 signature
+    beside it by the same key still needs Sequoia (the exemption was once keyed by the signing key)."""
+    import dataclasses
+
+    from gkeys_portage.openpgp.verdict import VerifyPolicy
+
+    gpg, pins = home
+    genuine = b"data\n"
+    report = gpg.verify_detached(_signed(keys, tmp_path, genuine), genuine)
+    strong = report.signatures[0]
+    weak = dataclasses.replace(strong, hash_algo=2)  # SHA-1, admitted below for its creation time
+    report.signatures = [weak, strong]
+    report.second = sequoia.SecondOpinion(sequoia.Opinion.REFUSED, said="bad signature")
+    policy = VerifyPolicy(weak_hashes={2: float(strong.created or 0) + 1})
+    with pytest.raises(EnginesDisagreeError, match="Sequoia refuses it"):
+        decide(report, pins, {k.fingerprint: k for k in gpg.list_keys()}, policy)

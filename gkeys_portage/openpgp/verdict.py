@@ -293,6 +293,7 @@ def decide(report: StatusReport, pins: PinSet, keys: Mapping[Fingerprint, Public
         raise NoSignatureError(f"no OpenPGP signature found ({hint})")
 
     good: list[GoodSignature] = []
+    confirmed: list[GoodSignature] = []  # the good signatures the second opinion must confirm
     unknown: list[str] = []
     unpinned: list[str] = []
     for sig in report.signatures:
@@ -333,8 +334,11 @@ def decide(report: StatusReport, pins: PinSet, keys: Mapping[Fingerprint, Public
             raise RevokedKeyError(f"signature by {pin.category}/{pin.nick} ({pin.fingerprint}): key is revoked")
         created = _check_times(sig, key, sub, policy)
         assert sig.signing_fingerprint is not None  # set whenever VALIDSIG was seen
-        good.append(GoodSignature(pin=pin, signing_fingerprint=sig.signing_fingerprint, created=created,
-                                  notations=tuple(sig.notations)))
+        found = GoodSignature(pin=pin, signing_fingerprint=sig.signing_fingerprint, created=created,
+                              notations=tuple(sig.notations))
+        good.append(found)
+        if sig.hash_algo not in WEAK_HASHES:  # a weak digest [policy] weak-hashes admits: Sequoia refuses all
+            confirmed.append(found)
 
     if report.no_data:
         # gpg found data it could not parse next to the signature(s): nothing of that input counts.
@@ -346,10 +350,10 @@ def decide(report: StatusReport, pins: PinSet, keys: Mapping[Fingerprint, Public
                             f"signed message or trailing data")
     ignored = [f"unknown signer {k}" for k in unknown] + [f"signer not pinned {k}" for k in unpinned]
     if good:
-        # the second opinion (Sequoia), except on a weak digest [policy] weak-hashes admits (Sequoia refuses all)
-        admitted = {sig.signing_fingerprint for sig in report.signatures if sig.hash_algo in WEAK_HASHES}
+        # the second opinion (Sequoia) on each good signature, judged by its own digest (not by its key: a
+        # strong signature beside an admitted weak one by the same key is confirmed too)
         confirm(report.second, [(g.pin.fingerprint, g.signing_fingerprint, f"{g.pin.category}/{g.pin.nick} "
-                                 f"({g.pin.fingerprint})") for g in good if g.signing_fingerprint not in admitted])
+                                 f"({g.pin.fingerprint})") for g in confirmed])
         return VerifyResult(good=good, ignored=ignored)
     if unpinned:
         raise SignerNotPinnedError(
