@@ -96,6 +96,8 @@ def judge(history: KeyHistory, signing: str, created: int, *, revoked: Mapping[s
     for part in parts:
         if not revoked.get(part.fingerprint, False):
             continue
+        if part is not primary and not part.revocations and revoked.get(primary.fingerprint, False):
+            continue  # revoked with its primary key (GnuPG lists every subkey of a revoked key revoked)
         revocation, hard = _revocation(part)
         if hard:
             raise RevokedKeyError(f"signature by {who}: key {part.fingerprint} carries {_reason(revocation)}, which "
