@@ -315,3 +315,29 @@ def test_config_schema_is_the_sample_config() -> None:
     sample = {key for key in sample_options() if key[0] not in OPEN_SECTIONS}
     assert sample == {(section, key) for section, keys in SCHEMA.items() for key in keys}
     assert {section for section, _ in sample_options()} <= set(SCHEMA) | OPEN_SECTIONS
+
+
+def _message_strings(path: Path) -> Iterator[str]:
+    """Every string constant of a module but its docstrings (what users may see: messages, help, epilogs)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            yield node.value
+
+
+def test_messages_and_man_pages_name_the_installed_docs() -> None:
+    """Issue 42: an installed gkeys has no docs/ directory: what it prints and its man pages name the installed
+    file (/usr/share/doc/gkeys-portage/NAME, installfiles.doc_file) or a man page."""
+    source_path = re.compile(r"(?<![\w/.-])docs/[a-z-]+\.md")
+    found = [f"{path.relative_to(PROJECT)}: {match.group(0)}"
+             for path in sorted((PROJECT / "gkeys_portage").rglob("*.py"))
+             for text in _message_strings(path) for match in source_path.finditer(text)]
+    for path in [*(PROJECT / "docs" / "man").iterdir(), SAMPLE, *(PROJECT / "packaging" / "gentoo").rglob("*.ebuild")]:
+        found += [f"{path.relative_to(PROJECT)}: {m.group(0)}" for m in source_path.finditer(path.read_text())]
+    assert not found, found
+    assert {item.name for item in installfiles.DATA_FILES if item.target == installfiles.DOC_DIR} == \
+        {"README.md", "SECURITY.md", *(path.name for path in (PROJECT / "docs").glob("*.md"))}
+    assert installfiles.doc_file("portage.md", Path("/usr")) == "/usr/share/doc/gkeys-portage/portage.md"

@@ -59,7 +59,7 @@ files:
 A command gkeys prints for you to run next (a next step, a fix) carries the -c FILE and
 --root DIR you gave; $GKEYS_CONFIG is not repeated (your environment carries it).
 
-exit status (one per cause; the table with the --json reason codes is docs/exit-codes.md):
+exit status (one per cause; --json reason codes: /usr/share/doc/gkeys-portage/exit-codes.md):
   0  verified / done      1  not verified (no signature, bad signature, ...), or a check failed
   2  usage or bad input   3  network failure after retries, or not found on the server (404)
 

@@ -244,8 +244,8 @@ SECTIONS: tuple[Section, ...] = (
         Option("program", "gpg",
                "The OpenPGP engine: the gpg program gkeys runs (absolute path, or a name in PATH); "
                "$GKEYS_GPG wins over it. Its capabilities are probed, not read from its version "
-               "(docs/engines.md). It is refused when someone other than root and the user running gkeys "
-               "can replace it (the file or a directory on its path)."),
+               "(/usr/share/doc/gkeys-portage/engines.md). It is refused when someone other than root and "
+               "the user running gkeys can replace it (the file or a directory on its path)."),
         Option("second-opinion", "yes",
                "The second opinion: Sequoia (pysequoia, in-process) checks every signature GnuPG accepts,"
                ' on the same bytes and against the same keyring; "verified" needs both, with the same '

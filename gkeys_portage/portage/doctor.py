@@ -55,6 +55,7 @@ from gkeys_portage.core import journal
 from gkeys_portage.core.errors import BadInputError, GkeysError
 from gkeys_portage.core.state import read_json
 from gkeys_portage.core.types import Category, parse_category
+from gkeys_portage.installfiles import doc_file
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.keys.prerequisites import FIRST_STEP
 from gkeys_portage.keys.refresh import REFRESH_RECORD, installed_at, last_refresh
@@ -191,7 +192,7 @@ class Doctor:
         if any(self.ctx.keyring(category).exists() for category in self.ctx.seeds.categories()):
             return
         self.result.add("install:first", "gkeys", "no keys of any category are installed yet: nothing can be "
-                        "verified (offline: docs/portage.md, 'Offline first install')", FIRST_STEP)
+                        f"verified (offline: {doc_file('portage.md')}, 'Offline first install')", FIRST_STEP)
 
     # -- Portage configuration -------------------------------------------------------------------
 
@@ -265,7 +266,8 @@ class Doctor:
             else:
                 self.result.add("tree:failed", configured, f"its last sync did not verify ({reason}), so emerge "
                                 "--sync fails until a sync verifies",
-                                f"emerge --sync {shlex.quote(configured)} once upstream is fixed (docs/tree.md); "
+                                f"emerge --sync {shlex.quote(configured)} once upstream is fixed "
+                                f"({doc_file('tree.md')}); "
                                 f"only if you checked the tree by other means: {clear}")
 
     def _switch_command(self, name: str, repo: RepoConfig) -> str:
