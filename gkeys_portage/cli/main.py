@@ -135,7 +135,8 @@ def _main(argv: Sequence[str] | None) -> int:
         parser.words = tuple(words)
     args = parser.parse_args(words)
     args.gkeys_main = main  # the demo runs its steps through this same entry point
-    with invocation.recorded(config=args.config, root=args.root):
+    eroot = getattr(args, "eroot", None)  # next steps act on the root the user chose, not the host's
+    with invocation.recorded(config=args.config, root=args.root, eroot=str(eroot) if eroot else None):
         return run_report(args, _run_action)
 
 
