@@ -18,7 +18,9 @@ from types import ModuleType
 from gkeys_portage import __version__
 from gkeys_portage.cli.common import add_common_options
 from gkeys_portage.core import invocation
-from gkeys_portage.core.config import load_config
+from gkeys_portage.core.config import KeyRef, load_config
+from gkeys_portage.core.errors import GkeysError
+from gkeys_portage.core.types import parse_category, parse_nick
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Console, Report
 from gkeys_portage.ui.runner import JsonUsageParser, closed_pipe, run_report
@@ -104,10 +106,20 @@ def build_parser(*, json_errors: bool = False, words: Sequence[str] | None = Non
     return parser
 
 
+def _seed_added(args: argparse.Namespace) -> KeyRef | None:
+    """The seed ``add-seed`` adds: a ``[purposes]`` line naming it before it exists must not block adding it."""
+    if not getattr(args, "adds_seed", False):
+        return None
+    try:
+        return KeyRef(parse_category(args.category), parse_nick(args.nick))
+    except GkeysError:  # add-seed itself says what is wrong with them
+        return None
+
+
 def _run_action(args: argparse.Namespace, console: Console) -> Report:
     config = load_config(Path(args.config) if args.config else None,
                          Path(args.root) if args.root else None)
-    ctx = Gkeys(config)
+    ctx = Gkeys(config, adding=_seed_added(args))
     args.console = console
     if getattr(args, "needs_lock", False):
         ctx.ensure_layout()
