@@ -7,8 +7,9 @@ before printed it.
 Stand-ins, and why: the portage user is ``nobody``/``nogroup`` (a test never adds a user to the host's
 ``/etc/passwd``); the developers are test keys pinned beside the packaged roots the way docs/keys.md tells a user
 to (``add-seed`` and a ``[keyrings]`` file): the real Gentoo keys expired in 2020 and nobody here holds their
-secret halves; gkeys runs from this checkout (``python3 -m gkeys_portage.cli.main``, ``PYTHONPATH``) in the
-places ``installfiles`` names, as the image of ``ebuild … install`` would put it.
+secret halves; gkeys runs from this checkout (``PYTHONPATH``) through console scripts in ``${EPREFIX}/usr/bin``
+made from ``[project.scripts]``, with the shipped config where the ebuild puts it (the hooks setup-portage installs
+come from the checkout's ``hooks/``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pathlib import Path
 import pytest
 from binpkg_helpers import portage_accepts, public_dir
 from media_helpers import STAGE3, STAMP, make_media, publish_latest
+from overlays_helpers import GOOD
 from rsync_helpers import RsyncDaemon, free_port, make_tree
 
 from gkeys_portage.demo.tree_repo import PACKAGE_PARENT, RepoBuilder, sync_module_missing
@@ -189,6 +191,7 @@ def test_a_default_gentoo_box_end_to_end(box: GentooBox, keys: KeyFactory, serve
     box.configure("sources", "keyservers = http://127.0.0.1:9", "wkd = no", "timeout = 1", "retries = 1")
     box.configure("media", "category = test-infra")
     box.configure("binpkg", "category = test-infra", "nicks = releng")
+    box.configure("overlays", "category = test-infra", f"url = {server.url}/overlays/repositories.xml")
     for category, seeds in CATEGORIES.items():
         for nick, purpose in seeds.items():
             added = box.run(f"gkeys add-seed -C {category} -n {nick} -N {nick} -K {keys.keys[nick].fingerprint}"
@@ -196,6 +199,7 @@ def test_a_default_gentoo_box_end_to_end(box: GentooBox, keys: KeyFactory, serve
             assert added.returncode == 0, added.stdout
         installed = box.run(f"gkeys install-key -C {category}")  # offline: from the [keyrings] file
         assert installed.returncode == 0, installed.stdout
+    box.configure("purposes", "overlay-list = test-infra/carol")  # carol's second purpose, by hand
     # update-seed as a fresh install runs it, offline: every category of the shipped config (the four Gentoo ones:
     # the shipped file used to turn gentoo-devs off), each source's cause and the offline way named; it cannot
     # install Gentoo's real keys here (their key files are not on this machine), so it exits 3 (network).
@@ -231,7 +235,10 @@ def test_a_default_gentoo_box_end_to_end(box: GentooBox, keys: KeyFactory, serve
             "auto-sync = yes\nsync-gkeys-category = test-infra\n")
 
         # setup-portage, then doctor as it printed it, then each fix doctor printed, as printed
-        setup = box.run("gkeys setup-portage")
+        # the overlay list, served with carol's signature (the postsync hook fetches it after every sync)
+        server.publish("overlays/repositories.xml", GOOD)
+        server.publish("overlays/repositories.xml.asc", keys.sign_bytes("carol", GOOD, tmp_path))
+        setup = box.run("gkeys setup-portage --overlays")
         assert setup.returncode == 0, setup.stdout
         doctor = box.run(printed_next(setup.stdout))
         assert f"{box.etc}/" in doctor.stdout and "checked repos.conf: 0 repositories" not in doctor.stdout, \
@@ -249,6 +256,10 @@ def test_a_default_gentoo_box_end_to_end(box: GentooBox, keys: KeyFactory, serve
                 upstream.head()
             # usersync: Portage ran the sync as the repository's owner, the portage user
             assert {path.stat().st_uid for path in box.gentoo.rglob("*")} == {box.portage_ids[0]}
+        overlays = box.eprefix / "var/lib/gkeys/overlays/repositories.xml"
+        if steps.check("the postsync hook (overlay list)", sync, overlays.is_file()):
+            assert f"wrote the verified list to {overlays}" in sync.stdout, sync.stdout
+            assert all(f"<name>{name}</name>".encode() in overlays.read_bytes() for name in ("alpha", "beta", "gamma"))
         sync = box.run("emerge --sync test-rsync")
         if steps.check("emerge --sync over rsync", sync, (rsync_location / "Manifest").is_file()):
             assert (rsync_location / "dev-test/pkg/pkg-1.ebuild").is_file()
