@@ -152,6 +152,13 @@ KNOWN = {
 }
 
 
+#: What a failed first clone does today (portage/treesync.py clone_verified removes an empty location as "the
+#: directory Portage created"; on a Gentoo install it is the portage user's /var/db/repos/gentoo, and Portage's
+#: next sync makes it again as root, so usersync no longer drops privileges)
+GONE = ("the sync module removed the portage user's empty /var/db/repos/gentoo; Portage's next sync makes it as "
+        "root:root and no longer drops to the portage user (usersync lost)")
+
+
 class Steps:
     """The box's steps in order: each must succeed, or fail for a known cause (:data:`KNOWN`)."""
 
@@ -214,13 +221,10 @@ def test_a_default_gentoo_box_end_to_end(box: GentooBox, keys: KeyFactory, serve
     upstream.commit("alice")
     upstream.commit("bob")
     git_port = free_port()
-    git_daemon = subprocess.Popen(["git", "daemon", "--reuseaddr", "--export-all", f"--base-path={tmp_path}",
-                                   "--listen=127.0.0.1", f"--port={git_port}", str(tmp_path)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    git_uri = f"git://127.0.0.1:{git_port}/upstream"
+    git_uri = f"git://127.0.0.1:{git_port}/upstream"  # the mirror is down until the daemon starts (below)
+    git_daemon: subprocess.Popen[bytes] | None = None
     rsyncd = RsyncDaemon(tmp_path / "rsyncd")
     try:
-        wait_for_port(git_port)
         rsyncd.serve(make_tree(tmp_path / "rsync-tree", keys, "carol",
                                files={"profiles/repo_name": "test-rsync\n"}))
         rsync_location = box.repos / "test-rsync"
@@ -249,7 +253,19 @@ def test_a_default_gentoo_box_end_to_end(box: GentooBox, keys: KeyFactory, serve
         doctor = box.run(printed_next(setup.stdout))
         assert doctor.returncode == 0 and "nothing would make verification fail" in doctor.stdout, doctor.stdout
 
-        # emerge --sync, as a default box runs it (usersync: the sync drops to the portage user)
+        # emerge --sync, as a default box runs it (usersync: the sync drops to the portage user). First with the
+        # mirror down: nothing installed, and /var/db/repos/gentoo still the portage user's (else Portage makes it
+        # again, as root, and every later sync runs as root)
+        down = box.run("emerge --sync gentoo")
+        assert down.returncode != 0 and "nothing installed" in down.stdout, down.stdout
+        if not (box.gentoo.is_dir() and box.gentoo.stat().st_uid == box.portage_ids[0]):
+            steps.known.append("a failed first clone: " + GONE)
+            box.gentoo.mkdir(exist_ok=True)  # put back as the installer made it, so that the steps below still
+            os.chown(box.gentoo, *box.portage_ids)  # run as a default box runs them
+        git_daemon = subprocess.Popen(["git", "daemon", "--reuseaddr", "--export-all", f"--base-path={tmp_path}",
+                                       "--listen=127.0.0.1", f"--port={git_port}", str(tmp_path)],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        wait_for_port(git_port)
         sync = box.run("emerge --sync gentoo")
         if steps.check("emerge --sync over git", sync, (box.gentoo / ".git").is_dir()):
             assert box.run(f"git -c safe.directory='*' -C {box.gentoo} rev-parse HEAD").stdout.strip() == \
@@ -258,7 +274,8 @@ def test_a_default_gentoo_box_end_to_end(box: GentooBox, keys: KeyFactory, serve
             assert {path.stat().st_uid for path in box.gentoo.rglob("*")} == {box.portage_ids[0]}
         overlays = box.eprefix / "var/lib/gkeys/overlays/repositories.xml"
         if steps.check("the postsync hook (overlay list)", sync, overlays.is_file()):
-            assert f"wrote the verified list to {overlays}" in sync.stdout, sync.stdout
+            assert f"wrote the verified list to {overlays}" in sync.stdout + down.stdout or \
+                f"{overlays} is already this list" in sync.stdout, sync.stdout  # Portage ran it after both syncs
             assert all(f"<name>{name}</name>".encode() in overlays.read_bytes() for name in ("alpha", "beta", "gamma"))
         sync = box.run("emerge --sync test-rsync")
         if steps.check("emerge --sync over rsync", sync, (rsync_location / "Manifest").is_file()):
@@ -266,8 +283,9 @@ def test_a_default_gentoo_box_end_to_end(box: GentooBox, keys: KeyFactory, serve
             assert {path.stat().st_uid for path in rsync_location.rglob("*")} == {box.portage_ids[0]}
     finally:
         rsyncd.close()
-        os.killpg(git_daemon.pid, signal.SIGTERM)  # the daemon this test started, by its id
-        git_daemon.wait(10)
+        if git_daemon is not None:
+            os.killpg(git_daemon.pid, signal.SIGTERM)  # the daemon this test started, by its id
+            git_daemon.wait(10)
 
     # fetch-media --latest from a loopback mirror, as the README's first steps show
     media = make_media(keys, tmp_path / "media-mirror", STAGE3)
