@@ -252,6 +252,7 @@ def test_a_default_gentoo_box_end_to_end(box: GentooBox, keys: KeyFactory, serve
             assert done.returncode == 0, (fix, done.stdout)
         doctor = box.run(printed_next(setup.stdout))
         assert doctor.returncode == 0 and "nothing would make verification fail" in doctor.stdout, doctor.stdout
+        assert " user: keyring readability not checked" not in doctor.stdout  # make.conf's portage user was
 
         # emerge --sync, as a default box runs it (usersync: the sync drops to the portage user). First with the
         # mirror down: nothing installed, and /var/db/repos/gentoo still the portage user's (else Portage makes it

@@ -316,5 +316,6 @@ def register(sub: SubParsers) -> None:
                    summary="report what would make verification fail or be skipped",
                    description=DOCTOR_DESCRIPTION, epilog=DOCTOR_EPILOG)
     add_eroot(p)
-    p.add_argument("--portage-user", default="portage", metavar="USER",
-                   help="the user Portage fetches and builds as, who must read the keyrings (default: portage)")
+    p.add_argument("--portage-user", metavar="USER",
+                   help="the user Portage fetches and builds as, who must read the keyrings (default: make.conf's "
+                        "PORTAGE_USERNAME, else portage)")

@@ -62,7 +62,7 @@ from gkeys_portage.keys.refresh import REFRESH_RECORD, installed_at, last_refres
 from gkeys_portage.keys.seedfetch import SEED_RECORD
 from gkeys_portage.openpgp.engine import WORKING_ENGINES, Capability, probe
 from gkeys_portage.openpgp.sequoia import describe as describe_second_opinion
-from gkeys_portage.portage.makeconf import fetch_wrapper, portage_make_conf, trust_helper
+from gkeys_portage.portage.makeconf import fetch_wrapper, make_conf_value, portage_make_conf, trust_helper
 from gkeys_portage.portage.makeconfsteps import FETCH_FRAGMENT, fetch_step, missing_sources, unsource_command
 from gkeys_portage.portage.reposconf import RepoConfig, read_repos
 from gkeys_portage.portage.rsyncsync import DEFAULT_CATEGORY as DEFAULT_RSYNC_CATEGORY
@@ -154,11 +154,12 @@ def can_read(path: Path, user: pwd.struct_passwd) -> bool:
 class Doctor:
     """Runs every check against one root and one gkeys configuration."""
 
-    def __init__(self, ctx: Gkeys, eroot: Path, *, portage_user: str = "portage", now: float | None = None,
+    def __init__(self, ctx: Gkeys, eroot: Path, *, portage_user: str | None = None, now: float | None = None,
                  expiry_days: int = DEFAULT_DAYS) -> None:
+        """``portage_user``: who fetches and builds (None: make.conf's ``PORTAGE_USERNAME``, else ``portage``)."""
         self.ctx = ctx
         self.eroot = eroot
-        self.portage_user = portage_user
+        self.portage_user = portage_user or make_conf_value(eroot, "PORTAGE_USERNAME") or "portage"
         self.now = time.time() if now is None else now
         self.expiry_days = expiry_days
         self.result = Diagnosis(eroot)
@@ -489,8 +490,8 @@ class Doctor:
                             f"gkeys install-key -C {category}")
 
 
-def diagnose(ctx: Gkeys, eroot: Path, *, portage_user: str = "portage", now: float | None = None) -> Diagnosis:
-    """Every finding for ``eroot`` and the gkeys state of ``ctx``."""
+def diagnose(ctx: Gkeys, eroot: Path, *, portage_user: str | None = None, now: float | None = None) -> Diagnosis:
+    """Every finding for ``eroot`` and the gkeys state of ``ctx`` (``portage_user``: see :class:`Doctor`)."""
     return Doctor(ctx, eroot, portage_user=portage_user, now=now).run()
 
 
