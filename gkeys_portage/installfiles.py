@@ -25,10 +25,18 @@ COMPLETION = f"{COMPLETION_DIR}/gkeys"
 HOOKS = ("repo.postsync.d/gkeys-verify", "postsync.d/gkeys-verify", "postsync.d/gkeys-overlays", "fetch/gkeys-fetch")
 BASHRC = "bashrc.d/gkeys.sh"
 ECLASS = "eclass-helpers/gkeys-verify.eclass"
-# The daily key refresh, off the sync path: systemd units (``share`` group: PREFIX/lib/systemd/system) and a
-# cron.daily script for systems without systemd timers.
+# The daily key refresh, off the sync path: systemd units (``systemd`` group: the ebuild installs them with
+# systemd_dounit, ${EPREFIX} put into their paths; a pip install has no systemd unit directory) and a cron.daily
+# script for systems without systemd timers.
 REFRESH_UNITS = ("packaging/systemd/gkeys-refresh.service", "packaging/systemd/gkeys-refresh.timer")
 REFRESH_CRON = "packaging/cron/gkeys-refresh"
+# The documentation: PREFIX/share/doc/gkeys-portage (the ebuild moves it to /usr/share/doc/${PF} and links this name
+# to it); messages and man pages name the files there (:func:`doc_file`, :data:`DOC_SHOWN`).
+DOCS = ("README.md", "SECURITY.md", *(f"docs/{name}.md" for name in (
+    "architecture", "benchmarks", "engines", "exit-codes", "journal", "keys", "media", "overlays", "portage", "tree")))
+DOC_DIR = "share/doc/gkeys-portage"
+#: How help texts and man pages (generated, the same on every system) name the documentation directory.
+DOC_SHOWN = "/usr/share/doc/gkeys-portage"
 
 
 @dataclass(frozen=True)
@@ -61,7 +69,8 @@ DATA_FILES: tuple[DataFile, ...] = (
     *(DataFile(f"docs/man/{page}", f"share/man/man{page[-1]}") for page in MAN_PAGES),
     # one file per command: bash-completion loads completions/NAME when NAME is first completed
     *(DataFile(f"{COMPLETION_DIR}/{program}", "share/bash-completion/completions") for program in PROGRAMS),
-    *(DataFile(unit, "lib/systemd/system") for unit in REFRESH_UNITS),
+    *(DataFile(doc, DOC_DIR) for doc in DOCS),
+    *(DataFile(unit, "lib/systemd/system", group="systemd") for unit in REFRESH_UNITS),
     DataFile(SAMPLE_CONFIG, "etc/gkeys", group="etc"),
     DataFile(REFRESH_CRON, "etc/cron.daily", group="etc", executable=True),
 )
@@ -96,6 +105,15 @@ def hook_file(hook: str, prefix: Path | None = None) -> Path:
     return base / "hooks" / hook
 
 
+def doc_file(name: str, prefix: Path | None = None) -> str:
+    """Where the document ``name`` (``"portage.md"``) is for the user reading a message: the source checkout's
+    ``docs/`` when running from one, else ``PREFIX/share/doc/gkeys-portage/`` of the installation."""
+    root = source_root() if prefix is None else None
+    if root is not None:
+        return str(root / "docs" / name if (root / "docs" / name).is_file() else root / name)
+    return str((prefix or Path(sys.prefix)) / DOC_DIR / name)
+
+
 def bashrc_file(prefix: Path | None = None) -> Path:
     """The bashrc snippet (``pre_src_unpack`` distfile verification)."""
     return share_dir(prefix) / "hooks" / BASHRC
@@ -104,7 +122,7 @@ def bashrc_file(prefix: Path | None = None) -> Path:
 def main(argv: list[str]) -> int:
     """Print ``SOURCE<TAB>TARGET-DIR`` for every file of the group named in ``argv``."""
     if len(argv) != 1:
-        sys.stderr.write("usage: installfiles.py GROUP (share or etc)\n")
+        sys.stderr.write("usage: installfiles.py GROUP (share, etc or systemd)\n")
         return 2
     for target, sources in data_files(argv[0]):
         for source in sources:

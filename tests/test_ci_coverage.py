@@ -58,3 +58,52 @@ def test_a_child_with_a_hand_built_environment_is_measured() -> None:
     child = subprocess.run([sys.executable, "-c", probe], env={"PATH": "/usr/bin:/bin"}, capture_output=True,
                            text=True, check=True)
     assert child.stdout.strip() == "True"
+
+
+def test_ci_runs_everything_python_in_a_fresh_venv_made_from_the_checkout() -> None:
+    """A test dependency missing from the extras fails CI only if nothing else provides it (issue 42)."""
+    lines = [line.strip() for line in (PROJECT / ".ci" / "run").read_text().splitlines()]
+    create = next(i for i, line in enumerate(lines) if line.startswith("python3 -m venv "))
+    assert "--system-site-packages" not in lines[create], "the venv must not see the system's packages"
+    activate = next(i for i, line in enumerate(lines) if re.fullmatch(r'\. "?\S+/bin/activate"?', line))
+    assert create < activate
+    python_steps = [i for i, line in enumerate(lines)
+                    if re.match(r"(pip |python3 -m (pip|pytest|coverage)|ruff |mypy |GKEYS_GPG=)", line)]
+    assert python_steps and min(python_steps) > activate, "every Python step runs inside the venv"
+    assert any(line.startswith("rm -rf ") for line in lines[:create]), "the venv is fresh"
+    assert sum("-m pytest -q" in line and "-rx" not in line for line in lines) == 1, "the suite runs once"
+
+
+def _imported_top_level_modules(directory: str) -> set[str]:
+    """Top-level names every ``tests/*.py`` imports (``import x``, ``from x import``, ``importorskip("x")``)."""
+    import ast
+
+    names: set[str] = set()
+    for path in (PROJECT / directory).glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+            elif (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "importorskip" and node.args
+                  and isinstance(node.args[0], ast.Constant)):
+                names.add(str(node.args[0].value).split(".")[0])
+    local = {path.stem for folder in (directory, "bench") for path in (PROJECT / folder).glob("*.py")}
+    return names - set(sys.stdlib_module_names) - local - {"gkeys_portage", "__future__"}
+
+
+def test_every_module_the_tests_import_is_declared_in_the_test_extra() -> None:
+    """``pip install ".[test]"`` in a fresh venv provides every module the suite imports (README's second command)."""
+    import importlib.metadata
+
+    project = tomllib.loads((PROJECT / "pyproject.toml").read_text())["project"]
+    declared = {re.split(r"[<>=!~\[ ;]", requirement)[0].lower().replace("_", "-")
+                for requirement in project["dependencies"] + project["optional-dependencies"]["test"]}
+    providers = importlib.metadata.packages_distributions()
+    missing = {}
+    for module in sorted(_imported_top_level_modules("tests")):
+        dists = {name.lower().replace("_", "-") for name in providers.get(module, [])}
+        if not dists & declared:
+            missing[module] = sorted(dists)
+    assert not missing, f"imported by tests/ but not declared in [project] dependencies or the [test] extra: {missing}"

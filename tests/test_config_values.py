@@ -74,3 +74,21 @@ def test_set_option_replaces_the_line_of_the_key_in_its_section(tmp_path: Path) 
     set_option(conf, "tree", "category", "gentoo-devs")
     assert conf.read_text() == ("[purposes]\nrelease-media = a/b c/d e/f\n# note\n\n[tree]\npolicy = top\n"
                                 "category = gentoo-devs\n")
+
+
+def test_a_purpose_naming_a_seed_not_added_yet_never_blocks_adding_it(env: GkeysEnv) -> None:
+    """Issue 42: configuring a purpose first (the order the docs' examples read in) made every command exit 2,
+    add-seed included, the one command that fixes it."""
+    env.write_config("[purposes]\nrelease-media = gentoo/releng gentoo/weekly gentoo/newkey\n")
+    refused = env.run("list-cats")
+    assert refused.code == 2, refused.text
+    assert f"'{env.gkeys} add-seed -C gentoo -n newkey -N NAME -K FINGERPRINT'" in refused.err, refused.err
+    assert "change the line to 'release-media = gentoo/releng gentoo/weekly'" in refused.err, refused.err
+    fpr = env.keys.keys["releng"].fingerprint
+    added = env.run("add-seed", "-C", "gentoo", "-n", "newkey", "-N", "New release key", "-K", fpr)
+    assert added.code == 0, added.text
+    assert env.run("list-cats").code == 0
+    env.write_config("[purposes]\noverlay-list = gentoo/other\n")  # the only seed of the line: remove the line
+    assert "remove the line 'overlay-list = gentoo/other'" in env.run("list-cats").err
+    other = env.run("add-seed", "-C", "gentoo", "-n", "another", "-N", "Another", "-K", fpr)
+    assert other.code == 2 and "gentoo/other names no seed of gentoo" in other.err  # only the seed being added

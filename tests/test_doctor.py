@@ -186,6 +186,17 @@ def test_keyring_unreadable_by_the_portage_user(env: Any, tmp_path: Path) -> Non
     assert "gkeys install-key -C gentoo-devs" in document["findings"][0]["fix"]
 
 
+def test_the_portage_user_is_the_one_make_conf_names(env: Any, tmp_path: Path) -> None:
+    """Issue 42: doctor checked the keyrings for a user named 'portage' whatever make.conf said; a box whose
+    PORTAGE_USERNAME is another user had its readability never checked ("no 'portage' user")."""
+    root = healthy_root(env, tmp_path)
+    (root / "etc/portage/make.conf/user.conf").write_text('PORTAGE_USERNAME="nobody"\nPORTAGE_GRPNAME="nogroup"\n')
+    env.state.chmod(0o700)
+    document = doctor(env, root)
+    assert [f["code"] for f in document["findings"]] == ["keyring:unreadable"], document
+    assert "by the 'nobody' user" in document["findings"][0]["message"]
+
+
 def test_binary_repositories_with_the_pinned_trust_helper_are_healthy(env: Any, tmp_path: Path) -> None:
     root = healthy_root(env, tmp_path)
     (root / "etc/portage/binrepos.conf").write_text("[gentoobinhost]\nsync-uri = https://example.org/binpackages\n")

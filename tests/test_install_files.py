@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import configparser
+import dataclasses
 import importlib.util
 import os
 import re
@@ -23,6 +24,7 @@ import pytest
 
 from gkeys_portage import installfiles
 from gkeys_portage.cli import docgen
+from gkeys_portage.core import configschema
 from gkeys_portage.core.config import load_config
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -119,7 +121,7 @@ def test_sample_config_names_every_option_the_code_reads() -> None:
 def test_sample_config_uncommented_equals_the_builtin_defaults(tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """Uncommenting every option of the sample changes nothing: its defaults are the code's."""
-    option = re.compile(r"# ([a-z0-9-]+ =.*)")
+    option = re.compile(r"# ([a-z0-9-]+ =.*|\[[a-z0-9-]+\])")  # options, and the headers of built-in lines
     lines = [match.group(1) if (match := option.fullmatch(line)) else line
              for line in SAMPLE.read_text().splitlines()]
     conf = tmp_path / "gkeys.conf"
@@ -134,6 +136,27 @@ def test_sample_config_uncommented_equals_the_builtin_defaults(tmp_path: Path,
     assert builtin.path is None and explicit.path == conf
     for name in ("seedurls", "verify_seeds", "sources", "policy", "sign_category", "sign_nick", "sign_homedir"):
         assert getattr(explicit, name) == getattr(builtin, name), name
+
+
+def _config_fields(config: object) -> dict[str, object]:
+    """Every field of a loaded Config but where it came from (``path``) and the raw parser."""
+    return {field.name: getattr(config, field.name) for field in dataclasses.fields(config)  # type: ignore[arg-type]
+            if field.name not in ("path", "parser")}
+
+
+def test_the_shipped_config_as_shipped_equals_no_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 42: the installed /etc/gkeys/gkeys.conf configures exactly what no file does (its empty
+    [authority-seeds] section used to replace the built-in gentoo-devs line: developer keys off)."""
+    monkeypatch.setenv("EPREFIX", str(tmp_path / "eprefix"))  # no default config file there
+    monkeypatch.delenv("GKEYS_CONFIG", raising=False)
+    shipped = load_config(SAMPLE, tmp_path / "root")
+    builtin = load_config(None, tmp_path / "root")
+    assert shipped.path == SAMPLE and builtin.path is None
+    assert _config_fields(shipped) == _config_fields(builtin)
+    assert "gentoo-devs" in shipped.authority.sources
+    # every option a verifier reads with its own fallback: none is set, so every one reads its default
+    assert {(s, o): v for s in shipped.parser.sections() for o, v in shipped.parser.items(s)} == {}
+    assert SAMPLE.read_text() == configschema.sample_config(), "run: python3 -m gkeys_portage.cli.docgen"
 
 
 def test_completion_completes_the_verify_actions() -> None:
@@ -292,3 +315,29 @@ def test_config_schema_is_the_sample_config() -> None:
     sample = {key for key in sample_options() if key[0] not in OPEN_SECTIONS}
     assert sample == {(section, key) for section, keys in SCHEMA.items() for key in keys}
     assert {section for section, _ in sample_options()} <= set(SCHEMA) | OPEN_SECTIONS
+
+
+def _message_strings(path: Path) -> Iterator[str]:
+    """Every string constant of a module but its docstrings (what users may see: messages, help, epilogs)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            yield node.value
+
+
+def test_messages_and_man_pages_name_the_installed_docs() -> None:
+    """Issue 42: an installed gkeys has no docs/ directory: what it prints and its man pages name the installed
+    file (/usr/share/doc/gkeys-portage/NAME, installfiles.doc_file) or a man page."""
+    source_path = re.compile(r"(?<![\w/.-])docs/[a-z-]+\.md")
+    found = [f"{path.relative_to(PROJECT)}: {match.group(0)}"
+             for path in sorted((PROJECT / "gkeys_portage").rglob("*.py"))
+             for text in _message_strings(path) for match in source_path.finditer(text)]
+    for path in [*(PROJECT / "docs" / "man").iterdir(), SAMPLE, *(PROJECT / "packaging" / "gentoo").rglob("*.ebuild")]:
+        found += [f"{path.relative_to(PROJECT)}: {m.group(0)}" for m in source_path.finditer(path.read_text())]
+    assert not found, found
+    assert {item.name for item in installfiles.DATA_FILES if item.target == installfiles.DOC_DIR} == \
+        {"README.md", "SECURITY.md", *(path.name for path in (PROJECT / "docs").glob("*.md"))}
+    assert installfiles.doc_file("portage.md", Path("/usr")) == "/usr/share/doc/gkeys-portage/portage.md"

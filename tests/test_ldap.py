@@ -654,3 +654,14 @@ def test_search_filter_escaping() -> None:
     assert ldapseeds.search_filter(include_inactive=True) == "(uid=*)"
     assert ldapseeds.search_filter(nick="a*b", name="x)(y") == \
         r"(&(gentooStatus=active)(uid=a\2ab)(cn=*x\29\28y*))"
+
+
+def test_missing_ldap3_names_the_way_to_install_it_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 42: where Portage installed gkeys-portage, pip cannot install into the system Python (PEP 668): the
+    hint is USE=ldap and emerge; elsewhere the [ldap] extra."""
+    monkeypatch.setenv("EPREFIX", str(tmp_path))
+    assert ldapseeds.ldap3_install_hint() == "pip install 'gkeys-portage[ldap]'"
+    (tmp_path / "var/db/pkg/app-crypt/gkeys-portage-0.1.0").mkdir(parents=True)
+    hint = ldapseeds.ldap3_install_hint()
+    assert "USE=ldap" in hint and "emerge --oneshot app-crypt/gkeys-portage" in hint and "pip" not in hint
+    assert f"{tmp_path}/etc/portage/package.use/gkeys-portage" in hint

@@ -136,7 +136,8 @@ def test_only_gkeys_action_commands_get_the_options_never_the_files_gkeys_writes
     assert f"gkeys {shlex.join(words)} setup-portage" not in dry.out
     done = run(env, *words, "setup-portage", "--eroot", str(root))
     assert done.code == 0, done.text
-    assert f"next: 'gkeys {shlex.join(words)} doctor' checks the whole set-up" in done.out, done.out
+    assert f"next: 'gkeys {shlex.join(words)} doctor --eroot {shlex.quote(str(root))}' checks the whole set-up" \
+        in done.out, done.out  # and the root it set up (issue 42)
     assert "'17 4 * * * gkeys -q refresh-key'" in done.out  # a line for root's crontab, as root would write it
 
 
@@ -154,3 +155,42 @@ def test_gkeys_fetch_names_the_next_step_on_its_own_config_and_root(env: GkeysEn
     assert code == 1 and out.startswith(" * gkeys-fetch: "), out
     assert out.strip().endswith(f"install the pinned keys with: gkeys {shlex.join(words)} install-key -C gentoo"), out
     assert invocation.options() == ()  # the run's options end with the run
+
+
+def test_next_steps_carry_the_eroot_and_run_as_printed_act_on_it(env: GkeysEnv, tmp_path: Path) -> None:
+    """Issue 42: 'setup-portage --eroot R' ended with "next: 'gkeys -c … --root … doctor'" without --eroot R, and
+    doctor run as printed checked / ("checked repos.conf: 0 repositories"): a user who chose --eroot to stay off
+    the host was sent back to it.  Now every printed gkeys command of an action that takes --eroot carries it."""
+    words = elsewhere(env, tmp_path)
+    root = tmp_path / "eroot"
+    (root / "etc/portage/repos.conf").mkdir(parents=True)
+    (root / "etc/portage/repos.conf/test.conf").write_text(
+        f"[test]\nlocation = {tmp_path}/repos/test\nsync-type = gkeys\nsync-uri = https://example.org/test.git\n"
+        "sync-gkeys-category = gentoo-devs\n")
+    setup = run(env, *words, "setup-portage", "--eroot", str(root), "--repo", "test")
+    assert setup.code == 0, setup.text
+    step = setup.text.split("next: '", 1)[1].split("' checks the whole set-up", 1)[0]
+    assert step == f"gkeys {shlex.join(words)} doctor --eroot {root}", setup.text
+    as_json = json.loads(run(env, *words, "--json", "setup-portage", "--eroot", str(root), "--repo", "test").out)
+    assert as_json["next_step"] == step
+    doctor = run_as_printed(env, step)
+    assert f"{root}/etc/portage" in doctor.text and "checked repos.conf: 0 repositories" not in doctor.text, \
+        doctor.text
+    again = next(line for line in doctor.text.splitlines() if "then 'gkeys" in line)
+    assert f"doctor --eroot {root}' again" in again, again
+    status = run(env, *words, "status", "--eroot", str(root))
+    assert f"run 'gkeys {shlex.join(words)} doctor --eroot {root}'" in status.text, status.text
+    with invocation.recorded(config=None, root=None, eroot="/mnt/gentoo"):  # only actions that take --eroot
+        assert invocation.for_this_user("'gkeys update-seed' then 'gkeys status'") == \
+            "'gkeys update-seed' then 'gkeys status --eroot /mnt/gentoo'"
+        assert invocation.for_this_user("gkeys setup-portage --eroot /x") == "gkeys setup-portage --eroot /x"
+
+
+def test_the_eroot_actions_are_the_parsers_that_take_eroot() -> None:
+    from gkeys_portage.cli.main import build_parser
+
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    taking = {name for name, sub in subparsers.choices.items()  # type: ignore[union-attr]
+              if any("--eroot" in action.option_strings for action in sub._actions)}
+    assert taking == invocation.EROOT_ACTIONS

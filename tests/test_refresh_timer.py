@@ -34,7 +34,7 @@ def _unit(path: Path) -> configparser.ConfigParser:
 def test_units_and_cron_script_are_installed_files() -> None:
     targets = {item.source: (item.target, item.group, item.executable) for item in installfiles.DATA_FILES}
     for unit in installfiles.REFRESH_UNITS:
-        assert targets[unit] == ("lib/systemd/system", "share", False)
+        assert targets[unit] == ("lib/systemd/system", "systemd", False)  # systemd_dounit, ${EPREFIX} in paths
     assert targets[installfiles.REFRESH_CRON] == ("etc/cron.daily", "etc", True)
     assert os.access(CRON, os.X_OK), "the ebuild installs executable sources with doexe"
     assert "[[ -x ${src} ]]" in (PROJECT / "packaging/gentoo/app-crypt/gkeys-portage/gkeys-portage-9999.ebuild"

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import time
+from pathlib import Path
 
 import pytest
 from conftest import GkeysEnv
 
+from gkeys_portage.cli.main import main as gkeys_main
+from gkeys_portage.core.config import DEFAULT_AUTHORITY_SEEDS
 from gkeys_portage.demo.world import past
 
 
@@ -143,3 +148,21 @@ def test_frozen_seed_older_than_max_seed_age_is_refused(installed: GkeysEnv) -> 
     env.publish_seeds("gentoo-devs", ("alice", "bob"), signer="expired", when=past(700))
     result = env.run("fetch-seed", "-C", "gentoo-devs")
     assert result.code == 1 and "max-seed-age" in result.text
+
+
+def test_a_category_without_a_seed_source_names_the_section_that_gives_it_one(tmp_path: Path) -> None:
+    """Issue 42: a config's [authority-seeds] section (here empty) replaces the built-in gentoo-devs line;
+    'update-seed -C gentoo-devs' then names [authority-seeds] and the line to add, not [seedurls]."""
+    config = tmp_path / "gkeys.conf"
+    config.write_text(f"[base]\ngkeysdir = {tmp_path / 'state'}\n[authority-seeds]\n")
+    capture = io.StringIO()
+    with contextlib.redirect_stdout(capture), contextlib.redirect_stderr(capture):
+        code = gkeys_main(["-c", str(config), "update-seed", "-C", "gentoo-devs"])
+    text = capture.getvalue()
+    assert code == 2, text
+    assert "[authority-seeds]" in text and DEFAULT_AUTHORITY_SEEDS["gentoo-devs"] in text, text
+    assert "[seedurls]" not in text, text
+    capture = io.StringIO()
+    with contextlib.redirect_stdout(capture), contextlib.redirect_stderr(capture):
+        code = gkeys_main(["-c", str(config), "fetch-seed", "-C", "my-overlay"])
+    assert code == 2 and "[seedurls]" in capture.getvalue() and "my-overlay = URL" in capture.getvalue()

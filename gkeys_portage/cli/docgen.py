@@ -1,8 +1,9 @@
-"""Man pages and bash completion, generated from the argparse definitions (and the sample config).
+"""Man pages, bash completion and the shipped gkeys.conf, generated from the argparse definitions and the
+config schema (:mod:`gkeys_portage.core.configschema`).
 
-The generated files are kept in the source tree (``docs/man/``, ``packaging/bash-completion/``) so a
-build needs no dependency; ``tests/test_install_files.py`` fails when they differ from what this module
-generates now.  Regenerate after changing an option::
+The generated files are kept in the source tree (``docs/man/``, ``packaging/bash-completion/``,
+``packaging/gkeys.conf``) so a build needs no dependency; ``tests/test_install_files.py`` fails when they
+differ from what this module generates now.  Regenerate after changing an option::
 
     python3 -m gkeys_portage.cli.docgen            # writes into the source checkout
     python3 -m gkeys_portage.cli.docgen --check    # exit 1 if anything is out of date
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from gkeys_portage import __version__, installfiles
 from gkeys_portage.cli.common import split_examples
+from gkeys_portage.core import configschema
 
 SOURCE = f"gkeys-portage {__version__}"
 
@@ -202,7 +204,7 @@ def parse_sample_config(text: str) -> list[ConfigSection]:
     sections: list[ConfigSection] = []
     pending: list[str] = []
     for line in text.splitlines():
-        header = re.fullmatch(r"\[([a-z0-9-]+)\]", line)
+        header = re.fullmatch(r"(?:# )?\[([a-z0-9-]+)\]", line)  # commented: an open section's built-in lines
         option = re.fullmatch(r"# ([a-z0-9-]+) =(?: (.*))?", line)
         if header:
             sections.append(ConfigSection(header.group(1), []))
@@ -301,9 +303,11 @@ def completion(program: Program) -> str:
 # ---- files ------------------------------------------------------------------------------------------
 
 def generated_files(root: Path) -> dict[str, str]:
-    """Source-tree path -> content of every generated file (``root`` holds the sample config)."""
+    """Source-tree path -> content of every generated file."""
     files = {f"docs/man/{program.name}.1": man_page(program) for program in programs()}
-    files["docs/man/gkeys.conf.5"] = config_man_page((root / installfiles.SAMPLE_CONFIG).read_text(encoding="utf-8"))
+    sample = configschema.sample_config()
+    files[installfiles.SAMPLE_CONFIG] = sample  # the shipped config: every default, commented out
+    files["docs/man/gkeys.conf.5"] = config_man_page(sample)
     files.update({f"{installfiles.COMPLETION_DIR}/{program.name}": completion(program) for program in programs()})
     return files
 

@@ -18,7 +18,9 @@ from types import ModuleType
 from gkeys_portage import __version__
 from gkeys_portage.cli.common import add_common_options
 from gkeys_portage.core import invocation
-from gkeys_portage.core.config import load_config
+from gkeys_portage.core.config import KeyRef, load_config
+from gkeys_portage.core.errors import GkeysError
+from gkeys_portage.core.types import parse_category, parse_nick
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Console, Report
 from gkeys_portage.ui.runner import JsonUsageParser, closed_pipe, run_report
@@ -59,7 +61,7 @@ files:
 A command gkeys prints for you to run next (a next step, a fix) carries the -c FILE and
 --root DIR you gave; $GKEYS_CONFIG is not repeated (your environment carries it).
 
-exit status (one per cause; the table with the --json reason codes is docs/exit-codes.md):
+exit status (one per cause; --json reason codes: /usr/share/doc/gkeys-portage/exit-codes.md):
   0  verified / done      1  not verified (no signature, bad signature, ...), or a check failed
   2  usage or bad input   3  network failure after retries, or not found on the server (404)
 
@@ -104,10 +106,20 @@ def build_parser(*, json_errors: bool = False, words: Sequence[str] | None = Non
     return parser
 
 
+def _seed_added(args: argparse.Namespace) -> KeyRef | None:
+    """The seed ``add-seed`` adds: a ``[purposes]`` line naming it before it exists must not block adding it."""
+    if not getattr(args, "adds_seed", False):
+        return None
+    try:
+        return KeyRef(parse_category(args.category), parse_nick(args.nick))
+    except GkeysError:  # add-seed itself says what is wrong with them
+        return None
+
+
 def _run_action(args: argparse.Namespace, console: Console) -> Report:
     config = load_config(Path(args.config) if args.config else None,
                          Path(args.root) if args.root else None)
-    ctx = Gkeys(config)
+    ctx = Gkeys(config, adding=_seed_added(args))
     args.console = console
     if getattr(args, "needs_lock", False):
         ctx.ensure_layout()
@@ -135,7 +147,8 @@ def _main(argv: Sequence[str] | None) -> int:
         parser.words = tuple(words)
     args = parser.parse_args(words)
     args.gkeys_main = main  # the demo runs its steps through this same entry point
-    with invocation.recorded(config=args.config, root=args.root):
+    eroot = getattr(args, "eroot", None)  # next steps act on the root the user chose, not the host's
+    with invocation.recorded(config=args.config, root=args.root, eroot=str(eroot) if eroot else None):
         return run_report(args, _run_action)
 
 

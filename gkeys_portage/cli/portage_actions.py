@@ -93,6 +93,7 @@ def _setup_report(result: portage_setup.SetupResult, *, undo: bool, step_left: s
         report.good(f"nothing left to remove in {result.eroot}: the files setup-portage recorded are gone already "
                     "(its record is removed)")
     if not undo and result.ok and not result.dry_run:
+        report.data["next_step"] = "gkeys doctor"  # --json carries it too, with the -c/--root/--eroot given
         report.info(("after that step, " if step else "next: ") + "'gkeys doctor' checks the whole set-up; "
                     "'emerge --sync' verifies from now on")
         if any(path == portage_setup.TIMER_LINK for path in result.created):
@@ -315,5 +316,6 @@ def register(sub: SubParsers) -> None:
                    summary="report what would make verification fail or be skipped",
                    description=DOCTOR_DESCRIPTION, epilog=DOCTOR_EPILOG)
     add_eroot(p)
-    p.add_argument("--portage-user", default="portage", metavar="USER",
-                   help="the user Portage fetches and builds as, who must read the keyrings (default: portage)")
+    p.add_argument("--portage-user", metavar="USER",
+                   help="the user Portage fetches and builds as, who must read the keyrings (default: make.conf's "
+                        "PORTAGE_USERNAME, else portage)")

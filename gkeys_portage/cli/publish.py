@@ -65,7 +65,7 @@ def register(sub: SubParsers) -> None:
                           "[keyrings] CAT = URL-of-CAT.gpg (signature checked against [verify-seeds] CAT).\n"
                           "Consumers refuse a signed bundle older than their [policy] max-bundle-age (default\n"
                           "30 days) as stale: re-sign it daily, from a timer, even when nothing changed (a\n"
-                          "systemd timer unit example is in docs/keys.md).")
+                          "systemd timer unit example is in /usr/share/doc/gkeys-portage/keys.md).")
     add_category(p, required=True)
     p.add_argument("-n", "--nick", action="append", metavar="NICK",
                    help="only this seed (repeatable; default: every seed of the category)")

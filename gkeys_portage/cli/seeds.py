@@ -394,6 +394,7 @@ def register(sub: SubParsers) -> None:
                    help="all accepted fingerprints, subkeys included (default: the -K ones)")
     p.add_argument("-u", "--uid", nargs="+", metavar="UID", help="user ids, e.g. 'Name <nick@gentoo.org>'")
     p.add_argument("-r", "--keydir", help="key directory name (default: the nick)")
+    p.set_defaults(adds_seed=True)  # a [purposes] line naming this seed before it exists does not block it
 
     p = add_action(sub, "remove-seed", run_remove_seed,
                    examples=("gkeys remove-seed -C gentoo-devs -n larry",

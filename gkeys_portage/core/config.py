@@ -14,7 +14,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gkeys_portage.core.configschema import check_known_keys, check_values
+from gkeys_portage.core.configschema import builtin_lines, check_known_keys, check_values
 from gkeys_portage.core.errors import ConfigError
 from gkeys_portage.core.hashpolicy import parse_weak_hashes
 from gkeys_portage.core.types import Category, Nick, parse_category, parse_nick
@@ -25,9 +25,7 @@ from gkeys_portage.core.types import Category, Nick, parse_category, parse_nick
 DEFAULT_SEEDURLS: dict[str, str] = {}
 DEFAULT_VERIFY_SEEDS: dict[str, str] = {}
 #: ``[authority-seeds]`` built in: Gentoo's active developers, certified by the L2-developers key (GLEP 79).
-DEFAULT_AUTHORITY_SEEDS = {
-    "gentoo-devs": "https://qa-reports.gentoo.org/output/active-devs.gpg gentoo-auth/l2-dev",
-}
+DEFAULT_AUTHORITY_SEEDS = builtin_lines("authority-seeds")
 DEFAULT_WKD_ADVANCED = "https://openpgpkey.{domain}/.well-known/openpgpkey/{domain}"
 DEFAULT_WKD_DIRECT = "https://{domain}/.well-known/openpgpkey"
 

@@ -1,6 +1,7 @@
-"""Where this run of gkeys acts: the global options (``-c FILE``, ``--root DIR``) the user gave, known once per
-process, so that every ``gkeys ACTION`` command gkeys prints as the next thing to run acts on the same
-configuration and state (design.md §10 "Output").
+"""Where this run of gkeys acts: the global options (``-c FILE``, ``--root DIR``) the user gave, and the root
+(``--eroot DIR``) of an action that takes one, known once per process, so that every ``gkeys ACTION`` command gkeys
+prints as the next thing to run acts on the same configuration, state and root (design.md §10 "Output"): a user
+who chose ``--eroot`` to stay off the host is never sent back to it.
 
 The entry point records them (:func:`record`); the output door (``ui/output.py``) passes every line and every
 ``next_step``/``fix`` through :func:`for_this_user`.  Only a command that starts with the word ``gkeys``, a space
@@ -27,18 +28,23 @@ ACTIONS = frozenset((
 #: publisher: "ask its maintainer to re-sign it with 'gkeys sign --seed-category CAT'"): never given our options
 FOR_PUBLISHERS = frozenset(("sign", "build-keyring", "export-wkd", "send-key"))
 
+#: the actions that take ``--eroot DIR`` (``tests/test_next_steps.py`` checks it against their parsers)
+EROOT_ACTIONS = frozenset(("setup-portage", "status", "doctor", "binpkg-keyring"))
+
 #: ``gkeys ACTION`` as a command for this user: not after a word character, ``/``, ``.`` or ``-`` (``/etc/gkeys``,
 #: ``x-gkeys``), and the action a whole word (``gkeys verify`` is not ``gkeys verifies``)
 _NAMES = "|".join(sorted(map(re.escape, ACTIONS - FOR_PUBLISHERS), key=len, reverse=True))
-_COMMAND = re.compile(rf"(?<![\w/.-])gkeys (?=(?:{_NAMES})(?![\w-]))")
+_COMMAND = re.compile(rf"(?<![\w/.-])gkeys (?P<action>{_NAMES})(?![\w-])(?P<eroot> --eroot)?")
 
 _options: tuple[str, ...] = ()
+_eroot: str | None = None
 
 
-def record(*, config: str | None, root: str | None) -> None:
-    """Remember this run's ``-c FILE`` and ``--root DIR`` (None: not given, the default)."""
-    global _options
+def record(*, config: str | None, root: str | None, eroot: str | None = None) -> None:
+    """Remember this run's ``-c FILE`` and ``--root DIR``, and the action's ``--eroot DIR`` (None: not given)."""
+    global _options, _eroot
     _options = tuple((["-c", config] if config else []) + (["--root", root] if root else []))
+    _eroot = eroot or None
 
 
 def use_config(config: str) -> None:
@@ -56,23 +62,39 @@ def options() -> tuple[str, ...]:
     return _options
 
 
+def eroot() -> str | None:
+    """The ``--eroot DIR`` recorded for this run (None: not given)."""
+    return _eroot
+
+
 @contextmanager
-def recorded(*, config: str | None, root: str | None) -> Iterator[None]:
+def recorded(*, config: str | None, root: str | None, eroot: str | None = None) -> Iterator[None]:
     """:func:`record` for the time of a ``with`` block; the previous record is restored after it (a run inside a
     run, as the demo's steps)."""
-    global _options
-    saved = _options
-    record(config=config, root=root)
+    global _options, _eroot
+    saved = _options, _eroot
+    record(config=config, root=root, eroot=eroot)
     try:
         yield
     finally:
-        _options = saved
+        _options, _eroot = saved
+
+
+def _rewrite(match: re.Match[str]) -> str:
+    """One ``gkeys ACTION`` command with this run's options: the global ones after ``gkeys``, ``--eroot DIR`` after
+    an action that takes it (unless the command names its own)."""
+    words = ["gkeys", *_options, match.group("action")]
+    if match.group("eroot"):
+        words.append("--eroot")
+    elif _eroot and match.group("action") in EROOT_ACTIONS:
+        words += ["--eroot", _eroot]
+    return shlex.join(words[:1]) + "".join(" " + shlex.quote(word) for word in words[1:])
 
 
 def for_this_user(text: str) -> str:
-    """``text`` with this run's global options inserted, shell-quoted, after ``gkeys`` in every ``gkeys ACTION``
-    command it names; unchanged when the run used the default configuration and state."""
-    if not _options or "gkeys " not in text:
+    """``text`` with this run's options inserted, shell-quoted, in every ``gkeys ACTION`` command it names: the
+    global ones after ``gkeys``, ``--eroot DIR`` after an action that takes it; unchanged when the run used the
+    default configuration, state and root."""
+    if not (_options or _eroot) or "gkeys " not in text:
         return text
-    inserted = f"gkeys {shlex.join(_options)} "
-    return _COMMAND.sub(lambda _match: inserted, text)
+    return _COMMAND.sub(_rewrite, text)

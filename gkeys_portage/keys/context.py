@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from gkeys_portage.core import journal
-from gkeys_portage.core.config import Config
+from gkeys_portage.core.config import Config, KeyRef
 from gkeys_portage.core.errors import GkeysError, SignerNotPinnedError, UnknownSignerError, UsageError
 from gkeys_portage.core.http import HttpClient
 from gkeys_portage.core.state import Layout, StateLock
@@ -77,7 +77,8 @@ class SignatureVerifier:
 class Gkeys:
     """Config plus everything derived from it.  Cheap to build; nothing touches disk until used."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, *, adding: KeyRef | None = None) -> None:
+        """``adding``: the seed this run adds (``add-seed``), which a ``[purposes]`` line may name already."""
         self.config = config
         use_program(config.gpg_program)  # [gpg] program: the engine every GnuPG object of this run uses
         use_second_opinion(config.second_opinion)  # [gpg] second-opinion: Sequoia confirms GnuPG's verdicts
@@ -86,8 +87,8 @@ class Gkeys:
         self.lock = StateLock(self.layout)
         self._keyrings: dict[Category, Keyring] = {}
         self._http: HttpClient | None = None
-        check_purpose_seeds(config, self._nicks)  # a config error for every action: a malformed [purposes] line,
-        # or one naming no seed of a category whose seeds are there
+        check_purpose_seeds(config, self._nicks, adding)  # a config error for every action: a malformed
+        # [purposes] line, or one naming no seed of a category whose seeds are there (but the seed being added)
 
     def _nicks(self, category: Category) -> set[Nick]:
         """The nicks of ``category``'s seeds; none when they cannot be read (that is said where they are used)."""

@@ -18,6 +18,7 @@ Network trouble (refused connection, timeout, TLS failure, a search not ended by
 from __future__ import annotations
 
 import contextlib
+import glob
 import ipaddress
 import math
 import re
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from gkeys_portage.core.config import eprefix
 from gkeys_portage.core.errors import BadInputError, GkeysError, NetworkError, SeedFormatError, UsageError
 from gkeys_portage.core.state import atomic_write, read_limited
 from gkeys_portage.core.types import Fingerprint, Nick, is_fingerprint, parse_fingerprint
@@ -257,11 +259,20 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def ldap3_install_hint() -> str:
+    """How to install ldap3 here: with USE=ldap where Portage installed gkeys-portage (pip would break PEP 668
+    there), else the ``[ldap]`` extra."""
+    if glob.glob(eprefix() + "/var/db/pkg/app-crypt/gkeys-portage-*"):
+        return ("on Gentoo, rebuild gkeys-portage with USE=ldap: echo 'app-crypt/gkeys-portage ldap' >> "
+                f"{eprefix()}/etc/portage/package.use/gkeys-portage && emerge --oneshot app-crypt/gkeys-portage")
+    return "pip install 'gkeys-portage[ldap]'"
+
+
 def _ldap3() -> Any:
     try:
         import ldap3
     except ImportError as exc:
-        raise UsageError("gkeys-ldap needs the ldap3 module: pip install 'gkeys-portage[ldap]'") from exc
+        raise UsageError(f"gkeys-ldap needs the ldap3 module: {ldap3_install_hint()}") from exc
     return ldap3
 
 

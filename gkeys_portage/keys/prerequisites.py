@@ -21,6 +21,7 @@ from gkeys_portage.core.config import Config
 from gkeys_portage.core.errors import GpgError, StateError
 from gkeys_portage.core.state import atomic_write
 from gkeys_portage.core.types import Category, Fingerprint
+from gkeys_portage.installfiles import doc_file
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.openpgp.keyblocks import dearmor_public_keys, select_keyblocks
 
@@ -29,7 +30,8 @@ FIRST_STEP = "gkeys update-seed"
 #: Where the keys come from without a network: Gentoo's own key packages, as ``[keyrings]`` files.
 OFFLINE_WAY = ("without a network, use Gentoo's own key files (sec-keys/openpgp-keys-gentoo-release, "
                "openpgp-keys-gentoo-auth, openpgp-keys-gentoo-developers): '[keyrings] gentoo = "
-               "/usr/share/openpgp-keys/gentoo-release.asc' and the other lines of docs/portage.md "
+               "/usr/share/openpgp-keys/gentoo-release.asc' and the other lines of "
+               f"{doc_file('portage.md')} "
                "('Offline first install'), then run 'gkeys update-seed' again")
 MAX_COPY_BYTES = 4 * 1024 * 1024  # one root or certifier key as a file holds it
 COPIES_DIR = "certifier-copies"

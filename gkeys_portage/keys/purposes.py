@@ -108,10 +108,13 @@ def purpose_table(config: Config) -> dict[Purpose, tuple[KeyRef, ...]]:
     return table
 
 
-def check_purpose_seeds(config: Config, nicks_of: Callable[[Category], Collection[Nick]]) -> None:
+def check_purpose_seeds(config: Config, nicks_of: Callable[[Category], Collection[Nick]],
+                        adding: KeyRef | None = None) -> None:
     """Raise :class:`ConfigError` for a ``[purposes]`` ``category/nick`` that names no seed of its category, with
-    the nearest nick.  ``nicks_of`` gives a category's seeds (installed, else packaged); a category that has none
-    yet (its seed file not fetched) is not judged: the line is checked again by every command once it has."""
+    the nearest nick and the two ways on: add the seed (``add-seed``, which this line never blocks: ``adding`` is
+    the seed being added, not judged) or the line without it.  ``nicks_of`` gives a category's seeds (installed,
+    else packaged); a category that has none yet (its seed file not fetched) is not judged: the line is checked
+    again by every command once it has."""
     if not config.parser.has_section(SECTION):
         return
     table = purpose_table(config)
@@ -120,10 +123,16 @@ def check_purpose_seeds(config: Config, nicks_of: Callable[[Category], Collectio
             continue
         for ref in table[purpose]:
             nicks = nicks_of(ref.category)
-            if nicks and ref.nick not in nicks:
+            if nicks and ref.nick not in nicks and ref != adding:
                 close = nearest(ref.nick, nicks)
                 hint = f"did you mean {ref.category}/{close}?" if close else f"its seeds: {', '.join(sorted(nicks))}"
-                raise ConfigError(f"[{SECTION}] {purpose.value}: {ref} names no seed of {ref.category} ({hint})")
+                rest = [str(other) for other in table[purpose] if other != ref]
+                without = (f"change the line to '{purpose.value} = {' '.join(rest)}'" if rest
+                           else f"remove the line '{purpose.value} = {ref}'")
+                raise ConfigError(f"[{SECTION}] {purpose.value}: {ref} names no seed of {ref.category} ({hint}); "
+                                  f"add that seed first: 'gkeys add-seed -C {ref.category} -n {ref.nick} -N NAME "
+                                  f"-K FINGERPRINT' (this line does not block it), or {without}"
+                                  + (f" in {config.path}" if config.path else ""))
 
 
 def with_purpose(config: Config, purpose: Purpose, ref: KeyRef) -> str:

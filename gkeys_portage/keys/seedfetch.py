@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 
 from gkeys_portage.core import journal
+from gkeys_portage.core.config import DEFAULT_AUTHORITY_SEEDS, Config
 from gkeys_portage.core.errors import NoSignatureError, RollbackError, StaleError, UnboundSeedError, UsageError
 from gkeys_portage.core.http import NotFoundError
 from gkeys_portage.core.state import atomic_write_json, read_json
@@ -110,13 +111,24 @@ def _refuse_shared_unbound(ctx: Gkeys, category: Category, url: str, signatures:
                 f"{category}', or give {category} a signer of its own key, then keep it in [policy] unbound-seeds")
 
 
+def no_seed_source(config: Config, category: Category) -> str:
+    """Why ``category`` has no seed source, naming the config section that would give it one."""
+    where = f"config {config.path}" if config.path else "the config"
+    builtin = DEFAULT_AUTHORITY_SEEDS.get(category)
+    if builtin:  # a config's [authority-seeds] section replaced the built-in line
+        return (f"no seed source for category {category!r}: its seeds come from [authority-seeds], whose section in "
+                f"{where} replaces the built-in lines; add '{category} = {builtin}' to it, or remove the section")
+    return (f"no seed URL configured for category {category!r}: add '{category} = URL' to [seedurls] (a signed seed "
+            f"file) or '{category} = KEYRING-URL-OR-FILE CERTIFIER' to [authority-seeds] in {where}")
+
+
 @journal.refusals("seed-refused", lambda ctx, cat: {"category": cat, "url": ctx.config.seedurls.get(cat)})
 def fetch_seed(ctx: Gkeys, category: str) -> SeedFetchResult:
     """Download, verify and install the seed file of ``category``.  The caller holds the lock."""
     cat = parse_category(category)
     url = ctx.config.seedurls.get(cat)
     if not url:
-        raise UsageError(f"no seed URL configured for category {cat!r} ([seedurls] in the config)")
+        raise UsageError(no_seed_source(ctx.config, cat))
     signer_category, signer_nick = ctx.config.verify_seeds.get(cat, (None, None))
     if signer_category is None or signer_nick is None:
         raise UsageError(f"no signing key configured for category {cat!r} ([verify-seeds] in the config)")

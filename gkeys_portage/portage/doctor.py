@@ -55,13 +55,14 @@ from gkeys_portage.core import journal
 from gkeys_portage.core.errors import BadInputError, GkeysError
 from gkeys_portage.core.state import read_json
 from gkeys_portage.core.types import Category, parse_category
+from gkeys_portage.installfiles import doc_file
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.keys.prerequisites import FIRST_STEP
 from gkeys_portage.keys.refresh import REFRESH_RECORD, installed_at, last_refresh
 from gkeys_portage.keys.seedfetch import SEED_RECORD
 from gkeys_portage.openpgp.engine import WORKING_ENGINES, Capability, probe
 from gkeys_portage.openpgp.sequoia import describe as describe_second_opinion
-from gkeys_portage.portage.makeconf import fetch_wrapper, portage_make_conf, trust_helper
+from gkeys_portage.portage.makeconf import fetch_wrapper, make_conf_value, portage_make_conf, trust_helper
 from gkeys_portage.portage.makeconfsteps import FETCH_FRAGMENT, fetch_step, missing_sources, unsource_command
 from gkeys_portage.portage.reposconf import RepoConfig, read_repos
 from gkeys_portage.portage.rsyncsync import DEFAULT_CATEGORY as DEFAULT_RSYNC_CATEGORY
@@ -153,11 +154,12 @@ def can_read(path: Path, user: pwd.struct_passwd) -> bool:
 class Doctor:
     """Runs every check against one root and one gkeys configuration."""
 
-    def __init__(self, ctx: Gkeys, eroot: Path, *, portage_user: str = "portage", now: float | None = None,
+    def __init__(self, ctx: Gkeys, eroot: Path, *, portage_user: str | None = None, now: float | None = None,
                  expiry_days: int = DEFAULT_DAYS) -> None:
+        """``portage_user``: who fetches and builds (None: make.conf's ``PORTAGE_USERNAME``, else ``portage``)."""
         self.ctx = ctx
         self.eroot = eroot
-        self.portage_user = portage_user
+        self.portage_user = portage_user or make_conf_value(eroot, "PORTAGE_USERNAME") or "portage"
         self.now = time.time() if now is None else now
         self.expiry_days = expiry_days
         self.result = Diagnosis(eroot)
@@ -191,7 +193,7 @@ class Doctor:
         if any(self.ctx.keyring(category).exists() for category in self.ctx.seeds.categories()):
             return
         self.result.add("install:first", "gkeys", "no keys of any category are installed yet: nothing can be "
-                        "verified (offline: docs/portage.md, 'Offline first install')", FIRST_STEP)
+                        f"verified (offline: {doc_file('portage.md')}, 'Offline first install')", FIRST_STEP)
 
     # -- Portage configuration -------------------------------------------------------------------
 
@@ -265,7 +267,8 @@ class Doctor:
             else:
                 self.result.add("tree:failed", configured, f"its last sync did not verify ({reason}), so emerge "
                                 "--sync fails until a sync verifies",
-                                f"emerge --sync {shlex.quote(configured)} once upstream is fixed (docs/tree.md); "
+                                f"emerge --sync {shlex.quote(configured)} once upstream is fixed "
+                                f"({doc_file('tree.md')}); "
                                 f"only if you checked the tree by other means: {clear}")
 
     def _switch_command(self, name: str, repo: RepoConfig) -> str:
@@ -487,8 +490,8 @@ class Doctor:
                             f"gkeys install-key -C {category}")
 
 
-def diagnose(ctx: Gkeys, eroot: Path, *, portage_user: str = "portage", now: float | None = None) -> Diagnosis:
-    """Every finding for ``eroot`` and the gkeys state of ``ctx``."""
+def diagnose(ctx: Gkeys, eroot: Path, *, portage_user: str | None = None, now: float | None = None) -> Diagnosis:
+    """Every finding for ``eroot`` and the gkeys state of ``ctx`` (``portage_user``: see :class:`Doctor`)."""
     return Doctor(ctx, eroot, portage_user=portage_user, now=now).run()
 
 

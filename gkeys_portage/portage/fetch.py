@@ -52,6 +52,7 @@ from gkeys_portage.core import invocation
 from gkeys_portage.core.config import Config, load_config
 from gkeys_portage.core.errors import EXIT_BAD_INPUT, EXIT_NOT_VERIFIED, BadInputError, GkeysError, UsageError
 from gkeys_portage.core.scratch import make_dir
+from gkeys_portage.installfiles import doc_file
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Console
 from gkeys_portage.verify.media.fetch import DEFAULT_CATEGORY, fetch_siblings
@@ -131,7 +132,8 @@ def parse_request(argv: Sequence[str]) -> FetchRequest:
         except ValueError as exc:
             raise UsageError(f"cannot split the fetch command {command[0]!r}: {exc}") from exc
     if not command:
-        raise UsageError("no fetch command after '--' (set FETCH_WRAPPER or FETCHCOMMAND as docs/portage.md "
+        raise UsageError("no fetch command after '--' (set FETCH_WRAPPER or FETCHCOMMAND as "
+                         f"{doc_file('portage.md')} "
                          "and gkeys-fetch(1) show)")
     return FetchRequest(args.uri, Path(args.file), command,
                         Path(args.config) if args.config else None, Path(args.root) if args.root else None)

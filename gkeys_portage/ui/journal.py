@@ -16,12 +16,12 @@ entry carrying the SHA-256 of the one before, so an edited, removed or re-ordere
 Trust changes (seed files, keys added, refreshed, revoked or removed, certifier changes, bundles, config)
 and every acceptance and refusal of a verifier (git and rsync trees, webrsync snapshots, release files,
 the overlay list, the binary package home) are recorded.  Limits: root can rewrite every file; an entry
-cut from the end shows only against the head copy kept beside the files (docs/journal.md).
+cut from the end shows only against the head copy kept beside the files (/usr/share/doc/gkeys-portage/journal.md).
 """
 
 HISTORY_EPILOG = """\
 output: one line per change: when (UTC), what, from where, why (real, two of its lines, wrapped; $T the
-test's directory; docs/journal.md):
+test's directory; /usr/share/doc/gkeys-portage/journal.md):
   2026-11-30 00:53:20  seed file gentoo-devs installed (sha256 c905a92b6893baaa…) from
     http://127.0.0.1:38663/seeds/gentoo-devs.seeds (signed by seed-signers/gkeys
     (18CE28AF554B76F0822EC0316AF0D75ADF06FEA0) at 2026-12-06T22:03:13+00:00)
@@ -41,7 +41,8 @@ A primary fingerprint counts its subkeys too; a subkey fingerprint counts what t
 git and rsync trees, which record the primary).  With --recheck, exit status 1 when something the key
 signed is refused now (install the revocation first: gkeys refresh-key).
 
-output of --recheck (real, lines left out and wrapped; $T the test's directory; docs/journal.md):
+output of --recheck (real, lines left out and wrapped; $T the test's directory;
+/usr/share/doc/gkeys-portage/journal.md):
   * key 0AF1D243E3B98531DBC02DE8160B3896E9B0C932 (with 8A4252C64E5B17CCF6267911FFEA56FB2BA40663): 2
     acceptance(s) of 2 artifact(s)
   git tree $T/repo
@@ -61,7 +62,7 @@ examples:
 VERIFY_EPILOG = """\
 exit status: 0 the chain holds, 1 a link is broken (named: file, line, entry).
 
-output (real, wrapped; $T the test's directory; docs/journal.md):
+output (real, wrapped; $T the test's directory; /usr/share/doc/gkeys-portage/journal.md):
   * $T/state/state/journal: 20 entries in 1 file(s), every link holds
   * $T/state/state/journal: chain broken at journal.jsonl line 12 (entry 12): does not follow entry 11
     (journal.jsonl line 11): an entry before it was changed or removed

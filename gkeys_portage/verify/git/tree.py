@@ -39,6 +39,7 @@ from gkeys_portage.core.errors import (
     RollbackError,
     UsageError,
 )
+from gkeys_portage.installfiles import doc_file
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.keys.purposes import Purpose, purpose_pins
 from gkeys_portage.openpgp.engine import Capability, probe
@@ -204,7 +205,8 @@ class TreeVerifier:
                 hint = ("; the clone is shallow, so commits in between are missing: sync with full history "
                         "(sync-depth = 0)") if shallow else (
                     " (force-pushed upstream?); nothing is accepted. To accept a rewrite you have checked by other "
-                    f"means, remove {repo.path} and sync again: a first clone is verified afresh (docs/tree.md)")
+                    f"means, remove {repo.path} and sync again: a first clone is verified afresh "
+                    f"({doc_file('tree.md')})")
                 raise RollbackError(f"{repo.path}: history was rewritten: the last verified commit "
                                     f"{recorded[:12]} is not an ancestor of {tip[:12]}{hint}",
                                     next_step="" if shallow else

@@ -6,31 +6,47 @@ EAPI=8
 DISTUTILS_USE_PEP517=setuptools
 PYTHON_COMPAT=( python3_{11..13} )
 
-inherit distutils-r1 git-r3
+inherit distutils-r1 git-r3 systemd
 
 DESCRIPTION="Pinned OpenPGP keyrings for Portage: verified emerge --sync, release media and overlays"
-HOMEPAGE="https://github.com/gentoo/gkeys-portage"
-EGIT_REPO_URI="https://github.com/gentoo/gkeys-portage.git"
+HOMEPAGE="https://wiki.gentoo.org/wiki/Project:Gentoo-keys"
+# Live: builds from git. The project's repository is not published; packaging/make-overlay.sh writes the
+# checkout it runs from (or --git-url URL) here. Any other URL (a fork, another checkout as file:///path) is
+# set the git-r3 way, in make.conf or /etc/portage/env: EGIT_OVERRIDE_REPO_PROJ_GKEYS_PORTAGE="URL" (and
+# EGIT_OVERRIDE_BRANCH_PROJ_GKEYS_PORTAGE / EGIT_OVERRIDE_COMMIT_PROJ_GKEYS_PORTAGE).
+EGIT_REPO_URI="https://anongit.gentoo.org/git/proj/gkeys-portage.git"
 
 LICENSE="GPL-2"
 SLOT="0"
+IUSE="ldap"
+# The suite needs what Portage's sandbox and network-sandbox refuse: real gpg-agents in its own GnuPG homes,
+# git and rsync daemons, slapd and HTTP servers on 127.0.0.1, emerge in throwaway configuration roots. Run it
+# from a checkout: pip install ".[test]" ./portage-sync-module && python3 -m pytest -q (README.md).
+RESTRICT+=" test"
 
+# ::gentoo's dev-python/pysequoia (0.1.35, ~amd64): the second opinion on every signature.
 RDEPEND="
 	app-crypt/gnupg
 	dev-vcs/git
+	net-misc/rsync
 	sys-apps/portage[${PYTHON_USEDEP}]
 	>=dev-python/python-gnupg-0.5[${PYTHON_USEDEP}]
 	>=dev-python/requests-2.28[${PYTHON_USEDEP}]
 	>=dev-python/defusedxml-0.7[${PYTHON_USEDEP}]
 	>=app-portage/gemato-20[${PYTHON_USEDEP}]
 	>=dev-python/pysequoia-0.1.35[${PYTHON_USEDEP}]
-	net-misc/rsync
+	ldap? ( >=dev-python/ldap3-2.9[${PYTHON_USEDEP}] )
 "
 
-# The wheel installs the package and, as data files, everything gkeys_portage/installfiles.py lists
-# under /usr/share: hooks, the eclass (/usr/share/gkeys-portage/eclass), the bashrc snippet, the sample
-# config, man pages, bash completion and the gkeys-refresh systemd units.  The same list names the files
-# for /etc (the configuration, the cron.daily refresh script; executable sources are installed with doexe).
+# Installed by hand below, not through DOCS: the wheel puts README, SECURITY and docs/*.md into
+# /usr/share/doc/gkeys-portage, which messages and man pages name.
+DOCS=()
+
+# The wheel installs the package and, as data files, everything gkeys_portage/installfiles.py lists under
+# /usr/share: hooks, the eclass (/usr/share/gkeys-portage/eclass), the bashrc snippet, the sample config,
+# man pages, bash completion and the documentation. The same list names the files for /etc (the
+# configuration, the cron.daily refresh script; executable sources are installed with doexe) and the
+# systemd units (systemd_dounit, with ${EPREFIX} in their paths).
 # The Portage sync module leaf (portage/sync/modules/gkeys, a distribution of its own for pip so that
 # nothing named "portage" exists without Portage) goes into Portage's directory: RDEPEND has Portage.
 python_install() {
@@ -54,16 +70,29 @@ python_install_all() {
 			doins "${src}"
 		fi
 	done <<< "${listing}"
+	listing=$("${EPYTHON}" gkeys_portage/installfiles.py systemd) || die "installfiles.py failed"
+	while IFS=$'\t' read -r src dst; do
+		[[ -n ${src} ]] || continue
+		sed -e "s|^ExecStart=/|ExecStart=${EPREFIX}/|" -e "s|^ReadWritePaths=-/|ReadWritePaths=-${EPREFIX}/|" \
+			"${src}" > "${T}/${src##*/}" || die
+		systemd_dounit "${T}/${src##*/}"
+	done <<< "${listing}"
+	# the documentation where Gentoo keeps it, uncompressed so that the names messages give are the files
+	mv "${ED}/usr/share/doc/gkeys-portage" "${ED}/usr/share/doc/${PF}" || die
+	dosym "${PF}" /usr/share/doc/gkeys-portage
+	docompress -x "/usr/share/doc/${PF}"
 }
 
 pkg_postinst() {
 	elog "To make Portage verify with gkeys, install the seeds and keys, then wire Portage:"
 	elog "    gkeys update-seed            # every category, the authority keys before the developers"
-	elog "    (offline: Gentoo's key files as [keyrings] files, docs/portage.md 'Offline first install')"
+	elog "    (offline: Gentoo's key files as [keyrings] files,"
+	elog "     ${EPREFIX}/usr/share/doc/gkeys-portage/portage.md 'Offline first install')"
 	elog "    gkeys setup-portage          # hooks, repos.conf (::gentoo on sync-type = gkeys)"
 	elog "    gkeys doctor                 # what would still make verification fail or be skipped"
 	elog "The eclass for overlays is in ${EPREFIX}/usr/share/gkeys-portage/eclass."
 	elog "Keys are refreshed off the sync path, daily: with systemd, enable the timer:"
 	elog "    systemctl enable --now gkeys-refresh.timer"
 	elog "otherwise ${EPREFIX}/etc/cron.daily/gkeys-refresh does it (needs a cron daemon)."
+	use ldap || elog "gkeys-ldap (seeds from Gentoo's LDAP) needs USE=ldap (dev-python/ldap3)."
 }
