@@ -74,3 +74,55 @@ def test_hook_journals_a_revision_refused_after_its_signatures_verified(env: Any
     assert repo_postsync_main(["test", "file:///up", str(repo.path)]) == 1
     kinds = [(e["kind"], e["data"].get("code")) for e in _entries(env.state, "tree-accepted", "tree-refused")]
     assert kinds == [("tree-accepted", None), ("tree-refused", "worktree-changed")], kinds
+
+
+SHORT_WRITE = """
+import resource, signal, sys
+from pathlib import Path
+from gkeys_portage.core import journal
+from gkeys_portage.core.state import Layout
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a short write, then EFBIG: as a full disk does
+size = journal.JournalPaths.of(Layout(Path(sys.argv[1]))).current.stat().st_size
+resource.setrlimit(resource.RLIMIT_FSIZE, (size + 40, size + 40))
+assert journal.record(Layout(Path(sys.argv[1])), "media-accepted", {"file": "x" * 200}) is None
+"""
+
+
+def test_one_short_write_never_makes_the_journal_unreadable(env: Any, tmp_path: Path) -> None:
+    """Item 13, reproduced as the issue did (``RLIMIT_FSIZE`` standing in for a full disk): the torn line is
+    cut before the next append, ``history`` and ``audit`` read on; a line that cannot be read is named and
+    passed over, and a broken chain is a warning of ``history`` and ``audit``."""
+    import os
+    import subprocess
+    import sys
+
+    layout = Layout(env.state)
+    journal.record(layout, "keys-changed", {"category": "gentoo", "keys": [
+        {"nick": "a", "fingerprint": "A" * 40, "change": "added"}]})
+    current = journal.JournalPaths.of(layout).current
+    before = current.read_bytes()
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run([sys.executable, "-c", SHORT_WRITE, str(env.state)], check=True,
+                   env={**os.environ, "PYTHONPATH": str(root)})
+    torn = current.read_bytes()
+    assert len(torn) == len(before) + 40 and not torn.endswith(b"\n")
+    journal.record(layout, "keys-changed", {"category": "gentoo", "keys": [
+        {"nick": "b", "fingerprint": "B" * 40, "change": "added"}]})
+    assert journal.verify_chain(layout).ok
+    result = env.run("history")
+    assert result.code == 0 and "A" * 40 in result.out and "B" * 40 in result.out, result.text
+    assert env.run("audit", "--key", "A" * 40).code == 0
+
+    lines = current.read_bytes().splitlines(keepends=True)
+    current.write_bytes(b"".join([*lines[:-1], b"garbage\n", lines[-1]]))  # an unreadable line in the middle
+    result = env.run("--json", "history")
+    assert result.code == 0, result.text
+    doc = json.loads(result.out)
+    assert "B" * 40 in json.dumps(doc["changes"]), doc
+    assert any(f"journal.jsonl:{len(lines)}: not a journal entry" in w for w in doc["warnings"]), doc["warnings"]
+    text = env.run("audit", "--key", "B" * 40)
+    assert text.code == 0 and "passed over" in text.err, text.text
+
+    current.write_bytes(b"".join([*lines[:-2], lines[-1]]))  # an entry removed: the chain is broken
+    warned = env.run("history")
+    assert warned.code == 0 and "chain is broken" in warned.err and "journal verify)" in warned.err, warned.text

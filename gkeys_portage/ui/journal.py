@@ -72,10 +72,26 @@ examples:
 """
 
 
+def _warn_unsound(ctx: Gkeys, out: Report, skipped: list[str]) -> None:
+    """Warn of each unreadable line passed over and of a broken chain (what is listed may have been changed or
+    removed); ``--json`` has them as ``warnings``."""
+    chain = verify_chain(ctx.layout)
+    where = JournalPaths.of(ctx.layout).root
+    warnings = [f"{where}/{line}: passed over" for line in skipped]
+    if not chain.ok and chain.broken not in skipped:
+        warnings.append(f"{where}: the chain is broken at {chain.broken}: entries may have been changed or "
+                        "removed (gkeys journal verify)")
+    for text in warnings:
+        out.warn(printable(text))
+    out.data["warnings"] = warnings
+
+
 def run_history(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """List the trust changes, one line each."""
-    changes = history(ctx.layout, category=args.category, since=parse_since(args.since))
+    skipped: list[str] = []
+    changes = history(ctx.layout, category=args.category, since=parse_since(args.since), skipped=skipped)
     out = Report(data={"changes": [c.to_json() for c in changes]})
+    _warn_unsound(ctx, out, skipped)
     for change in changes:
         source = f" from {change.source}" if change.source else ""
         why = f" ({change.why})" if change.why else ""
@@ -90,8 +106,10 @@ def run_audit(ctx: Gkeys, args: argparse.Namespace) -> Report:
     key = parse_key(args.key)
     installed: dict[str, list[str]] = {fpr: [k.fingerprint for k in found.subkeys] for cat in ctx.seeds.categories()
                  if ctx.keyring(cat).exists() for fpr, found in ctx.keyring(cat).installed().items()}
-    found = audit(ctx.layout, key, installed=installed, since=parse_since(args.since))
+    skipped: list[str] = []
+    found = audit(ctx.layout, key, installed=installed, since=parse_since(args.since), skipped=skipped)
     out = Report(data=found.to_json())
+    _warn_unsound(ctx, out, skipped)
     related = f" (with {', '.join(found.related)})" if found.related else ""
     groups = found.groups()
     out.info(printable(f"key {key}{related}: {len(found.hits)} acceptance(s) of {len(groups)} artifact(s)"))

@@ -143,11 +143,13 @@ def _lines(entry: Entry, previous: dict[str, Any]) -> Iterator[tuple[str, str, s
                "the [binpkg] pins or their keys changed")
 
 
-def history(layout: Layout, *, category: str | None = None, since: float = 0.0) -> list[Change]:
-    """The trust changes, oldest first (only ``category``'s, only from ``since``)."""
+def history(layout: Layout, *, category: str | None = None, since: float = 0.0,
+            skipped: list[str] | None = None) -> list[Change]:
+    """The trust changes, oldest first (only ``category``'s, only from ``since``); unreadable lines are named
+    in ``skipped`` and passed over (:func:`~gkeys_portage.core.journal.read_entries`)."""
     changes = []
     certifiers: dict[str, Any] = {}
-    for entry in read_entries(layout):
+    for entry in read_entries(layout, skipped):
         if entry.kind not in TRUST_KINDS:
             continue
         cat = str(entry.data.get("category", ""))
@@ -252,9 +254,10 @@ def _hit(entry: Entry, wanted: set[str]) -> Hit:
 
 
 def audit(layout: Layout, key: str, *, installed: Mapping[str, Iterable[str]] | None = None,
-          since: float = 0.0) -> Audit:
-    """Every accepted artifact whose recorded signers include ``key`` (see the module docstring)."""
-    entries = list(read_entries(layout))
+          since: float = 0.0, skipped: list[str] | None = None) -> Audit:
+    """Every accepted artifact whose recorded signers include ``key`` (see the module docstring); unreadable
+    lines are named in ``skipped`` and passed over."""
+    entries = list(read_entries(layout, skipped))
     family = key_family(entries, installed or {})
     primary = next((p for p, subs in family.items() if key == p or key in subs), key)
     subkeys = family.get(primary, set())
