@@ -379,3 +379,56 @@ def test_an_admitted_weak_signature_does_not_spare_a_strong_one_by_the_same_key_
     policy = VerifyPolicy(weak_hashes={2: float(strong.created or 0) + 1})
     with pytest.raises(EnginesDisagreeError, match="Sequoia refuses it"):
         decide(report, pins, {k.fingerprint: k for k in gpg.list_keys()}, policy)
+
+
+def _rsa_clearsigned_with_padded_mpi(tmp_path: Path) -> tuple[GnuPG, bytes, bytes]:
+    """A throwaway RSA key (Gentoo's release keys are RSA) in a verifying home, a genuine cleartext block over
+    text with a decoy END line, and the same block with its signature MPI padded by a zero octet (GnuPG reads it;
+    :func:`canonical_mpis` rewrites it for Sequoia)."""
+    from gkeys_portage.openpgp.mpis import mpi_start, read_mpis
+    from gkeys_portage.openpgp.packets import ARMOR_BEGIN, Packet, _new_format, armor, find_clearsigned, parse_packets
+
+    signer = tmp_path / "signer"
+    signer.mkdir(mode=0o700)
+    gpg_cli = ["gpg", "--homedir", str(signer), "--batch", "--passphrase", "", "--pinentry-mode", "loopback"]
+    subprocess.run([*gpg_cli, "--quick-gen-key", "Rel <rel@example.org>", "rsa2048", "sign", "2y"], check=True,
+                   capture_output=True)
+    data = tmp_path / "DIGESTS"
+    data.write_bytes(b"# SHA512 HASH\nx-----END PGP SIGNATURE-----\nabc  stage3.tar.xz\n")
+    subprocess.run([*gpg_cli, "--digest-algo", "SHA512", "--clearsign", str(data)], check=True, capture_output=True)
+    message = (tmp_path / "DIGESTS.asc").read_bytes()
+    (packet,) = parse_packets(find_clearsigned(message).signature)
+    start = mpi_start(packet.body)
+    assert start is not None
+    ((_, value),) = read_mpis(packet.body[2], packet.body[start:])
+    padded = packet.body[:start] + ((len(value) + 1) * 8).to_bytes(2, "big") + b"\x00" + value
+    at = message.index(ARMOR_BEGIN)
+    forged = message[:at] + armor(_new_format(Packet(packet.tag, padded)))
+    gpg = GnuPG(tmp_path / "verify")
+    gpg.import_keys(subprocess.run([*gpg_cli, "--export"], capture_output=True, check=True).stdout)
+    return gpg, message, forged
+
+
+def test_decoy_markers_inside_lines_neither_crash_nor_cut_the_second_opinions_input(tmp_path: Path) -> None:
+    """Issue 43 item 14: ``x-----BEGIN PGP SIGNED MESSAGE-----`` before the block and ``x-----END PGP
+    SIGNATURE-----`` inside its text are text, not block markers: Sequoia reads the block the parser found at line
+    starts (on main, the decoys cut its input and a rewritten RSA MPI raised ValueError in a worker thread)."""
+    gpg, genuine, padded = _rsa_clearsigned_with_padded_mpi(tmp_path)
+    for message in (genuine, padded):
+        report, text = gpg.verify_clearsigned(b"x-----BEGIN PGP SIGNED MESSAGE-----\n" + message)
+        assert report.second is not None and report.second.opinion is sequoia.Opinion.ACCEPTED, report.second
+        assert text == b"# SHA512 HASH\nx-----END PGP SIGNATURE-----\nabc  stage3.tar.xz\n"
+
+
+def test_any_failure_building_the_second_opinions_input_is_a_refusal(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Item 14: whatever goes wrong while Sequoia's input is built is Sequoia's refusal, never an exception."""
+    gpg, _, padded = _rsa_clearsigned_with_padded_mpi(tmp_path)
+
+    def broken(packets: bytes) -> bytes:
+        raise ValueError("subsection not found")
+
+    monkeypatch.setattr(sequoia, "canonical_mpis", broken)
+    report, _ = gpg.verify_clearsigned(padded)
+    assert report.second is not None and report.second.opinion is sequoia.Opinion.REFUSED
+    assert "subsection not found" in report.second.said
