@@ -432,3 +432,44 @@ def test_any_failure_building_the_second_opinions_input_is_a_refusal(tmp_path: P
     report, _ = gpg.verify_clearsigned(padded)
     assert report.second is not None and report.second.opinion is sequoia.Opinion.REFUSED
     assert "subsection not found" in report.second.said
+
+
+PEAK_WRAPPER = """
+import resource, runpy
+try:
+    runpy.run_path({child!r}, run_name="__main__")
+finally:
+    own = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # the checks it started (KiB)
+    open({out!r}, "w").write(f"{{own}} {{children}}")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("packets", ["the same packet twice", "two signatures"])
+def test_the_large_file_child_hashes_in_bounded_memory_whatever_the_number_of_packets(
+        keys: KeyFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, packets: str) -> None:
+    """Issue 43 item 15: a 96 MiB file with two signature packets in its ``.asc`` (the genuine one twice, or two
+    distinct ones) is checked by Sequoia in the child with every process's peak (VmHWM of the child, the largest
+    of the checks it starts) well below the file's size; on main the child read the whole file (96 MiB -> 304 MiB)."""
+    from gkeys_portage.openpgp.packets import detached_signature_packets
+
+    gpg = GnuPG(tmp_path / "home")
+    gpg.import_keys(keys.public("alice"))
+    pins = PinSet.of([Pin(Category("gentoo-devs"), Nick("alice"), keys.keys["alice"].fingerprint)])
+    image = tmp_path / "image.iso"
+    with open(image, "wb") as out:
+        for _ in range(96):
+            out.write(os.urandom(1 << 20))
+    first = detached_signature_packets(keys.sign(Nick("alice"), image, armor=False))
+    second = first if packets == "the same packet twice" else detached_signature_packets(
+        keys.sign(Nick("alice"), image, armor=False, notations={"second@example.org": "yes"}))
+    peak = tmp_path / "peak"
+    wrapper = tmp_path / "child.py"
+    wrapper.write_text(PEAK_WRAPPER.format(child=str(sequoia.CHILD), out=str(peak)))
+    monkeypatch.setattr(sequoia, "CHILD", wrapper)
+    report = gpg.verify_detached(first + second, image)
+    assert report.second is not None and report.second.opinion is sequoia.Opinion.ACCEPTED, report.second
+    assert decide(report, pins, {k.fingerprint: k for k in gpg.list_keys()}).signer.pin.nick == "alice"
+    own, children = (int(n) for n in peak.read_text().split())
+    assert max(own, children) < 64 * 1024, (own, children)  # KiB: the file is 96 MiB
