@@ -260,6 +260,9 @@ def test_webrsync_snapshots_are_journaled_and_rechecked(env: Any, tmp_path: Path
     assert [(r["artifact"], r["status"]) for r in doc["recheck"]] == [("webrsync snapshot", "verifies")]
     snapshot.write_bytes(b"another tree")
     doc = json.loads(env.run("--json", "audit", "--key", repository_key, "--recheck").out)
+    assert [r["status"] for r in doc["recheck"]] == ["replaced"]  # another file at the path (issue 43 item 11)
+    snapshot.unlink()
+    doc = json.loads(env.run("--json", "audit", "--key", repository_key, "--recheck").out)
     assert [r["status"] for r in doc["recheck"]] == ["gone"]
 
 

@@ -3,11 +3,16 @@ live location and a strong digest of what was accepted; a torn line never makes 
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from media_helpers import STAGE3, install_release_key, make_media
 from tree_helpers import context, install_devs
 
 from gkeys_portage.core import journal
@@ -92,10 +97,6 @@ def test_one_short_write_never_makes_the_journal_unreadable(env: Any, tmp_path: 
     """Item 13, reproduced as the issue did (``RLIMIT_FSIZE`` standing in for a full disk): the torn line is
     cut before the next append, ``history`` and ``audit`` read on; a line that cannot be read is named and
     passed over, and a broken chain is a warning of ``history`` and ``audit``."""
-    import os
-    import subprocess
-    import sys
-
     layout = Layout(env.state)
     journal.record(layout, "keys-changed", {"category": "gentoo", "keys": [
         {"nick": "a", "fingerprint": "A" * 40, "change": "added"}]})
@@ -126,3 +127,84 @@ def test_one_short_write_never_makes_the_journal_unreadable(env: Any, tmp_path: 
     current.write_bytes(b"".join([*lines[:-2], lines[-1]]))  # an entry removed: the chain is broken
     warned = env.run("history")
     assert warned.code == 0 and "chain is broken" in warned.err and "journal verify)" in warned.err, warned.text
+
+
+def _audit(env: Any, key: str, *extra: str) -> dict[str, Any]:
+    result = env.run("--json", "audit", "--key", key, *extra)
+    assert result.code in (0, 1), result.text
+    return json.loads(result.out)
+
+
+def test_verify_F_is_journaled_with_the_files_digest_and_recheck_tells_replaced_from_gone(env: Any,
+                                                                                         tmp_path: Path) -> None:
+    """Item 10: every file ``gkeys verify -F`` accepts (what ``gkeys-verify.eclass`` runs for each distfile) is a
+    ``file-accepted`` entry with the file's SHA-256; ``audit --recheck`` verifies it again only while it is the
+    very file accepted."""
+    install_devs(env, ("alice",))
+    tarball = tmp_path / "foo-1.tar.gz"
+    tarball.write_bytes(b"the release\n")
+    signature = tmp_path / "foo-1.tar.gz.asc"
+    signature.write_bytes(env.keys.sign_bytes("alice", tarball.read_bytes(), tmp_path))
+    assert env.run("verify", "-F", str(tarball), "-s", str(signature), "-C", "gentoo-devs").code == 0
+    (entry,) = _entries(env.state, "file-accepted")
+    assert entry["data"]["file"] == str(tarball) and entry["data"]["signature"] == str(signature)
+    assert entry["data"]["sha256"] == hashlib.sha256(b"the release\n").hexdigest()
+    alice = env.keys.keys["alice"].fingerprint
+    doc = _audit(env, alice, "--recheck")
+    assert [(a["artifact"], a["subject"]) for a in doc["artifacts"]] == [("signed file", str(tarball))]
+    assert [r["status"] for r in doc["recheck"]] == ["verifies"], doc["recheck"]
+    assert f"verify -F {tarball} -s {signature}" in doc["artifacts"][0]["accepted"][0]["next_step"]
+
+    tarball.write_bytes(b"another build\n")  # signed by alice too: it verifies, but it is not what was accepted
+    signature.write_bytes(env.keys.sign_bytes("alice", tarball.read_bytes(), tmp_path))
+    assert [r["status"] for r in _audit(env, alice, "--recheck")["recheck"]] == ["replaced"]
+    tarball.unlink()
+    assert [r["status"] for r in _audit(env, alice, "--recheck")["recheck"]] == ["gone"]
+
+
+def test_a_lone_asc_release_file_records_its_digest_and_a_replacement_is_not_verified_again(
+        env: Any, tmp_path: Path) -> None:
+    """Item 11: a release file with only a detached ``.asc`` is journaled with its SHA-256; another build at the
+    same path (signed by a pinned key too) is "replaced", never "verifies"."""
+    install_release_key(env)
+    media = make_media(env.keys, tmp_path / "media", siblings=(".asc",))
+    assert env.run("verify-media", "--allow-unnamed", str(media.path)).code == 0
+    (entry,) = _entries(env.state, "media-accepted")
+    assert entry["data"]["digests"]["sha256"] == hashlib.sha256(media.data).hexdigest()
+    releng = env.keys.keys["releng"].fingerprint
+    make_media(env.keys, tmp_path / "media", data=b"another build\n", siblings=(".asc",))  # same path
+    (result,) = _audit(env, releng, "--recheck")["recheck"]
+    assert result["status"] == "replaced" and "sha256 differs" in result["why"], result
+
+
+def test_audit_never_lists_scratch_paths_and_counts_a_stage3_once(env: Any, tmp_path: Path) -> None:
+    """Item 12: ``fetch-media`` verifies in quarantine and installs; the journal names the installed file, once,
+    and ``audit`` would leave out an entry journaled at a scratch path by an older gkeys."""
+    install_release_key(env)
+    url = make_media(env.keys, tmp_path / "src").publish(env.server)
+    dest = tmp_path / "dest"
+    assert env.run("fetch-media", url, "-d", str(dest)).code == 0
+    assert [e["data"]["file"] for e in _entries(env.state, "media-accepted")] == [str(dest / STAGE3)]
+    quarantined = env.state / "state" / "quarantine" / "media" / STAGE3
+    journal.record(Layout(env.state), "media-accepted", {**_entries(env.state, "media-accepted")[0]["data"],
+                                                         "file": str(quarantined)})  # as main journaled it
+    doc = _audit(env, env.keys.keys["releng"].fingerprint)
+    assert [(a["subject"], len(a["accepted"])) for a in doc["artifacts"]] == [(str(dest / STAGE3), 1)], doc
+
+
+def test_audit_lists_the_periods_a_key_was_trusted_in_the_binary_package_home(env: Any) -> None:
+    """Item 10: binary packages are verified by Portage itself; ``audit`` lists the periods the key was trusted
+    in the binary-package home (the ``binpkg-home`` entries), with the next step."""
+    layout = Layout(env.state)
+    key, other = "A" * 40, "B" * 40
+    home = "/etc/portage/gnupg"
+    journal.record(layout, "binpkg-home", {"home": home, "keys": [key, other], "unusable": []})
+    journal.record(layout, "binpkg-home", {"home": home, "keys": [other], "unusable": []})
+    journal.record(layout, "binpkg-home", {"home": home, "keys": [key], "unusable": []})
+    doc = _audit(env, key)
+    ((artifact, periods),) = [(a["artifact"], a["accepted"]) for a in doc["artifacts"]]
+    assert artifact == "binary package home" and len(periods) == 2
+    assert " to " in periods[0]["detail"] and periods[1]["detail"].endswith("until now")
+    assert "emerge -1 --usepkg=n" in periods[0]["next_step"]
+    (alone,) = _audit(env, other)["artifacts"][0]["accepted"]
+    assert " to " in alone["detail"] and "until now" not in alone["detail"]

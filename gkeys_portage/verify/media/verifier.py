@@ -142,6 +142,14 @@ class MediaVerification:
     #: which of :data:`NAME_RULES` bound the file to its name, and in words
     name_rule: str = ""
     name_detail: str = ""
+    size: int = 0  # bytes of the file verified
+    digests: dict[str, str] = field(default_factory=dict)  # hashlib name -> hex of the file verified (a strong one)
+
+    def journal(self, live: Path) -> dict[str, object]:
+        """The ``media-accepted`` entry once the file is where it stays (``live``): its size and digests (always a
+        strong one: SHA-256 when no signed list asked for another), the category, every signed sibling's signer."""
+        return {"file": str(live.absolute()), "size": self.size, "digests": self.digests, "category": self.category,
+                "signatures": [s.to_json() for s in self.signed]}
 
     def to_json(self) -> dict[str, object]:
         """Machine-readable form for ``--json``."""
@@ -222,6 +230,16 @@ def media_signatures(ctx: Gkeys, category: str, nick: str | None = None) -> Sign
     purpose release-media (:mod:`gkeys_portage.keys.purposes`: in the packaged ``gentoo`` category the
     releng and weekly keys, never the snapshot or mirror key)."""
     return ctx.verifier(category, [nick] if nick else [], purpose=Purpose.RELEASE_MEDIA)
+
+
+#: The hashlib names of the strong digests a ``media-accepted`` entry may record (``audit --recheck`` compares one).
+JOURNALED = ("sha512", "sha256", "blake2b")
+
+
+def journal_media(ctx: Gkeys, result: MediaVerification, live: Path) -> None:
+    """Journal an applied media verdict, once, by the caller that applied it: the file where it now stays
+    (never a quarantine or scratch path), with the strong digest of exactly what was verified."""
+    journal.record(ctx, "media-accepted", result.journal(live))
 
 
 def _hash_plan(expected: list[tuple[str, dict[str, str]]]) -> list[str]:
@@ -328,6 +346,8 @@ class MediaVerifier:
                                            + (f" is signed (found unsigned {found})" if found else " found"))
                 expected = self._expected(path.name, statements)
                 hashes = _hash_plan(self._checked_part(expected))
+                if not any(name in JOURNALED for name in hashes):  # a lone .asc: the journal's digest of the file
+                    hashes.append("sha256")
                 good: VerifyResult | None
                 if gpg_pass is not None and fd is not None:
                     size = os.fstat(fd).st_size  # the descriptor pinned() holds still
@@ -349,9 +369,8 @@ class MediaVerifier:
         if not result.signed:  # defence in depth: never report "verified" without a good signature
             raise NoSignatureError(f"nothing signed {path.name}: no sibling verified")
         self._bind_name(path.name, size, siblings, statements, good, result)
-        journal.record(self.verifier.keyring.layout, "media-accepted", {"file": str(path), "size": size, "digests":
-                       digests, "category": self.category, "signatures": [s.to_json() for s in result.signed]})
-        return result
+        result.size, result.digests = size, digests
+        return result  # decided, not journaled: the caller journals it where the file stays (journal_media)
 
     def _read_once(self, path: Path, signature: bytes | None, hashes: list[str],
                    progress: Progress | None) -> tuple[dict[str, str], VerifyResult | None]:
