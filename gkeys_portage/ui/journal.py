@@ -14,8 +14,9 @@ JOURNAL = """\
 The trust journal: one JSON line per event under ${EPREFIX}/var/lib/gkeys/state/journal/ (root only), each
 entry carrying the SHA-256 of the one before, so an edited, removed or re-ordered entry breaks the chain.
 Trust changes (seed files, keys added, refreshed, revoked or removed, certifier changes, bundles, config)
-and every acceptance and refusal of a verifier (git and rsync trees, webrsync snapshots, release files,
-the overlay list, the binary package home) are recorded.  Limits: root can rewrite every file; an entry
+and every acceptance and refusal (git and rsync trees, webrsync snapshots, release files, files gkeys verify
+-F accepted, the overlay list, the binary package home) are recorded; an acceptance once it is applied, under
+the place it stays, with a strong digest of what was accepted.  Limits: root can rewrite every file; an entry
 cut from the end shows only against the head copy kept beside the files (docs/journal.md).
 """
 
@@ -38,8 +39,10 @@ examples:
 
 AUDIT_EPILOG = """\
 A primary fingerprint counts its subkeys too; a subkey fingerprint counts what that subkey signed (and the
-git and rsync trees, which record the primary).  With --recheck, exit status 1 when something the key
-signed is refused now (install the revocation first: gkeys refresh-key).
+git and rsync trees, which record the primary).  With --recheck, what is on disk is first compared with the
+digest recorded of what was accepted: each artifact verifies, is refused, replaced (something else is there),
+gone or not rechecked; exit status 1 when something the key signed is refused now (install the revocation
+first: gkeys refresh-key).  An unreadable journal line is named and passed over; a broken chain is a warning.
 
 output of --recheck (real, lines left out and wrapped; $T the test's directory; docs/journal.md):
   * key 0AF1D243E3B98531DBC02DE8160B3896E9B0C932 (with 8A4252C64E5B17CCF6267911FFEA56FB2BA40663): 2
