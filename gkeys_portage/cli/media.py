@@ -19,12 +19,12 @@ from gkeys_portage.verify.media.fetch import (
     fetch_media,
     verify_url,
 )
+from gkeys_portage.verify.media.record import journal_media
 from gkeys_portage.verify.media.verifier import (
     MediaVerification,
     MediaVerifier,
     SignedBy,
     all_digests,
-    journal_media,
     media_signatures,
 )
 

@@ -55,11 +55,11 @@ from gkeys_portage.core.scratch import make_dir
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Console
 from gkeys_portage.verify.media.fetch import DEFAULT_CATEGORY, fetch_siblings
+from gkeys_portage.verify.media.record import journal_media
 from gkeys_portage.verify.media.verifier import (
     MediaVerification,
     MediaVerifier,
     all_digests,
-    journal_media,
     media_signatures,
 )
 

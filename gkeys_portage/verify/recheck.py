@@ -37,7 +37,8 @@ from gkeys_portage.verify.git.revisions import Revisions
 from gkeys_portage.verify.git.tree import TreeOptions, TreeVerifier
 from gkeys_portage.verify.manifest.purpose import purpose_keyring, repository_pins
 from gkeys_portage.verify.manifest.tree import verify_tree
-from gkeys_portage.verify.media.verifier import JOURNALED, MediaVerifier, media_signatures
+from gkeys_portage.verify.media.record import JOURNALED
+from gkeys_portage.verify.media.verifier import MediaVerifier, media_signatures
 
 REFUSED, VERIFIES, REPLACED, GONE, UNCHECKED = "refused", "verifies", "replaced", "gone", "not rechecked"
 

@@ -43,6 +43,7 @@ from gkeys_portage.verify.media.digests import (
     parse_latest,
 )
 from gkeys_portage.verify.media.download import Downloader
+from gkeys_portage.verify.media.record import journal_media
 from gkeys_portage.verify.media.verifier import (
     ALL_SIBLINGS,
     CONTENTS,
@@ -54,7 +55,6 @@ from gkeys_portage.verify.media.verifier import (
     SignedBy,
     all_digests,
     checked,
-    journal_media,
     media_signatures,
     signed_text,
 )

@@ -46,7 +46,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, cast
@@ -70,6 +70,7 @@ from gkeys_portage.verify.media.digests import (
 )
 from gkeys_portage.verify.media.fanout import Background, ChunkStream, hash_held, read_once
 from gkeys_portage.verify.media.pinned import pinned, unchanged
+from gkeys_portage.verify.media.record import JOURNALED
 
 DETACHED = ".asc"
 STATEMENTS = (".DIGESTS", ".DIGESTS.asc", ".sha256")
@@ -144,12 +145,6 @@ class MediaVerification:
     name_detail: str = ""
     size: int = 0  # bytes of the file verified
     digests: dict[str, str] = field(default_factory=dict)  # hashlib name -> hex of the file verified (a strong one)
-
-    def journal(self, live: Path) -> dict[str, object]:
-        """The ``media-accepted`` entry once the file is where it stays (``live``): its size and digests (always a
-        strong one: SHA-256 when no signed list asked for another), the category, every signed sibling's signer."""
-        return {"file": str(live.absolute()), "size": self.size, "digests": self.digests, "category": self.category,
-                "signatures": [s.to_json() for s in self.signed]}
 
     def to_json(self) -> dict[str, object]:
         """Machine-readable form for ``--json``."""
@@ -232,20 +227,10 @@ def media_signatures(ctx: Gkeys, category: str, nick: str | None = None) -> Sign
     return ctx.verifier(category, [nick] if nick else [], purpose=Purpose.RELEASE_MEDIA)
 
 
-#: The hashlib names of the strong digests a ``media-accepted`` entry may record (``audit --recheck`` compares one).
-JOURNALED = ("sha512", "sha256", "blake2b")
-
-
-def journal_media(ctx: Gkeys, result: MediaVerification, live: Path) -> None:
-    """Journal an applied media verdict, once, by the caller that applied it: the file where it now stays
-    (never a quarantine or scratch path), with the strong digest of exactly what was verified."""
-    journal.record(ctx, "media-accepted", result.journal(live))
-
-
 def _hash_plan(expected: list[tuple[str, dict[str, str]]]) -> list[str]:
-    """The hashlib names to compute for the listed algorithms (unavailable ones are left out)."""
-    plan = (hashlib_name(algorithm) for _source, entries in expected for algorithm in entries)
-    return list(dict.fromkeys(name for name in plan if name is not None))
+    """The hashlib names to compute for the listed algorithms (unavailable ones left out); SHA-256 if none is strong."""
+    names = [n for n in dict.fromkeys(hashlib_name(a) for _, entries in expected for a in entries) if n is not None]
+    return names if any(name in JOURNALED for name in names) else [*names, "sha256"]  # the journal's digest
 
 
 @dataclass(frozen=True)
@@ -346,8 +331,6 @@ class MediaVerifier:
                                            + (f" is signed (found unsigned {found})" if found else " found"))
                 expected = self._expected(path.name, statements)
                 hashes = _hash_plan(self._checked_part(expected))
-                if not any(name in JOURNALED for name in hashes):  # a lone .asc: the journal's digest of the file
-                    hashes.append("sha256")
                 good: VerifyResult | None
                 if gpg_pass is not None and fd is not None:
                     size = os.fstat(fd).st_size  # the descriptor pinned() holds still
@@ -369,8 +352,7 @@ class MediaVerifier:
         if not result.signed:  # defence in depth: never report "verified" without a good signature
             raise NoSignatureError(f"nothing signed {path.name}: no sibling verified")
         self._bind_name(path.name, size, siblings, statements, good, result)
-        result.size, result.digests = size, digests
-        return result  # decided, not journaled: the caller journals it where the file stays (journal_media)
+        return replace(result, size=size, digests=digests)  # decided; the caller journals it (record.journal_media)
 
     def _read_once(self, path: Path, signature: bytes | None, hashes: list[str],
                    progress: Progress | None) -> tuple[dict[str, str], VerifyResult | None]:
