@@ -237,11 +237,18 @@ def _cut_torn_line(path: Path) -> int:
 
 
 def _write_line(path: Path, line: bytes) -> None:
-    """Append ``line`` with its newline in one ``write(2)`` and fsync it."""
+    """Append ``line`` with its newline in one ``write(2)`` and fsync it; a write cut short is cut off again at
+    once (a crash in between leaves it to :func:`_cut_torn_line`)."""
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640)
     try:
-        if os.write(fd, line + b"\n") != len(line) + 1:
-            raise OSError("short write")
+        size = os.fstat(fd).st_size
+        try:
+            if os.write(fd, line + b"\n") != len(line) + 1:
+                raise OSError("short write")
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+            raise
         os.fsync(fd)
     finally:
         os.close(fd)
