@@ -284,8 +284,7 @@ def audit(layout: Layout, key: str, *, installed: Mapping[str, Iterable[str]] | 
         found = fingerprints_in(entry.data)
         if found & exact or (entry.kind in PRIMARY_ONLY and found & trees):
             report.hits.append(_hit(entry, exact | trees))
-    report.hits += [hit for hit in binpkg_periods(entries, primary) if hit.entry.time >= since
-                    or "until now" in hit.detail]
+    report.hits += binpkg_periods(entries, primary, since=since)
     return report
 
 
@@ -297,14 +296,17 @@ def _scratch(entry: Entry) -> bool:
     return bool(SCRATCH.search(place))
 
 
-def binpkg_periods(entries: Iterable[Entry], primary: str) -> list[Hit]:
+def binpkg_periods(entries: Iterable[Entry], primary: str, *, since: float = 0.0) -> list[Hit]:
     """The periods ``primary`` was trusted in a binary-package home (from the ``binpkg-home`` entries: a period
-    starts with a rebuild that trusts it and ends with the next rebuild of that home that does not)."""
+    starts with a rebuild that trusts it and ends with the next rebuild of that home that does not); only those
+    that had not ended before ``since``."""
     started: dict[str, Entry] = {}
     hits: list[Hit] = []
 
-    def close(home: str, until: str) -> None:
+    def close(home: str, until: str, ended: float) -> None:
         entry = started.pop(home)
+        if ended < since:
+            return
         hits.append(Hit(entry, BINPKG, home, f"trusted from {entry.when} {until}",
                         "the binary packages Portage installed in that period may carry its signature: list them "
                         "(qlop -mv, or emerge.log) and rebuild them from source (emerge -1 --usepkg=n PKG)"))
@@ -317,7 +319,7 @@ def binpkg_periods(entries: Iterable[Entry], primary: str) -> list[Hit]:
         if trusted and home not in started:
             started[home] = entry
         elif not trusted and home in started:
-            close(home, f"to {entry.when}")
+            close(home, f"to {entry.when}", entry.time)
     for home in list(started):
-        close(home, "until now")
+        close(home, "until now", float("inf"))
     return hits
