@@ -95,8 +95,9 @@ assert journal.record(Layout(Path(sys.argv[1])), "media-accepted", {"file": "x" 
 
 def test_one_short_write_never_makes_the_journal_unreadable(env: Any, tmp_path: Path) -> None:
     """Item 13, reproduced as the issue did (``RLIMIT_FSIZE`` standing in for a full disk): a short write is cut
-    off at once, a torn line a crash left is cut before the next append, ``history`` and ``audit`` read on; a line that cannot be read is named and
-    passed over, and a broken chain is a warning of ``history`` and ``audit``."""
+    off at once, a torn line a crash left is cut before the next append, ``history`` and ``audit`` read on; a
+    line that cannot be read is named and passed over, and a broken chain is a warning of ``history`` and
+    ``audit``."""
     layout = Layout(env.state)
     journal.record(layout, "keys-changed", {"category": "gentoo", "keys": [
         {"nick": "a", "fingerprint": "A" * 40, "change": "added"}]})
@@ -161,6 +162,22 @@ def test_verify_F_is_journaled_with_the_files_digest_and_recheck_tells_replaced_
     assert [r["status"] for r in _audit(env, alice, "--recheck")["recheck"]] == ["replaced"]
     tarball.unlink()
     assert [r["status"] for r in _audit(env, alice, "--recheck")["recheck"]] == ["gone"]
+
+
+def test_a_read_only_reader_never_writes_the_journal(env: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``gkeys-verify.eclass`` and the bashrc hook run ``verify -F`` with ``GKEYS_READ_ONLY_KEYRINGS=1`` inside
+    Portage's build sandbox, where opening the journal for writing is an access violation that fails the build:
+    such a run touches no file of the journal (not even its lock)."""
+    install_devs(env, ("alice",))
+    tarball = tmp_path / "foo-1.tar.gz"
+    tarball.write_bytes(b"the release\n")
+    signature = tmp_path / "foo-1.tar.gz.asc"
+    signature.write_bytes(env.keys.sign_bytes("alice", tarball.read_bytes(), tmp_path))
+    root = journal.JournalPaths.of(Layout(env.state)).root
+    before = {p.name: p.stat().st_mtime_ns for p in root.iterdir()}
+    monkeypatch.setenv("GKEYS_READ_ONLY_KEYRINGS", "1")
+    assert env.run("verify", "-F", str(tarball), "-s", str(signature), "-C", "gentoo-devs").code == 0
+    assert {p.name: p.stat().st_mtime_ns for p in root.iterdir()} == before and not _entries(env.state, "file-accepted")
 
 
 def test_a_lone_asc_release_file_records_its_digest_and_a_replacement_is_not_verified_again(

@@ -127,10 +127,17 @@ class JournalPaths:
         return [*self.rotated(), *([self.current] if self.current.exists() else [])]
 
 
+#: Set to 1 by readers that must never write the live state (``gkeys-verify.eclass`` and the bashrc hook run
+#: ``gkeys verify -F`` so inside Portage's build sandbox, where a write there is an access violation that fails
+#: the build); the same variable as :data:`gkeys_portage.keys.keyring.READ_ONLY_VARIABLE`.
+READ_ONLY_VARIABLE = "GKEYS_READ_ONLY_KEYRINGS"
+
+
 def enabled() -> bool:
     """Whether entries are written (``GKEYS_JOURNAL=off`` turns recording off; bench/ compares both; off
-    inside :func:`suspended`)."""
-    return not _suspended and os.environ.get("GKEYS_JOURNAL", "").lower() not in ("off", "no", "0", "false")
+    inside :func:`suspended` and for a read-only reader, ``GKEYS_READ_ONLY_KEYRINGS=1``)."""
+    return (not _suspended and os.environ.get(READ_ONLY_VARIABLE) != "1"
+            and os.environ.get("GKEYS_JOURNAL", "").lower() not in ("off", "no", "0", "false"))
 
 
 @contextlib.contextmanager
