@@ -3,6 +3,7 @@ release media signed by the session's releng key, a real gentoo keyring, and a l
 
 from __future__ import annotations
 
+import json
 import shlex
 import shutil
 import signal
@@ -72,6 +73,10 @@ def test_good_stage3_is_verified_and_kept(wrapper: Wrapper, style: str) -> None:
     assert "verified, signed by gentoo/releng" in wrapper.output()
     assert (wrapper.distdir / name).read_bytes() == media.data
     assert wrapper.leftovers() == [name]
+    # journaled once, under the name Portage renames the download to, never the scratch link (issue 43 item 12)
+    accepted = [json.loads(line)["data"]["file"] for line in (wrapper.env.state / "state" / "journal" /
+                "journal.jsonl").read_text().splitlines() if '"media-accepted"' in line]
+    assert accepted == [str(wrapper.distdir / STAGE3)], accepted
 
 
 @pytest.mark.parametrize("case", ["tampered", "unpinned-signer", "no-signature", "digest-only-unsigned"])

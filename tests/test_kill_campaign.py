@@ -71,6 +71,7 @@ class Operation:
     points: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     watch: tuple[str, ...] = ()  # glob patterns: kill the moment one matches (git's index.lock: the checkout)
+    at_once: float = 0.0  # the share of kills followed at once by the next run (no check in between)
     tally: Tally = field(default_factory=Tally)
 
 
@@ -226,8 +227,10 @@ def _campaign(operation: Operation, tmp_path: Path, budget: float, rng: random.R
             tally.finished += 1
         where = f"{operation.name}, seed {SEED}, " + (f"window {point or watch}" if point or watch
                                                       else f"after {delay:.2f}s")
+        at_once = operation.at_once and rng.random() < operation.at_once
         try:
-            operation.check()
+            if not at_once:  # else the next run starts while what the killed one started may still run
+                operation.check()
             duration = run_ok(operation.argv(), env)
             operation.done()
         except AssertionError as exc:
@@ -341,10 +344,26 @@ def _emerge_git(env: GkeysEnv, tmp_path: Path, sandbox: Any) -> Operation:
     saved_state, saved_tree = tmp_path / "saved-state", tmp_path / "saved-tree"
     save(env.state, saved_state)
     save(location, saved_tree)
+    # a leftover trash big enough that a kill may land in its removal at the start of the sync
+    saved_trash = tmp_path / "saved-trash"
+    for number in range(3000):
+        (saved_trash / f"d{number // 100}").mkdir(parents=True, exist_ok=True)
+        (saved_trash / f"d{number // 100}" / f"f{number}").write_text(f"{number}\n")
+    spare, leftover = trash.spare_path(location), trash.trash_path(location)
+    trials = iter(range(1 << 30))
 
     def reset() -> None:
+        """The trials cycle through: no spare, a spare (the tree the last update replaced), a spare and a trash
+        an earlier sync left (removed at the start of the sync)."""
         restore(saved_state, env.state)
         restore(saved_tree, location)
+        mode = next(trials) % 3
+        for extra in (spare, leftover):
+            _wait_removed(extra)  # a detached removal of an earlier trial may still run
+        if mode >= 1:
+            shutil.copytree(saved_tree, spare, symlinks=True)
+        if mode == 2:
+            shutil.copytree(saved_trash, leftover)
 
     def check() -> None:
         parse_state(env.state)
@@ -360,8 +379,18 @@ def _emerge_git(env: GkeysEnv, tmp_path: Path, sandbox: Any) -> Operation:
 
     operation = Operation("emerge-sync-git", reset, lambda: ["emerge", "--sync", "test"], check, done,
                           env=dict(sandbox.env), watch=(f"{location}/.git/index.lock",
-                                                        f"{location.parent}/.test.*/.git/index.lock"))
+                                                        f"{location.parent}/.test.*/.git/index.lock"),
+                          at_once=0.25)
     return operation
+
+
+def _wait_removed(path: Path) -> None:
+    """Remove ``path`` (a directory) once no other process is removing it (up to 30 s)."""
+    deadline = time.monotonic() + 30
+    while os.path.lexists(path) and time.monotonic() < deadline:
+        shutil.rmtree(path, ignore_errors=True)
+        time.sleep(0.05)
+    assert not os.path.lexists(path), f"{path} could not be removed"
 
 
 def _emerge_rsync(env: GkeysEnv, tmp_path: Path, sandbox: Any, daemon: Any) -> Operation:
@@ -398,7 +427,7 @@ def _emerge_rsync(env: GkeysEnv, tmp_path: Path, sandbox: Any, daemon: Any) -> O
         assert files(location) == files(new_tree)
         assert not [p for p in location.parent.iterdir() if p.name.startswith(".gentoo.")], "a staging tree stays"
 
-    return Operation("emerge-sync-rsync", reset, lambda: ["emerge", "--sync", "gentoo"], check, done,
+    return Operation("emerge-sync-rsync", reset, lambda: ["emerge", "--sync", "gentoo"], check, done, at_once=0.25,
                      env=dict(sandbox.env))
 
 

@@ -222,3 +222,33 @@ def test_a_sync_user_owns_the_tree_whatever_the_mirror_serves(env: Any, daemon: 
             assert {stat.S_IMODE(p.lstat().st_mode) for p in entries if p.is_file()} == {0o644}
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+# Issue 43 item 6: a file name the mirror chose reaches neither the terminal nor emerge.log as itself.
+
+FORGED = "x\x1b]0;pwned\x07\x1b[1A\x1b[2K\r\n * gkeys: Manifest tree verified"
+
+
+def test_a_file_name_from_the_mirror_is_escaped_on_the_terminal_and_in_emerge_log(env: Any, daemon: RsyncDaemon,
+                                                                                   tmp_path: Path) -> None:
+    """A signed tree with a stray file named with ESC, BEL, CR and a newline is refused; the refusal names the
+    file escaped (``\\x1b``), on the terminal and in ``emerge.log``, where it stays one line."""
+    if _MISSING:
+        pytest.skip(_MISSING)
+    portage, location = _repo(env, daemon, tmp_path, "gkeys")
+    now = datetime.now(UTC).replace(microsecond=0)
+    tree = _stamped(make_tree(tmp_path / "hostile", env.keys, "infra", when=now - timedelta(hours=1)),
+                    now - timedelta(hours=1))
+    (tree / "dev-test" / "pkg" / FORGED).write_text("stray\n")
+    daemon.serve(tree)
+    result = portage.sync("gentoo")
+    assert result.returncode != 0, result.stdout
+    assert "in no Manifest" in result.stdout and "\\x1b]0;pwned\\x07" in result.stdout, result.stdout
+    for raw in ("\x1b", "\x07", "\r"):
+        assert raw not in result.stdout, repr(result.stdout)
+    assert not any(line.startswith(" * gkeys: Manifest tree verified") for line in result.stdout.splitlines())
+    logs = list(portage.eprefix.rglob("emerge.log"))
+    assert logs, sorted(portage.eprefix.rglob("*"))
+    log = logs[0].read_text(errors="replace")
+    assert "\\x1b]0;pwned" in log and "\x1b" not in log and "\x07" not in log and "\r" not in log, repr(log)
+    assert not any("Manifest tree verified" in line and "in no Manifest" not in line for line in log.splitlines())

@@ -379,3 +379,97 @@ def test_an_admitted_weak_signature_does_not_spare_a_strong_one_by_the_same_key_
     policy = VerifyPolicy(weak_hashes={2: float(strong.created or 0) + 1})
     with pytest.raises(EnginesDisagreeError, match="Sequoia refuses it"):
         decide(report, pins, {k.fingerprint: k for k in gpg.list_keys()}, policy)
+
+
+def _rsa_clearsigned_with_padded_mpi(tmp_path: Path) -> tuple[GnuPG, bytes, bytes]:
+    """A throwaway RSA key (Gentoo's release keys are RSA) in a verifying home, a genuine cleartext block over
+    text with a decoy END line, and the same block with its signature MPI padded by a zero octet (GnuPG reads it;
+    :func:`canonical_mpis` rewrites it for Sequoia)."""
+    from gkeys_portage.openpgp.mpis import mpi_start, read_mpis
+    from gkeys_portage.openpgp.packets import ARMOR_BEGIN, Packet, _new_format, armor, find_clearsigned, parse_packets
+
+    signer = tmp_path / "signer"
+    signer.mkdir(mode=0o700)
+    gpg_cli = ["gpg", "--homedir", str(signer), "--batch", "--passphrase", "", "--pinentry-mode", "loopback"]
+    subprocess.run([*gpg_cli, "--quick-gen-key", "Rel <rel@example.org>", "rsa2048", "sign", "2y"], check=True,
+                   capture_output=True)
+    data = tmp_path / "DIGESTS"
+    data.write_bytes(b"# SHA512 HASH\nx-----END PGP SIGNATURE-----\nabc  stage3.tar.xz\n")
+    subprocess.run([*gpg_cli, "--digest-algo", "SHA512", "--clearsign", str(data)], check=True, capture_output=True)
+    message = (tmp_path / "DIGESTS.asc").read_bytes()
+    (packet,) = parse_packets(find_clearsigned(message).signature)
+    start = mpi_start(packet.body)
+    assert start is not None
+    ((_, value),) = read_mpis(packet.body[2], packet.body[start:])
+    padded = packet.body[:start] + ((len(value) + 1) * 8).to_bytes(2, "big") + b"\x00" + value
+    at = message.index(ARMOR_BEGIN)
+    forged = message[:at] + armor(_new_format(Packet(packet.tag, padded)))
+    gpg = GnuPG(tmp_path / "verify")
+    gpg.import_keys(subprocess.run([*gpg_cli, "--export"], capture_output=True, check=True).stdout)
+    return gpg, message, forged
+
+
+def test_decoy_markers_inside_lines_neither_crash_nor_cut_the_second_opinions_input(tmp_path: Path) -> None:
+    """Issue 43 item 14: ``x-----BEGIN PGP SIGNED MESSAGE-----`` before the block and ``x-----END PGP
+    SIGNATURE-----`` inside its text are text, not block markers: Sequoia reads the block the parser found at line
+    starts (on main, the decoys cut its input and a rewritten RSA MPI raised ValueError in a worker thread)."""
+    gpg, genuine, padded = _rsa_clearsigned_with_padded_mpi(tmp_path)
+    for message in (genuine, padded):
+        report, text = gpg.verify_clearsigned(b"x-----BEGIN PGP SIGNED MESSAGE-----\n" + message)
+        assert report.second is not None and report.second.opinion is sequoia.Opinion.ACCEPTED, report.second
+        assert text == b"# SHA512 HASH\nx-----END PGP SIGNATURE-----\nabc  stage3.tar.xz\n"
+
+
+def test_any_failure_building_the_second_opinions_input_is_a_refusal(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Item 14: whatever goes wrong while Sequoia's input is built is Sequoia's refusal, never an exception."""
+    gpg, _, padded = _rsa_clearsigned_with_padded_mpi(tmp_path)
+
+    def broken(packets: bytes) -> bytes:
+        raise ValueError("subsection not found")
+
+    monkeypatch.setattr(sequoia, "canonical_mpis", broken)
+    report, _ = gpg.verify_clearsigned(padded)
+    assert report.second is not None and report.second.opinion is sequoia.Opinion.REFUSED
+    assert "subsection not found" in report.second.said
+
+
+PEAK_WRAPPER = """
+import resource, runpy
+try:
+    runpy.run_path({child!r}, run_name="__main__")
+finally:
+    own = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # the checks it started (KiB)
+    open({out!r}, "w").write(f"{{own}} {{children}}")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("packets", ["the same packet twice", "two signatures"])
+def test_the_large_file_child_hashes_in_bounded_memory_whatever_the_number_of_packets(
+        keys: KeyFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, packets: str) -> None:
+    """Issue 43 item 15: a 96 MiB file with two signature packets in its ``.asc`` (the genuine one twice, or two
+    distinct ones) is checked by Sequoia in the child with every process's peak (VmHWM of the child, the largest
+    of the checks it starts) well below the file's size; on main the child read the whole file (96 MiB -> 304 MiB)."""
+    from gkeys_portage.openpgp.packets import detached_signature_packets
+
+    gpg = GnuPG(tmp_path / "home")
+    gpg.import_keys(keys.public("alice"))
+    pins = PinSet.of([Pin(Category("gentoo-devs"), Nick("alice"), keys.keys["alice"].fingerprint)])
+    image = tmp_path / "image.iso"
+    with open(image, "wb") as out:
+        for _ in range(96):
+            out.write(os.urandom(1 << 20))
+    first = detached_signature_packets(keys.sign(Nick("alice"), image, armor=False))
+    second = first if packets == "the same packet twice" else detached_signature_packets(
+        keys.sign(Nick("alice"), image, armor=False, notations={"second@example.org": "yes"}))
+    peak = tmp_path / "peak"
+    wrapper = tmp_path / "child.py"
+    wrapper.write_text(PEAK_WRAPPER.format(child=str(sequoia.CHILD), out=str(peak)))
+    monkeypatch.setattr(sequoia, "CHILD", wrapper)
+    report = gpg.verify_detached(first + second, image)
+    assert report.second is not None and report.second.opinion is sequoia.Opinion.ACCEPTED, report.second
+    assert decide(report, pins, {k.fingerprint: k for k in gpg.list_keys()}).signer.pin.nick == "alice"
+    own, children = (int(n) for n in peak.read_text().split())
+    assert max(own, children) < 64 * 1024, (own, children)  # KiB: the file is 96 MiB

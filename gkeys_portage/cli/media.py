@@ -19,6 +19,7 @@ from gkeys_portage.verify.media.fetch import (
     fetch_media,
     verify_url,
 )
+from gkeys_portage.verify.media.record import journal_media
 from gkeys_portage.verify.media.verifier import (
     MediaVerification,
     MediaVerifier,
@@ -87,7 +88,9 @@ def run_verify_media(ctx: Gkeys, args: argparse.Namespace) -> Report:
         return describe(report, fetched.verification)
     media = MediaVerifier(media_signatures(ctx, category, args.nick), category, allow_unnamed=args.allow_unnamed,
                           bind_by_date=args.bind_by_date, all_digests=all_digests(ctx.config))
-    return describe(Report(), media.verify(Path(args.target), args.console.progress(f"verifying {name}", unit="MiB")))
+    verified = media.verify(Path(args.target), args.console.progress(f"verifying {name}", unit="MiB"))
+    journal_media(ctx, verified, Path(args.target))  # the file stays where it is: the verdict applies there
+    return describe(Report(), verified)
 
 
 def run_fetch_media(ctx: Gkeys, args: argparse.Namespace) -> Report:

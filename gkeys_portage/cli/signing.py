@@ -12,7 +12,7 @@ from gkeys_portage.core.types import parse_category
 from gkeys_portage.keys import signing
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Report
-from gkeys_portage.verify.file import default_categories, locate, locate_message, verify_input
+from gkeys_portage.verify.file import default_categories, journal_file, locate, locate_message, verify_input
 
 
 def run_verify(ctx: Gkeys, args: argparse.Namespace) -> Report:
@@ -27,6 +27,7 @@ def run_verify(ctx: Gkeys, args: argparse.Namespace) -> Report:
         atomic_write(Path(args.output), result.plaintext)
         report.data["output"] = args.output
         report.info(f"signed text written to {args.output}")
+    journal_file(ctx, signed, category, result)  # accepted: the caller acts on it now
     for good in result.good:
         report.good(f"{signed.name}: good signature by {good.pin.category}/{good.pin.nick} "
                     f"({good.pin.fingerprint}) made {good.created_at:%Y-%m-%d %H:%M:%S} UTC")

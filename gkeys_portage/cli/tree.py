@@ -12,7 +12,7 @@ from gkeys_portage.core.errors import EXIT_NOT_VERIFIED, BadInputError, UsageErr
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Message, Report
 from gkeys_portage.verify.git.markers import clear_marker, failure_markers
-from gkeys_portage.verify.git.tree import POLICIES, TreeOptions, TreeReport, TreeVerifier, open_repo
+from gkeys_portage.verify.git.tree import POLICIES, TreeOptions, TreeReport, TreeVerifier, journal_tree, open_repo
 from gkeys_portage.verify.manifest.snapshot import DEFAULT_SNAPSHOT_MAX_AGE, fetch_and_verify, verify_snapshot
 
 DESCRIPTION = """\
@@ -126,6 +126,8 @@ def run_verify_tree(ctx: Gkeys, args: argparse.Namespace) -> Report:
     verifier = TreeVerifier(ctx, options)
     report = verifier.verify_repo(Path(args.repo), revision=args.rev, commit_range=args.range,
                                   record=not args.no_record, progress=args.console.progress("commits verified"))
+    if not report.ok or (not args.no_record and not args.range):  # a revision recorded as verified is accepted
+        journal_tree(ctx, report, options, report.repo)
     return render(report, options.policy)
 
 

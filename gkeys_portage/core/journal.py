@@ -127,10 +127,17 @@ class JournalPaths:
         return [*self.rotated(), *([self.current] if self.current.exists() else [])]
 
 
+#: Set to 1 by readers that must never write the live state (``gkeys-verify.eclass`` and the bashrc hook run
+#: ``gkeys verify -F`` so inside Portage's build sandbox, where a write there is an access violation that fails
+#: the build); the same variable as :data:`gkeys_portage.keys.keyring.READ_ONLY_VARIABLE`.
+READ_ONLY_VARIABLE = "GKEYS_READ_ONLY_KEYRINGS"
+
+
 def enabled() -> bool:
     """Whether entries are written (``GKEYS_JOURNAL=off`` turns recording off; bench/ compares both; off
-    inside :func:`suspended`)."""
-    return not _suspended and os.environ.get("GKEYS_JOURNAL", "").lower() not in ("off", "no", "0", "false")
+    inside :func:`suspended` and for a read-only reader, ``GKEYS_READ_ONLY_KEYRINGS=1``)."""
+    return (not _suspended and os.environ.get(READ_ONLY_VARIABLE) != "1"
+            and os.environ.get("GKEYS_JOURNAL", "").lower() not in ("off", "no", "0", "false"))
 
 
 @contextlib.contextmanager
@@ -207,15 +214,48 @@ def _rotate(paths: JournalPaths) -> str:
     return name
 
 
+def _cut_torn_line(path: Path) -> int:
+    """Truncate ``path`` after its last newline, under the journal's lock; return the bytes cut.
+
+    Every line is written whole with its newline in one ``write(2)``, so a file that does not end in a newline
+    ends in a torn line: a write cut short (a full disk, ``RLIMIT_FSIZE``, a crash) that :func:`record` already
+    reported as not written, and ``head`` still names the entry before it.  Cutting it off before the next
+    append keeps every line of the chain readable (a torn line left in place made ``history`` and ``audit``
+    fail for good)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return 0
+    try:
+        size = end = os.fstat(fd).st_size
+        if not size or os.pread(fd, 1, size - 1) == b"\n":
+            return 0
+        while True:
+            start = max(0, end - 8192)
+            cut = os.pread(fd, end - start, start).rfind(b"\n")
+            if cut >= 0 or start == 0:
+                keep = start + cut + 1  # 0 when the whole file is one torn line
+                os.ftruncate(fd, keep)
+                os.fsync(fd)
+                return size - keep
+            end = start
+    finally:
+        os.close(fd)
+
+
 def _write_line(path: Path, line: bytes) -> None:
-    """Append ``line`` with one ``write(2)`` and fsync it (after a newline if a torn line ends the file)."""
+    """Append ``line`` with its newline in one ``write(2)`` and fsync it; a write cut short is cut off again at
+    once (a crash in between leaves it to :func:`_cut_torn_line`)."""
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640)
     try:
         size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            line = b"\n" + line
-        if os.write(fd, line + b"\n") != len(line) + 1:
-            raise OSError("short write")
+        try:
+            if os.write(fd, line + b"\n") != len(line) + 1:
+                raise OSError("short write")
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+            raise
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -251,6 +291,7 @@ def append(layout: Layout, kind: str, data: Mapping[str, Any], *, keep: Mapping[
     try:
         paths.root.mkdir(mode=0o750, parents=True, exist_ok=True)
         with StateLock(layout, timeout=LOCK_WAIT, path=paths.root / "lock"):
+            _cut_torn_line(paths.current)
             last = _tail(paths)
             seq, prev = (last.seq + 1, last.digest) if last else (1, GENESIS)
             line = _encode(seq, clock(), kind, prev, data)
@@ -358,13 +399,19 @@ def warn_once(text: str) -> None:
         sys.stderr.flush()
 
 
-def read_entries(layout: Layout) -> Iterator[Entry]:
-    """Every entry, oldest first, across the rotated files; :class:`JournalError` on an unreadable line."""
+def read_entries(layout: Layout, skipped: list[str] | None = None) -> Iterator[Entry]:
+    """Every entry, oldest first, across the rotated files.  An unreadable line is :class:`JournalError`, or
+    with ``skipped`` given, named there (file, line, why) and passed over: a reader goes on."""
     for path in JournalPaths.of(layout).files():
         try:
             with open(path, "rb") as handle:
                 for number, raw in enumerate(handle, 1):
-                    yield parse_line(raw.rstrip(b"\n"), path.name, number)
+                    try:
+                        yield parse_line(raw.rstrip(b"\n"), path.name, number)
+                    except JournalError as exc:
+                        if skipped is None:
+                            raise
+                        skipped.append(exc.message)
         except OSError as exc:
             raise JournalError(f"cannot read the trust journal {path}: {exc.strerror or exc} "
                                "(it is readable by root only)") from exc

@@ -369,6 +369,8 @@ class Clearsigned:
     canonical: bytes
     outside: bool = False  # bytes other than blank lines before or after the block
     escaped: list[bytes] = field(default_factory=list)
+    received: bytes = b""  # the block as received: its BEGIN line to its END line's line break, found at line starts
+    armor_at: int = 0  # where the signature's armor (its BEGIN PGP SIGNATURE line) starts in ``received``
 
 
 def find_clearsigned(data: bytes) -> Clearsigned:
@@ -416,7 +418,11 @@ def find_clearsigned(data: bytes) -> Clearsigned:
         raise NoSignatureError("more than one armored block in one file")
     header = b"".join(b"Hash: " + name + b"\n" for name in hashes)
     canonical = CLEARSIGN_BEGIN + b"\n" + header + b"\n" + b"\n".join(escaped) + b"\n" + armor(signature)
-    return Clearsigned(hashes, text, signature, canonical, outside=not _only_blank(rest), escaped=escaped)
+    # the block as received, cut at the lines the parse found (a decoy marker inside a line is text, not a cut)
+    received = b"\n".join(raw[start:after]) + (b"\n" if after < len(raw) else b"")
+    armor_at = sum(len(line) + 1 for line in raw[start:index])
+    return Clearsigned(hashes, text, signature, canonical, outside=not _only_blank(rest), escaped=escaped,
+                       received=received, armor_at=armor_at)
 
 
 def _expand(packet: Packet, limit: int) -> bytes:

@@ -36,7 +36,7 @@ from typing import Any
 
 from gkeys_portage.core.errors import EngineError, EnginesDisagreeError, NoSignatureError
 from gkeys_portage.openpgp.history.store import HISTORY_FILE
-from gkeys_portage.openpgp.packets import ARMOR_BEGIN, SIGNATURE_TAG, armor, canonical_mpis, parse_packets
+from gkeys_portage.openpgp.packets import ARMOR_BEGIN, SIGNATURE_TAG, Clearsigned, armor, canonical_mpis, parse_packets
 
 #: The fix a missing pysequoia names.
 INSTALL_HINT = ("install pysequoia (pip install pysequoia, or emerge dev-python/pysequoia), or turn the second "
@@ -349,26 +349,35 @@ def _child_answer(done: subprocess.CompletedProcess[bytes]) -> tuple[list[tuple[
     return valid, said
 
 
-def check_inline(homedir: Path, export: Callable[[], bytes], message: bytes,
-                 signature: bytes | None = None) -> SecondOpinion:
-    """Sequoia's verdict on an inline-signed message (a cleartext block, or signed packets); its ``text`` is
-    what Sequoia says was signed.  For a cleartext block, ``signature`` is its binary signature, which replaces
-    the armored one with canonical MPIs (the rest of the block is unchanged)."""
-    if signature is not None:
-        canonical = canonical_mpis(signature)
-        if canonical != signature:  # the armor is rebuilt around a normalised signature
-            start = message.index(ARMOR_BEGIN)
-            message = message[:start] + armor(canonical)
-    else:
-        with contextlib.suppress(NoSignatureError):  # GnuPG refused it too; Sequoia says why in its own words
-            message = canonical_mpis(message)
+def check_inline(homedir: Path, export: Callable[[], bytes], packets: bytes,
+                 cleartext: Clearsigned | None = None) -> SecondOpinion:
+    """Sequoia's verdict on an inline-signed message; its ``text`` is what Sequoia says was signed.
 
+    A signed message is given as its ``packets``.  A cleartext block is read as received (``cleartext``: the
+    block the parser found, cut at its line starts, so a decoy marker inside a line cuts nothing), its
+    signature's armor rebuilt around canonical MPIs when they differ.  Building Sequoia's input runs inside the
+    refusal guard: any exception there is Sequoia's refusal, never an escape."""
     def run(certs: _Certificates) -> Any:
         import pysequoia
 
-        return pysequoia.verify(bytes=message, store=certs.store)
+        return pysequoia.verify(bytes=_inline_input(packets, cleartext), store=certs.store)
 
     return _opinion(run, homedir, export)
+
+
+def _inline_input(packets: bytes, cleartext: Clearsigned | None) -> bytes:
+    """What Sequoia reads for :func:`check_inline` (raises on input it cannot build: a refusal there)."""
+    if cleartext is None:
+        with contextlib.suppress(NoSignatureError):  # GnuPG refused it too; Sequoia says why in its own words
+            return canonical_mpis(packets)
+        return packets
+    canonical = canonical_mpis(cleartext.signature)
+    if canonical == cleartext.signature:
+        return cleartext.received
+    received = cleartext.received
+    if not received[cleartext.armor_at:].startswith(ARMOR_BEGIN):
+        raise ValueError("the cleartext block's signature is not where the parse found it")
+    return received[:cleartext.armor_at] + armor(canonical)
 
 
 #: Why two verifiers may disagree when gkeys knows no cause: never the user's fault.

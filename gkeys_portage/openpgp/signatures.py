@@ -159,10 +159,9 @@ class Signatures(GpgProcess):
             return StatusReport.unparsable(exc), b""
         # Sequoia reads a cleartext block as received (its own reading of the framing, line endings included),
         # GnuPG the block rebuilt from gkeys' parse: the texts both return must then be one text.
-        seen = as_received(message) if expected is not None else checked
+        cleartext = block if expected is not None else None
         preload(self.homedir, lambda: export_all(self))
-        second = background(lambda: check_inline(self.homedir, lambda: export_all(self), seen,
-                                                  block.signature if expected is not None else None))
+        second = background(lambda: check_inline(self.homedir, lambda: export_all(self), checked, cleartext))
         result = self.run(["--decrypt"], checked, max_output=len(checked) + OUTPUT_SLACK)
         report = expect_signers(signature_verdict(result, "verifying signed message"), issuers)
         same = (result.stdout == expected if expected is not None
@@ -311,14 +310,6 @@ def signature_verdict(result: GpgResult, what: str) -> StatusReport:
         return StatusReport(failures=[f"{what}: gpg was killed by signal {-result.returncode} before it finished; "
                                       "not verified (run the command again)"])
     return result.status
-
-
-def as_received(message: bytes) -> bytes:
-    """The cleartext block of ``message`` as received: from its BEGIN line to the end of its signature's END line
-    (text around it, which gkeys flags, is left out)."""
-    start = message.index(CLEARSIGN_BEGIN)
-    end = message.find(b"\n", message.find(b"-----END PGP SIGNATURE-----", start))
-    return message[start:] if end < 0 else message[start : end + 1]
 
 
 def _has_line(data: bytes, line: bytes) -> bool:

@@ -56,7 +56,13 @@ from gkeys_portage.installfiles import doc_file
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Console
 from gkeys_portage.verify.media.fetch import DEFAULT_CATEGORY, fetch_siblings
-from gkeys_portage.verify.media.verifier import MediaVerification, MediaVerifier, all_digests, media_signatures
+from gkeys_portage.verify.media.record import journal_media
+from gkeys_portage.verify.media.verifier import (
+    MediaVerification,
+    MediaVerifier,
+    all_digests,
+    media_signatures,
+)
 
 #: Release media verified by default (``[fetch] patterns`` replaces the list).
 DEFAULT_PATTERNS = ("stage3-*.tar.*", "install-*.iso", "admincd-*.iso", "livegui-*.iso")
@@ -362,6 +368,8 @@ def _main(argv: Sequence[str] | None) -> int:
         raise
     if result is None:
         return _download_failed(console, name, download.status)
+    # kept in DISTDIR under the name Portage gives it once the download is done (never the scratch link)
+    journal_media(ctx, result, request.path.with_name(request.path.name.removesuffix(DOWNLOAD_SUFFIX)))
     unbound = {"allowed-unnamed": " (name not bound by anything signed; [fetch] allow-unnamed)",
                "signed-after-build": " (name bound by a date, not a name; [fetch] bind-by-date)",
                }.get(result.name_rule, "")

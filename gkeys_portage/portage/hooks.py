@@ -45,7 +45,7 @@ from gkeys_portage.verify.git.objects import GitRepo
 from gkeys_portage.verify.git.records import last_verified, record_verified
 from gkeys_portage.verify.git.spawn import SpawnSettings
 from gkeys_portage.verify.git.staging import LOCAL_DIRECTORIES
-from gkeys_portage.verify.git.tree import TreeOptions, TreeVerifier
+from gkeys_portage.verify.git.tree import TreeOptions, TreeVerifier, journal_tree
 from gkeys_portage.verify.git.worktree import describe_changes, restore_revision, unmerged_fetch, worktree_changes
 
 
@@ -71,7 +71,8 @@ def verify_synced_repo(ctx: Gkeys, repo_name: str, location: Path, keep: Sequenc
         repo = GitRepo(location, spawn=spawn)
         if not repo.is_repository():
             raise BadInputError(f"{location} is not a git repository")
-        verifier = TreeVerifier(ctx, TreeOptions.from_config(ctx))
+        options = TreeOptions.from_config(ctx)
+        verifier = TreeVerifier(ctx, options)
         tip = repo.resolve("HEAD")
         base, hashes = verifier.plan(repo, tip, recorded)
         report = verifier.verify(repo, hashes, tip=tip, base=base)
@@ -81,6 +82,7 @@ def verify_synced_repo(ctx: Gkeys, repo_name: str, location: Path, keep: Sequenc
         reason: str | None
         if unsafe:  # signed, but HEAD itself is not a tree gkeys checks out: never a revision to roll back to
             reason = f"the revision {tip[:12]} holds what gkeys never checks out: {'; '.join(unsafe[:2])}"
+            journal_tree(ctx, report, options, location, refused=("unsafe-entry", reason))
         elif report.ok:
             record_verified(ctx, location, tip)  # HEAD's history verified: a revision to roll back to
             recorded = tip
@@ -88,9 +90,12 @@ def verify_synced_repo(ctx: Gkeys, repo_name: str, location: Path, keep: Sequenc
             if reason is None:
                 marker.unlink(missing_ok=True)
                 clear_markers_at(ctx.layout, location)  # also those written under another name
+                journal_tree(ctx, report, options, location)  # the final verdict: HEAD and the disk verified
                 return True, report.summary()
+            journal_tree(ctx, report, options, location, refused=("worktree-changed", reason))
         else:
             reason = report.summary()
+            journal_tree(ctx, report, options, location)
     except GkeysError as exc:
         reason = exc.message or type(exc).__name__
     except Exception as exc:  # fail closed on anything: an unverified HEAD must not stay live

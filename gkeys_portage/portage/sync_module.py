@@ -48,6 +48,7 @@ from gkeys_portage.core.errors import GkeysError, UsageError
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.portage.rsyncsync import DEFAULT_CATEGORY, RsyncRequest, is_rsync_uri, sync_rsync
 from gkeys_portage.portage.treesync import SyncOutcome, SyncRequest, clone_verified, update_verified
+from gkeys_portage.ui.output import neutralise
 from gkeys_portage.verify.git.objects import GitRepo
 from gkeys_portage.verify.git.spawn import SpawnSettings
 from gkeys_portage.verify.git.tree import POLICIES, TreeOptions
@@ -209,7 +210,7 @@ class GkeysSync(NewBase):
 
         def log(level: str, text: str) -> None:
             with invocation.recorded(config=config, root=None):  # a next step acts on the config that was used
-                printers.get(level, out.einfo)(invocation.for_this_user(text))
+                printers.get(level, out.einfo)(neutralise(invocation.for_this_user(text)))  # the output door
 
         try:
             check_gkeys_options(repos_conf(self.settings), self.repo.name)
@@ -225,7 +226,7 @@ class GkeysSync(NewBase):
             outcome = SyncOutcome(False, reason=f"gkeys: internal error: {type(exc).__name__}: {exc}")
             log("error", outcome.reason)
         if not outcome.ok:
-            self.logger(self.xterm_titles, f"!!! {outcome.reason}")  # emerge.log; the screen has it already
+            self.logger(self.xterm_titles, f"!!! {neutralise(outcome.reason)}")  # emerge.log: one line, escaped
             return 1, False
         return os.EX_OK, outcome.changed
 

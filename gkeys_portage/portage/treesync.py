@@ -50,7 +50,7 @@ from gkeys_portage.verify.git.objects import NO_SUBMODULES, GitRepo
 from gkeys_portage.verify.git.records import last_verified, record_verified
 from gkeys_portage.verify.git.spawn import SpawnSettings
 from gkeys_portage.verify.git.staging import LOCAL_DIRECTORIES, adopt_spare, carry_local, copy_git_dir, link_work_tree
-from gkeys_portage.verify.git.tree import TreeOptions, TreeReport, TreeVerifier
+from gkeys_portage.verify.git.tree import TreeOptions, TreeReport, TreeVerifier, journal_tree
 from gkeys_portage.verify.git.worktree import restore_revision, worktree_changes
 
 Log = Callable[[str, str], None]  # (level, text): level is info, good, warn or error
@@ -220,13 +220,13 @@ def _clone(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
         repo.run(*args, max_file_size=fetch_cap(ctx))
         tip = repo.resolve("HEAD")
         base, hashes = verifier.plan(repo, tip, None)
-        verifier.shown_as = location
         report = verifier.verify(repo, hashes, tip=tip, base=base)
         report.repo = location  # report the place the user knows, not the staging directory
         if not report.ok:
+            journal_tree(ctx, report, request.options, location)
             return _failure(log, f"gkeys: first clone of {request.uri} NOT verified; nothing installed at "
                                  f"{location}", report)
-        require_safe_contents(repo, tip)
+        _require_safe(ctx, report, request.options, location, repo)
         _require_space(repo, tip)
         restore_revision(repo, tip)  # the first file of the tree is written only now
         _emit(log, report)
@@ -234,7 +234,17 @@ def _clone(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
             location.rmdir()  # the empty directory Portage created
         os.rename(staging, location)
         record_verified(ctx, location, tip)  # replaces any older record of the location
+        journal_tree(ctx, report, request.options, location)  # applied: the record comes last
         return SyncOutcome(True, True, report=report)
+
+
+def _require_safe(ctx: Gkeys, report: TreeReport, options: TreeOptions, location: Path, repo: GitRepo) -> None:
+    """:func:`require_safe_contents` of the verified tip; a refusal is journaled as one (never as accepted)."""
+    try:
+        require_safe_contents(repo, report.tip)
+    except GkeysError as exc:
+        journal_tree(ctx, report, options, location, refused=(exc.reason, exc.message))
+        raise
 
 
 def _upstream(repo: GitRepo) -> tuple[str, str]:
@@ -287,13 +297,15 @@ def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
         report = verifier.verify(repo, hashes, tip=tip, base=base)
         report.repo = location  # report the place the user knows, not the staging directory
         if not report.ok:
+            journal_tree(ctx, report, request.options, location)
             return _failure(log, f"gkeys: {location} NOT updated (the tree is as it was; nothing fetched was "
                                  f"kept): {report.reason()}", report)
         _emit(log, report)
-        require_safe_contents(repo, tip)
+        _require_safe(ctx, report, request.options, location, repo)
         if tip == previous and not (location / ".git" / "index.lock").exists() and \
                 not worktree_changes(live, exclude=keep):
             record_verified(ctx, live.path, tip)  # nothing new, nothing changed on disk: no swap
+            journal_tree(ctx, report, request.options, location)
             return SyncOutcome(True, False, report=report)
         spare = usable_spare(location)
         if spare is None or not adopt_spare(spare, staging):  # else git rewrites what differs from the spare
@@ -310,5 +322,6 @@ def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
             log("info", f"gkeys: kept {', '.join(kept)} (Portage keeps them in this repository)")
         swap_in(staging, location)  # one exchange: the location holds the old revision or the new one
         record_verified(ctx, live.path, tip)
+        journal_tree(ctx, report, request.options, location)  # applied: the record comes last
         keep_spare(staging, location)  # the old tree: the next update starts from it
     return SyncOutcome(True, tip != previous, report=report)

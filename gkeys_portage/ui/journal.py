@@ -14,8 +14,9 @@ JOURNAL = """\
 The trust journal: one JSON line per event under ${EPREFIX}/var/lib/gkeys/state/journal/ (root only), each
 entry carrying the SHA-256 of the one before, so an edited, removed or re-ordered entry breaks the chain.
 Trust changes (seed files, keys added, refreshed, revoked or removed, certifier changes, bundles, config)
-and every acceptance and refusal of a verifier (git and rsync trees, webrsync snapshots, release files,
-the overlay list, the binary package home) are recorded.  Limits: root can rewrite every file; an entry
+and every acceptance and refusal (git and rsync trees, webrsync snapshots, release files, files gkeys verify
+-F accepted, the overlay list, the binary package home) are recorded; an acceptance once it is applied, under
+the place it stays, with a strong digest of what was accepted.  Limits: root can rewrite every file; an entry
 cut from the end shows only against the head copy kept beside the files (/usr/share/doc/gkeys-portage/journal.md).
 """
 
@@ -38,8 +39,10 @@ examples:
 
 AUDIT_EPILOG = """\
 A primary fingerprint counts its subkeys too; a subkey fingerprint counts what that subkey signed (and the
-git and rsync trees, which record the primary).  With --recheck, exit status 1 when something the key
-signed is refused now (install the revocation first: gkeys refresh-key).
+git and rsync trees, which record the primary).  With --recheck, what is on disk is first compared with the
+digest recorded of what was accepted: each artifact verifies, is refused, replaced (something else is there),
+gone or not rechecked; exit status 1 when something the key signed is refused now (install the revocation
+first: gkeys refresh-key).  An unreadable journal line is named and passed over; a broken chain is a warning.
 
 output of --recheck (real, lines left out and wrapped; $T the test's directory;
 /usr/share/doc/gkeys-portage/journal.md):
@@ -73,10 +76,26 @@ examples:
 """
 
 
+def _warn_unsound(ctx: Gkeys, out: Report, skipped: list[str]) -> None:
+    """Warn of each unreadable line passed over and of a broken chain (what is listed may have been changed or
+    removed); ``--json`` has them as ``warnings``."""
+    chain = verify_chain(ctx.layout)
+    where = JournalPaths.of(ctx.layout).root
+    warnings = [f"{where}/{line}: passed over" for line in skipped]
+    if not chain.ok and chain.broken not in skipped:
+        warnings.append(f"{where}: the chain is broken at {chain.broken}: entries may have been changed or "
+                        "removed (gkeys journal verify)")
+    for text in warnings:
+        out.warn(printable(text))
+    out.data["warnings"] = warnings
+
+
 def run_history(ctx: Gkeys, args: argparse.Namespace) -> Report:
     """List the trust changes, one line each."""
-    changes = history(ctx.layout, category=args.category, since=parse_since(args.since))
+    skipped: list[str] = []
+    changes = history(ctx.layout, category=args.category, since=parse_since(args.since), skipped=skipped)
     out = Report(data={"changes": [c.to_json() for c in changes]})
+    _warn_unsound(ctx, out, skipped)
     for change in changes:
         source = f" from {change.source}" if change.source else ""
         why = f" ({change.why})" if change.why else ""
@@ -91,8 +110,10 @@ def run_audit(ctx: Gkeys, args: argparse.Namespace) -> Report:
     key = parse_key(args.key)
     installed: dict[str, list[str]] = {fpr: [k.fingerprint for k in found.subkeys] for cat in ctx.seeds.categories()
                  if ctx.keyring(cat).exists() for fpr, found in ctx.keyring(cat).installed().items()}
-    found = audit(ctx.layout, key, installed=installed, since=parse_since(args.since))
+    skipped: list[str] = []
+    found = audit(ctx.layout, key, installed=installed, since=parse_since(args.since), skipped=skipped)
     out = Report(data=found.to_json())
+    _warn_unsound(ctx, out, skipped)
     related = f" (with {', '.join(found.related)})" if found.related else ""
     groups = found.groups()
     out.info(printable(f"key {key}{related}: {len(found.hits)} acceptance(s) of {len(groups)} artifact(s)"))

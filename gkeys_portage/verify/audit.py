@@ -25,7 +25,14 @@ _FPR = re.compile(r"[0-9A-F]{40}|[0-9A-F]{64}")
 
 #: Entries that record something accepted because a pinned key signed it, and what each artifact is called.
 ACCEPTED = {"tree-accepted": "git tree", "rsync-accepted": "rsync tree", "snapshot-accepted": "webrsync snapshot",
-            "media-accepted": "release file", "overlays-accepted": "overlay list", "seed-installed": "seed file"}
+            "media-accepted": "release file", "overlays-accepted": "overlay list", "seed-installed": "seed file",
+            "file-accepted": "signed file"}
+#: The binary-package home: Portage verifies each package itself, so the journal holds the periods a key was
+#: trusted there (``binpkg-home`` entries), not each package.
+BINPKG = "binary package home"
+#: Where gkeys verifies before it installs (quarantine, a fetch's scratch directory): never where a file stays.
+#: Entries journaled there before the record came last are left out of an audit.
+SCRATCH = re.compile(r"/quarantine/|/\.gkeys-fetch-[^/]*/|/\.[^/]*\.gkeys-[^/]*(/|$)")
 #: Accepted kinds that record only the signer's primary fingerprint (a subkey audit counts them too).
 PRIMARY_ONLY = frozenset({"tree-accepted", "rsync-accepted"})
 #: Entries that are trust changes (``gkeys history``).
@@ -143,11 +150,13 @@ def _lines(entry: Entry, previous: dict[str, Any]) -> Iterator[tuple[str, str, s
                "the [binpkg] pins or their keys changed")
 
 
-def history(layout: Layout, *, category: str | None = None, since: float = 0.0) -> list[Change]:
-    """The trust changes, oldest first (only ``category``'s, only from ``since``)."""
+def history(layout: Layout, *, category: str | None = None, since: float = 0.0,
+            skipped: list[str] | None = None) -> list[Change]:
+    """The trust changes, oldest first (only ``category``'s, only from ``since``); unreadable lines are named
+    in ``skipped`` and passed over (:func:`~gkeys_portage.core.journal.read_entries`)."""
     changes = []
     certifiers: dict[str, Any] = {}
-    for entry in read_entries(layout):
+    for entry in read_entries(layout, skipped):
         if entry.kind not in TRUST_KINDS:
             continue
         cat = str(entry.data.get("category", ""))
@@ -244,6 +253,13 @@ def _hit(entry: Entry, wanted: set[str]) -> Hit:
         subject = str(data.get("output", ""))
         detail = f"sha256 {str(data.get('sha256'))[:16]}… from {data.get('source')}"
         step = "fetch and verify the list again: gkeys verify-overlays"
+    elif entry.kind == "file-accepted":
+        subject = str(data.get("file", ""))
+        detail = f"{data.get('size')} bytes, sha256 {str(data.get('sha256'))[:16]}… (gkeys verify -F)"
+        signature = data.get("signature")
+        step = (f"verify it again: gkeys verify -F {subject}"
+                + (f" -s {signature}" if signature not in (None, "", "inline") else "")
+                + " (a distfile: delete it and fetch it again; rebuild what was built from it)")
     else:  # seed-installed
         subject = f"{data.get('category')} ({data.get('url')})"
         detail = f"sha256 {str(data.get('sha256'))[:16]}…"
@@ -252,9 +268,10 @@ def _hit(entry: Entry, wanted: set[str]) -> Hit:
 
 
 def audit(layout: Layout, key: str, *, installed: Mapping[str, Iterable[str]] | None = None,
-          since: float = 0.0) -> Audit:
-    """Every accepted artifact whose recorded signers include ``key`` (see the module docstring)."""
-    entries = list(read_entries(layout))
+          since: float = 0.0, skipped: list[str] | None = None) -> Audit:
+    """Every accepted artifact whose recorded signers include ``key`` (see the module docstring); unreadable
+    lines are named in ``skipped`` and passed over."""
+    entries = list(read_entries(layout, skipped))
     family = key_family(entries, installed or {})
     primary = next((p for p, subs in family.items() if key == p or key in subs), key)
     subkeys = family.get(primary, set())
@@ -262,9 +279,47 @@ def audit(layout: Layout, key: str, *, installed: Mapping[str, Iterable[str]] | 
     trees = {primary}  # tree entries record the primary: they count for any of its subkeys
     report = Audit(key, sorted((subkeys | {primary}) - {key}))
     for entry in entries:
-        if entry.kind not in ACCEPTED or entry.time < since:
+        if entry.kind not in ACCEPTED or entry.time < since or _scratch(entry):
             continue
         found = fingerprints_in(entry.data)
         if found & exact or (entry.kind in PRIMARY_ONLY and found & trees):
             report.hits.append(_hit(entry, exact | trees))
+    report.hits += binpkg_periods(entries, primary, since=since)
     return report
+
+
+def _scratch(entry: Entry) -> bool:
+    """An entry that names a scratch path (a quarantine, a fetch's scratch directory, a staging tree): what it
+    names was removed right after; the acceptance is journaled again where the file stays."""
+    data = entry.data
+    place = str(data.get("file") or data.get("repo") or data.get("location") or "")
+    return bool(SCRATCH.search(place))
+
+
+def binpkg_periods(entries: Iterable[Entry], primary: str, *, since: float = 0.0) -> list[Hit]:
+    """The periods ``primary`` was trusted in a binary-package home (from the ``binpkg-home`` entries: a period
+    starts with a rebuild that trusts it and ends with the next rebuild of that home that does not); only those
+    that had not ended before ``since``."""
+    started: dict[str, Entry] = {}
+    hits: list[Hit] = []
+
+    def close(home: str, until: str, ended: float) -> None:
+        entry = started.pop(home)
+        if ended < since:
+            return
+        hits.append(Hit(entry, BINPKG, home, f"trusted from {entry.when} {until}",
+                        "the binary packages Portage installed in that period may carry its signature: list them "
+                        "(qlop -mv, or emerge.log) and rebuild them from source (emerge -1 --usepkg=n PKG)"))
+
+    for entry in entries:
+        if entry.kind != "binpkg-home":
+            continue
+        home = str(entry.data.get("home", ""))
+        trusted = primary in (entry.data.get("keys") or []) and primary not in (entry.data.get("unusable") or [])
+        if trusted and home not in started:
+            started[home] = entry
+        elif not trusted and home in started:
+            close(home, f"to {entry.when}", entry.time)
+    for home in list(started):
+        close(home, "until now", float("inf"))
+    return hits

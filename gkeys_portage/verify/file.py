@@ -3,9 +3,11 @@ categories with signer pinning (``gkeys verify``; the eclass helpers use this to
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from gkeys_portage.core import journal
 from gkeys_portage.core.errors import (
     BadInputError,
     BadSignatureError,
@@ -189,6 +191,31 @@ def _refuse_truncated(signed: SignedInput) -> None:
             raise TruncatedSignatureError(f"{name}: the signature is truncated (its armor ends before "
                                           f"'{end.decode()}'), so {signed.name} is not verified: download "
                                           "the signature again", file=signed.name)
+
+
+def _place(name: str) -> str:
+    """A URL as it is, a local name made absolute (``audit --recheck`` finds it from any directory)."""
+    return name if "://" in name or not name else str(Path(name).absolute())
+
+
+def journal_file(ctx: Gkeys, signed: SignedInput, category: str, result: VerifyResult) -> None:
+    """Journal what ``gkeys verify -F`` accepted (``file-accepted``), once it accepted it: the file (or URL), its
+    signature, the category, the SHA-256 and size of exactly the data verified, and every good signature."""
+    digest = hashlib.sha256()
+    size = 0
+    if isinstance(signed.data, Path):
+        with open(signed.data, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+                size += len(chunk)
+    else:
+        digest.update(signed.data)
+        size = len(signed.data)
+    journal.record(ctx, "file-accepted", {
+        "file": _place(str(signed.data) if isinstance(signed.data, Path) else signed.name),
+        "signature": _place(signed.signature_name) if signed.signature is not None else "inline",
+        "category": category, "sha256": digest.hexdigest(), "size": size,
+        "signatures": [good.to_json() for good in result.good]})
 
 
 def default_categories(ctx: Gkeys, category: str | None) -> list[str]:

@@ -10,9 +10,13 @@ What is rechecked, per artifact (nothing is re-downloaded, nothing recorded as a
 - a webrsync snapshot or a seed file: its signature again, if the file still has the recorded digest;
 - a release file: the whole ``verify-media`` check again, if the file is still there.
 
-An overlay list keeps no signature on disk: it is listed, to be fetched and verified again.  Each result
-is ``refused`` (with the reason code), ``verifies``, ``gone`` (replaced or removed since) or
-``not rechecked``; the run is journaled as one ``audit-recheck`` entry.
+- a file ``gkeys verify -F`` accepted: its signature again, if the file still has the recorded digest.
+
+What is on disk is first compared with the digest the entry recorded of what was accepted (a file's SHA-256 or
+SHA-512, a tree's top Manifest, a commit id): only the very thing accepted is verified again.  An overlay list
+keeps no signature on disk: it is listed, to be fetched and verified again.  Each result is ``refused`` (with the
+reason code), ``verifies``, ``replaced`` (something else now sits at the place: another file, another tree),
+``gone`` (nothing is there any more) or ``not rechecked``; the run is journaled as one ``audit-recheck`` entry.
 """
 
 from __future__ import annotations
@@ -27,14 +31,16 @@ from gkeys_portage.core.errors import GkeysError, NotVerifiedError
 from gkeys_portage.core.state import read_limited
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.verify.audit import Audit, Hit
+from gkeys_portage.verify.file import locate, verify_input
 from gkeys_portage.verify.git.objects import GitRepo
 from gkeys_portage.verify.git.revisions import Revisions
 from gkeys_portage.verify.git.tree import TreeOptions, TreeVerifier
 from gkeys_portage.verify.manifest.purpose import purpose_keyring, repository_pins
 from gkeys_portage.verify.manifest.tree import verify_tree
+from gkeys_portage.verify.media.record import JOURNALED
 from gkeys_portage.verify.media.verifier import MediaVerifier, media_signatures
 
-REFUSED, VERIFIES, GONE, UNCHECKED = "refused", "verifies", "gone", "not rechecked"
+REFUSED, VERIFIES, REPLACED, GONE, UNCHECKED = "refused", "verifies", "replaced", "gone", "not rechecked"
 
 
 @dataclass(frozen=True)
@@ -52,19 +58,47 @@ class Recheck:
                 "status": self.status, "why": self.why, "code": self.code or None}
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
+@dataclass(frozen=True)
+class _Absent:
+    """What was accepted is no longer at its place: ``status`` is :data:`GONE` or :data:`REPLACED`."""
+
+    status: str
+    why: str
+
+
+def _digest(path: Path, name: str = "sha256") -> str:
+    digest = hashlib.new(name)
     with open(path, "rb") as handle:
         while chunk := handle.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
 
 
-def _tree(ctx: Gkeys, data: dict[str, Any]) -> str:
+def _compare(path: Path, digests: dict[str, Any], what: str = "file") -> _Absent | None:
+    """None if ``path`` is the file accepted (the strongest digest recorded matches), else why not; raises
+    :class:`_Unchecked` for an entry that recorded no strong digest (journaled before gkeys recorded one)."""
+    if not path.is_file():
+        return _Absent(GONE, f"no {what} at {path} any more (removed since)")
+    name = next((name for name in JOURNALED if digests.get(name)), None)
+    if name is None:
+        raise _Unchecked(f"the entry records no strong digest of {path}, so it cannot tell that file from another: "
+                         f"verify it again (gkeys verify-media {path}, or gkeys verify -F {path})")
+    if _digest(path, name) != digests[name]:
+        return _Absent(REPLACED, f"another {what} now sits at {path} (its {name} differs from the one accepted): "
+                                 "what was accepted is gone")
+    return None
+
+
+def _tree(ctx: Gkeys, data: dict[str, Any]) -> str | _Absent:
     """Re-verify the recorded range; the refusal propagates as :class:`NotVerifiedError`."""
     path = Path(data["repo"])
+    if not (path / ".git").exists() and not (path / "HEAD").exists():
+        return _Absent(GONE, f"no git repository at {path} any more")
     repo = GitRepo(path)
     tip, base = str(data["tip"]), data.get("base")
+    if not repo.has_commit(tip):
+        return _Absent(REPLACED, f"the repository at {path} no longer holds the accepted commit {tip[:12]} "
+                                 "(cloned afresh, or its history rewritten since)")
     options = TreeOptions(categories=tuple(data.get("categories") or ()) or TreeOptions.from_config(ctx).categories,
                           top_category=data.get("top_category"), policy="all")
     verifier = TreeVerifier(ctx, options)
@@ -87,11 +121,14 @@ class _TreeRefused(NotVerifiedError):
         self.code = code or self.reason
 
 
-def _rsync(ctx: Gkeys, data: dict[str, Any]) -> str | None:
+def _rsync(ctx: Gkeys, data: dict[str, Any]) -> str | _Absent:
     location = Path(data["location"])
     top = location / "Manifest"
-    if not top.is_file() or hashlib.sha256(top.read_bytes()).hexdigest() != data.get("manifest_sha256"):
-        return None
+    if not top.is_file():
+        return _Absent(GONE, f"no tree at {location} any more (no top Manifest)")
+    if hashlib.sha256(top.read_bytes()).hexdigest() != data.get("manifest_sha256"):
+        return _Absent(REPLACED, f"{location} holds another tree now (its top Manifest is not the one accepted: "
+                                 "synced since)")
     category = str(data.get("signer", "")).split("/", 1)[0]
     pins, _ = repository_pins(ctx, category)
     tree = verify_tree(location, purpose_keyring(ctx, category, pins), pins, where=str(location),
@@ -100,9 +137,11 @@ def _rsync(ctx: Gkeys, data: dict[str, Any]) -> str | None:
 
 
 def _signed_file(ctx: Gkeys, path: Path, signature: Path, digest: str, signer: dict[str, Any],
-                 repository: bool) -> str | None:
-    if not path.is_file() or not signature.is_file() or _sha256(path) != digest:
-        return None
+                 repository: bool) -> str | _Absent:
+    if (absent := _compare(path, {"sha256": digest})) is not None:
+        return absent
+    if not signature.is_file():
+        return _Absent(GONE, f"the signature {signature} is no longer on disk")
     category = str(signer.get("category", ""))
     if repository:
         verifier = ctx.verifier(category, pins=repository_pins(ctx, category)[0])
@@ -112,10 +151,10 @@ def _signed_file(ctx: Gkeys, path: Path, signature: Path, digest: str, signer: d
     return f"signed by {result.signer.pin.category}/{result.signer.pin.nick}"
 
 
-def _media(ctx: Gkeys, data: dict[str, Any]) -> str | None:
+def _media(ctx: Gkeys, data: dict[str, Any]) -> str | _Absent:
     path = Path(data["file"])
-    if not path.is_file():
-        return None
+    if (absent := _compare(path, data.get("digests") or {})) is not None:
+        return absent
     category = str(data.get("category", "gentoo"))
     verified = MediaVerifier(media_signatures(ctx, category), category,
                              allow_unnamed=ctx.config.flag("fetch", "allow-unnamed", False),
@@ -123,14 +162,27 @@ def _media(ctx: Gkeys, data: dict[str, Any]) -> str | None:
     return f"verified ({len(verified.signed)} signed sibling(s))"
 
 
-def _one(ctx: Gkeys, hit: Hit) -> str | None:
-    """The recheck of one hit: what verifies (None: no longer on disk); raises the refusal."""
+def _file(ctx: Gkeys, data: dict[str, Any]) -> str | _Absent:
+    """A file ``gkeys verify -F`` accepted: verified again if it is still the file accepted."""
+    name = str(data["file"])
+    if "://" in name:
+        raise _Unchecked(f"{name} was verified as downloaded and not kept: verify it again (gkeys verify -F {name})")
+    if (absent := _compare(Path(name), {"sha256": data.get("sha256")})) is not None:
+        return absent
+    signature = data.get("signature")
+    signed = locate(ctx, name, None if signature in (None, "", "inline") else str(signature))
+    _, result = verify_input(ctx, signed, [str(data["category"])])
+    return f"signed by {result.signer.pin.category}/{result.signer.pin.nick}"
+
+
+def _one(ctx: Gkeys, hit: Hit) -> str | _Absent:
+    """The recheck of one hit: what verifies, or why it is no longer there; raises the refusal."""
     data = hit.entry.data
     kind = hit.entry.kind
     if kind == "tree-accepted":
-        if not (Path(data["repo"]) / ".git").exists() and not Path(data["repo"], "HEAD").exists():
-            return None
         return _tree(ctx, data)
+    if kind == "file-accepted":
+        return _file(ctx, data)
     if kind == "rsync-accepted":
         return _rsync(ctx, data)
     if kind == "snapshot-accepted":
@@ -143,6 +195,9 @@ def _one(ctx: Gkeys, hit: Hit) -> str | None:
         path = ctx.seeds.path(data["category"])
         return _signed_file(ctx, path, path.with_name(path.name + ".sig"), str(data.get("sha256")),
                             data.get("signer", {}), repository=False)
+    if kind == "binpkg-home":
+        raise _Unchecked("Portage verified each binary package itself; gkeys kept no record of them: see the next "
+                         "step")
     raise _Unchecked("the signature is not kept on disk: fetch and verify it again (gkeys verify-overlays)")
 
 
@@ -158,8 +213,8 @@ def recheck(ctx: Gkeys, found: Audit) -> list[Recheck]:
             for hit in hits[::-1]:
                 try:
                     said = _one(ctx, hit)
-                    results.append(Recheck(hit, VERIFIES, said) if said else
-                                   Recheck(hit, GONE, "no longer on disk as accepted (replaced or removed since)"))
+                    results.append(Recheck(hit, said.status, said.why) if isinstance(said, _Absent) else
+                                   Recheck(hit, VERIFIES, said))
                 except NotVerifiedError as exc:
                     results.append(Recheck(hit, REFUSED, exc.message, getattr(exc, "code", exc.reason)))
                 except _Unchecked as exc:

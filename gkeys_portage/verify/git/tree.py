@@ -153,9 +153,10 @@ class TreeReport:
                       "commit(s) refused"))
         return lines
 
-    def journal(self, repo: Path | None, options: TreeOptions) -> dict[str, object]:
-        """The trust journal's entry: the range, how many commits, each signer with its count (or the refusals)."""
-        entry: dict[str, object] = {"repo": str(repo or self.repo), "base": self.base, "tip": self.tip,
+    def journal(self, repo: Path, options: TreeOptions) -> dict[str, object]:
+        """The trust journal's entry: the live location, the range (the tip is the commit id accepted), how many
+        commits, each signer with its count (or the refusals)."""
+        entry: dict[str, object] = {"repo": str(repo), "base": self.base, "tip": self.tip,
                                     "checked": self.checked, "signers": self.signers,
                                     "categories": list(options.categories), "top_category": options.top_category}
         if not self.ok:
@@ -169,13 +170,24 @@ class TreeReport:
                 "first_good_ancestor": self.first_good}
 
 
+def journal_tree(ctx: Gkeys, report: TreeReport, options: TreeOptions, location: Path,
+                 refused: tuple[str, str] | None = None) -> None:
+    """Journal the final verdict on a range, once, by the caller that applied it (design.md §11 "After the
+    verdict"): ``tree-accepted`` after the verified revision is live at ``location`` (never a staging path),
+    else ``tree-refused``: the commits' refusal, or ``refused``, a check after the signatures (what gkeys never
+    checks out, a work tree that is not the revision) that refused a signed revision, as ``(code, why)``."""
+    entry = report.journal(location, options)
+    if refused is not None:
+        entry.update(code=refused[0], why=refused[1][:400])
+    journal.record(ctx, "tree-accepted" if report.ok and refused is None else "tree-refused", entry)
+
+
 class TreeVerifier:
     """Verify ranges of commits of git repositories and keep the per-repository records."""
 
     def __init__(self, ctx: Gkeys, options: TreeOptions | None = None) -> None:
         self.ctx = ctx
         self.options = options or TreeOptions.from_config(ctx)
-        self.shown_as: Path | None = None  # the repository's place in the journal (a clone verifies in staging)
         ctx.ensure_layout()
         policy = ctx.policy()
         self.verifiers = [self._verifier(category, policy) for category in self.options.categories]
@@ -282,9 +294,7 @@ class TreeVerifier:
             raise BadInputError(f"{repo.path}: git listed {total} commit(s), {report.checked} were read")
         below = base is not None and base != tip  # a re-checked recorded tip: what lies below is no better
         report.first_good = first_good_ancestor(hashes, {v.commit for v in report.bad}, below=below)
-        journal.record(self.ctx, "tree-accepted" if report.ok else "tree-refused", report.journal(self.shown_as,
-                                                                                                  self.options))
-        return report
+        return report  # decided, not journaled: the caller that applies it journals it (journal_tree)
 
     def _judge(self, commits: Sequence[Commit], statuses: Mapping[str, StatusReport | None],
                scratch: str | None) -> dict[str, CommitVerdict]:

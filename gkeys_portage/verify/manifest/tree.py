@@ -28,6 +28,7 @@ from gkeys_portage.core.errors import (
     TreeMismatchError,
     UnsignedDataError,
 )
+from gkeys_portage.core.text import neutralise
 from gkeys_portage.core.types import is_fingerprint, parse_fingerprint
 from gkeys_portage.openpgp.process import selected_program
 from gkeys_portage.openpgp.verdict import Pin, PinSet
@@ -72,16 +73,19 @@ def gkeys_engine(openpgp: Any) -> Iterator[str]:
 
 
 def _first_line(exc: BaseException) -> str:
+    """The first line of gemato's message, escaped (it may quote a file name the mirror chose)."""
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    return neutralise(text.splitlines()[0]) if text else type(exc).__name__
 
 
 def _refusal(where: str, exc: gemato.exceptions.GematoException, pins: PinSet) -> NotVerifiedError:
-    """The gkeys error for a gemato failure (one class per cause, gemato's words kept as detail)."""
+    """The gkeys error for a gemato failure (one class per cause, gemato's words kept as detail).  Every name
+    from the tree (a file path, gemato's words about it) is escaped here: the message goes to a terminal, the
+    journal and ``emerge.log``, and a file name with ESC, CR or a newline must stay one harmless line."""
     import gemato.exceptions as gemato_errors
     import gemato.openpgp
 
-    detail = str(exc)
+    where, detail = neutralise(where), neutralise(str(exc))
     if isinstance(exc, gemato_errors.OpenPGPRevokedKeyFailure):
         return RevokedKeyError(f"{where}: the top Manifest is signed by a revoked key; refused", detail=detail)
     if isinstance(exc, gemato_errors.OpenPGPExpiredKeyFailure):
@@ -104,7 +108,7 @@ def _refusal(where: str, exc: gemato.exceptions.GematoException, pins: PinSet) -
             what = "is in no Manifest (a stray file)"
         else:
             what = "does not match its Manifest entry (changed after signing, or a damaged transfer)"
-        return TreeMismatchError(f"{where}: {exc.path} {what}; refused", detail=detail)
+        return TreeMismatchError(f"{where}: {neutralise(str(exc.path))} {what}; refused", detail=detail)
     return NotVerifiedError(f"{where}: gemato refused the tree: {_first_line(exc)}", detail=detail)
 
 
@@ -132,7 +136,7 @@ def verify_tree(root: Path, keyring: bytes, pins: PinSet, *, where: str | None =
     except ImportError as exc:
         raise NotVerifiedError("gemato is not installed, so no Manifest tree can be verified: install it "
                                "(emerge app-portage/gemato, or pip install gemato)") from exc
-    where = where or str(root)
+    where = neutralise(where or str(root))
     top = root / TOP
     if not top.is_file():
         raise NoSignatureError(f"{where}: no top-level Manifest; refused (not a signed Manifest tree)")

@@ -43,6 +43,7 @@ from gkeys_portage.verify.media.digests import (
     parse_latest,
 )
 from gkeys_portage.verify.media.download import Downloader
+from gkeys_portage.verify.media.record import journal_media
 from gkeys_portage.verify.media.verifier import (
     ALL_SIBLINGS,
     CONTENTS,
@@ -360,6 +361,7 @@ def fetch_media(ctx: Gkeys, url: str, dest_dir: Path, *, category: str, nick: st
     check_before_creating(dest_dir)  # before the download; again when installing
     present = already_verified(media, dest_dir / file_name(url), expected_size, verify_progress)
     if present is not None:
+        journal_media(ctx, present.verification, dest_dir / file_name(url))
         return present
     folder = quarantine_dir(ctx)
     with _exclusive(folder / f".{file_name(url)}.lock"):
@@ -372,6 +374,7 @@ def fetch_media(ctx: Gkeys, url: str, dest_dir: Path, *, category: str, nick: st
                 sibling.unlink()  # never installed beside the file as if it had been checked
         fetched.installed = install([*[s for s in siblings if s.name in verified], target], dest_dir)
     fetched.verification.file = str(dest_dir / target.name)
+    journal_media(ctx, fetched.verification, dest_dir / target.name)  # installed: journaled where it stays
     return fetched
 
 

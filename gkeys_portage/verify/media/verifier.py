@@ -46,7 +46,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, cast
@@ -70,6 +70,7 @@ from gkeys_portage.verify.media.digests import (
 )
 from gkeys_portage.verify.media.fanout import Background, ChunkStream, hash_held, read_once
 from gkeys_portage.verify.media.pinned import pinned, unchanged
+from gkeys_portage.verify.media.record import JOURNALED
 
 DETACHED = ".asc"
 STATEMENTS = (".DIGESTS", ".DIGESTS.asc", ".sha256")
@@ -142,6 +143,8 @@ class MediaVerification:
     #: which of :data:`NAME_RULES` bound the file to its name, and in words
     name_rule: str = ""
     name_detail: str = ""
+    size: int = 0  # bytes of the file verified
+    digests: dict[str, str] = field(default_factory=dict)  # hashlib name -> hex of the file verified (a strong one)
 
     def to_json(self) -> dict[str, object]:
         """Machine-readable form for ``--json``."""
@@ -225,9 +228,9 @@ def media_signatures(ctx: Gkeys, category: str, nick: str | None = None) -> Sign
 
 
 def _hash_plan(expected: list[tuple[str, dict[str, str]]]) -> list[str]:
-    """The hashlib names to compute for the listed algorithms (unavailable ones are left out)."""
-    plan = (hashlib_name(algorithm) for _source, entries in expected for algorithm in entries)
-    return list(dict.fromkeys(name for name in plan if name is not None))
+    """The hashlib names to compute for the listed algorithms (unavailable ones left out); SHA-256 if none is strong."""
+    names = [n for n in dict.fromkeys(hashlib_name(a) for _, entries in expected for a in entries) if n is not None]
+    return names if any(name in JOURNALED for name in names) else [*names, "sha256"]  # the journal's digest
 
 
 @dataclass(frozen=True)
@@ -349,9 +352,7 @@ class MediaVerifier:
         if not result.signed:  # defence in depth: never report "verified" without a good signature
             raise NoSignatureError(f"nothing signed {path.name}: no sibling verified")
         self._bind_name(path.name, size, siblings, statements, good, result)
-        journal.record(self.verifier.keyring.layout, "media-accepted", {"file": str(path), "size": size, "digests":
-                       digests, "category": self.category, "signatures": [s.to_json() for s in result.signed]})
-        return result
+        return replace(result, size=size, digests=digests)  # decided; the caller journals it (record.journal_media)
 
     def _read_once(self, path: Path, signature: bytes | None, hashes: list[str],
                    progress: Progress | None) -> tuple[dict[str, str], VerifyResult | None]:
