@@ -20,8 +20,10 @@ from gkeys_portage.core.errors import (
     GpgError,
     NoSignatureError,
     NotVerifiedError,
+    OutsideWindowError,
     RevokedKeyError,
     SignerNotPinnedError,
+    SignerRetiredError,
     StaleError,
     UnknownSignerError,
 )
@@ -32,6 +34,7 @@ from gkeys_portage.openpgp.colons import PublicKey
 from gkeys_portage.openpgp.multifile import PreparedSignatures
 from gkeys_portage.openpgp.status import StatusReport
 from gkeys_portage.openpgp.verdict import PinSet, SignedData, VerifyPolicy, VerifyResult, decide
+from gkeys_portage.openpgp.windows import Window
 from gkeys_portage.verify.git.objects import Commit, printable
 from gkeys_portage.verify.git.revocation import Revocation, revoked_subkey_reason, subkey_revocation
 
@@ -44,6 +47,8 @@ REASON_CODES: dict[type[NotVerifiedError], str] = {
     UnknownSignerError: "unknown-signer",
     WrongPurposeError: "wrong-purpose",
     SignerNotPinnedError: "signer-not-pinned",
+    SignerRetiredError: "signer-retired",
+    OutsideWindowError: "signer-not-authorized",
     RevokedKeyError: "revoked-key",
     ExpiredKeyError: "expired-key",
     FutureSignatureError: "future-signature",
@@ -64,6 +69,10 @@ class CommitVerdict:
     fingerprint: str = ""
     signed: int = 0  # signature time (epoch) of a good commit
     verified: bool = False  # set only once the signature passed every rule (fail-closed by default)
+    #: a good signature dated inside an authorization window that has closed since: when it closed (0: open),
+    #: and the window; the tree verifier wants evidence the commit existed before (:mod:`.evidence`)
+    closed_since: int = 0
+    window: Window | None = None
 
     @property
     def good(self) -> bool:
@@ -173,6 +182,8 @@ class CommitVerifier:
             verdict.signer = f"{result.signer.pin.category}/{result.signer.pin.nick}"
             verdict.fingerprint = result.signer.pin.fingerprint
             verdict.signed = result.signer.created
+            verdict.closed_since = result.signer.closed_since or 0
+            verdict.window = result.signer.window
         return verdict
 
     def _decide(self, report: StatusReport) -> VerifyResult:

@@ -22,6 +22,7 @@ first good ancestor of a refused range is asked of git afterwards, :mod:`.ancest
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import time
@@ -46,6 +47,7 @@ from gkeys_portage.openpgp.status import StatusReport
 from gkeys_portage.openpgp.verdict import VerifyPolicy
 from gkeys_portage.verify.git.ancestry import first_good_ancestor
 from gkeys_portage.verify.git.commits import CommitVerdict, CommitVerifier, PreparedCommits
+from gkeys_portage.verify.git.evidence import Evidence
 from gkeys_portage.verify.git.objects import Commit, GitRepo
 from gkeys_portage.verify.git.records import last_verified, record_verified
 from gkeys_portage.verify.git.revisions import Revisions
@@ -176,7 +178,8 @@ class TreeVerifier:
         self.options = options or TreeOptions.from_config(ctx)
         self.shown_as: Path | None = None  # the repository's place in the journal (a clone verifies in staging)
         ctx.ensure_layout()
-        policy = ctx.policy()
+        # a commit inside a closed authorization window is judged here, against the commits above it
+        policy = dataclasses.replace(ctx.policy(), dated_by_evidence=True)
         self.verifiers = [self._verifier(category, policy) for category in self.options.categories]
         self.top = self._verifier(self.options.top_category, policy) if self.options.top_category else None
 
@@ -227,6 +230,7 @@ class TreeVerifier:
         taken in the order of ``hashes``.
         """
         report = TreeReport(repo.path, tip, base)
+        evidence = Evidence(base)
         verifiers = (*self.verifiers, *([self.top] if self.top else []))
         for verifier in verifiers:
             verifier.location = str(repo.path)
@@ -251,6 +255,7 @@ class TreeVerifier:
                     verdict = self._judge_top(commit, verdict, scratch)
                 if verdict.good and commit.hash == tip:
                     self._check_age(verdict)
+                evidence.judge(commit, verdict)
                 report.checked += 1
                 if not verdict.good:
                     report.refused.append(verdict)
