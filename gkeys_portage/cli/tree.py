@@ -11,6 +11,7 @@ from gkeys_portage.cli.common import SubParsers, add_action, add_category
 from gkeys_portage.core.errors import EXIT_NOT_VERIFIED, BadInputError, UsageError
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Message, Report
+from gkeys_portage.verify.git import accepted
 from gkeys_portage.verify.git.markers import clear_marker, failure_markers
 from gkeys_portage.verify.git.tree import POLICIES, TreeOptions, TreeReport, TreeVerifier, open_repo
 from gkeys_portage.verify.manifest.snapshot import DEFAULT_SNAPSHOT_MAX_AGE, fetch_and_verify, verify_snapshot
@@ -120,12 +121,21 @@ def run_verify_tree(ctx: Gkeys, args: argparse.Namespace) -> Report:
         return clear_failure_marker(ctx, args.clear_marker)
     if not args.repo:
         raise UsageError("verify-tree: give the repository path REPO (or --clear-marker NAME)")
+    if args.accept and not (Path(args.repo) / ".git").exists() and not Path(args.repo, "HEAD").exists():
+        # a first clone that was refused left no repository: full hashes are accepted for the next sync
+        commits = [c.lower() for c in args.accept]
+        if not all(accepted.HASH_RE.match(c) for c in commits):
+            raise UsageError(f"{args.repo} is not a git repository: --accept takes full commit hashes there")
+        new = accepted.accept(ctx, commits, args.reason or "", str(Path(args.repo)))
+        return Report(data={"accepted": new}).good(
+            f"accepted {len(new)} commit(s) by hand for {args.repo} (journaled); the next sync lets them pass")
     open_repo(Path(args.repo))  # "not a git repository" comes first, before any seed or keyring problem
     options = TreeOptions.from_config(ctx, category=args.category, top_category=args.top_category,
                                       policy=args.policy)
     verifier = TreeVerifier(ctx, options)
     report = verifier.verify_repo(Path(args.repo), revision=args.rev, commit_range=args.range,
-                                  record=not args.no_record, progress=args.console.progress("commits verified"))
+                                  record=not args.no_record, progress=args.console.progress("commits verified"),
+                                  accept=args.accept or (), reason=args.reason or "")
     return render(report, options.policy)
 
 
@@ -188,3 +198,7 @@ def register(sub: SubParsers) -> None:
     p.add_argument("-T", "--top-category", metavar="CAT",
                    help="category whose keys may also sign the top commit (a mirror's key)")
     p.add_argument("--no-record", action="store_true", help="do not record the verified revision")
+    p.add_argument("--accept", action="append", metavar="COMMIT",
+                   help="accept this refused commit (a full hash, a revision or an A..B range; repeat it) by hand, "
+                        "recorded and journaled with --reason; every later check lets it pass")
+    p.add_argument("--reason", metavar="TEXT", help="why the --accept commits are accepted (required with --accept)")
