@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 from conftest import GkeysEnv
 
+from gkeys_portage.core.windows import Window, window_at
 from gkeys_portage.demo.tree_repo import RepoBuilder
 from gkeys_portage.demo.world import KeyFactory, past
 from gkeys_portage.keys.seeds import dump_seeds, parse_seeds
-from gkeys_portage.openpgp.windows import Window, window_at
 from gkeys_portage.verify.git.commits import CommitVerdict
 from gkeys_portage.verify.git.evidence import Evidence
 from gkeys_portage.verify.git.objects import Commit, git_environment

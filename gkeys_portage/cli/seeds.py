@@ -15,6 +15,7 @@ from gkeys_portage.core.configedit import set_option
 from gkeys_portage.core.errors import EXIT_NETWORK, BadInputError, GkeysError, UsageError
 from gkeys_portage.core.state import atomic_write, read_limited
 from gkeys_portage.core.types import Category, Nick, parse_category, parse_fingerprint, parse_nick
+from gkeys_portage.core.windows import day
 from gkeys_portage.keys import authority, refresh, seedfetch
 from gkeys_portage.keys.certification import Verdict
 from gkeys_portage.keys.context import Gkeys
@@ -22,7 +23,6 @@ from gkeys_portage.keys.install import KeyStatus, summarize_failure
 from gkeys_portage.keys.prerequisites import OFFLINE_WAY, MissingKeysError, update_order
 from gkeys_portage.keys.purposes import SECTION, Purpose, has_purposes, with_purpose
 from gkeys_portage.keys.seeds import Seed, convert_old_seeds, dump_seeds, packaged_categories
-from gkeys_portage.openpgp.windows import day
 from gkeys_portage.ui.output import Report
 
 

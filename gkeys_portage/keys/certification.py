@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 from gkeys_portage.core.errors import StateError
 from gkeys_portage.core.types import Fingerprint, Nick, parse_nick
+from gkeys_portage.core.windows import Window
 from gkeys_portage.keys.seeds import Seed, window_to_json
 from gkeys_portage.openpgp.colons import PublicKey, Signature, SubKey, UserId
-from gkeys_portage.openpgp.windows import Window
 
 MAX_SIGNATURES_PER_KEY = 2000  # a certification-flooded key is dropped, not checked further
 CERT_CLASSES = ("10", "11", "12", "13")

@@ -28,8 +28,8 @@ from gkeys_portage.core.types import (
     parse_fingerprint,
     parse_nick,
 )
+from gkeys_portage.core.windows import Window
 from gkeys_portage.openpgp.verdict import Pin, PinSet
-from gkeys_portage.openpgp.windows import Window
 
 SEED_FIELDS = ("fingerprint", "keydir", "keys", "name", "nick", "uid")
 #: Optional fields (absent from every seed file written before them, and from a seed without one).

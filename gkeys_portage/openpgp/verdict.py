@@ -30,10 +30,10 @@ from gkeys_portage.core.errors import (
 )
 from gkeys_portage.core.hashpolicy import WEAK_HASHES, weak_hash_refusal
 from gkeys_portage.core.types import Category, Fingerprint, Nick
+from gkeys_portage.core.windows import Window, closed_since, outside, unproven, window_at
 from gkeys_portage.openpgp.colons import PublicKey, SubKey
 from gkeys_portage.openpgp.sequoia import confirm
 from gkeys_portage.openpgp.status import Notation, SignatureStatus, SigOutcome, StatusReport
-from gkeys_portage.openpgp.windows import Window, closed_since, outside, unproven, window_at
 
 DEFAULT_CLOCK_SKEW = 600.0
 
@@ -62,7 +62,7 @@ class SignedData(enum.Enum):
 @dataclass(frozen=True)
 class Pin:
     """A fingerprint that a seed trusts, with the seed it comes from, and when it may sign: ``windows`` (none:
-    whenever the key is valid; :mod:`gkeys_portage.openpgp.windows`)."""
+    whenever the key is valid; :mod:`gkeys_portage.core.windows`)."""
 
     category: Category
     nick: Nick

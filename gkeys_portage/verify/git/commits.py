@@ -28,13 +28,13 @@ from gkeys_portage.core.errors import (
     UnknownSignerError,
 )
 from gkeys_portage.core.types import Fingerprint
+from gkeys_portage.core.windows import Window
 from gkeys_portage.keys.keyring import Keyring
 from gkeys_portage.keys.purposes import PurposeScope, WrongPurposeError
 from gkeys_portage.openpgp.colons import PublicKey
 from gkeys_portage.openpgp.multifile import PreparedSignatures
 from gkeys_portage.openpgp.status import StatusReport
 from gkeys_portage.openpgp.verdict import PinSet, SignedData, VerifyPolicy, VerifyResult, decide
-from gkeys_portage.openpgp.windows import Window
 from gkeys_portage.verify.git.objects import Commit, printable
 from gkeys_portage.verify.git.revocation import Revocation, revoked_subkey_reason, subkey_revocation
 

@@ -20,7 +20,7 @@ history, never the whole range.
 
 from __future__ import annotations
 
-from gkeys_portage.openpgp.windows import stamp, unproven
+from gkeys_portage.core.windows import stamp, unproven
 from gkeys_portage.verify.git.commits import CommitVerdict
 from gkeys_portage.verify.git.objects import Commit
 

@@ -1,5 +1,7 @@
 """Authorization windows: when a pinned key was authorized to sign (issue 41 items 3 and 4; design.md §11).
 
+In core (what every floor uses): the seeds (keys/), the verdict (openpgp/) and the tree verifier (verify/) share it.
+
 A seed derived from an authority (GLEP 79: ``keys/authority.py``) authorizes a key only for signatures made
 while an authority certification of its user id was valid: from the certification until it was revoked (a
 retirement) or expired.  A hand-pinned seed carries no window and is authorized whenever its key is valid
