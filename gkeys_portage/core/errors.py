@@ -161,6 +161,13 @@ class ExpiredKeyError(NotVerifiedError):
     reason = "key-expired"
 
 
+class MissingHistoryError(NotVerifiedError):
+    """The keyring's copy of a key holds no binding from before a signature: the key's history is missing (a copy
+    exported after a renewal by a source that keeps only the newest self-signature)."""
+
+    reason = "key-history-missing"
+
+
 class FutureSignatureError(NotVerifiedError):
     """The signature claims a creation time in the future beyond the allowed clock skew."""
 

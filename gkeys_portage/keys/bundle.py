@@ -22,7 +22,8 @@ refused (nothing installed).  Without a signer a bundle may be unsigned, but a s
 must still be good.  Unreadable or truncated bundles are refused too.
 
 Reproducible: the keyblocks come from one :meth:`GnuPG.export_exact` (filtered by primary
-fingerprint, clean: self-signatures only, which is all a keyring stores anyway), sorted by
+fingerprint, every self-signature the keyring holds: the keys' history, and no third-party certification, which a
+keyring never stores), sorted by
 fingerprint, so neither the order in which keys were imported nor the clock changes a byte.  The
 manifest's timestamp is ``$SOURCE_DATE_EPOCH`` when set, else the newest creation time found in the
 keys themselves.  Signatures carry their own creation time and are not reproducible (by nature).
@@ -107,7 +108,7 @@ def pinned_keyblocks(ctx: Gkeys, category: Category,
                      nicks: Sequence[str] = ()) -> tuple[list[Seed], list[Keyblock]]:
     """The chosen seeds (all when no nick is named) and their pinned keyblocks, sorted by fingerprint.
 
-    One export for all keys (:meth:`GnuPG.export_exact`: filtered by primary fingerprint, clean).
+    One export for all keys (:meth:`GnuPG.export_exact`: filtered by primary fingerprint, history kept).
     Every pinned primary must be installed, else a :class:`StateError` naming ``install-key``; an
     unknown nick is a :class:`BadInputError`.
     """

@@ -177,7 +177,8 @@ class KeyInstaller:
                         item.answers, item.source = [(source, blocks[item.fingerprint])], source
                     else:
                         item.errors.append(f"{source}: not in it")
-                present = self._quarantine(quarantine, [w for w in wanted if w.answers], pinned=self._pinned(pinned))
+                present = self._quarantine(quarantine, [w for w in wanted if w.answers], pinned=self._pinned(pinned),
+                                           note=self.keyring.note_history)
                 for item in wanted:
                     # A copy gpg would not import (e.g. its user ids stripped) was reached but unusable:
                     # the key is "not found" unless another source has it, never "unreachable".
@@ -195,7 +196,7 @@ class KeyInstaller:
                         pending = self._fetch_round(pending, len(wanted) - len(pending), len(wanted), feed.put)
                     streamed = feed.report
                 present = self._quarantine(quarantine, [w for w in pending if w.answers], streamed,
-                                           pinned=self._pinned(pinned))
+                                           pinned=self._pinned(pinned), note=self.keyring.note_history)
                 pending = [w for w in pending if w.fingerprint not in present
                            and fetch and w.next_index < len(w.locations)]
             # Only pinned fingerprints may leave quarantine, whatever else the sources sent.
@@ -280,7 +281,8 @@ class KeyInstaller:
 
     @staticmethod
     def _quarantine(quarantine: GnuPG, items: list[_Wanted], streamed: ImportReport | None = None, *,
-                    pinned: Collection[Fingerprint] = ()) -> dict[Fingerprint, PublicKey]:
+                    pinned: Collection[Fingerprint] = (),
+                    note: Callable[[bytes], None] | None = None) -> dict[Fingerprint, PublicKey]:
         """Import all answers into quarantine; return the keys now present there (by primary fingerprint).
 
         ``streamed`` is the report of an import already fed every armored answer as it arrived
@@ -290,7 +292,8 @@ class KeyInstaller:
         item when GnuPG reported a problem with the batch, are imported once more answer by answer,
         which tells what each source really returned (other keys, nothing usable, or data GnuPG would
         not import: then the item is refused, never silently "unchanged").  Revocations by a key's designated
-        revoker that ``pinned`` names are kept (``KeyIO.import_designated_revocations``).
+        revoker that ``pinned`` names are kept (``KeyIO.import_designated_revocations``).  Each answer is also
+        handed to ``note`` as it came (the keys' history: GnuPG's import keeps only a subkey's newest binding).
         """
         answers = [data for item in items for _source, data in item.answers]
         armored = b"\n".join(a for a in answers if _armored(a)) if streamed is None else b""
@@ -301,6 +304,8 @@ class KeyInstaller:
                 troubled = bool(quarantine.import_report(batch).problem) or troubled
         for answer in answers:
             quarantine.import_designated_revocations(answer, pinned, strict=False)
+            if note is not None:
+                note(answer)
         present = {k.fingerprint: k for k in quarantine.list_keys()}
         retried = False
         for item in items:

@@ -16,6 +16,7 @@ install killed there leaves the owner without a keybox: it has no keys and refus
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import shutil
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from gkeys_portage.core import journal
-from gkeys_portage.core.errors import StateError
+from gkeys_portage.core.errors import GkeysError, StateError
 from gkeys_portage.core.faultpoint import checkpoint
 from gkeys_portage.core.scratch import make_dir, private_dir, sweep_once
 from gkeys_portage.core.state import (
@@ -41,7 +42,14 @@ from gkeys_portage.core.types import Category, Fingerprint, parse_category
 from gkeys_portage.openpgp.colons import PublicKey, SubKey
 from gkeys_portage.openpgp.engine import Capability, probe
 from gkeys_portage.openpgp.gnupg import GnuPG
-from gkeys_portage.openpgp.keyblocks import Selection, armor_public_keys, without_subkeys
+from gkeys_portage.openpgp.history.store import HISTORY_FILE, KeyHistory, merge, parse_history
+from gkeys_portage.openpgp.keyblocks import (
+    Selection,
+    armor_public_keys,
+    dearmor_public_keys,
+    split_keyblocks,
+    without_subkeys,
+)
 from gkeys_portage.openpgp.revocations import apply_revocation_rule
 
 KEYBOX = "pubring.kbx"
@@ -92,6 +100,8 @@ class Keyring:
         self._readers: dict[datetime | None, GnuPG] = {}
         self._opening = threading.RLock()  # threads share one reader home and one listing (verify-tree)
         self._export_view: bool | None = None  # the owner reads the export (see the module docstring)
+        self._incoming: list[bytes] = []  # key data as sources sent it, for the history (see note_history)
+        self._history: dict[Fingerprint, bytes] | None = None
         for prefix in SCRATCH_PREFIXES:  # the staging and quarantine homes of killed key operations
             sweep_once(layout.keyrings_dir, prefix)
 
@@ -187,6 +197,9 @@ class Keyring:
             gpg = GnuPG(home, timeout=self.timeout)
             if exported:
                 gpg.import_keys(exported)
+                # the export carries the keys' history, which the keybox drops (openpgp/keyhistory.py)
+                with contextlib.suppress(GkeysError):
+                    (home / HISTORY_FILE).write_bytes(dearmor_public_keys(exported))
             self._reader = home
         return self._reader
 
@@ -200,8 +213,39 @@ class Keyring:
                 if self.exists():
                     gpg = self.gpg()
                     keys = apply_revocation_rule(gpg.list_keys(sigs=True), self._checked_signatures)
+                for key in keys:  # the time rule reads each signer's history when it judges a signature
+                    key.history = functools.partial(self.history, key.fingerprint)
                 self._keys = {key.fingerprint: key for key in keys}
             return self._keys
+
+    def history(self, fingerprint: Fingerprint) -> KeyHistory | None:
+        """The dated history of one key of this keyring (:mod:`~gkeys_portage.openpgp.history.store`), as the home
+        this process reads keeps it; None when it keeps none for that key (a keyring written before gkeys kept
+        history: the next install or refresh writes it)."""
+        with self._opening:
+            if self._history is None:
+                blocks: dict[Fingerprint, bytes] = {}
+                with contextlib.suppress(OSError, GkeysError):
+                    data = (self.gpg().homedir / HISTORY_FILE).read_bytes()
+                    blocks = {block.primary: block.data for block in split_keyblocks(data)}
+                self._history = blocks
+            block = self._history.get(fingerprint)
+        if block is None:
+            return None
+        try:
+            return parse_history(block)
+        except GkeysError:
+            return None
+
+    def note_history(self, data: bytes) -> None:
+        """Key data as a source sent it (binary, or one armored block), for the keys' history: GnuPG's import
+        keeps only a subkey's newest binding, so what a keyserver merged is read from its answer, not from the
+        keybox.  Only the keys the next update commits, with their own signatures, are kept
+        (:func:`~gkeys_portage.openpgp.history.store.merge`); data that is not key packets adds nothing."""
+        with contextlib.suppress(GkeysError):
+            binary = data if data[:1] and data[0] & 0x80 else dearmor_public_keys(data)
+            split_keyblocks(binary)
+            self._incoming.append(binary)
 
     def _checked_signatures(self, revokers: Sequence[Fingerprint], key: Fingerprint) -> PublicKey | None:
         """``key`` listed with its signatures checked (``--check-sigs``), in a scratch home that holds its
@@ -235,10 +279,12 @@ class Keyring:
     def update(self) -> Iterator[GnuPG]:
         """Yield GnuPG on a staging home; commit it atomically if the block succeeds.
 
-        The staging home is rebuilt from the live keyring's exact export through the clean import path
+        The staging home is rebuilt from the live keyring's exact export through the safe import path
         (:data:`~gkeys_portage.openpgp.gnupg.SAFE_IMPORT_OPTIONS`), not copied: third-party certifications an
         older version stored, and keyblocks that carry another key's primary as a subkey, do not survive
-        the next update.  The caller must hold the state lock.
+        the next update; every self-signature, binding and revocation does (the key's history: neither the
+        export nor the import cleans), and what the block imports is merged into it, so a source that sends
+        only a key's newest self-signature never erases an older one.  The caller must hold the state lock.
         """
         check_safe_directory(self.home)
         with staging_directory(self.layout.keyrings_dir, f".staging-{self.category}-", SCRATCH_PREFIXES) as staging:
@@ -279,13 +325,29 @@ class Keyring:
             os.fsync(handle.fileno())
             digest = hashlib.file_digest(handle, "sha256").hexdigest()
         header = GENERATION_HEADER + digest.encode("ascii")
-        exported = armor_public_keys(selection.data, [header]) if selection.data else b""
+        history = self._merged_history(selection)
+        # the history first (it only ever grows, and only the keys of this update are in it), then the export
+        # (the keybox's keys with their history: a reader's home gets both from it), then the keybox
+        atomic_write(self.home / HISTORY_FILE, history)
+        exported = armor_public_keys(merge([history], base=selection.data), [header]) if selection.data else b""
         atomic_write(self.export_path, exported)  # first: from here on every reader sees the new keys
         checkpoint("keyring-between-export-and-keybox")
         os.replace(new, self.home / KEYBOX)
         fsync_directory(self.home)
         self._keys = None
         self._export_view = None
+        self._history = None
+
+    def _merged_history(self, selection: Selection) -> bytes:
+        """The history of the keys ``selection`` holds: what the live home kept (and its export, which a reader
+        may lead with), what sources sent since (:meth:`note_history`) and the new keybox's own packets."""
+        kept: list[bytes] = []
+        with contextlib.suppress(OSError):
+            kept.append((self.home / HISTORY_FILE).read_bytes())
+        with contextlib.suppress(OSError, GkeysError):
+            kept.append(dearmor_public_keys(self.export_path.read_bytes()))
+        incoming, self._incoming = self._incoming, []
+        return merge([*kept, *incoming, selection.data], keep=selection.primaries)
 
     def remove_keys(self, fingerprints: set[Fingerprint]) -> list[Fingerprint]:
         """Remove keys by rebuilding the keyring without them (no gpg-agent needed); atomic."""
@@ -315,6 +377,7 @@ class Keyring:
             self.export_path.unlink()
         self._keys = None
         self._export_view = None
+        self._history = None
 
 
 def journal_keys(keyring: Keyring, before: Mapping[Fingerprint, PublicKey], after: Mapping[Fingerprint, PublicKey],

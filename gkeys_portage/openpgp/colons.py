@@ -6,11 +6,15 @@ See GnuPG's ``doc/DETAILS`` ("Format of the colon listings").
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from gkeys_portage.core.types import Fingerprint, is_fingerprint
+
+if TYPE_CHECKING:
+    from gkeys_portage.openpgp.history.store import KeyHistory
 
 #: OpenPGP public-key algorithm numbers (RFC 4880 / RFC 9580).
 ALGORITHM_NAMES = {
@@ -98,6 +102,9 @@ class PublicKey:
     uids: list[UserId] = field(default_factory=list)
     #: ``rvk`` records: the designated revokers a self-signature names (RFC 9580 §5.2.3.23), by fingerprint.
     revokers: list[Fingerprint] = field(default_factory=list)
+    #: The key's dated history (:mod:`~gkeys_portage.openpgp.history.store`), read when asked: set by whoever listed
+    #: the key from a home that keeps it (``keys/keyring.py``); None: only GnuPG's listing is known.
+    history: Callable[[], KeyHistory | None] | None = field(default=None, repr=False, compare=False)
 
     @property
     def fingerprint(self) -> Fingerprint:

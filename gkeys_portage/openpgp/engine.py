@@ -88,7 +88,10 @@ WORKING_ENGINES = "GnuPG 2.2 or 2.4 (app-crypt/gnupg)"
 #: How to choose another engine (named in every refusal).
 CHOOSE_ENGINE = "set [gpg] program = /usr/bin/gpg in gkeys.conf (or $GKEYS_GPG) to a GnuPG binary"
 
-SAFE_IMPORT = ("import-clean", "self-sigs-only")
+#: How gkeys imports key data: no third-party certification is stored (trust comes from pins, and a flood of them
+#: must not grow a keyblock), and nothing is cleaned: ``import-clean`` keeps only the newest self-signature of each
+#: user id, the key's history that a signature made before a renewal is judged by (issue 41).
+SAFE_IMPORT = ("self-sigs-only", "no-import-clean")
 ProbeFunction = Callable[[str], "bool | dict[Capability, bool]"]
 KEEP_CERTIFICATIONS = ("no-import-clean", "no-self-sigs-only", "no-import-minimal")
 

@@ -78,9 +78,10 @@ class KeyIO(GpgProcess):
         did (never raises for what the data holds).
 
         ``options`` are gpg's ``--import-options``: by default third-party certifications are not
-        stored (``self-sigs-only``) and unusable parts are removed (``import-clean``) — trust comes from
-        pins, and a flood of certifications must neither grow a keyblock to GnuPG's 5 MiB keybox limit
-        (after which a revocation can no longer be merged) nor cost minutes of CPU per refresh.
+        stored (``self-sigs-only``) — trust comes from pins, and a flood of certifications must neither grow a
+        keyblock to GnuPG's 5 MiB keybox limit (after which a revocation can no longer be merged) nor cost
+        minutes of CPU per refresh — and nothing is cleaned (``no-import-clean``): every self-signature, subkey
+        binding and revocation is merged into what the home holds, the key's history (issue 41).
         """
         # An import needs no agent; the trust model is the engine's import workaround (engine.py).
         engine = probe(self.program)
@@ -137,12 +138,15 @@ class KeyIO(GpgProcess):
             raise GpgError(f"importing keys failed: the revocation of {', '.join(sorted(missing))} by its designated "
                            f"revoker did not import ({report.problem or 'gpg dropped it'})", detail=report.stderr)
 
-    def export_exact(self, fingerprints: Sequence[str] = (), *, clean: bool = True) -> Selection:
+    def export_exact(self, fingerprints: Sequence[str] = (), *, clean: bool = False) -> Selection:
         """Export exactly the keyblocks whose *primary* fingerprint is named (all when empty), binary.
 
-        gpg is asked by full fingerprint with ``export-clean`` (``clean=False`` keeps third-party
-        certifications and their revocations, as a keyserver publishes a key: for test worlds and bundles
-        built ``--with-certifications``).  Its selectors also match subkeys (and
+        gpg is asked by full fingerprint with ``no-export-clean``: every packet the home holds leaves it, the
+        key's history included (``export-clean`` keeps only the newest self-signature of each user id, and a
+        signature made before a renewal is then judged by no binding at all).  gkeys' own homes hold no
+        third-party certification (``self-sigs-only`` imports); a home that does (an authority quarantine, a
+        test world) exports them too, and the importing side drops them.  ``clean=True`` asks for
+        ``export-clean`` (nothing in gkeys uses it).  Its selectors also match subkeys (and
         the exact form ``FPR!`` exports a primary *without* its subkeys, so it cannot be used), so the
         output is filtered per keyblock by primary fingerprint, keyblocks carrying a named primary as a
         subkey are dropped (:mod:`gkeys_portage.openpgp.keyblocks`), and gpg must then see the same set of
@@ -192,7 +196,7 @@ class KeyIO(GpgProcess):
                                data, what="reading exported keys")
         return {key.fingerprint for key in parse_colons(result.stdout.decode("latin-1"))}
 
-    def export_keys(self, fingerprints: Sequence[str] = (), *, armor: bool = True, clean: bool = True) -> bytes:
+    def export_keys(self, fingerprints: Sequence[str] = (), *, armor: bool = True, clean: bool = False) -> bytes:
         """Export public keys by exact primary fingerprint (all when empty); see :meth:`export_exact`."""
         data = self.export_exact(fingerprints, clean=clean).data
         return armor_public_keys(data) if armor and data else data

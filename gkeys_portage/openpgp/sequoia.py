@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from gkeys_portage.core.errors import EngineError, EnginesDisagreeError, NoSignatureError
+from gkeys_portage.openpgp.history.store import HISTORY_FILE
 from gkeys_portage.openpgp.packets import ARMOR_BEGIN, SIGNATURE_TAG, armor, canonical_mpis, parse_packets
 
 #: The fix a missing pysequoia names.
@@ -108,7 +109,7 @@ def missing_reason() -> str | None:
 
 def _pubring_identity(homedir: Path) -> tuple[int, ...]:
     identity: list[int] = []
-    for name in ("pubring.kbx", "pubring.gpg"):
+    for name in ("pubring.kbx", "pubring.gpg", HISTORY_FILE):  # the keys' history is read with them
         try:
             st = os.stat(homedir / name)
         except OSError:

@@ -16,6 +16,7 @@ from gkeys_portage.core.errors import GpgError, NoSignatureError
 from gkeys_portage.core.scratch import owned_prefix, sweep_once
 from gkeys_portage.core.types import Fingerprint
 from gkeys_portage.openpgp.engine import Capability, probe
+from gkeys_portage.openpgp.history.store import HISTORY_FILE, merge
 from gkeys_portage.openpgp.packets import (
     CLEARSIGN_BEGIN,
     detached_signature_packets,
@@ -231,9 +232,21 @@ def _size(target: str, data: DataSource) -> int:
 
 
 def export_all(gpg: GpgProcess) -> bytes:
-    """Every certificate of ``gpg``'s keyring, binary: what the second opinion checks against."""
+    """Every certificate of ``gpg``'s keyring, binary, merged with the keys' history the home keeps
+    (:mod:`~gkeys_portage.openpgp.history.store`): what the second opinion checks against, so Sequoia judges a
+    signature by the binding valid when it was made (GnuPG's keybox keeps only a subkey's newest binding)."""
     result = gpg.run(["--export"])
-    return result.stdout if result.returncode == 0 else b""
+    exported = result.stdout if result.returncode == 0 else b""
+    try:
+        history = (gpg.homedir / HISTORY_FILE).read_bytes()
+    except OSError:
+        return exported
+    if not exported or not history:
+        return exported
+    try:
+        return merge([history], base=exported)
+    except GpgError:  # an unreadable history adds nothing
+        return exported
 
 
 def background(work: Callable[[], T]) -> Callable[[], T]:

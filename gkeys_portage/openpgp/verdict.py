@@ -32,7 +32,9 @@ from gkeys_portage.core.hashpolicy import WEAK_HASHES, weak_hash_refusal
 from gkeys_portage.core.types import Category, Fingerprint, Nick
 from gkeys_portage.core.windows import Window, closed_since, outside, unproven, window_at
 from gkeys_portage.openpgp.colons import PublicKey, SubKey
-from gkeys_portage.openpgp.sequoia import confirm
+from gkeys_portage.openpgp.history.store import KeyHistory
+from gkeys_portage.openpgp.history.timerule import judge
+from gkeys_portage.openpgp.sequoia import Opinion, confirm
 from gkeys_portage.openpgp.status import Notation, SignatureStatus, SigOutcome, StatusReport
 
 DEFAULT_CLOCK_SKEW = 600.0
@@ -177,8 +179,43 @@ def _signing_key(sig: SignatureStatus, keys: Mapping[Fingerprint, PublicKey]) ->
     return primary, sub
 
 
-def _check_times(sig: SignatureStatus, key: PublicKey, sub: SubKey, policy: VerifyPolicy) -> int:
-    """Apply trust rule 3 to a cryptographically good signature; return its creation time."""
+def _history(sig: SignatureStatus, keys: Mapping[Fingerprint, PublicKey]) -> KeyHistory | None:
+    """The dated history of the key that made ``sig``, when its keyring keeps one."""
+    key = keys.get(sig.primary_fingerprint) if sig.primary_fingerprint else None
+    return key.history() if key is not None and key.history is not None else None
+
+
+def _at_its_time(sig: SignatureStatus, key: PublicKey, sub: SubKey, history: KeyHistory, pin: Pin,
+                 policy: VerifyPolicy, *, sequoia_asked: bool) -> int:
+    """The time rule (:mod:`~gkeys_portage.openpgp.history.timerule`) on a signature GnuPG found cryptographically good,
+    whatever it said of the key's state now (``EXPKEYSIG``, ``REVKEYSIG``); return its creation time.
+
+    What the rule accepts and GnuPG's view now refuses (a key revoked as superseded since, a key that lapsed
+    since) rests on the history's self-signatures, which only Sequoia checks: it counts only when Sequoia is
+    asked (and :func:`decide` then requires it to accept); with the second opinion off, GnuPG's view stands."""
+    if sig.created is None:
+        raise BadSignatureError("signature has no creation time")
+    who = f"{pin.category}/{pin.nick} ({pin.fingerprint})"
+    revoked: dict[str, bool] = {key.primary.fingerprint: key.primary.revoked, sub.fingerprint: sub.revoked}
+    if sig.outcome is SigOutcome.REVOKED_KEY and not any(revoked.values()):
+        revoked = dict.fromkeys(revoked, True)  # GnuPG says revoked: which part, the history must date
+    judge(history, sub.fingerprint, sig.created, revoked=revoked, who=who,
+          refresh=f"gkeys refresh-key -C {pin.category} --force")
+    now_refuses = any(revoked.values()) or sig.outcome in (SigOutcome.REVOKED_KEY, SigOutcome.EXPIRED_KEY) or any(
+        part.expires is not None and part.expires <= sig.created for part in (key.primary, sub))
+    if now_refuses and not sequoia_asked:
+        if any(revoked.values()) or sig.outcome is SigOutcome.REVOKED_KEY:
+            raise RevokedKeyError(f"signature by {who}: key is revoked (a signature made before a soft revocation "
+                                  "counts only when Sequoia, the second opinion, confirms it under the key's history)")
+        return _check_times(sig, key, sub, policy)
+    return _check_times(sig, key, sub, policy, dated=False)
+
+
+def _check_times(sig: SignatureStatus, key: PublicKey, sub: SubKey, policy: VerifyPolicy, *,
+                 dated: bool = True) -> int:
+    """Apply trust rule 3 to a cryptographically good signature; return its creation time.  Without ``dated``
+    the key's creation and expiry have been judged by the time rule already (only the clock, the policy's
+    currently-valid keys and the signing capability are checked here)."""
     if sig.created is None:
         raise BadSignatureError("signature has no creation time")
     now = policy.current_time()
@@ -188,7 +225,7 @@ def _check_times(sig: SignatureStatus, key: PublicKey, sub: SubKey, policy: Veri
             f"signature by {who} is dated {_fmt_time(sig.created)}, in the future "
             f"(allowed clock skew {policy.clock_skew:.0f}s)"
         )
-    for part in {key.primary.fingerprint: key.primary, sub.fingerprint: sub}.values():
+    for part in {key.primary.fingerprint: key.primary, sub.fingerprint: sub}.values() if dated else ():
         if part.created is not None and sig.created < part.created:
             raise BadSignatureError(
                 f"signature dated {_fmt_time(sig.created)} predates its key {part.fingerprint} "
@@ -199,7 +236,8 @@ def _check_times(sig: SignatureStatus, key: PublicKey, sub: SubKey, policy: Veri
                 f"key {part.fingerprint} had expired on {_fmt_time(part.expires)}, "
                 f"before the signature was made ({_fmt_time(sig.created)})"
             )
-        if policy.require_currently_valid and part.expired_at(now):
+    for part in (key.primary, sub) if policy.require_currently_valid else ():
+        if part.expired_at(now):
             raise ExpiredKeyError(f"key {part.fingerprint} expired on {_fmt_time(part.expires)}")
     if not sub.can("s"):
         raise BadSignatureError(f"key {sub.fingerprint} is not allowed to sign (usage {sub.capabilities!r})")
@@ -344,7 +382,8 @@ def decide(report: StatusReport, pins: PinSet, keys: Mapping[Fingerprint, Public
         if pin is None:
             unpinned.append(sig.primary_fingerprint or sig.key_id)
             continue
-        if sig.outcome is SigOutcome.REVOKED_KEY:
+        history = _history(sig, keys)
+        if sig.outcome is SigOutcome.REVOKED_KEY and history is None:
             raise RevokedKeyError(f"signature by {pin.category}/{pin.nick} ({pin.fingerprint}): key is revoked")
         if sig.outcome is SigOutcome.EXPIRED_SIG:
             raise ExpiredKeyError(f"signature by {pin.category}/{pin.nick} has expired")
@@ -355,9 +394,14 @@ def decide(report: StatusReport, pins: PinSet, keys: Mapping[Fingerprint, Public
         if wrong_class is not None:
             raise wrong_class
         key, sub = _signing_key(sig, keys)
-        if sub.revoked or key.primary.revoked:
-            raise RevokedKeyError(f"signature by {pin.category}/{pin.nick} ({pin.fingerprint}): key is revoked")
-        created = _check_times(sig, key, sub, policy)
+        if history is None:  # GnuPG's listing alone: the key's state now
+            if sub.revoked or key.primary.revoked:
+                raise RevokedKeyError(f"signature by {pin.category}/{pin.nick} ({pin.fingerprint}): key is revoked")
+            created = _check_times(sig, key, sub, policy)
+        else:
+            created = _at_its_time(sig, key, sub, history, pin, policy,
+                                   sequoia_asked=report.second is not None and report.second.opinion is not Opinion.OFF
+                                   and sig.hash_algo not in WEAK_HASHES)
         window, closed = _authorized(pin, created, policy)
         assert sig.signing_fingerprint is not None  # set whenever VALIDSIG was seen
         found = GoodSignature(pin=pin, signing_fingerprint=sig.signing_fingerprint, created=created,
