@@ -384,6 +384,8 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
                                       f"(seeds {', '.join(gone)})") from exc
                 raise
             kept = sorted({v.fingerprint for v in evaluation.kept()})
+            # the download as it came is the kept keys' history (GnuPG's import keeps a subkey's newest binding only)
+            ctx.keyring(cat).note_history(data)
             removed = _install(ctx, cat, quarantine, staged, staged_keys, kept, exported)
     ctx.seeds.save(cat, new)
     grown = allow_shrink or len(new) >= len(largest)

@@ -257,6 +257,19 @@ def _authorized(pin: Pin, created: int, policy: VerifyPolicy) -> tuple[Window, i
     return window, closed
 
 
+def _revoked_since(history: KeyHistory, key: PublicKey, sub: SubKey, window: Window,
+                   closed: int | None) -> tuple[Window, int | None]:
+    """A signature the time rule accepted although its key or signing subkey is revoked now (softly: superseded,
+    retired) was made before the revocation by its own date, which whoever holds the key can write: its window is
+    taken as closed at the revocation, so the caller looks for evidence it was made before (item 4)."""
+    dates = [r.created for part in (key.primary, sub) if part.revoked
+             for found in [history.part(part.fingerprint)] if found is not None for r in found.revocations]
+    if not dates or (closed is not None and closed <= min(dates)):
+        return window, closed
+    end = min(dates)
+    return Window(window.start, end, window.certifier, "key revoked (superseded or retired)"), end
+
+
 def _class_refusal(sig: SignatureStatus, signed: SignedData, who: str) -> SignatureClassError | None:
     """The error for a pinned signature whose class does not fit ``signed`` (None when it fits)."""
     if sig.sig_class in signed.value:
@@ -403,10 +416,12 @@ def decide(report: StatusReport, pins: PinSet, keys: Mapping[Fingerprint, Public
                                    sequoia_asked=report.second is not None and report.second.opinion is not Opinion.OFF
                                    and sig.hash_algo not in WEAK_HASHES)
         window, closed = _authorized(pin, created, policy)
+        if history is not None and policy.dated_by_evidence:
+            window, closed = _revoked_since(history, key, sub, window, closed)
         assert sig.signing_fingerprint is not None  # set whenever VALIDSIG was seen
         found = GoodSignature(pin=pin, signing_fingerprint=sig.signing_fingerprint, created=created,
                               notations=tuple(sig.notations), closed_since=closed,
-                              window=window if pin.windows else None)
+                              window=window if pin.windows or closed is not None else None)
         good.append(found)
         if sig.hash_algo not in WEAK_HASHES:  # a weak digest [policy] weak-hashes admits: Sequoia refuses all
             confirmed.append(found)
