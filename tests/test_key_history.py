@@ -26,8 +26,8 @@ def _self_signatures(env: GkeysEnv, fingerprint: str, category: str = CATEGORY, 
     gpg = GnuPG(env.state / "keyrings" / category, read_only=True)
     key = next(k for k in gpg.check_sigs([fingerprint]) if k.fingerprint == fingerprint)
     return sorted(sig.created or 0 for uid in key.uids for sig in uid.signatures
-                  if (sig.good or not good) and sig.issuer_fingerprint in ("", fingerprint) and sig.key_id == fingerprint[-16:]
-                  and sig.sig_class[:2] in ("10", "11", "12", "13"))
+                  if (sig.good or not good) and sig.issuer_fingerprint in ("", fingerprint)
+                  and sig.key_id == fingerprint[-16:] and sig.sig_class[:2] in ("10", "11", "12", "13"))
 
 
 def test_the_weekly_release_key_keeps_all_eight_self_signatures(env: GkeysEnv) -> None:

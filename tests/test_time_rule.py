@@ -12,7 +12,7 @@
 | by the retired key after the retirement (a stolen copy) | refuse, key-revoked | refuse |
 | by a key later revoked as compromised, made before | refuse, key-revoked | refuse |
 | by a key revoked with no reason, made before | refuse, key-revoked | refuse |
-| made before the renewal, only the newest self-signature held | refuse, key-history-missing, refresh-key | engines-disagree |
+| made before a renewal, only the newest self-signature held | refuse, key-history-missing | engines-disagree |
 | a garbage signature | refuse | refuse |
 """
 
@@ -24,6 +24,11 @@ from pathlib import Path
 import pytest
 from conftest import GkeysEnv
 from history_helpers import COMPROMISED, NO_REASON, RETIRED, SUPERSEDED, LifeKey
+
+from gkeys_portage.core.errors import BadSignatureError, ExpiredKeyError, MissingHistoryError, RevokedKeyError
+from gkeys_portage.core.types import Fingerprint
+from gkeys_portage.openpgp.history.store import Binding, KeyHistory, PartHistory, Revocation
+from gkeys_portage.openpgp.history.timerule import judge
 
 CATEGORY = "gentoo-devs"
 DATA = b"a commit's worth of data\n"
@@ -122,3 +127,61 @@ def test_second_opinion_off_leaves_gnupg_s_view(env: GkeysEnv, tmp_path: Path,
     env.write_config("[gpg]\nsecond-opinion = no\n")
     document = _verify(env, lives, "rotated", "old-subkey-before")
     assert document["reason"] == "key-revoked", document
+
+
+# -- the rule itself, on dated facts (openpgp/history/timerule.py) ------------------------------------------------
+
+P, S = "A" * 40, "B" * 40
+
+
+ALWAYS = (Binding(100, None),)
+
+
+def _history(*, sub_bindings: tuple[Binding, ...] = ALWAYS, primary_revocations: tuple[Revocation, ...] = (),
+             sub_revocations: tuple[Revocation, ...] = (), primary_bindings: tuple[Binding, ...] = ALWAYS,
+             ) -> KeyHistory:
+    primary = PartHistory(Fingerprint(P), 100, list(primary_bindings), list(primary_revocations))
+    sub = PartHistory(Fingerprint(S), 100, list(sub_bindings), list(sub_revocations))
+    return KeyHistory(primary, {sub.fingerprint: sub})
+
+
+@pytest.mark.parametrize(("history", "revoked", "created", "error"), [
+    (_history(), {}, 500, None),
+    (_history(), {}, 99, BadSignatureError),  # before the key was created
+    (_history(primary_bindings=(Binding(100, 300),)), {}, 299, None),  # expired after the signature: fine
+    (_history(primary_bindings=(Binding(100, 300),)), {}, 300, ExpiredKeyError),
+    (_history(primary_bindings=(Binding(100, 300), Binding(250, 900))), {}, 500, None),  # renewed before expiry
+    (_history(primary_bindings=(Binding(100, 300), Binding(400, 900))), {}, 350, ExpiredKeyError),  # in a lapse
+    (_history(primary_bindings=(Binding(400, 900),)), {}, 350, MissingHistoryError),  # the older binding is missing
+    (_history(sub_bindings=(Binding(100, 300),)), {}, 300, ExpiredKeyError),  # the subkey's own expiry
+    (_history(sub_revocations=(Revocation(400, 1),)), {S: True}, 399, None),  # superseded later
+    (_history(sub_revocations=(Revocation(400, 1),)), {S: True}, 400, RevokedKeyError),
+    (_history(sub_revocations=(Revocation(400, 3),)), {S: True}, 399, None),  # retired later
+    (_history(sub_revocations=(Revocation(400, 32),)), {S: True}, 399, None),
+    (_history(sub_revocations=(Revocation(400, 2),)), {S: True}, 150, RevokedKeyError),  # compromised: always
+    (_history(sub_revocations=(Revocation(400, None),)), {S: True}, 150, RevokedKeyError),  # no reason: always
+    (_history(sub_revocations=(Revocation(400, 0),)), {S: True}, 150, RevokedKeyError),
+    (_history(sub_revocations=(Revocation(400, 0x7F),)), {S: True}, 150, RevokedKeyError),  # unknown reason: hard
+    (_history(sub_revocations=(Revocation(400, 1), Revocation(600, 2))), {S: True}, 150, RevokedKeyError),
+    (_history(), {S: True}, 150, RevokedKeyError),  # revoked, no dated revocation in the history: hard
+    (_history(sub_revocations=(Revocation(400, 1),)), {}, 500, None),  # a revocation no engine counts: forged
+    (_history(primary_revocations=(Revocation(400, 3),)), {P: True, S: True}, 399, None),  # a retired key
+    (_history(primary_revocations=(Revocation(400, 3),)), {P: True, S: True}, 401, RevokedKeyError),
+    (_history(primary_revocations=(Revocation(400, 2),)), {P: True, S: True}, 150, RevokedKeyError),
+])
+def test_the_rule(history: KeyHistory, revoked: dict[str, bool], created: int,
+                  error: type[Exception] | None) -> None:
+    def run() -> None:
+        judge(history, S, created, revoked=revoked, who="gentoo-devs/dev", refresh="gkeys refresh-key")
+
+    if error is None:
+        run()
+    else:
+        with pytest.raises(error):
+            run()
+
+
+def test_an_unknown_signing_key_is_missing_history() -> None:
+    with pytest.raises(MissingHistoryError) as caught:
+        judge(_history(), "C" * 40, 500, revoked={}, who="x", refresh="gkeys refresh-key -C x --force")
+    assert caught.value.next_step == "gkeys refresh-key -C x --force"

@@ -51,6 +51,7 @@ from gkeys_portage.openpgp.keyblocks import (
     without_subkeys,
 )
 from gkeys_portage.openpgp.revocations import apply_revocation_rule
+from gkeys_portage.openpgp.signatures import export_all
 
 KEYBOX = "pubring.kbx"
 #: Set to ``1`` to verify from the exported keyrings even as the owner (see :meth:`Keyring.owned`).
@@ -219,14 +220,15 @@ class Keyring:
             return self._keys
 
     def history(self, fingerprint: Fingerprint) -> KeyHistory | None:
-        """The dated history of one key of this keyring (:mod:`~gkeys_portage.openpgp.history.store`), as the home
-        this process reads keeps it; None when it keeps none for that key (a keyring written before gkeys kept
-        history: the next install or refresh writes it)."""
+        """The dated history of one key of this keyring (:mod:`~gkeys_portage.openpgp.history.store`): the keybox's
+        copy merged with the history the home this process reads keeps, exactly what Sequoia reads
+        (:func:`~gkeys_portage.openpgp.signatures.export_all`; a keyring written before gkeys kept history has
+        its keybox's packets only, until the next install or refresh); None when neither holds the key."""
         with self._opening:
             if self._history is None:
                 blocks: dict[Fingerprint, bytes] = {}
                 with contextlib.suppress(OSError, GkeysError):
-                    data = (self.gpg().homedir / HISTORY_FILE).read_bytes()
+                    data = export_all(self.gpg())
                     blocks = {block.primary: block.data for block in split_keyblocks(data)}
                 self._history = blocks
             block = self._history.get(fingerprint)

@@ -85,28 +85,33 @@ def _body(packet: bytes) -> bytes:
     return next(packet[body:end] for _tag, _start, body, end in _packets(packet))
 
 
-def _own(packet: bytes, primary: Fingerprint) -> bool:
+def _issued_by(packet: bytes, issuers: Collection[str]) -> bool:
     try:
         fingerprint, key_id = _issuer(packet)
     except (GpgError, NoSignatureError, StopIteration):
         return False
-    return fingerprint == primary if fingerprint else bool(key_id) and primary.endswith(key_id)
+    if fingerprint:
+        return fingerprint in issuers
+    return bool(key_id) and any(issuer.endswith(key_id) for issuer in issuers)
 
 
-def own_packets(block: bytes) -> bytes:
-    """One keyblock with only the signatures its primary key issued (self-signatures, bindings, revocations)."""
+def own_packets(block: bytes, certifiers: Collection[Fingerprint] = ()) -> bytes:
+    """One keyblock with only the signatures its primary key issued (self-signatures, bindings, revocations), and
+    those of ``certifiers`` (authority keys whose certifications and their revocations a caller keeps)."""
     parts = _components(block)
     primary = key_fingerprint(_body(parts[0].packet)) if parts else ""
-    return b"".join(part.packet + b"".join(sig for sig in part.signatures if _own(sig, Fingerprint(primary)))
+    issuers = {primary, *certifiers}
+    return b"".join(part.packet + b"".join(sig for sig in part.signatures if _issued_by(sig, issuers))
                     for part in parts)
 
 
-def merge(copies: Iterable[bytes], keep: Collection[Fingerprint] | None = None, *, base: bytes = b"") -> bytes:
+def merge(copies: Iterable[bytes], keep: Collection[Fingerprint] | None = None, *, base: bytes = b"",
+          certifiers: Collection[Fingerprint] = ()) -> bytes:
     """The union of every copy of every key in ``copies`` (binary key data, any number of keyblocks each), one
     keyblock per primary, each copy with only its own signatures, sorted by fingerprint.  With ``base`` (a
     keybox's export, read as it is, other keys' signatures included) only the keys of ``base`` are kept and its
     packets come first; else only those in ``keep`` (all when None).  A packet is kept once; nothing is ever dropped
-    but other keys' signatures, unless a key's union would pass
+    but other keys' signatures (``certifiers``' are kept: authority certifications), unless a key's union would pass
     :data:`~gkeys_portage.openpgp.keyblocks.MAX_KEYBLOCK_BYTES` (then what it had stays).  Unreadable ``copies``
     add nothing; an unreadable ``base`` is a :class:`~gkeys_portage.core.errors.GpgError`."""
     merged: dict[Fingerprint, list[_Component]] = {}
@@ -123,7 +128,7 @@ def merge(copies: Iterable[bytes], keep: Collection[Fingerprint] | None = None, 
             if keep is not None and block.primary not in keep:
                 continue
             try:
-                parts = _components(own_packets(block.data))
+                parts = _components(own_packets(block.data, certifiers))
             except GpgError:
                 continue
             known = merged.get(block.primary)

@@ -100,12 +100,12 @@ def judge(history: KeyHistory, signing: str, created: int, *, revoked: Mapping[s
             continue  # revoked with its primary key (GnuPG lists every subkey of a revoked key revoked)
         revocation, hard = _revocation(part)
         if hard:
-            raise RevokedKeyError(f"signature by {who}: key {part.fingerprint} carries {_reason(revocation)}, which "
-                                  f"counts for every signature it ever made; not verified")
+            raise RevokedKeyError(f"signature by {who}: key {part.fingerprint} is revoked by {_reason(revocation)}, "
+                                  f"which counts for every signature it ever made; not verified")
         assert revocation is not None
         if created >= revocation.created:
             raise RevokedKeyError(f"signature by {who} made {when(created)}, after key {part.fingerprint} was "
-                                  f"revoked: {_reason(revocation)} (a signature made before it stays good)")
+                                  f"revoked by {_reason(revocation)} (a signature made before it stays good)")
     for part in parts:
         binding = _binding_at(part, created)
         if binding is None:
