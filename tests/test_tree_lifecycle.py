@@ -9,7 +9,10 @@ One chain (L1 -> L2-developers -> developers) and one repository are built once 
   history, is refused as ``signer-retired``;
 * paul: primary key replaced by a new one (the old certification revoked, the new key certified): both good;
 * lana: a key that lapsed and was never extended: her commits from before stay good;
-* carl: compromised (hard-revoked): every commit of his is refused; the way on is ``--accept`` with a reason.
+* carl: compromised (hard-revoked): every commit of his is refused; the way on is ``--accept`` with a reason;
+* sam: signing subkey rotated, the old one revoked as superseded: both subkeys' commits good; a copy of the old
+  subkey stolen before the rotation signs a commit backdated into its life on top: refused;
+* rene: renewed (``--quick-set-expire``) before the key would have expired: commits before and after good.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,17 +28,34 @@ from typing import Any
 
 import pytest
 from conftest import GkeysEnv
+from history_helpers import SUPERSEDED, LifeKey
 
+from gkeys_portage.core.types import Fingerprint
 from gkeys_portage.core.windows import Window, window_at
 from gkeys_portage.demo.tree_repo import RepoBuilder
-from gkeys_portage.demo.world import KeyFactory, past
+from gkeys_portage.demo.world import DemoKey, KeyFactory, past
 from gkeys_portage.keys.seeds import dump_seeds, parse_seeds
 from gkeys_portage.verify.git.commits import CommitVerdict
 from gkeys_portage.verify.git.evidence import Evidence
 from gkeys_portage.verify.git.objects import Commit, git_environment
 
 AUTH = ("l1", "l2-dev")
-DEVS = ("alice", "rita", "paul", "paul2", "lana", "carl")
+DEVS = ("alice", "rita", "paul", "paul2", "lana", "carl", "sam", "rene")
+
+
+class Signers:
+    """What a RepoBuilder signs with: the KeyFactory's keys, and keys living a life of their own (LifeKey; ``nick``
+    signs with the current signing subkey, ``nick:FPR`` with that subkey)."""
+
+    def __init__(self, factory: KeyFactory, lives: dict[str, LifeKey]) -> None:
+        self.factory, self.lives = factory, lives
+
+    def sign_bytes(self, signer: str, data: bytes, workdir: Path, **kwargs: Any) -> bytes:
+        nick, _, subkey = signer.partition(":")
+        if nick not in self.lives:
+            return self.factory.sign_bytes(signer, data, workdir, **kwargs)
+        when = kwargs["when"]
+        return self.lives[nick].sign(data, (time.time() - when.timestamp()) / 86400, subkey or None)
 
 
 @dataclass
@@ -46,8 +67,10 @@ class Lifecycle:
     auth: bytes
     devs: bytes
     commits: dict[str, str] = field(default_factory=dict)  # label -> hash
+    signers: Signers | None = None  # type: ignore[assignment]
     compromised: list[str] = field(default_factory=list)  # carl's commits (refused: hard revocation)
     retired: int = 0  # when rita was retired (epoch)
+    stolen_subkey: str = ""  # sam's old signing subkey (a copy stolen before the rotation)
 
 
 @pytest.fixture(scope="session")
@@ -61,10 +84,17 @@ def lifecycle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lifecycle]:
     for nick in ("alice", "rita", "paul", "carl"):
         keys.create(nick, created=born, expire="5y")
     keys.create("lana", created=born, expire="1y")  # lapses 335 days ago, never extended
-    for nick in ("alice", "rita", "paul", "lana", "carl"):
+    lives = {"sam": LifeKey(base / "sam", "sam", created=700, expire="5y"),
+             "rene": LifeKey(base / "rene", "rene", created=700, expire="1y")}  # renewed at 420, before it lapses
+    for nick, own in lives.items():
+        keys.gpg.import_keys(own.public())
+        keys.keys[nick] = DemoKey(nick.capitalize(), f"{nick}@gentoo.org", Fingerprint(own.fingerprint),
+                                  Fingerprint(own.subkey))
+    for nick in ("alice", "rita", "paul", "lana", "carl", "sam", "rene"):
         keys.certify("l2-dev", nick, when=past(690))
     repo = RepoBuilder(base / "repo", keys)
-    life = Lifecycle(keys, repo.path, b"", b"")
+    repo.keys = Signers(keys, lives)  # type: ignore[assignment]
+    life = Lifecycle(keys, repo.path, b"", b"", signers=repo.keys)  # type: ignore[arg-type]
 
     def commit(label: str, signer: str, days: float) -> None:
         life.commits[label] = repo.commit(signer, when=past(days), message=label)
@@ -75,6 +105,14 @@ def lifecycle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lifecycle]:
     commit("paul-old-650", "paul", 650)
     commit("carl-640", "carl", 640)
     commit("alice-630", "alice", 630)
+    commit("sam-old-600", "sam", 600)
+    commit("rene-590", "rene", 590)  # before the renewal
+    commit("alice-560", "alice", 560)
+    life.stolen_subkey = lives["sam"].subkey
+    life.signers.lives["sam-stolen"] = lives["sam"].stolen(base / "sam-stolen")  # the old subkey, as it was
+    lives["sam"].rotate(500, SUPERSEDED)
+    commit("sam-new-450", "sam", 450)
+    lives["rene"].renew(420, "3y")
     commit("rita-400", "rita", 400)
     commit("alice-390", "alice", 390)  # dates rita-400 inside her window
     keys.revoke_certification("l2-dev", "rita", when=past(380))  # rita retires
@@ -84,14 +122,19 @@ def lifecycle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lifecycle]:
     keys.revoke_certification("l2-dev", "paul", when=past(365))  # the old primary is replaced
     commit("paul-new-360", "paul2", 360)
     commit("alice-350", "alice", 350)
+    commit("rene-300", "rene", 300)  # after the renewal
     commit("carl-200", "carl", 200)  # by whoever stole carl's key (gpg signs no more once it is revoked)
     keys.revoke("carl")  # compromised: a hard revocation (no reason), for all time
     commit("alice-10", "alice", 10)
     life.compromised = [life.commits["carl-640"], life.commits["carl-200"]]
     life.auth = keys.public(*AUTH)
-    life.devs = keys.public(*DEVS, armor=False)
+    # as a keyserver merges them: every packet of the keys that live in their own homes too
+    life.devs = keys.public(*DEVS, armor=False) + b"".join(
+        own.gpg("--export-options", "no-export-clean", "--export", own.fingerprint).stdout for own in lives.values())
     yield life
     keys.close()
+    for own in life.signers.lives.values():
+        own.close()
 
 
 def _setup(env: GkeysEnv, life: Lifecycle) -> None:
@@ -116,7 +159,7 @@ def _clone(life: Lifecycle, where: Path) -> RepoBuilder:
     """A copy of the session's repository to add commits to (a RepoBuilder on it)."""
     shutil.copytree(life.repo, where, symlinks=True)
     repo = RepoBuilder.__new__(RepoBuilder)
-    repo.__dict__.update(path=where, keys=life.keys, env=git_environment(), signature_header="gpgsig",
+    repo.__dict__.update(path=where, keys=life.signers, env=git_environment(), signature_header="gpgsig",
                          files={}, counter=100)
     return repo
 
@@ -170,14 +213,16 @@ def test_a_stolen_retired_key_cannot_add_a_commit_on_top(env: GkeysEnv, lifecycl
     code, data = _verify(env, repo.path, "--policy", "all")
     assert code == 0, data
     top = repo.head()
-    for label, days, words in (("today", 0.01, "after the key was retired on"),
-                               ("backdated", 385, "nothing shows it was made before then")):
-        forged = repo.commit("rita", when=past(days), message=f"rita {label}")
+    stolen = f"sam-stolen:{lifecycle.stolen_subkey}"
+    for signer, days, words in (("rita", 0.01, "after the key was retired on"),
+                                ("rita", 385, "nothing shows it was made before then"),
+                                (stolen, 550, "key revoked (superseded or retired)")):
+        forged = repo.commit(signer, when=past(days), message=f"{signer} {days}")
         code, data = _verify(env, repo.path)
         assert code == 1, data
         assert [b["code"] for b in data["bad"]] == ["signer-retired"], data["bad"]
         assert data["bad"][0]["commit"] == forged and words in data["bad"][0]["reason"], data["bad"][0]["reason"]
-        assert "l2-dev" in data["bad"][0]["reason"]  # the certifier that retired the key
+        assert signer != "rita" or "l2-dev" in data["bad"][0]["reason"]  # the certifier that retired the key
         repo.force(top)
 
 
