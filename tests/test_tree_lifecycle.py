@@ -254,6 +254,23 @@ def test_daily_syncs_through_retirement_and_replacement_never_freeze(env: GkeysE
     assert _records(env) == {str(repo.path.resolve()): lifecycle.commits["alice-10"]}
 
 
+def test_list_seed_status_and_history_show_the_windows(env: GkeysEnv, lifecycle: Lifecycle) -> None:
+    """A retired key is no removed key: list-seed, status and the journal's history name its window."""
+    _setup(env, lifecycle)
+    rita = lifecycle.keys.keys["rita"].fingerprint
+    listed = env.run("list-seed", "-C", "devs", "-n", "rita")
+    assert listed.code == 0 and f"window: {rita}" in listed.out and "(certification revoked), by auth/l2-dev" \
+        in listed.out, listed.out
+    seeds = json.loads(env.run("--json", "list-seed", "-C", "devs", "-n", "paul").out)["seeds"]
+    assert len(seeds[0]["windows"]) == 2  # the replaced primary keeps its old window beside the new key's
+    status = env.run("--json", "status", "--no-doctor")
+    devs = next(c for c in json.loads(status.out)["categories"] if c["name"] == "devs")
+    assert set(devs["retired"]) == {f"rita {rita}", f"paul {lifecycle.keys.keys['paul'].fingerprint}"}, devs
+    assert f"retired: rita {rita}" in env.run("status", "--no-doctor").out
+    history = env.run("history", "-C", "devs").out
+    assert f"key rita {rita} of devs retired" in history, history
+
+
 def test_seed_windows_round_trip_and_old_seeds_load_unchanged() -> None:
     fpr = "A" * 40
     plain = json.dumps({"x": {"fingerprint": [fpr], "keydir": "x", "keys": [fpr], "name": "X", "nick": "x",

@@ -35,6 +35,9 @@ def seed_lines(report: Report, category: str, seed: Seed) -> None:
         report.plain(f"      also: {' '.join(extra)}")
     for uid in seed.uid:
         report.plain(f"      uid:  {uid}")
+    for fpr, windows in sorted(seed.windows.items()):
+        for window in windows:
+            report.plain(f"      window: {fpr} {window.describe()}")
 
 
 def _filtered(ctx: Gkeys, args: argparse.Namespace) -> list[tuple[Category, Seed]]:

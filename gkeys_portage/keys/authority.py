@@ -43,6 +43,7 @@ from gkeys_portage.keys.certification import (
     REVOCATION_REASONS,
     Evaluation,
     Seen,
+    Verdict,
     evaluate,
     revoked_keys,
     root_certifiers,
@@ -60,7 +61,7 @@ from gkeys_portage.keys.refresh import (
     tolerate_failed_refresh,
 )
 from gkeys_portage.keys.seedfetch import SeedChanges, diff_seeds
-from gkeys_portage.keys.seeds import Seed
+from gkeys_portage.keys.seeds import Seed, window_to_json
 from gkeys_portage.keys.sources import KeyLocation, candidate_locations
 from gkeys_portage.openpgp.colons import PublicKey
 from gkeys_portage.openpgp.gnupg import GnuPG
@@ -394,8 +395,10 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
     record_installed(ctx, cat)  # no refresh recorded: only refresh() asks every key source
     step(STAGES, STAGES)  # evaluated and installed
     done = AuthorityUpdate(cat, source.location, evaluation, diff_seeds(old, new), len(new), removed)
+    retired = {f"{v.nick} {v.fingerprint}": window_to_json(v.windows[-1]) for v in done.evaluation.kept()
+               if v.verdict is not Verdict.CERTIFIED and v.windows}
     journal.record(ctx, "authority-updated", {**done.to_json(), "kept": len(done.evaluation.kept()), "dropped": [
-        v.to_json() for v in done.evaluation.dropped()][:50]})  # every run: history compares the certifiers
+        v.to_json() for v in done.evaluation.dropped()][:50], "retired": retired})  # history compares the certifiers
     return done
 
 
