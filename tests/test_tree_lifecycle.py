@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 from conftest import GkeysEnv
 from history_helpers import SUPERSEDED, LifeKey
+from tree_helpers import head
 
 from gkeys_portage.core.types import Fingerprint
 from gkeys_portage.core.windows import Window, window_at
@@ -326,3 +327,24 @@ def test_evidence_is_a_trusted_descendant_dated_before_the_window_closed() -> No
     below = _good("c", 100, closed=200)
     evidence.judge(Commit("c", b"", parents=[]), below)
     assert below.good
+
+
+@pytest.mark.slow
+def test_emerge_sync_first_clone_of_the_whole_history(env: GkeysEnv, lifecycle: Lifecycle, tmp_path: Path,
+                                                      portage_root: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sync module's first clone with ``sync-gkeys-policy = all`` under a real ``emerge --sync``: every
+    lifecycle class passes but the compromised key's two commits, which the refusal names with the step that
+    accepts them; run as printed (no repository there yet: full hashes), the next sync installs the tree."""
+    _setup(env, lifecycle)
+    location = portage_root.add_repo("life", f"file://{lifecycle.repo}", "gkeys", sync_gkeys_policy="all")
+    refused = portage_root.sync("life")
+    assert refused.returncode != 0 and not location.joinpath(".git").exists(), refused.stdout
+    step = next(line for line in refused.stdout.splitlines() if "--accept" in line)
+    assert all(commit in step for commit in lifecycle.compromised) and str(location) in step, step
+    command = step[step.index("gkeys "):step.index("--reason") + len("--reason 'WHY'")]
+    monkeypatch.setenv("GKEYS_CONFIG", str(env.config))  # the environment emerge ran in (printed steps inherit it)
+    accepted = env.run_printed(command.replace("'WHY'", "'compromised; checked by hand'"))
+    assert accepted.code == 0, accepted.text
+    synced = portage_root.sync("life")
+    assert synced.returncode == 0, synced.stdout
+    assert head(location) == lifecycle.commits["alice-10"]
