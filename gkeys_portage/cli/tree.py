@@ -23,17 +23,23 @@ A commit passes only if it carries a gpgsig header, GnuPG calls the signature go
 second opinion, agrees: engines-disagree otherwise), and the signer's PRIMARY key fingerprint is
 pinned by a seed of one of the categories (-C, repeatable; default gentoo-devs).
 Merge commits are checked like any other.  A key that expired after the commit was signed is
-fine; a revoked key, a signature older than its key, or one dated in the future is not.  A revoked
-signing subkey fails every commit it signed, even those made before the revocation (GnuPG reports
-them revoked); the refusal says when and why it was revoked, and for a key rotation (superseded,
-after the commit) how to start from the top commit instead (--policy top, on a first run).
+fine; a revoked key, a signature older than its key, or one dated in the future is not.  Each
+signature is judged at its own time: a subkey revoked as superseded (a rotation) keeps the commits it
+signed before its revocation; a compromised key fails them all.  For seeds derived from an authority
+(GLEP 79) a key signs only inside its authorization windows: after a retirement its commits are
+refused (signer-retired), and one dated inside a window that has closed since needs evidence it was
+made before (it lies below the last verified revision, or below a commit signed then by a key
+authorized then): a stolen retired key cannot backdate a commit on top.
 
 Without --range the commits checked are those between the last verified revision recorded for
 this repository and REV (default HEAD); a repository never verified before is checked according
 to --policy: 'top' checks only the top commit, 'all' its whole history.  When everything passed,
 REV is recorded as the last verified revision (atomically), so the next run checks only new
 commits.  If the recorded revision is no longer an ancestor (upstream rewrote verified history,
-e.g. a force-push), nothing is accepted and the run fails.
+e.g. a force-push), nothing is accepted and the run fails.  A refused run records the newest commit
+whose whole history passed (the first good ancestor).  Commits that must stay refused (a compromised
+key's) are passed only by name: --accept COMMIT --reason TEXT, kept and journaled, honoured by every
+later check (the sync module and the hooks too).
 """
 
 EPILOG = """\
@@ -47,9 +53,9 @@ config ([tree] section, all optional):
 examples:
   gkeys verify-tree /var/db/repos/gentoo -C gentoo-devs -C gentoo-infra
   gkeys verify-tree /var/db/repos/gentoo --policy all
-  gkeys verify-tree ~/gentoo --range origin/master~50..origin/master
   gkeys --json verify-tree /var/db/repos/gentoo -T gentoo-infra
   gkeys verify-tree --clear-marker myoverlay   # emerge --sync fails for a repository you removed
+  gkeys verify-tree ~/gentoo --accept 48c45d84560f --reason "compromised key; checked by hand"
 
 exit status: 0 every commit verified, 1 a commit was refused (each is named with its author and
 the reason, plus the newest good ancestor), 2 bad input (not a git repository, no seeds).
