@@ -354,3 +354,21 @@ def test_key_id_collision_with_a_pinned_certifier_refuses_the_keyring() -> None:
     with pytest.raises(CollisionError, match="collides with auth/l2-dev"):
         _check_collisions(listing, {pinned: "auth/l2-dev"})
     _check_collisions(listing, {Fingerprint("ABD00913019D6354BA1D9A132839FE0D796198B1"): "auth/l1"})
+
+
+def test_a_retirement_applies_even_when_the_update_is_refused(env: GkeysEnv, chain: Chain) -> None:
+    """A truncated keyring that shows frank's certification revoked: the update is refused (max-shrink), yet
+    frank's window closes at once, as a revocation applies at once (issue 41: kept, not removed)."""
+    _authority_env(env, chain)
+    env.server.publish("output/active-devs.gpg", chain.before)
+    assert _update(env)[0] == 0
+    frank = chain.keys.keys["frank"].fingerprint
+    seeds = json.loads((env.state / "seeds" / "devs.seeds").read_text())
+    assert seeds["frank"]["windows"][frank][-1]["closed"] == "certification expired"  # open until it expires
+    nicks = set(seeds)
+    env.server.publish("output/active-devs.gpg", chain.keys.public("alice", "frank", armor=False))
+    code, data = _update(env)
+    assert code == 1 and "max-shrink" in str(data), data
+    seeds = json.loads((env.state / "seeds" / "devs.seeds").read_text())
+    assert seeds["frank"]["windows"][frank][-1]["closed"] == "certification revoked", seeds["frank"]
+    assert set(seeds) == nicks  # nothing else changed

@@ -39,6 +39,7 @@ from gkeys_portage.core.config import AuthoritySource, KeyRef
 from gkeys_portage.core.errors import GkeysError, NetworkError, NotVerifiedError, StateError, UsageError
 from gkeys_portage.core.state import atomic_write_json, read_json_object, staging_directory
 from gkeys_portage.core.types import Category, Fingerprint, Nick, parse_category
+from gkeys_portage.core.windows import Window
 from gkeys_portage.keys.certification import (
     REVOCATION_REASONS,
     Evaluation,
@@ -201,19 +202,26 @@ def _refuse_unusable(category: Category, evaluation: Evaluation, certifiers: Map
 
 
 def _apply_revocations(ctx: Gkeys, category: Category, old: Mapping[Nick, Seed],
-                       revoked: set[Fingerprint]) -> list[Nick]:
+                       revoked: set[Fingerprint],
+                       retired: Mapping[Fingerprint, list[Window]] | None = None) -> list[Nick]:
     """When an update is refused, still drop the revoked keys from the installed seeds and keyring
-    (atomically each); return the nicks that lost every key."""
-    if not revoked & {f for seed in old.values() for f in seed.keys}:
+    (atomically each), and close the windows of the keys ``retired`` names (a retirement applies at once too);
+    return the nicks that lost every key."""
+    installed = {f for seed in old.values() for f in seed.keys}
+    closing = {f: w for f, w in (retired or {}).items() if f in installed}
+    if not revoked & installed and not closing:
         return []
     reduced: dict[Nick, Seed] = {}
     for nick, seed in old.items():
         keys = [f for f in seed.keys if f not in revoked]
         if keys:
-            reduced[nick] = dataclasses.replace(seed, keys=keys,
+            windows = {f: closing.get(f, w) for f, w in seed.windows.items() if f not in revoked}
+            windows.update((f, w) for f, w in closing.items() if f in keys)
+            reduced[nick] = dataclasses.replace(seed, keys=keys, windows=windows,
                                                 fingerprint=[f for f in seed.fingerprint if f not in revoked])
     ctx.seeds.save(category, reduced)
-    ctx.keyring(category).remove_keys(revoked)
+    if revoked & installed:
+        ctx.keyring(category).remove_keys(revoked)
     return sorted(set(old) - set(reduced))
 
 
@@ -379,7 +387,8 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
                 # Refused, yet what was seen revoked stays recorded and is removed at once.
                 if seen.to_json() != seen_before:
                     _save_seen(ctx, record, cat, seen, None)
-                gone = _apply_revocations(ctx, cat, old, revoked)
+                gone = _apply_revocations(ctx, cat, old, revoked, {v.fingerprint: v.windows for v in evaluation.kept()
+                                                                   if v.verdict is Verdict.RETIRED})
                 if gone:
                     raise ShrinkError(f"{exc.message}; revoked keys were removed all the same "
                                       f"(seeds {', '.join(gone)})") from exc

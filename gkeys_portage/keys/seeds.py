@@ -63,9 +63,9 @@ class Seed:
             "nick": self.nick,
             "uid": list(self.uid),
         }
-        if any(self.windows.values()):
-            data["windows"] = {fpr: [window_to_json(w) for w in spans]
-                               for fpr, spans in sorted(self.windows.items()) if spans}
+        kept = {fpr: spans for fpr, spans in sorted(self.windows.items()) if spans and fpr in self.accepted()}
+        if kept:  # (only the seed's own keys: a key removed takes its windows with it)
+            data["windows"] = {fpr: [window_to_json(w) for w in spans] for fpr, spans in kept.items()}
         return data
 
     def retired(self, now: float) -> dict[Fingerprint, Window]:
