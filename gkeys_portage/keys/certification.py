@@ -208,8 +208,8 @@ def certification_windows(uid: UserId, subject: Fingerprint, issuer: SubKey, now
                           name: str) -> list[Window]:
     """When ``issuer``'s certifications of ``uid`` were valid: each good certification from its creation until
     the first revocation by the same issuer made at or after it (RFC 9580: a certification revocation revokes
-    the certifications before it), or its expiry; overlapping spans merged.  ``name`` is the issuer's
-    ``category/nick``."""
+    the certifications before it), or its expiry once passed (one still ahead is open); overlapping spans
+    merged.  ``name`` is the issuer's ``category/nick``."""
     if issuer.fingerprint == subject:
         return []
     made = [s for s in uid.signatures if s.good and _issued_by(s, issuer) and s.created is not None]
@@ -224,6 +224,10 @@ def certification_windows(uid: UserId, subject: Fingerprint, issuer: SubKey, now
         if cert.expires is not None:
             ends.append((cert.expires, "certification expired"))
         end, closed = min(ends) if ends else (None, "")
+        if end is not None and end > now:
+            # an expiry still ahead stays open here: the next update closes it if no new certification came
+            # (a user who has not run update-seed since is never frozen by a renewal they have not fetched)
+            end, closed = None, ""
         if end is None or end > start:
             spans.append(Window(start, end, name, closed))
     return merge_windows(spans)
