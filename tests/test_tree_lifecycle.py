@@ -36,6 +36,7 @@ from gkeys_portage.core.windows import Window, window_at
 from gkeys_portage.demo.tree_repo import RepoBuilder
 from gkeys_portage.demo.world import DemoKey, KeyFactory, past
 from gkeys_portage.keys.seeds import dump_seeds, parse_seeds
+from gkeys_portage.portage.hooks import repo_postsync_main
 from gkeys_portage.verify.git.commits import CommitVerdict
 from gkeys_portage.verify.git.evidence import Evidence
 from gkeys_portage.verify.git.objects import Commit, git_environment
@@ -138,7 +139,7 @@ def lifecycle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lifecycle]:
         own.close()
 
 
-def _setup(env: GkeysEnv, life: Lifecycle) -> None:
+def _setup(env: GkeysEnv, life: Lifecycle, tree: str = "") -> None:
     """Pin L1 and L2 as category auth, serve the developers' keyring, derive the devs seeds from it."""
     env.server.hkp[life.keys.keys["l2-dev"].fingerprint] = life.keys.public("l2-dev")
     keyfile = env.root / "auth.asc"
@@ -150,7 +151,7 @@ def _setup(env: GkeysEnv, life: Lifecycle) -> None:
     env.server.publish("output/active-devs.gpg", life.devs)
     env.write_config(f"[authority-seeds]\ndevs = {env.server.url}/output/active-devs.gpg auth/l2-dev\n"
                      "[authority]\nroots = auth/l1\ndomain = gentoo.org\nmax-shrink = 100\n"
-                     "[tree]\ncategory = devs\n")
+                     "[tree]\ncategory = devs\n" + tree)
     result = env.run("update-seed", "-C", "devs")
     assert result.code == 0, result.text
     assert "Retired on " in result.out and "rita" in result.out, result.out  # not removed: kept for the past
@@ -348,3 +349,23 @@ def test_emerge_sync_first_clone_of_the_whole_history(env: GkeysEnv, lifecycle: 
     synced = portage_root.sync("life")
     assert synced.returncode == 0, synced.stdout
     assert head(location) == lifecycle.commits["alice-10"]
+
+
+def test_the_hooks_judge_the_lifecycle_and_honour_an_accepted_commit(env: GkeysEnv, lifecycle: Lifecycle,
+                                                                     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """The postsync hook on a plain git clone of the lifecycle ([tree] policy = all): the compromised key's commits
+    are refused and named in the --accept step; once accepted (journaled), the hook passes the same history."""
+    _setup(env, lifecycle, "policy = all\n")
+    monkeypatch.setenv("GKEYS_CONFIG", str(env.config))
+    location = _clone(lifecycle, tmp_path / "life").path
+    assert repo_postsync_main(["life", "file:///up", str(location)]) == 1
+    captured = capsys.readouterr()
+    step = next(line for line in (captured.out + captured.err).splitlines() if "--accept" in line)
+    assert all(commit in step for commit in lifecycle.compromised), step
+    aside = location.with_name(f".{location.name}.gkeys-unverified")  # a refused first clone is set aside
+    command = step[step.index("gkeys "):step.index("--reason") + len("--reason 'WHY'")]
+    assert env.run_printed(command.replace("'WHY'", "'compromised; checked by hand'")).code == 0
+    aside.rename(location)  # as if the next sync cloned again
+    assert repo_postsync_main(["life", "file:///up", str(location)]) == 0, capsys.readouterr().err
+    assert _records(env) == {str(location.resolve()): lifecycle.commits["alice-10"]}
