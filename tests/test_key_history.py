@@ -8,6 +8,7 @@ GnuPG and refused by Sequoia (``engines-disagree``) whichever order its two expo
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from conftest import GkeysEnv, shared_path
 from history_helpers import LifeKey
 
 from gkeys_portage.openpgp.gnupg import GnuPG
+from gkeys_portage.openpgp.keyblocks import dearmor_public_keys
 
 CATEGORY = "gentoo-devs"
 WEEKLY = "13EBBDBEDE7A12775DFDB1BABB572E0E2D182910"
@@ -85,3 +87,40 @@ def test_a_signature_made_before_a_renewal_verifies_with_both_engines(
     (env.root / "file.txt.asc").write_bytes(signature)
     result = env.run("verify", "-F", str(target), "-C", CATEGORY)
     assert result.code == 0, result.text  # main: engines-disagree (Sequoia finds no binding from 300 days ago)
+
+
+def test_a_reader_of_the_exported_keyring_gets_the_history(
+        env: GkeysEnv, renewed: tuple[LifeKey, bytes, bytes, bytes], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Portage's user reads ``keyrings/<category>.asc``, not the keybox: the export carries the history."""
+    key, before, after, signature = renewed
+    assert env.run("add-seed", "-C", CATEGORY, "-n", key.nick, "-N", "Renata", "-K", key.fingerprint).code == 0
+    _import(env, key, after, "after.asc")
+    _import(env, key, before, "before.asc")
+    monkeypatch.setenv("GKEYS_READ_ONLY_KEYRINGS", "1")
+    target = env.root / "file.txt"
+    target.write_bytes(DATA)
+    (env.root / "file.txt.asc").write_bytes(signature)
+    result = env.run("verify", "-F", str(target), "-C", CATEGORY)
+    assert result.code == 0, result.text
+
+
+def test_a_key_first_seen_without_its_history_names_the_cause_and_the_printed_fix_brings_it(
+        env: GkeysEnv, renewed: tuple[LifeKey, bytes, bytes, bytes]) -> None:
+    """Only the newest self-signature held: ``key-history-missing`` (main: ``engines-disagree``, a cause nobody
+    can act on); the next step, run as printed, asks the keyservers, which merge every binding."""
+    key, before, after, signature = renewed
+    assert env.run("add-seed", "-C", CATEGORY, "-n", key.nick, "-N", "Renata", "-K", key.fingerprint).code == 0
+    _import(env, key, after, "after.asc")
+    target = env.root / "file.txt"
+    target.write_bytes(DATA)
+    (env.root / "file.txt.asc").write_bytes(signature)
+    refused = env.run("--json", "verify", "-F", str(target), "-C", CATEGORY)
+    document = json.loads(refused.out)
+    assert refused.code == 1 and document["reason"] == "key-history-missing", refused.text
+    assert "renewed" in document["error"] and "newest binding" in document["error"], document["error"]
+    # a keyserver merges every copy it was sent
+    env.server.hkp[key.fingerprint] = dearmor_public_keys(before) + dearmor_public_keys(after)
+    fixed = env.run_printed(str(document["next_step"]))
+    assert fixed.code == 0, fixed.text
+    result = env.run("verify", "-F", str(target), "-C", CATEGORY)
+    assert result.code == 0, result.text

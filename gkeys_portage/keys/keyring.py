@@ -103,6 +103,7 @@ class Keyring:
         self._export_view: bool | None = None  # the owner reads the export (see the module docstring)
         self._incoming: list[bytes] = []  # key data as sources sent it, for the history (see note_history)
         self._history: dict[Fingerprint, bytes] | None = None
+        self._parsed: dict[Fingerprint, KeyHistory | None] = {}  # the time rule asks once per signature
         for prefix in SCRATCH_PREFIXES:  # the staging and quarantine homes of killed key operations
             sweep_once(layout.keyrings_dir, prefix)
 
@@ -226,18 +227,19 @@ class Keyring:
         its keybox's packets only, until the next install or refresh); None when neither holds the key."""
         with self._opening:
             if self._history is None:
+                self._parsed = {}
                 blocks: dict[Fingerprint, bytes] = {}
                 with contextlib.suppress(OSError, GkeysError):
                     data = export_all(self.gpg())
                     blocks = {block.primary: block.data for block in split_keyblocks(data)}
                 self._history = blocks
-            block = self._history.get(fingerprint)
-        if block is None:
-            return None
-        try:
-            return parse_history(block)
-        except GkeysError:
-            return None
+            if fingerprint not in self._parsed:
+                block = self._history.get(fingerprint)
+                try:
+                    self._parsed[fingerprint] = parse_history(block) if block is not None else None
+                except GkeysError:
+                    self._parsed[fingerprint] = None
+            return self._parsed[fingerprint]
 
     def note_history(self, data: bytes) -> None:
         """Key data as a source sent it (binary, or one armored block), for the keys' history: GnuPG's import
