@@ -256,6 +256,25 @@ def test_daily_syncs_through_retirement_and_replacement_never_freeze(env: GkeysE
     assert _records(env) == {str(repo.path.resolve()): lifecycle.commits["alice-10"]}
 
 
+@pytest.mark.slow
+def test_a_retired_key_gone_from_the_keyring_download_still_judges_its_past(env: GkeysEnv, lifecycle: Lifecycle,
+                                                                           tmp_path: Path) -> None:
+    """Gentoo's active-devs.gpg drops a retired developer's key: update-seed keeps it, retired (its window closed
+    at that update), so the history still verifies as before, and a commit it signs later is signer-retired."""
+    _setup(env, lifecycle)
+    env.server.publish("output/active-devs.gpg", lifecycle.keys.public(*(n for n in DEVS if n != "paul2"),
+                                                                        armor=False))
+    result = env.run("update-seed", "-C", "devs")
+    new_key = lifecycle.keys.keys["paul2"].fingerprint  # paul's new key leaves the keyring: he retired
+    assert result.code == 0 and f"paul ({new_key}), no longer in the authority keyring" in result.out, result.text
+    repo = _clone(lifecycle, tmp_path / "repo")
+    code, data = _verify(env, repo.path, "--policy", "all")
+    assert {b["commit"] for b in data["bad"]} == set(lifecycle.compromised), data["bad"]
+    forged = repo.commit("paul2", when=past(0.001), message="after he left")
+    code, data = _verify(env, repo.path, "--range", f"{lifecycle.commits['alice-10']}..{forged}")
+    assert code == 1 and data["bad"][0]["code"] == "signer-retired", data
+
+
 def test_list_seed_status_and_history_show_the_windows(env: GkeysEnv, lifecycle: Lifecycle) -> None:
     """A retired key is no removed key: list-seed, status and the journal's history name its window."""
     _setup(env, lifecycle)

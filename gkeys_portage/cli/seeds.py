@@ -251,6 +251,9 @@ def _authority_update(ctx: Gkeys, args: argparse.Namespace, report: Report, cate
         elif verdict.verdict is Verdict.KEY_EXPIRED:
             report.info(f"Key expired: {verdict.nick} ({verdict.fingerprint}); kept to judge its signatures from "
                         "before its expiry")
+    for nick, fpr, window in result.left:
+        report.info(f"Retired on {day(window.end or 0)}: {nick} ({fpr}), {window.closed}; kept to judge its "
+                    "signatures from before, refused after")
     for fpr in result.removed_keys:
         report.info(f"Removed key {fpr} (no longer certified)")
     report.good(f"{category}: {result.seeds} seeds from {len(result.evaluation.kept())} keys certified (now or "
