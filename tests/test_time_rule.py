@@ -49,6 +49,7 @@ def lives(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[LifeKey, 
     rotated.rotate(when=400, reason=SUPERSEDED)
     sigs["new-subkey-after"] = rotated.sign(DATA, when=300)
     sigs["old-subkey-after"] = thief.sign(DATA, when=200)
+    thief.close()
     made["rotated"] = (rotated, rotated.public(), sigs)
 
     for nick, reason in (("retired", RETIRED), ("compromised", COMPROMISED), ("noreason", NO_REASON)):

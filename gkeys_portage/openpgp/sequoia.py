@@ -9,8 +9,11 @@ so no verifier asks for the second opinion itself, and nothing outside ``openpgp
 What each side lacks (measured, pysequoia 0.1.35): GnuPG 2.2 hashes only the first 19,998 bytes of a cleartext
 line (T6272) and accepts SHA-1 self-signatures; Sequoia parses MPIs strictly (an RSA bit count above the value's
 length is normalised first, :func:`~gkeys_portage.openpgp.packets.canonical_mpis`), refuses certificates whose
-self-signatures or subkey binding use SHA-1, takes no reference time (it judges at the wall clock; a signature
-made while its key was valid stays good after expiry, as gkeys' own rule), and returns the cleartext body
+self-signatures or subkey binding use SHA-1, takes no reference time but judges each signing key at the
+signature's creation time under the binding valid then (a signature made while its key was valid stays good after
+expiry; a soft revocation counts from its date, a hard one always; a soft one older than a newer self-signature is
+undone, which gkeys' rule does not allow: :mod:`~gkeys_portage.openpgp.history.timerule`), so it needs the key's
+history (:func:`~gkeys_portage.openpgp.signatures.export_all` hands it over), and returns the cleartext body
 without its final line ending.
 """
 
