@@ -190,6 +190,7 @@ def test_first_run_accepts_exactly_the_legitimate_commits_and_records_it(env: Gk
     below = lifecycle.commits["paul-old-650"]  # the newest commit with only good history (carl-640 above it)
     assert data["first_good_ancestor"] == below
     assert _records(env) == {str(repo.path.resolve()): below}  # a refused --policy all is no longer lost
+    assert data["recorded"] == below and "--accept" in data["next_step"]  # --json carries the text's facts
     text = env.run("verify-tree", str(repo.path))
     assert text.code == 1
     step = next(line for line in text.out.splitlines() + text.err.splitlines() if "--accept" in line)
@@ -251,6 +252,8 @@ def test_daily_syncs_through_retirement_and_replacement_never_freeze(env: GkeysE
             assert code == 1 and data["bad"][0]["code"] in ("unknown-signer", "revoked-key"), data
             assert env.run("verify-tree", str(repo.path), "--accept", lifecycle.commits[label],
                            "--reason", "checked by hand").code == 0
+            code, data = _verify(env, repo.path, "--rev", lifecycle.commits[label])
+            assert code == 0 and not data["accepted_by_hand"], data  # recorded: nothing above it to check again
         else:
             assert code == 0, (label, data)
     assert _records(env) == {str(repo.path.resolve()): lifecycle.commits["alice-10"]}

@@ -189,7 +189,11 @@ class TreeReport:
         """Machine-readable form."""
         return {"repo": str(self.repo), "tip": self.tip, "base": self.base, "verified": self.ok,
                 "checked": self.checked, "bad": [v.to_json() for v in self.bad],
-                "first_good_ancestor": self.first_good}
+                "first_good_ancestor": self.first_good,
+                "accepted_by_hand": [{"commit": v.commit, "author": v.author, "refusal": v.reason, "code": v.code}
+                                     for v in self.accepted],
+                "recorded": self.recorded or (self.tip if self.ok else None),
+                **({"next_step": self.accept_step()} if self.bad else {})}
 
 
 class TreeVerifier:
