@@ -29,11 +29,12 @@ CASES = {
     "bob": "no-certification",
     "carol": "wrong-domain",
     "dave": "certifier-not-rooted",  # certified by an L2 that L1 never certified
-    "erin": "certification-expired",
-    "frank": "certification-revoked",
     "gina": "key-revoked",
     "hank": "certifier-revoked",  # certified by an L2 its owner revoked
 }
+#: kept with a closed window (issue 41): a certification that expired (erin), one revoked (frank, retired)
+RETIRED = {"erin": "certification expired", "frank": "certification revoked"}
+KEPT = {*CERTIFIED, *RETIRED}
 
 
 @dataclass
@@ -56,11 +57,13 @@ def chain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chain]:
     bare_l2 = keys.public("l2-dev")
     keys.certify("l1", "l2-dev")
     keys.certify("l1", "l2-gone")
-    devs = tuple(dict.fromkeys((*CERTIFIED, *CASES)))
+    devs = tuple(dict.fromkeys((*CERTIFIED, *CASES, *RETIRED)))
     for nick in devs:
         keys.create(nick, email="carol@example.org" if nick == "carol" else None, created=born, expire="5y")
     for nick in (*CERTIFIED, "carol", "gina"):
-        keys.certify("l2-dev", nick, expire="1y")
+        if nick != "frank":
+            keys.certify("l2-dev", nick, expire="1y")
+    keys.certify("l2-dev", "frank", expire="1y", when=past(100))  # then retired (below): a window of 100 days
     keys.certify("l2-dev", "erin", expire="1y", when=past(400))
     keys.certify("l2-rogue", "dave", expire="1y")
     keys.certify("l2-gone", "hank", expire="1y")
@@ -106,13 +109,21 @@ def test_chain_keeps_exactly_the_certified_developers(env: GkeysEnv, chain: Chai
     assert code == 0, data
     update = data["updated"][0]  # type: ignore[index]
     kept = {v["nick"] for v in update["kept"]}
-    assert kept == set(CERTIFIED) - {"frank"}
+    assert kept == KEPT
+    retired = {v["nick"]: v["windows"][-1] for v in update["kept"] if v["verdict"] == "retired"}
+    assert {n: w["closed"] for n, w in retired.items()} == RETIRED and all(w["until"] for w in retired.values())
     fingerprints = {chain.keys.keys[n].fingerprint: n for n in chain.keys.keys}
     dropped = {fingerprints[v["fingerprint"]]: v["verdict"] for v in update["dropped"]}
     assert dropped == CASES
     seeds = json.loads((env.state / "seeds" / "devs.seeds").read_text())
     assert set(seeds) == kept
     alice = chain.keys.keys["alice"]
+    # one window, from L2's certification on; its expiry (in a year) is still ahead, so it is open: the update after
+    # it closes it unless L2 certified again (a user who has not updated is never frozen by a renewal)
+    windows = seeds["alice"].pop("windows")
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert [(w["by"], w["until"], w["closed"]) for w in windows[alice.fingerprint]] == [("auth/l2-dev", None, "")]
+    assert windows[alice.fingerprint][0]["from"] <= now
     assert seeds["alice"] == {"fingerprint": [alice.fingerprint], "keydir": "alice", "keys": [alice.fingerprint],
                               "name": "Alice", "nick": "alice", "uid": [alice.uid]}
     listed = env.run("--json", "list-key", "-C", "devs")
@@ -121,7 +132,7 @@ def test_chain_keeps_exactly_the_certified_developers(env: GkeysEnv, chain: Chai
     keyring = GnuPG(env.state / "keyrings" / "devs", read_only=True)
     assert {k.fingerprint for k in keyring.list_keys()} == {chain.keys.keys[n].fingerprint for n in kept}
     text = env.run("update-seed", "-C", "devs")
-    assert text.code == 0 and "certification-revoked" in text.out and "wrong-domain" in text.out
+    assert text.code == 0 and "Retired on " in text.out and "frank" in text.out and "wrong-domain" in text.out
     assert "devs certifications" in text.err  # progress on stderr (download, import, check, install)
     assert "devs certifications: 4/4 stages" in text.err and "100/100" not in text.err  # items, not percent
 
@@ -141,7 +152,7 @@ def test_root_certification_comes_from_the_published_certifier(env: GkeysEnv, ch
     env.server.hkp[chain.keys.keys["l2-dev"].fingerprint] = chain.keys.public("l2-dev")
     code, data = _update(env)
     assert code == 0, data
-    assert {v["nick"] for v in data["updated"][0]["kept"]} == set(CERTIFIED) - {"frank"}  # type: ignore[index]
+    assert {v["nick"] for v in data["updated"][0]["kept"]} == KEPT  # type: ignore[index]
     # A keyserver that serves extra keys cannot add developers: only keys of the download count.
     env.server.hkp[chain.keys.keys["l2-dev"].fingerprint] = chain.keys.public("l2-dev", "amy")
     env.server.publish("output/active-devs.gpg", chain.keys.public("alice", "ann", "abe", armor=False))
@@ -167,8 +178,14 @@ def test_truncated_keyring_is_refused_by_max_shrink(env: GkeysEnv, chain: Chain)
     env.server.publish("output/active-devs.gpg", chain.keys.public("alice", "amy", armor=False))
     code, data = _update(env, "--allow-shrink")
     assert code == 0, data
-    assert set(json.loads((env.state / "seeds" / "devs.seeds").read_text())) == {"alice", "amy"}
-    assert data["updated"][0]["changes"]["removed"] == ["abe", "ann"]  # type: ignore[index]
+    # accepted by hand: the keys gone from the download are kept retired (issue 41), their windows closed now
+    seeds = json.loads((env.state / "seeds" / "devs.seeds").read_text())
+    assert set(seeds) == KEPT and not data["updated"][0]["changes"]["removed"]  # type: ignore[index]
+    left = {v["nick"]: v["window"] for v in data["updated"][0]["left"]}  # type: ignore[index]
+    assert set(left) == {"abe", "ann"}
+    assert {w["closed"] for w in left.values()} == {"no longer in the authority keyring"}
+    assert {n for n, seed in seeds.items() if all(w["until"] is None for spans in seed["windows"].values()
+                                                  for w in spans)} == {"alice", "amy"}
 
 
 def test_replayed_keyring_does_not_undo_a_seen_revocation(env: GkeysEnv, chain: Chain) -> None:
@@ -179,13 +196,18 @@ def test_replayed_keyring_does_not_undo_a_seen_revocation(env: GkeysEnv, chain: 
     assert "frank" in json.loads((env.state / "seeds" / "devs.seeds").read_text())
     env.server.publish("output/active-devs.gpg", chain.after)
     code, data = _update(env)
-    assert code == 0 and data["updated"][0]["changes"]["removed"] == ["frank", "gina"]  # type: ignore[index]
+    assert code == 0 and data["updated"][0]["changes"]["removed"] == ["gina"]  # type: ignore[index]
+    frank = chain.keys.keys["frank"].fingerprint
+    closed = json.loads((env.state / "seeds" / "devs.seeds").read_text())["frank"]["windows"][frank][-1]
+    assert closed["until"] and closed["closed"] == "certification revoked"  # retired: kept, its window closed
     env.server.publish("output/active-devs.gpg", chain.before)  # the older keyring, without the revocation
     code, data = _update(env)
     assert code == 0, data
-    assert not {"frank", "gina"} & set(json.loads((env.state / "seeds" / "devs.seeds").read_text()))
-    verdicts = {v["fingerprint"]: v["verdict"] for v in data["updated"][0]["dropped"]}  # type: ignore[index]
-    assert verdicts[chain.keys.keys["frank"].fingerprint] == "certification-revoked"
+    seeds = json.loads((env.state / "seeds" / "devs.seeds").read_text())
+    assert "gina" not in seeds and seeds["frank"]["windows"][frank][-1] == closed  # the window stays closed
+    verdicts = {v["fingerprint"]: v["verdict"] for v in (*data["updated"][0]["dropped"],  # type: ignore[index]
+                                                         *data["updated"][0]["kept"])}  # type: ignore[index]
+    assert verdicts[frank] == "retired"
     assert verdicts[chain.keys.keys["gina"].fingerprint] == "key-revoked"
 
 
@@ -215,7 +237,7 @@ def test_refresh_rereads_the_keyring_and_survives_a_bad_network(env: GkeysEnv, c
     env.server.publish("output/active-devs.gpg", chain.after)
     result = env.run("--json", "refresh-key", "-C", "devs", "--force")
     assert result.code == 0, result.text
-    assert json.loads(result.out)["authority"][0]["changes"]["removed"] == ["frank", "gina"]
+    assert json.loads(result.out)["authority"][0]["changes"]["removed"] == ["gina"]
 
 
 
@@ -340,3 +362,21 @@ def test_key_id_collision_with_a_pinned_certifier_refuses_the_keyring() -> None:
     with pytest.raises(CollisionError, match="collides with auth/l2-dev"):
         _check_collisions(listing, {pinned: "auth/l2-dev"})
     _check_collisions(listing, {Fingerprint("ABD00913019D6354BA1D9A132839FE0D796198B1"): "auth/l1"})
+
+
+def test_a_retirement_applies_even_when_the_update_is_refused(env: GkeysEnv, chain: Chain) -> None:
+    """A truncated keyring that shows frank's certification revoked: the update is refused (max-shrink), yet
+    frank's window closes at once, as a revocation applies at once (issue 41: kept, not removed)."""
+    _authority_env(env, chain)
+    env.server.publish("output/active-devs.gpg", chain.before)
+    assert _update(env)[0] == 0
+    frank = chain.keys.keys["frank"].fingerprint
+    seeds = json.loads((env.state / "seeds" / "devs.seeds").read_text())
+    assert seeds["frank"]["windows"][frank][-1]["until"] is None  # open
+    nicks = set(seeds)
+    env.server.publish("output/active-devs.gpg", chain.keys.public("alice", "frank", armor=False))
+    code, data = _update(env)
+    assert code == 1 and "max-shrink" in str(data), data
+    seeds = json.loads((env.state / "seeds" / "devs.seeds").read_text())
+    assert seeds["frank"]["windows"][frank][-1]["closed"] == "certification revoked", seeds["frank"]
+    assert set(seeds) == nicks  # nothing else changed

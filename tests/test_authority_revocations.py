@@ -102,7 +102,11 @@ def _setup(env: GkeysEnv, chain: Revoked, certifiers: tuple[str, ...] = ("l2-dev
 
 
 def _seeds(env: GkeysEnv) -> set[str]:
-    return set(json.loads((env.state / "seeds" / "devs.seeds").read_text()))
+    """The seeds with a key still authorized (issue 41: a key gone from the keyring is kept, retired)."""
+    seeds = json.loads((env.state / "seeds" / "devs.seeds").read_text())
+    return {nick for nick, seed in seeds.items()
+            if any(any(w["until"] is None for w in seed.get("windows", {}).get(f, [{"until": None}]))
+                   for f in seed["keys"])}
 
 
 def _keyring(env: GkeysEnv, chain: Revoked) -> set[str]:

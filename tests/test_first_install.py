@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import GkeysEnv
-from test_authority import CERTIFIED, Chain, _authority_env, _update, chain  # noqa: F401 (chain: the fixture)
+from test_authority import KEPT, Chain, _authority_env, _update, chain  # noqa: F401 (chain: the fixture)
 
 from gkeys_portage.core.config import load_config
 from gkeys_portage.core.types import Category
@@ -85,7 +85,7 @@ def test_air_gapped_root_certification_comes_from_the_imported_file(env: GkeysEn
     _authority_env(env, chain, publish_certifiers=False)
     code, data = _update(env)
     assert code == 0, data
-    assert {v["nick"] for v in data["updated"][0]["kept"]} == set(CERTIFIED) - {"frank"}  # type: ignore[index]
+    assert {v["nick"] for v in data["updated"][0]["kept"]} == KEPT  # type: ignore[index]
 
 
 def test_offline_install_from_keyring_files(env: GkeysEnv, chain: Chain,  # noqa: F811
@@ -105,7 +105,7 @@ def test_offline_install_from_keyring_files(env: GkeysEnv, chain: Chain,  # noqa
     assert installed.code == 0, installed.text
     code, data = _update(env)
     assert code == 0, data
-    assert {v["nick"] for v in data["updated"][0]["kept"]} == set(CERTIFIED) - {"frank"}  # type: ignore[index]
+    assert {v["nick"] for v in data["updated"][0]["kept"]} == KEPT  # type: ignore[index]
 
 
 def test_docs_ebuild_and_doctor_name_the_same_first_step(env: GkeysEnv, tmp_path: Path) -> None:

@@ -218,7 +218,7 @@ def test_revoked_rotated_subkey_is_judged_at_each_commit_s_time(
         text = bad["reason"]
         assert bad["code"] == "revoked-key"
         assert f"signing subkey {key.subkeys[0]} was revoked" in text and f"({reason})" in text, text
-        assert "--policy top" not in text and f"ask gentoo-devs/{key.nick}" in text, text
+        assert "--accept COMMIT" not in text and f"ask gentoo-devs/{key.nick}" in text, text
         assert ("after the revocation" in text) == (bad["commit"] == late), text
     status, data = verify(shape, capsys, "--range", f"{late}..{top}")
     assert status == 0, data  # the new subkey is fine
@@ -231,14 +231,14 @@ def _sub(*revocations: tuple[str, int | None]) -> SubKey:
 
 
 @pytest.mark.parametrize(("sub", "signed", "words", "next_step"), [
-    (_sub(("28x,01", 2000)), 1000, "(superseded), after this commit was signed", "--policy top"),
-    (_sub(("28x,03", 2000)), 1000, "(retired), after this commit was signed", "--policy top"),
+    (_sub(("28x,01", 2000)), 1000, "(superseded), after this commit was signed", "--accept"),
+    (_sub(("28x,03", 2000)), 1000, "(retired), after this commit was signed", "--accept"),
     (_sub(("28x,01", 2000)), 3000, "(superseded) and this commit was signed after the revocation", "ask"),
     (_sub(("28x,02", 2000)), 1000, "(compromised) and this commit was signed before the revocation", "ask"),
     (_sub(("28x,00", 2000)), 1000, "(no reason given)", "ask"),
     (_sub(("28x", 2000)), 1000, "(no reason given)", "ask"),
     (_sub(("28x,7f", 2000)), 1000, "(reason 7f)", "ask"),
-    (_sub(("28x,02", 1500), ("28x,01", 2000)), 1000, "(superseded)", "--policy top"),  # the newest counts
+    (_sub(("28x,02", 1500), ("28x,01", 2000)), 1000, "(superseded)", "--accept"),  # the newest counts
     (_sub(("28x,01", None)), 1000, "and this commit was signed", "ask"),  # no date: not "before"
     (_sub(), 1000, "(GnuPG refuses", "ask"),  # no revocation signature listed
 ])
@@ -246,7 +246,7 @@ def test_revoked_subkey_words(sub: SubKey, signed: int, words: str, next_step: s
     """Only the words depend on the revocation signature (the verdict is GnuPG's REVKEYSIG, always refused)."""
     text = revoked_subkey_reason("gentoo-devs/dev", "A" * 40, sub.fingerprint, signed, subkey_revocation(sub))
     assert words in text and next_step in text, text
-    assert ("--policy top" in text) == (next_step == "--policy top"), text
+    assert ("--accept" in text) == (next_step == "--accept"), text
 
 
 def test_report_keeps_only_the_refused_verdicts(shape: Shape) -> None:

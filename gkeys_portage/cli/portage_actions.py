@@ -246,6 +246,8 @@ def render_status(status: Status, eroot: Path | None = None) -> Report:
         sources = ", ".join(f"{source} {_when(when)}" for source, when in cat.sources.items()) or "no sources"
         report.plain(f"  {cat.name:<16} {cat.seeds} seeds, {cat.keys} keys, next expiry {expiry}, refreshed "
                      f"{_when(cat.last_refresh)}; {sources}")
+        for who, window in cat.retired.items():  # kept to judge their past signatures (authorization windows)
+            report.plain(f"  {'':<16} retired: {who}, authorized {window}")
     report.plain("repositories (sync type, verified by; last verified revision or high-water mark):")
     for repo in status.repositories:
         if repo.mark:

@@ -15,7 +15,9 @@ from gkeys_portage.core.configedit import set_option
 from gkeys_portage.core.errors import EXIT_NETWORK, BadInputError, GkeysError, UsageError
 from gkeys_portage.core.state import atomic_write, read_limited
 from gkeys_portage.core.types import Category, Nick, parse_category, parse_fingerprint, parse_nick
+from gkeys_portage.core.windows import day
 from gkeys_portage.keys import authority, refresh, seedfetch
+from gkeys_portage.keys.certification import Verdict
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.keys.install import KeyStatus, summarize_failure
 from gkeys_portage.keys.prerequisites import OFFLINE_WAY, MissingKeysError, update_order
@@ -33,6 +35,9 @@ def seed_lines(report: Report, category: str, seed: Seed) -> None:
         report.plain(f"      also: {' '.join(extra)}")
     for uid in seed.uid:
         report.plain(f"      uid:  {uid}")
+    for fpr, windows in sorted(seed.windows.items()):
+        for window in windows:
+            report.plain(f"      window: {fpr} {window.describe()}")
 
 
 def _filtered(ctx: Gkeys, args: argparse.Namespace) -> list[tuple[Category, Seed]]:
@@ -238,10 +243,21 @@ def _authority_update(ctx: Gkeys, args: argparse.Namespace, report: Report, cate
     for verdict in result.evaluation.dropped():
         who = f" ({verdict.uid})" if verdict.uid else ""
         report.plain(f"      dropped {verdict.fingerprint}{who}: {verdict.verdict.value}")
+    for verdict in result.evaluation.kept():
+        last = verdict.windows[-1] if verdict.windows else None
+        if verdict.verdict is Verdict.RETIRED and last is not None and last.end is not None:
+            report.info(f"Retired on {day(last.end)}: {verdict.nick} ({verdict.fingerprint}), {last.closed} "
+                        f"by {last.certifier}; kept to judge its signatures from before, refused after")
+        elif verdict.verdict is Verdict.KEY_EXPIRED:
+            report.info(f"Key expired: {verdict.nick} ({verdict.fingerprint}); kept to judge its signatures from "
+                        "before its expiry")
+    for nick, fpr, window in result.left:
+        report.info(f"Retired on {day(window.end or 0)}: {nick} ({fpr}), {window.closed}; kept to judge its "
+                    "signatures from before, refused after")
     for fpr in result.removed_keys:
         report.info(f"Removed key {fpr} (no longer certified)")
-    report.good(f"{category}: {result.seeds} seeds from {len(result.evaluation.kept())} certified keys in "
-                f"{result.location}; {len(result.evaluation.dropped())} keys dropped")
+    report.good(f"{category}: {result.seeds} seeds from {len(result.evaluation.kept())} keys certified (now or "
+                f"once) in {result.location}; {len(result.evaluation.dropped())} keys dropped")
 
 
 def run_update_seed(ctx: Gkeys, args: argparse.Namespace) -> Report:

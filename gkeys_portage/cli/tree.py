@@ -11,6 +11,7 @@ from gkeys_portage.cli.common import SubParsers, add_action, add_category
 from gkeys_portage.core.errors import EXIT_NOT_VERIFIED, BadInputError, UsageError
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Message, Report
+from gkeys_portage.verify.git import accepted
 from gkeys_portage.verify.git.markers import clear_marker, failure_markers
 from gkeys_portage.verify.git.tree import POLICIES, TreeOptions, TreeReport, TreeVerifier, journal_tree, open_repo
 from gkeys_portage.verify.manifest.snapshot import DEFAULT_SNAPSHOT_MAX_AGE, fetch_and_verify, verify_snapshot
@@ -22,17 +23,23 @@ A commit passes only if it carries a gpgsig header, GnuPG calls the signature go
 second opinion, agrees: engines-disagree otherwise), and the signer's PRIMARY key fingerprint is
 pinned by a seed of one of the categories (-C, repeatable; default gentoo-devs).
 Merge commits are checked like any other.  A key that expired after the commit was signed is
-fine; a revoked key, a signature older than its key, or one dated in the future is not.  A revoked
-signing subkey fails every commit it signed, even those made before the revocation (GnuPG reports
-them revoked); the refusal says when and why it was revoked, and for a key rotation (superseded,
-after the commit) how to start from the top commit instead (--policy top, on a first run).
+fine; a revoked key, a signature older than its key, or one dated in the future is not.  Each
+signature is judged at its own time: a subkey revoked as superseded (a rotation) keeps the commits it
+signed before its revocation; a compromised key fails them all.  For seeds derived from an authority
+(GLEP 79) a key signs only inside its authorization windows: after a retirement its commits are
+refused (signer-retired), and one dated inside a window that has closed since needs evidence it was
+made before (it lies below the last verified revision, or below a commit signed then by a key
+authorized then): a stolen retired key cannot backdate a commit on top.
 
 Without --range the commits checked are those between the last verified revision recorded for
 this repository and REV (default HEAD); a repository never verified before is checked according
 to --policy: 'top' checks only the top commit, 'all' its whole history.  When everything passed,
 REV is recorded as the last verified revision (atomically), so the next run checks only new
 commits.  If the recorded revision is no longer an ancestor (upstream rewrote verified history,
-e.g. a force-push), nothing is accepted and the run fails.
+e.g. a force-push), nothing is accepted and the run fails.  A refused run records the newest commit
+whose whole history passed (the first good ancestor).  Commits that must stay refused (a compromised
+key's) are passed only by name: --accept COMMIT --reason TEXT, kept and journaled, honoured by every
+later check (the sync module and the hooks too).
 """
 
 EPILOG = """\
@@ -46,9 +53,9 @@ config ([tree] section, all optional):
 examples:
   gkeys verify-tree /var/db/repos/gentoo -C gentoo-devs -C gentoo-infra
   gkeys verify-tree /var/db/repos/gentoo --policy all
-  gkeys verify-tree ~/gentoo --range origin/master~50..origin/master
   gkeys --json verify-tree /var/db/repos/gentoo -T gentoo-infra
   gkeys verify-tree --clear-marker myoverlay   # emerge --sync fails for a repository you removed
+  gkeys verify-tree ~/gentoo --accept 48c45d84560f --reason "compromised key; checked by hand"
 
 exit status: 0 every commit verified, 1 a commit was refused (each is named with its author and
 the reason, plus the newest good ancestor), 2 bad input (not a git repository, no seeds).
@@ -120,12 +127,21 @@ def run_verify_tree(ctx: Gkeys, args: argparse.Namespace) -> Report:
         return clear_failure_marker(ctx, args.clear_marker)
     if not args.repo:
         raise UsageError("verify-tree: give the repository path REPO (or --clear-marker NAME)")
+    if args.accept and not (Path(args.repo) / ".git").exists() and not Path(args.repo, "HEAD").exists():
+        # a first clone that was refused left no repository: full hashes are accepted for the next sync
+        commits = [c.lower() for c in args.accept]
+        if not all(accepted.HASH_RE.match(c) for c in commits):
+            raise UsageError(f"{args.repo} is not a git repository: --accept takes full commit hashes there")
+        new = accepted.accept(ctx, commits, args.reason or "", str(Path(args.repo)))
+        return Report(data={"accepted": new}).good(
+            f"accepted {len(new)} commit(s) by hand for {args.repo} (journaled); the next sync lets them pass")
     open_repo(Path(args.repo))  # "not a git repository" comes first, before any seed or keyring problem
     options = TreeOptions.from_config(ctx, category=args.category, top_category=args.top_category,
                                       policy=args.policy)
     verifier = TreeVerifier(ctx, options)
     report = verifier.verify_repo(Path(args.repo), revision=args.rev, commit_range=args.range,
-                                  record=not args.no_record, progress=args.console.progress("commits verified"))
+                                  record=not args.no_record, progress=args.console.progress("commits verified"),
+                                  accept=args.accept or (), reason=args.reason or "")
     if not report.ok or (not args.no_record and not args.range):  # a revision recorded as verified is accepted
         journal_tree(ctx, report, options, report.repo)
     return render(report, options.policy)
@@ -190,3 +206,7 @@ def register(sub: SubParsers) -> None:
     p.add_argument("-T", "--top-category", metavar="CAT",
                    help="category whose keys may also sign the top commit (a mirror's key)")
     p.add_argument("--no-record", action="store_true", help="do not record the verified revision")
+    p.add_argument("--accept", action="append", metavar="COMMIT",
+                   help="accept this refused commit (a full hash, a revision or an A..B range; repeat it) by hand, "
+                        "recorded and journaled with --reason; every later check lets it pass")
+    p.add_argument("--reason", metavar="TEXT", help="why the --accept commits are accepted (required with --accept)")

@@ -142,6 +142,19 @@ class RevokedKeyError(NotVerifiedError):
     reason = "key-revoked"
 
 
+class OutsideWindowError(NotVerifiedError):
+    """A pinned key's signature is dated outside every window its seed authorizes it for."""
+
+    reason = "signer-not-authorized"
+
+
+class SignerRetiredError(OutsideWindowError):
+    """A pinned key's signature is dated after its authorization closed (a retirement), or inside a window
+    that has closed while nothing shows the signature was made before (a backdated signature?)."""
+
+    reason = "signer-retired"
+
+
 class ExpiredKeyError(NotVerifiedError):
     """The signing key had expired when the signature was made (or policy wants a valid key now)."""
 

@@ -79,9 +79,10 @@ class KeyFactory:
         """``certifier`` certifies ``uids`` (default: all) of ``subject``, optionally "at" ``when``."""
         self._at(when).certify(self.keys[subject].fingerprint, self.keys[certifier].fingerprint, uids, expire=expire)
 
-    def revoke_certification(self, certifier: str, subject: str, uids: Sequence[str] = ()) -> None:
-        """``certifier`` revokes its certification of ``subject``."""
-        self.gpg.revoke_certification(self.keys[subject].fingerprint, self.keys[certifier].fingerprint, uids)
+    def revoke_certification(self, certifier: str, subject: str, uids: Sequence[str] = (), *,
+                             when: datetime | None = None) -> None:
+        """``certifier`` revokes its certification of ``subject`` (a retirement), optionally "at" ``when``."""
+        self._at(when).revoke_certification(self.keys[subject].fingerprint, self.keys[certifier].fingerprint, uids)
 
     def revoke(self, nick: str) -> None:
         """Revoke ``nick``'s key in this home (its exported public key then carries the revocation)."""

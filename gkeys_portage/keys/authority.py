@@ -39,10 +39,12 @@ from gkeys_portage.core.config import AuthoritySource, KeyRef
 from gkeys_portage.core.errors import GkeysError, NetworkError, NotVerifiedError, StateError, UsageError
 from gkeys_portage.core.state import atomic_write_json, read_json_object, staging_directory
 from gkeys_portage.core.types import Category, Fingerprint, Nick, parse_category
+from gkeys_portage.core.windows import Window
 from gkeys_portage.keys.certification import (
     REVOCATION_REASONS,
     Evaluation,
     Seen,
+    Verdict,
     evaluate,
     revoked_keys,
     root_certifiers,
@@ -60,7 +62,7 @@ from gkeys_portage.keys.refresh import (
     tolerate_failed_refresh,
 )
 from gkeys_portage.keys.seedfetch import SeedChanges, diff_seeds
-from gkeys_portage.keys.seeds import Seed
+from gkeys_portage.keys.seeds import Seed, window_to_json
 from gkeys_portage.keys.sources import KeyLocation, candidate_locations
 from gkeys_portage.openpgp.colons import PublicKey
 from gkeys_portage.openpgp.gnupg import GnuPG
@@ -91,6 +93,8 @@ class AuthorityUpdate:
     changes: SeedChanges
     seeds: int
     removed_keys: list[Fingerprint] = field(default_factory=list)
+    #: keys gone from the download, kept retired (their windows closed now): nick, key, last window
+    left: list[tuple[Nick, Fingerprint, Window]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         """Machine-readable form for ``--json``."""
@@ -99,7 +103,9 @@ class AuthorityUpdate:
                 "certifiers": {f: why or "rooted" for f, why in self.evaluation.certifiers.items()},
                 "kept": [v.to_json() for v in self.evaluation.kept()],
                 "dropped": [v.to_json() for v in self.evaluation.dropped()],
-                "removed_keys": list(self.removed_keys)}
+                "removed_keys": list(self.removed_keys),
+                "left": [{"nick": nick, "fingerprint": fpr, "window": window_to_json(window)}
+                         for nick, fpr, window in self.left]}
 
 
 def _pinned(ctx: Gkeys, refs: Sequence[KeyRef], what: str) -> dict[Fingerprint, str]:
@@ -200,20 +206,59 @@ def _refuse_unusable(category: Category, evaluation: Evaluation, certifiers: Map
 
 
 def _apply_revocations(ctx: Gkeys, category: Category, old: Mapping[Nick, Seed],
-                       revoked: set[Fingerprint]) -> list[Nick]:
+                       revoked: set[Fingerprint],
+                       retired: Mapping[Fingerprint, list[Window]] | None = None) -> list[Nick]:
     """When an update is refused, still drop the revoked keys from the installed seeds and keyring
-    (atomically each); return the nicks that lost every key."""
-    if not revoked & {f for seed in old.values() for f in seed.keys}:
+    (atomically each), and close the windows of the keys ``retired`` names (a retirement applies at once too);
+    return the nicks that lost every key."""
+    installed = {f for seed in old.values() for f in seed.keys}
+    closing = {f: w for f, w in (retired or {}).items() if f in installed}
+    if not revoked & installed and not closing:
         return []
     reduced: dict[Nick, Seed] = {}
     for nick, seed in old.items():
         keys = [f for f in seed.keys if f not in revoked]
         if keys:
-            reduced[nick] = dataclasses.replace(seed, keys=keys,
+            windows = {f: closing.get(f, w) for f, w in seed.windows.items() if f not in revoked}
+            windows.update((f, w) for f, w in closing.items() if f in keys)
+            reduced[nick] = dataclasses.replace(seed, keys=keys, windows=windows,
                                                 fingerprint=[f for f in seed.fingerprint if f not in revoked])
     ctx.seeds.save(category, reduced)
-    ctx.keyring(category).remove_keys(revoked)
+    if revoked & installed:
+        ctx.keyring(category).remove_keys(revoked)
     return sorted(set(old) - set(reduced))
+
+
+#: why a window closed when its key left the authority's keyring (Gentoo's active-devs.gpg drops a retired developer)
+ABSENT = "no longer in the authority keyring"
+
+
+def _retain_absent(old: Mapping[Nick, Seed], new: dict[Nick, Seed], present: set[Fingerprint],
+                   revoked: set[Fingerprint], when: float) -> list[tuple[Nick, Fingerprint, Window, bool]]:
+    """Keep in ``new`` the keys of the installed seeds that carry windows (derived from certifications) but are
+    not in this download: a retired developer's key leaves the keyring, and its past signatures must still be
+    judged.  An open window closes at ``when`` (the first update that no longer finds the key); revoked keys
+    go.  Returns (nick, key, its last window, closed now) for each key kept so."""
+    kept: list[tuple[Nick, Fingerprint, Window, bool]] = []
+    for nick, seed in old.items():
+        for fpr in seed.keys:
+            spans = seed.windows.get(fpr)
+            if not spans or fpr in present or fpr in revoked:
+                continue
+            closed = [w if w.closed_at(when) is not None else Window(w.start, int(when), w.certifier, ABSENT)
+                      for w in spans]
+            target = new.setdefault(nick, Seed(nick, seed.name, seed.keydir, [], [], list(seed.uid)))
+            if fpr not in target.keys:
+                target.keys.append(fpr)
+                target.fingerprint.append(fpr)
+            target.windows[fpr] = closed
+            kept.append((nick, fpr, closed[-1], closed != spans))
+    return kept
+
+
+def _active(seeds: Mapping[Nick, Seed], when: float) -> dict[Nick, Seed]:
+    """The seeds with a key still authorized at ``when`` (a retired one, kept for its past, is not lost again)."""
+    return {nick: seed for nick, seed in seeds.items() if set(seed.keys) - set(seed.retired(when))}
 
 
 def _save_seen(ctx: Gkeys, record: dict[str, object], category: Category, seen: Seen, digest: str | None,
@@ -365,7 +410,8 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
             # keys revoked at any time, in this download or seen before, are not lost.
             wall = time.time() if now is None else now
             _, largest = _largest_recent(entry, wall, config.shrink_window, f"{ctx.layout.record(RECORD)} ({cat})")
-            reference = largest if len(largest) > len(old) else {n: list(s.keys) for n, s in old.items()}
+            active = _active(old, wall)
+            reference = largest if len(largest) > len(active) else {n: list(s.keys) for n, s in active.items()}
             window = (f" (the largest set installed in the last {config.shrink_window / 86400:g} days)"
                       if reference is largest else "")
             ever = revoked | seen.keys | {k.split(" ", 1)[0] for k in seen.certifications}
@@ -378,22 +424,30 @@ def update(ctx: Gkeys, category: str, *, allow_shrink: bool = False, progress: P
                 # Refused, yet what was seen revoked stays recorded and is removed at once.
                 if seen.to_json() != seen_before:
                     _save_seen(ctx, record, cat, seen, None)
-                gone = _apply_revocations(ctx, cat, old, revoked)
+                gone = _apply_revocations(ctx, cat, old, revoked, {v.fingerprint: v.windows for v in evaluation.kept()
+                                                                   if v.verdict is Verdict.RETIRED})
                 if gone:
                     raise ShrinkError(f"{exc.message}; revoked keys were removed all the same "
                                       f"(seeds {', '.join(gone)})") from exc
                 raise
-            kept = sorted({v.fingerprint for v in evaluation.kept()})
+            recent = {n: list(s.keys) for n, s in sorted(new.items())}  # the largest-set record: active seeds only
+            absent = _retain_absent(old, new, set(downloaded), revoked | {Fingerprint(f) for f in seen.keys}, wall)
+            kept = sorted({v.fingerprint for v in evaluation.kept()} | {fpr for _, fpr, _, _ in absent})
+            # the download as it came is the kept keys' history (GnuPG's import keeps a subkey's newest binding only)
+            ctx.keyring(cat).note_history(data)
             removed = _install(ctx, cat, quarantine, staged, staged_keys, kept, exported)
     ctx.seeds.save(cat, new)
-    grown = allow_shrink or len(new) >= len(largest)
-    _save_seen(ctx, record, cat, seen, digest,
-               {"time": wall, "seeds": {n: list(s.keys) for n, s in sorted(new.items())}} if grown else None)
+    grown = allow_shrink or len(recent) >= len(largest)
+    _save_seen(ctx, record, cat, seen, digest, {"time": wall, "seeds": recent} if grown else None)
     record_installed(ctx, cat)  # no refresh recorded: only refresh() asks every key source
     step(STAGES, STAGES)  # evaluated and installed
-    done = AuthorityUpdate(cat, source.location, evaluation, diff_seeds(old, new), len(new), removed)
+    done = AuthorityUpdate(cat, source.location, evaluation, diff_seeds(old, new), len(new), removed,
+                           [(nick, fpr, window) for nick, fpr, window, now_closed in absent if now_closed])
+    retired = {f"{v.nick} {v.fingerprint}": window_to_json(v.windows[-1]) for v in done.evaluation.kept()
+               if v.verdict is not Verdict.CERTIFIED and v.windows}
+    retired.update((f"{nick} {fpr}", window_to_json(window)) for nick, fpr, window in done.left)
     journal.record(ctx, "authority-updated", {**done.to_json(), "kept": len(done.evaluation.kept()), "dropped": [
-        v.to_json() for v in done.evaluation.dropped()][:50]})  # every run: history compares the certifiers
+        v.to_json() for v in done.evaluation.dropped()][:50], "retired": retired})  # history compares the certifiers
     return done
 
 

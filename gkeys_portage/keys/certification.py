@@ -12,6 +12,7 @@ every level (key, certification, user id, certifier, a root's certification of a
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import re
 import time
@@ -20,7 +21,8 @@ from dataclasses import dataclass, field
 
 from gkeys_portage.core.errors import StateError
 from gkeys_portage.core.types import Fingerprint, Nick, parse_nick
-from gkeys_portage.keys.seeds import Seed
+from gkeys_portage.core.windows import Window
+from gkeys_portage.keys.seeds import Seed, window_to_json
 from gkeys_portage.openpgp.colons import PublicKey, Signature, SubKey, UserId
 
 MAX_SIGNATURES_PER_KEY = 2000  # a certification-flooded key is dropped, not checked further
@@ -32,6 +34,7 @@ class Verdict(enum.Enum):
     """Why a key of the authority keyring was kept or dropped (stable machine codes)."""
 
     CERTIFIED = "certified"
+    RETIRED = "retired"  # kept: certified once, every certification since revoked or expired (a closed window)
     NO_CERTIFICATION = "no-certification"
     CERTIFICATION_EXPIRED = "certification-expired"
     CERTIFICATION_REVOKED = "certification-revoked"
@@ -53,11 +56,26 @@ class KeyVerdict:
     uid: str = ""  # the certified (or best candidate) user id
     nick: str = ""
     certifier: str = ""  # category/nick of the certifier that counted
+    windows: list[Window] = field(default_factory=list)  # when a counted certification was valid
 
-    def to_json(self) -> dict[str, str]:
+    @property
+    def kept(self) -> bool:
+        """True if the key stays in the seeds: certified now, or once (retired; a lapsed key with its windows),
+        so its signatures made inside a window are judged, not refused as an unknown signer's."""
+        return self.verdict is Verdict.CERTIFIED or (bool(self.windows) and self.verdict in KEPT_WITH_WINDOWS)
+
+    def to_json(self) -> dict[str, object]:
         """Machine-readable form for ``--json``."""
-        return {"fingerprint": self.fingerprint, "verdict": self.verdict.value, "uid": self.uid,
-                "nick": self.nick, "certifier": self.certifier}
+        data: dict[str, object] = {"fingerprint": self.fingerprint, "verdict": self.verdict.value, "uid": self.uid,
+                                   "nick": self.nick, "certifier": self.certifier}
+        if self.windows:
+            data["windows"] = [window_to_json(w) for w in self.windows]
+        return data
+
+
+#: Verdicts of keys kept for their windows: retired (every certification revoked or expired since) and
+#: lapsed (the key itself expired; its signatures before that stay good).
+KEPT_WITH_WINDOWS = (Verdict.RETIRED, Verdict.KEY_EXPIRED)
 
 
 @dataclass
@@ -149,12 +167,12 @@ class Evaluation:
     seen: Seen
 
     def kept(self) -> list[KeyVerdict]:
-        """The certified keys."""
-        return [v for v in self.verdicts if v.verdict is Verdict.CERTIFIED]
+        """The keys the seeds keep: certified, and retired or lapsed ones with their windows."""
+        return [v for v in self.verdicts if v.kept]
 
     def dropped(self) -> list[KeyVerdict]:
         """Every other key, with its reason."""
-        return [v for v in self.verdicts if v.verdict is not Verdict.CERTIFIED]
+        return [v for v in self.verdicts if not v.kept]
 
 
 def _issued_by(sig: Signature, issuer: SubKey) -> bool:
@@ -184,6 +202,48 @@ def certification_state(uid: UserId, subject: Fingerprint, issuer: SubKey, now: 
     if latest.expires is not None and latest.expires <= now:
         return Verdict.CERTIFICATION_EXPIRED
     return Verdict.CERTIFIED
+
+
+def certification_windows(uid: UserId, subject: Fingerprint, issuer: SubKey, now: float, skew: float, seen: Seen,
+                          name: str) -> list[Window]:
+    """When ``issuer``'s certifications of ``uid`` were valid: each good certification from its creation until
+    the first revocation by the same issuer made at or after it (RFC 9580: a certification revocation revokes
+    the certifications before it), or its expiry once passed (one still ahead is open); overlapping spans
+    merged.  ``name`` is the issuer's ``category/nick``."""
+    if issuer.fingerprint == subject:
+        return []
+    made = [s for s in uid.signatures if s.good and _issued_by(s, issuer) and s.created is not None]
+    certs = [s for s in made if s.kind == "sig" and s.sig_class[:2] in CERT_CLASSES and s.sig_class.endswith("x")
+             and (s.created or 0) >= (issuer.created or 0) and (s.created or 0) <= now + skew]
+    revocations = sorted({s.created or 0 for s in made if s.sig_class.startswith("30")}
+                         | {int(w) for w in [seen.revoked_before(subject, issuer.fingerprint)] if w is not None})
+    spans: list[Window] = []
+    for cert in certs:
+        start = cert.created or 0
+        ends = [(r, "certification revoked") for r in revocations if r >= start][:1]
+        if cert.expires is not None:
+            ends.append((cert.expires, "certification expired"))
+        end, closed = min(ends) if ends else (None, "")
+        if end is not None and end > now:
+            # an expiry still ahead stays open here: the next update closes it if no new certification came
+            # (a user who has not run update-seed since is never frozen by a renewal they have not fetched)
+            end, closed = None, ""
+        if end is None or end > start:
+            spans.append(Window(start, end, name, closed))
+    return merge_windows(spans)
+
+
+def merge_windows(spans: Iterable[Window]) -> list[Window]:
+    """Overlapping or touching windows joined (an open one absorbs every later one), oldest first."""
+    merged: list[Window] = []
+    for span in sorted(spans, key=lambda w: w.start or 0):
+        last = merged[-1] if merged else None
+        if last is not None and (last.end is None or (span.start or 0) <= last.end):
+            if last.end is not None and (span.end is None or span.end > last.end):
+                merged[-1] = Window(last.start, span.end, span.certifier, span.closed)
+            continue
+        merged.append(span)
+    return merged
 
 
 def _usable(key: SubKey, now: float) -> str:
@@ -245,8 +305,6 @@ def _judge(key: PublicKey, rooted: Sequence[SubKey], unrooted: Sequence[SubKey],
     seen.note(key, [*rooted, *unrooted, *revoked])
     if fpr in seen.keys:
         return KeyVerdict(fpr, Verdict.KEY_REVOKED)
-    if key.primary.expired_at(now):
-        return KeyVerdict(fpr, Verdict.KEY_EXPIRED)
     if sum(len(u.signatures) for u in key.uids) > MAX_SIGNATURES_PER_KEY:
         return KeyVerdict(fpr, Verdict.TOO_MANY_SIGNATURES)
     at_domain = [u for u in key.uids if domain_nick(u.text, domain)]
@@ -257,20 +315,31 @@ def _judge(key: PublicKey, rooted: Sequence[SubKey], unrooted: Sequence[SubKey],
             return KeyVerdict(fpr, Verdict.UID_REVOKED, uid.text, str(domain_nick(uid.text, domain)))
         return KeyVerdict(fpr, Verdict.WRONG_DOMAIN)
     found: dict[Verdict, KeyVerdict] = {}
+    windows: list[Window] = []
     for uid in candidates:
         nick = str(domain_nick(uid.text, domain))
         for issuer in rooted:
             state = certification_state(uid, fpr, issuer, now, skew, seen)
             if state is not None:
                 found.setdefault(state, KeyVerdict(fpr, state, uid.text, nick, names[issuer.fingerprint]))
+                windows += certification_windows(uid, fpr, issuer, now, skew, seen, names[issuer.fingerprint])
         for issuers, verdict in ((revoked, Verdict.CERTIFIER_REVOKED), (unrooted, Verdict.CERTIFIER_NOT_ROOTED)):
             for issuer in issuers:
                 if certification_state(uid, fpr, issuer, now, skew, seen) is Verdict.CERTIFIED:
                     found.setdefault(verdict, KeyVerdict(fpr, verdict, uid.text, nick, names[issuer.fingerprint]))
-    for verdict in (Verdict.CERTIFIED, Verdict.CERTIFICATION_REVOKED, Verdict.CERTIFIER_REVOKED,
-                    Verdict.CERTIFICATION_EXPIRED, Verdict.CERTIFIER_NOT_ROOTED):
-        if verdict in found:
-            return found[verdict]
+    windows = merge_windows(windows)
+    best = next((found[v] for v in (Verdict.CERTIFIED, Verdict.CERTIFICATION_REVOKED, Verdict.CERTIFIER_REVOKED,
+                                    Verdict.CERTIFICATION_EXPIRED, Verdict.CERTIFIER_NOT_ROOTED) if v in found), None)
+    if best is not None and windows and best.verdict in (Verdict.CERTIFIED, Verdict.CERTIFICATION_REVOKED,
+                                                         Verdict.CERTIFICATION_EXPIRED):
+        # certified now or once: kept with its windows (a retired key judges its old signatures)
+        state = (Verdict.KEY_EXPIRED if key.primary.expired_at(now)
+                 else best.verdict if best.verdict is Verdict.CERTIFIED else Verdict.RETIRED)
+        return dataclasses.replace(best, verdict=state, windows=windows)
+    if key.primary.expired_at(now):
+        return KeyVerdict(fpr, Verdict.KEY_EXPIRED)
+    if best is not None:
+        return best
     return KeyVerdict(fpr, Verdict.NO_CERTIFICATION, candidates[0].text, str(domain_nick(candidates[0].text, domain)))
 
 
@@ -309,6 +378,7 @@ def seeds_from(evaluation: Evaluation) -> dict[Nick, Seed]:
                 seed.uid.append(verdict.uid)
         else:
             seeds[nick] = Seed(nick, name, nick, [verdict.fingerprint], [verdict.fingerprint], [verdict.uid])
+        seeds[nick].windows[verdict.fingerprint] = list(verdict.windows)
     return seeds
 
 

@@ -13,6 +13,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -27,9 +28,13 @@ from gkeys_portage.core.types import (
     parse_fingerprint,
     parse_nick,
 )
+from gkeys_portage.core.windows import Window
 from gkeys_portage.openpgp.verdict import Pin, PinSet
 
 SEED_FIELDS = ("fingerprint", "keydir", "keys", "name", "nick", "uid")
+#: Optional fields (absent from every seed file written before them, and from a seed without one).
+OPTIONAL_FIELDS = ("windows",)
+WINDOW_FIELDS = ("by", "closed", "from", "until")
 MAX_SEED_FILE = 16 * 1024 * 1024
 _EMAIL_RE = re.compile(r"<([^<>@\s]+@[^<>@\s]+)>")
 
@@ -44,10 +49,13 @@ class Seed:
     keys: list[Fingerprint]
     fingerprint: list[Fingerprint]
     uid: list[str] = field(default_factory=list)
+    #: primary fingerprint -> the windows it is authorized to sign in (absent: whenever the key is valid)
+    windows: dict[Fingerprint, list[Window]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        """The seed as a JSON object (field order is fixed by ``sort_keys`` when written)."""
-        return {
+        """The seed as a JSON object (field order is fixed by ``sort_keys`` when written); ``windows`` only
+        when a key has one, so a seed without windows is written as before."""
+        data: dict[str, Any] = {
             "fingerprint": list(self.fingerprint),
             "keydir": self.keydir,
             "keys": list(self.keys),
@@ -55,6 +63,18 @@ class Seed:
             "nick": self.nick,
             "uid": list(self.uid),
         }
+        kept = {fpr: spans for fpr, spans in sorted(self.windows.items()) if spans and fpr in self.accepted()}
+        if kept:  # (only the seed's own keys: a key removed takes its windows with it)
+            data["windows"] = {fpr: [window_to_json(w) for w in spans] for fpr, spans in kept.items()}
+        return data
+
+    def retired(self, now: float) -> dict[Fingerprint, Window]:
+        """The keys whose every window has closed by ``now``, with their last window."""
+        found: dict[Fingerprint, Window] = {}
+        for fpr, spans in self.windows.items():
+            if spans and all(w.closed_at(now) is not None for w in spans):
+                found[fpr] = max(spans, key=lambda w: w.end or 0)
+        return found
 
     def emails(self) -> list[str]:
         """The e-mail addresses of the seed's user ids (for WKD)."""
@@ -70,8 +90,8 @@ class Seed:
         return set(self.keys) | set(self.fingerprint)
 
     def pins(self, category: Category) -> list[Pin]:
-        """Pins for every primary key of this seed."""
-        return [Pin(category, self.nick, fpr) for fpr in sorted(self.accepted())]
+        """Pins for every primary key of this seed, each with its windows."""
+        return [Pin(category, self.nick, fpr, tuple(self.windows.get(fpr, ()))) for fpr in sorted(self.accepted())]
 
     def matches(self, text: str) -> bool:
         """True if ``text`` occurs (case-insensitively) in the nick, name, uids or fingerprints."""
@@ -105,6 +125,56 @@ def _fingerprints(value: Any, where: str) -> list[Fingerprint]:
     return result
 
 
+def _instant(value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    text = _expect(value, str, where)
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise SeedFormatError(f"{where}: {text!r} is not an ISO 8601 time (2024-05-01T00:00:00Z)") from exc
+    if when.tzinfo is None:
+        raise SeedFormatError(f"{where}: {text!r} names no time zone (write 2024-05-01T00:00:00Z)")
+    return int(when.timestamp())
+
+
+def window_to_json(window: Window) -> dict[str, Any]:
+    """A window as a seed file holds it: ``from``/``until`` ISO 8601 UTC (null: unbounded), ``by`` (who
+    certified), ``closed`` (why it ended)."""
+    def iso(epoch: int | None) -> str | None:
+        return None if epoch is None else datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"by": window.certifier, "closed": window.closed, "from": iso(window.start), "until": iso(window.end)}
+
+
+def _windows(value: Any, keys: Iterable[Fingerprint], where: str) -> dict[Fingerprint, list[Window]]:
+    """The ``windows`` field: primary fingerprint -> list of ``{"from", "until", "by", "closed"}``."""
+    result: dict[Fingerprint, list[Window]] = {}
+    allowed = set(keys)
+    for raw, spans in _expect(value, dict, where).items():
+        try:
+            fpr = parse_fingerprint(raw)
+        except BadInputError as exc:
+            raise SeedFormatError(f"{where}: {exc}") from exc
+        if fpr not in allowed:
+            raise SeedFormatError(f"{where}: {fpr} is not one of the seed's keys")
+        parsed: list[Window] = []
+        for span in _expect(spans, list, f"{where} {fpr}"):
+            at = f"{where} {fpr}"
+            _expect(span, dict, at)
+            unknown = sorted(set(span) - set(WINDOW_FIELDS))
+            if unknown:
+                raise SeedFormatError(f"{at}: unknown field(s) {', '.join(unknown)}")
+            start, end = _instant(span.get("from"), f"{at} from"), _instant(span.get("until"), f"{at} until")
+            if start is not None and end is not None and end <= start:
+                raise SeedFormatError(f"{at}: 'until' is not after 'from'")
+            parsed.append(Window(start, end, _expect(span.get("by", ""), str, f"{at} by"),
+                                 _expect(span.get("closed", ""), str, f"{at} closed")))
+        if not parsed:
+            raise SeedFormatError(f"{where} {fpr}: an empty list of windows authorizes nothing (remove the key)")
+        result[fpr] = parsed
+    return result
+
+
 def seed_from_json(nick: str, obj: Any, where: str = "seed") -> Seed:
     """Validate one seed object (its key in the file is ``nick``)."""
     where = f"{where} {nick!r}"
@@ -112,7 +182,7 @@ def seed_from_json(nick: str, obj: Any, where: str = "seed") -> Seed:
     missing = [name for name in SEED_FIELDS if name not in obj]
     if missing:
         raise SeedFormatError(f"{where}: missing field(s) {', '.join(missing)}")
-    unknown = sorted(set(obj) - set(SEED_FIELDS))
+    unknown = sorted(set(obj) - set(SEED_FIELDS) - set(OPTIONAL_FIELDS))
     if unknown:
         raise SeedFormatError(f"{where}: unknown field(s) {', '.join(unknown)}")
     if _expect(obj["nick"], str, f"{where} nick") != nick:
@@ -124,13 +194,15 @@ def seed_from_json(nick: str, obj: Any, where: str = "seed") -> Seed:
     keys = _fingerprints(obj["keys"], f"{where} keys")
     if not keys:
         raise SeedFormatError(f"{where}: 'keys' lists no fingerprint")
+    fingerprint = _fingerprints(obj["fingerprint"], f"{where} fingerprint")
     return Seed(
         nick=parsed_nick,
         name=_expect(obj["name"], str, f"{where} name"),
         keydir=_expect(obj["keydir"], str, f"{where} keydir"),
         keys=keys,
-        fingerprint=_fingerprints(obj["fingerprint"], f"{where} fingerprint"),
+        fingerprint=fingerprint,
         uid=_string_list(obj["uid"], f"{where} uid"),
+        windows=_windows(obj["windows"], {*keys, *fingerprint}, f"{where} windows") if "windows" in obj else {},
     )
 
 

@@ -30,6 +30,7 @@ from gkeys_portage.core.errors import (
 )
 from gkeys_portage.core.hashpolicy import WEAK_HASHES, weak_hash_refusal
 from gkeys_portage.core.types import Category, Fingerprint, Nick
+from gkeys_portage.core.windows import Window, closed_since, outside, unproven, window_at
 from gkeys_portage.openpgp.colons import PublicKey, SubKey
 from gkeys_portage.openpgp.history.store import KeyHistory
 from gkeys_portage.openpgp.history.timerule import judge
@@ -62,11 +63,13 @@ class SignedData(enum.Enum):
 
 @dataclass(frozen=True)
 class Pin:
-    """A fingerprint that a seed trusts, with the seed it comes from."""
+    """A fingerprint that a seed trusts, with the seed it comes from, and when it may sign: ``windows`` (none:
+    whenever the key is valid; :mod:`gkeys_portage.core.windows`)."""
 
     category: Category
     nick: Nick
     fingerprint: Fingerprint
+    windows: tuple[Window, ...] = ()
 
 
 @dataclass
@@ -102,6 +105,11 @@ class VerifyPolicy:
     now: float | None = None
     #: Weak data hashes admitted for signatures made before a cut-off ({hash id: epoch}); see hashpolicy.
     weak_hashes: Mapping[int, float] = field(default_factory=dict)
+    #: A signature dated inside an authorization window that has closed since is good only with evidence it
+    #: was made before (its date is the signer's word): False refuses it here (``signer-retired``); True
+    #: accepts it and names the closing time (:attr:`GoodSignature.closed_since`), for a caller that looks
+    #: for that evidence itself (the git tree verifier: the record, or a later commit by a key authorized then).
+    dated_by_evidence: bool = False
 
     def current_time(self) -> float:
         """The evaluation time (``now`` if frozen, else the wall clock)."""
@@ -116,6 +124,10 @@ class GoodSignature:
     signing_fingerprint: Fingerprint
     created: int
     notations: tuple[Notation, ...] = ()  # the signature's hashed notations (e.g. a seed file's category)
+    #: when the authorization window holding ``created`` closed (None: open); the signature's date is then
+    #: the signer's word, and counts only with evidence (:attr:`VerifyPolicy.dated_by_evidence`)
+    closed_since: int | None = None
+    window: Window | None = None
 
     @property
     def created_at(self) -> datetime:
@@ -230,6 +242,32 @@ def _check_times(sig: SignatureStatus, key: PublicKey, sub: SubKey, policy: Veri
     if not sub.can("s"):
         raise BadSignatureError(f"key {sub.fingerprint} is not allowed to sign (usage {sub.capabilities!r})")
     return sig.created
+
+
+def _authorized(pin: Pin, created: int, policy: VerifyPolicy) -> tuple[Window, int | None]:
+    """The window of ``pin`` that holds ``created``, and when it closed (None: open); refuses a signature dated
+    outside every window, and one inside a closed window unless the policy looks for evidence itself."""
+    who = f"{pin.category}/{pin.nick} ({pin.fingerprint})"
+    window = window_at(pin.windows, created)
+    if window is None:
+        raise outside(pin.windows, created, who)
+    closed = closed_since(window, policy.current_time())
+    if closed is not None and not policy.dated_by_evidence:
+        raise unproven(window, created, who)
+    return window, closed
+
+
+def _revoked_since(history: KeyHistory, key: PublicKey, sub: SubKey, window: Window,
+                   closed: int | None) -> tuple[Window, int | None]:
+    """A signature the time rule accepted although its key or signing subkey is revoked now (softly: superseded,
+    retired) was made before the revocation by its own date, which whoever holds the key can write: its window is
+    taken as closed at the revocation, so the caller looks for evidence it was made before (item 4)."""
+    dates = [r.created for part in (key.primary, sub) if part.revoked
+             for found in [history.part(part.fingerprint)] if found is not None for r in found.revocations]
+    if not dates or (closed is not None and closed <= min(dates)):
+        return window, closed
+    end = min(dates)
+    return Window(window.start, end, window.certifier, "key revoked (superseded or retired)"), end
 
 
 def _class_refusal(sig: SignatureStatus, signed: SignedData, who: str) -> SignatureClassError | None:
@@ -377,9 +415,13 @@ def decide(report: StatusReport, pins: PinSet, keys: Mapping[Fingerprint, Public
             created = _at_its_time(sig, key, sub, history, pin, policy,
                                    sequoia_asked=report.second is not None and report.second.opinion is not Opinion.OFF
                                    and sig.hash_algo not in WEAK_HASHES)
+        window, closed = _authorized(pin, created, policy)
+        if history is not None and policy.dated_by_evidence:
+            window, closed = _revoked_since(history, key, sub, window, closed)
         assert sig.signing_fingerprint is not None  # set whenever VALIDSIG was seen
         found = GoodSignature(pin=pin, signing_fingerprint=sig.signing_fingerprint, created=created,
-                              notations=tuple(sig.notations))
+                              notations=tuple(sig.notations), closed_since=closed,
+                              window=window if pin.windows or closed is not None else None)
         good.append(found)
         if sig.hash_algo not in WEAK_HASHES:  # a weak digest [policy] weak-hashes admits: Sequoia refuses all
             confirmed.append(found)

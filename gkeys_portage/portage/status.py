@@ -38,6 +38,8 @@ class CategoryStatus:
     next_expiry: int | None
     last_refresh: float | None
     sources: dict[str, float | None] = field(default_factory=dict)  # configured source -> last answer
+    #: authorization windows (issue 41): keys kept for their past signatures, every window closed (retired)
+    retired: dict[str, str] = field(default_factory=dict)  # "nick FPR" -> its last window, described
 
 
 @dataclass
@@ -88,8 +90,11 @@ def _category(ctx: Gkeys, name: str) -> CategoryStatus:
     sources.update(answered)  # WKD answers are named per domain ("wkd gentoo.org")
     if ctx.config.sources.wkd and not any(source.startswith("wkd") for source in sources):
         sources["wkd"] = None
-    return CategoryStatus(str(cat), len(ctx.seeds.load(cat)), len(installed), min(expiries) if expiries else None,
-                          last_refresh(ctx, cat), sources)
+    seeds = ctx.seeds.load(cat)
+    retired = {f"{seed.nick} {fpr}": window.describe() for seed in seeds.values()
+               for fpr, window in sorted(seed.retired(now).items())}
+    return CategoryStatus(str(cat), len(seeds), len(installed), min(expiries) if expiries else None,
+                          last_refresh(ctx, cat), sources, retired)
 
 
 def collect_status(ctx: Gkeys, eroot: Path, *, doctor: bool = True) -> Status:

@@ -139,6 +139,14 @@ def _lines(entry: Entry, previous: dict[str, Any]) -> Iterator[tuple[str, str, s
             yield (f"seeds of {cat} from certifications: {counts}; {len(data.get('removed_keys', []))} key(s) "
                    "removed", str(data.get("source", "")),
                    "certifiers: " + ", ".join(moved or [f"{f} {why}" for f, why in sorted(now.items())]))
+        seen = previous.setdefault(f"{cat} retired", set())
+        for who, window in sorted(data.get("retired", {}).items()):  # authorization windows (issue 41)
+            if who not in seen:
+                seen.add(who)
+                yield (f"key {who} of {cat} retired: its authorization window closed (kept for its past "
+                       "signatures)", str(data.get("source", "")),
+                       f"window {window.get('from')} to {window.get('until')} ({window.get('closed')}, "
+                       f"by {window.get('by')})")
     elif kind == "bundle-accepted":
         yield (f"keyring bundle for {cat} accepted ({len(data.get('keys', []))} key(s))",
                str(data.get("location", "")), f"signed by {data.get('signed_by') or 'nobody (unsigned)'}")

@@ -20,12 +20,15 @@ from gkeys_portage.core.errors import (
     GpgError,
     NoSignatureError,
     NotVerifiedError,
+    OutsideWindowError,
     RevokedKeyError,
     SignerNotPinnedError,
+    SignerRetiredError,
     StaleError,
     UnknownSignerError,
 )
 from gkeys_portage.core.types import Fingerprint
+from gkeys_portage.core.windows import Window
 from gkeys_portage.keys.keyring import Keyring
 from gkeys_portage.keys.purposes import PurposeScope, WrongPurposeError
 from gkeys_portage.openpgp.colons import PublicKey
@@ -44,6 +47,8 @@ REASON_CODES: dict[type[NotVerifiedError], str] = {
     UnknownSignerError: "unknown-signer",
     WrongPurposeError: "wrong-purpose",
     SignerNotPinnedError: "signer-not-pinned",
+    SignerRetiredError: "signer-retired",
+    OutsideWindowError: "signer-not-authorized",
     RevokedKeyError: "revoked-key",
     ExpiredKeyError: "expired-key",
     FutureSignatureError: "future-signature",
@@ -64,6 +69,10 @@ class CommitVerdict:
     fingerprint: str = ""
     signed: int = 0  # signature time (epoch) of a good commit
     verified: bool = False  # set only once the signature passed every rule (fail-closed by default)
+    #: a good signature dated inside an authorization window that has closed since: when it closed (0: open),
+    #: and the window; the tree verifier wants evidence the commit existed before (:mod:`.evidence`)
+    closed_since: int = 0
+    window: Window | None = None
 
     @property
     def good(self) -> bool:
@@ -173,6 +182,8 @@ class CommitVerifier:
             verdict.signer = f"{result.signer.pin.category}/{result.signer.pin.nick}"
             verdict.fingerprint = result.signer.pin.fingerprint
             verdict.signed = result.signer.created
+            verdict.closed_since = result.signer.closed_since or 0
+            verdict.window = result.signer.window
         return verdict
 
     def _decide(self, report: StatusReport) -> VerifyResult:

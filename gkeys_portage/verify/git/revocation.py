@@ -70,8 +70,8 @@ def revoked_subkey_reason(signer: str, primary: str, subkey: str, signed: int | 
     before = signed is not None and revocation.created is not None and signed < revocation.created
     if revocation.soft and before:
         return (f"{head} {revocation.describe()}, after this commit was signed ({_day(signed)}), as a key rotation "
-                f"does; {rule}: to start from the top commit instead of the whole history, run "
-                f"gkeys verify-tree {shlex.quote(repo)} --policy top")
+                f"does; {rule}: once checked, accept it by name (gkeys verify-tree {shlex.quote(repo)} "
+                "--accept COMMIT --reason TEXT, journaled)")
     when = (f"after the revocation ({_day(signed)})" if signed is not None and not before
             else f"before the revocation ({_day(signed)})")
     return (f"{head} {revocation.describe()} and this commit was signed {when}; {rule}: "

@@ -22,6 +22,7 @@ first good ancestor of a refused range is asked of git afterwards, :mod:`.ancest
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import time
@@ -45,8 +46,10 @@ from gkeys_portage.keys.purposes import Purpose, purpose_pins
 from gkeys_portage.openpgp.engine import Capability, probe
 from gkeys_portage.openpgp.status import StatusReport
 from gkeys_portage.openpgp.verdict import VerifyPolicy
+from gkeys_portage.verify.git import accepted
 from gkeys_portage.verify.git.ancestry import first_good_ancestor
 from gkeys_portage.verify.git.commits import CommitVerdict, CommitVerifier, PreparedCommits
+from gkeys_portage.verify.git.evidence import Evidence
 from gkeys_portage.verify.git.objects import Commit, GitRepo
 from gkeys_portage.verify.git.records import last_verified, record_verified
 from gkeys_portage.verify.git.revisions import Revisions
@@ -56,6 +59,7 @@ POLICIES = ("top", "all")
 BATCH = 1000  # most commits per gpg run of a whole-history check (bounds memory, paces progress reports)
 PARTS_PER_JOB = 2  # gpg runs per parallel job (bench/tree.py: 2 beat 1, 4 and 8 on 2,001 commits)
 FIRST_RUN = 64  # commits per gpg run in the first round, so gpg starts while git reads the rest
+MAX_NAMED = 10  # refused commits a printed --accept step names one by one (more: one range)
 READ_AHEAD = 2  # rounds of gpg runs (one per job) queued while git reads the next commits
 
 Progress = Callable[[int, int], None]
@@ -116,6 +120,9 @@ class TreeReport:
     checked: int = 0
     first_good: str | None = None  # newest commit on tip's first-parent line with only good history
     signers: dict[str, int] = field(default_factory=dict)  # primary fingerprint -> good commits it signed
+    accepted: list[CommitVerdict] = field(default_factory=list)  # refused, but accepted by hand (--accept)
+    shown_as: Path | None = None  # where the repository lives (a sync verifies a staging copy)
+    recorded: str | None = None  # a refused run: the first good ancestor, recorded as verified
 
     @property
     def bad(self) -> list[CommitVerdict]:
@@ -141,17 +148,34 @@ class TreeReport:
 
     def describe(self) -> list[tuple[str, str]]:
         """Human lines as ``(level, text)``: ``good``, ``error`` or ``info`` (shared by CLI, sync module, hooks)."""
+        by_hand = [("info", f"commit {v.commit[:12]} (author {v.author}) was accepted by hand (gkeys verify-tree "
+                            f"--accept; see gkeys history): {v.reason}") for v in self.accepted]
         if self.ok:
             if self.base == self.tip:
-                return [("good", f"{self.repo}: no new commits; top {self.tip[:12]} checked again")]
+                return [*by_hand, ("good", f"{self.repo}: no new commits; top {self.tip[:12]} checked again")]
             base = f" above {self.base[:12]}" if self.base else ""
-            return [("good", f"{self.repo}: {self.checked} commit(s){base} verified, top {self.tip[:12]}")]
-        lines = [("error", f"bad commit {v.commit[:12]} (author {v.author}): {v.reason}") for v in self.bad]
+            return [*by_hand, ("good", f"{self.repo}: {self.checked} commit(s){base} verified, top {self.tip[:12]}")]
+        lines = [*by_hand, *(("error", f"bad commit {v.commit[:12]} (author {v.author}): {v.reason}")
+                             for v in self.bad)]
         lines.append(("info", f"first good ancestor: {self.first_good[:12]}" if self.first_good
                       else "no good ancestor in the checked range"))
+        if self.recorded:
+            lines.append(("info", f"recorded {self.recorded[:12]} as verified: the next run checks only the "
+                                  "commits above it"))
         lines.append(("error", f"{self.repo}: NOT verified: {len(self.bad)} of {self.checked} "
                       "commit(s) refused"))
+        lines.append(("info", self.accept_step()))
         return lines
+
+    def accept_step(self) -> str:
+        """The deliberate way on past these refusals: accept the refused commits by name, with a reason."""
+        named = " ".join(f"--accept {v.commit}" for v in self.bad[:MAX_NAMED])
+        if len(self.bad) > MAX_NAMED:
+            named = f"--accept {self.first_good + '..' if self.first_good else ''}{self.tip}"
+        where = shlex.quote(str(self.shown_as or self.repo))
+        return (f"if you have checked these commits by other means (or you accept them as they are), accept them "
+                f"deliberately, recorded in the trust journal: gkeys verify-tree {where} {named} "
+                "--reason 'WHY' (nothing else is accepted; do not if you do not know why they were refused)")
 
     def journal(self, repo: Path, options: TreeOptions) -> dict[str, object]:
         """The trust journal's entry: the live location, the range (the tip is the commit id accepted), how many
@@ -167,7 +191,11 @@ class TreeReport:
         """Machine-readable form."""
         return {"repo": str(self.repo), "tip": self.tip, "base": self.base, "verified": self.ok,
                 "checked": self.checked, "bad": [v.to_json() for v in self.bad],
-                "first_good_ancestor": self.first_good}
+                "first_good_ancestor": self.first_good,
+                "accepted_by_hand": [{"commit": v.commit, "author": v.author, "refusal": v.reason, "code": v.code}
+                                     for v in self.accepted],
+                "recorded": self.recorded or (self.tip if self.ok else None),
+                **({"next_step": self.accept_step()} if self.bad else {})}
 
 
 def journal_tree(ctx: Gkeys, report: TreeReport, options: TreeOptions, location: Path,
@@ -188,8 +216,11 @@ class TreeVerifier:
     def __init__(self, ctx: Gkeys, options: TreeOptions | None = None) -> None:
         self.ctx = ctx
         self.options = options or TreeOptions.from_config(ctx)
+        self.shown_as: Path | None = None  # the live location (a sync verifies staging): named in next steps
+        self.accepted = accepted.accepted_commits(ctx.layout)  # commits accepted by hand (--accept)
         ctx.ensure_layout()
-        policy = ctx.policy()
+        # a commit inside a closed authorization window is judged here, against the commits above it
+        policy = dataclasses.replace(ctx.policy(), dated_by_evidence=True)
         self.verifiers = [self._verifier(category, policy) for category in self.options.categories]
         self.top = self._verifier(self.options.top_category, policy) if self.options.top_category else None
 
@@ -240,7 +271,8 @@ class TreeVerifier:
         queued), so a whole-history run keeps little in memory and gpg starts at once.  Verdicts are
         taken in the order of ``hashes``.
         """
-        report = TreeReport(repo.path, tip, base)
+        report = TreeReport(repo.path, tip, base, shown_as=self.shown_as)
+        evidence = Evidence(base)
         verifiers = (*self.verifiers, *([self.top] if self.top else []))
         for verifier in verifiers:
             verifier.location = str(repo.path)
@@ -265,8 +297,11 @@ class TreeVerifier:
                     verdict = self._judge_top(commit, verdict, scratch)
                 if verdict.good and commit.hash == tip:
                     self._check_age(verdict)
+                evidence.judge(commit, verdict)
                 report.checked += 1
-                if not verdict.good:
+                if not verdict.good and commit.hash in self.accepted:
+                    report.accepted.append(verdict)  # accepted by hand (journaled then): no evidence for others
+                elif not verdict.good:
                     report.refused.append(verdict)
                 else:
                     report.signers[verdict.fingerprint] = report.signers.get(verdict.fingerprint, 0) + 1
@@ -332,11 +367,24 @@ class TreeVerifier:
         return top if top.good or top.code == "wrong-purpose" else dev_verdict  # a pinned key: name it
 
     def verify_repo(self, path: Path, *, revision: str = "HEAD", commit_range: str | None = None,
-                    record: bool = True, progress: Progress | None = None) -> TreeReport:
+                    record: bool = True, progress: Progress | None = None, accept: Sequence[str] = (),
+                    reason: str = "") -> TreeReport:
         """Verify a repository: ``commit_range`` (``A..B``), or from its last verified revision to
-        ``revision``.  Records ``revision`` as verified when everything passed and ``record`` is set.
+        ``revision``.  Records ``revision`` as verified when everything passed and ``record`` is set; when
+        something was refused, the newest commit whose whole history passed (the first good ancestor) is
+        recorded instead, so a whole-history run is never lost and the next run checks only what lies above.
+
+        ``accept`` (commits, or ``A..B`` ranges) with ``reason`` is the deliberate way past commits that must
+        stay refused (a compromised key's): they are recorded and journaled (:mod:`.accepted`) before the
+        verification, which then lets them pass, and every later one (a sync, the hooks) as well.
         """
+        if accept and not reason.strip():
+            raise UsageError("--accept needs --reason TEXT: why these refused commits are accepted (it goes to "
+                             "the trust journal)")
         repo = open_repo(path)
+        if accept:
+            accepted.accept(self.ctx, accepted.resolve(repo, accept), reason, str(self.shown_as or repo.path))
+            self.accepted = accepted.accepted_commits(self.ctx.layout)
         if commit_range:
             start, sep, end = commit_range.partition("..")
             if not sep or not end:
@@ -351,8 +399,11 @@ class TreeVerifier:
         tip = repo.resolve(revision)
         base, hashes = self.plan(repo, tip, last_verified(self.ctx.layout, repo.path))
         report = self.verify(repo, hashes, tip=tip, base=base, progress=progress)
-        if report.ok and record:
+        if record and report.ok:
             record_verified(self.ctx, repo.path, tip)
+        elif record and report.first_good and report.first_good != base:
+            record_verified(self.ctx, repo.path, report.first_good)  # the part that passed
+            report.recorded = report.first_good
         return report
 
 
