@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import enum
+import functools
 import hashlib
 import json
 import os
@@ -29,7 +30,7 @@ import re
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -145,6 +146,15 @@ class _Certificates:
     certs: list[Any]
     by_id: dict[str, list[Any]]
 
+    @functools.cached_property
+    def sha1_bindings(self) -> frozenset[str]:
+        """:func:`sha1_self_signed` of these certificates, worked out once (only a refusal asks: before, each
+        refusal exported and parsed the whole keyring again, ~40 ms a refusal with gpg's export)."""
+        try:
+            return _sha1_certificates(self.certs)
+        except Exception:  # noqa: BLE001 - only a diagnosis: without it the refusal still stands
+            return frozenset()
+
     def store(self, ids: list[str]) -> list[Any]:
         """The certificates holding a key named in ``ids`` (pysequoia's key store callback)."""
         found = {id(cert): cert for wanted in ids for cert in self.by_id.get(str(wanted).lower(), ())}
@@ -202,7 +212,7 @@ def _opinion(run: Callable[[_Certificates], Any], homedir: Path, export: Callabl
     try:
         result = run(certs)
     except Exception as exc:  # noqa: BLE001 - "no valid signatures" and parse errors alike refuse
-        return SecondOpinion(Opinion.REFUSED, said=_said(exc), sha1_bindings=_sha1_bindings(export))
+        return SecondOpinion(Opinion.REFUSED, said=_said(exc), sha1_bindings=certs.sha1_bindings)
     signers = frozenset((str(sig.certificate).upper(), str(sig.signing_key).upper()) for sig in result.valid_sigs)
     text = result.bytes if isinstance(result.bytes, bytes) else None
     return SecondOpinion(Opinion.ACCEPTED if signers else Opinion.REFUSED, signers,
@@ -220,8 +230,13 @@ def sha1_self_signed(data: bytes) -> frozenset[str]:
     binding made with SHA-1.  GnuPG 2.2 and 2.4 accept both."""
     import pysequoia
 
+    return _sha1_certificates(pysequoia.Cert.split_bytes(data))
+
+
+def _sha1_certificates(certs: Iterable[Any]) -> frozenset[str]:
+    """:func:`sha1_self_signed` of certificates pysequoia has read."""
     found: set[str] = set()
-    for cert in pysequoia.Cert.split_bytes(data):
+    for cert in certs:
         primary = str(cert.fingerprint).upper()
         try:
             cert.expiration  # noqa: B018 - evaluated under Sequoia's policy: the binding it would use
@@ -233,13 +248,6 @@ def sha1_self_signed(data: bytes) -> frozenset[str]:
                for packet in parse_packets(bytes(cert))):
             found.add(primary)
     return frozenset(found)
-
-
-def _sha1_bindings(export: Callable[[], bytes]) -> frozenset[str]:
-    try:
-        return sha1_self_signed(export())
-    except Exception:  # noqa: BLE001 - only a diagnosis: without it the refusal still stands
-        return frozenset()
 
 
 def _one_by_one(packets: bytes) -> list[bytes]:
