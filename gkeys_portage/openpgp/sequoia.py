@@ -46,6 +46,13 @@ INSTALL_HINT = ("install pysequoia (pip install pysequoia, or emerge dev-python/
 _enabled = True
 _lock = threading.Lock()
 _certs: dict[str, tuple[tuple[int, ...], _Certificates]] = {}
+_loading: dict[str, threading.Lock] = {}  # per keyring: held while its certificates are exported and read
+
+# Sequoia's errors capture a Rust backtrace when RUST_BACKTRACE is set (common on developers' machines): the
+# first refusal of a run then costs 60-90 ms of CPU resolving symbols gkeys never shows (it keeps the first line,
+# :func:`_said`).  RUST_LIB_BACKTRACE, read first by Rust, turns that off for errors only (panics still show one);
+# a value the user set is kept.
+os.environ.setdefault("RUST_LIB_BACKTRACE", "0")
 
 
 class Opinion(enum.Enum):
@@ -164,14 +171,24 @@ class _Certificates:
 def _certificates(homedir: Path, export: Callable[[], bytes]) -> _Certificates:
     """The keyring's certificates as Sequoia reads them, cached while the keyring file is unchanged (keyrings
     are replaced by rename)."""
-    import pysequoia
-
     key = str(homedir)
     identity = _pubring_identity(homedir)
     with _lock:
         cached = _certs.get(key)
+        loading = _loading.setdefault(key, threading.Lock())
     if cached is not None and cached[0] == identity:
         return cached[1]
+    with loading:  # one export per keyring: verify-tree's parallel batches all ask at their start
+        with _lock:
+            cached = _certs.get(key)
+        if cached is not None and cached[0] == identity:
+            return cached[1]
+        return _read_certificates(key, identity, export)
+
+
+def _read_certificates(key: str, identity: tuple[int, ...], export: Callable[[], bytes]) -> _Certificates:
+    import pysequoia
+
     data = export()
     certs = list(pysequoia.Cert.split_bytes(data)) if data else []
     by_id: dict[str, list[Any]] = {}
