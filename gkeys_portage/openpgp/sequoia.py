@@ -217,15 +217,25 @@ def _said(exc: Exception) -> str:
 
 
 def _opinion(run: Callable[[_Certificates], Any], homedir: Path, export: Callable[[], bytes]) -> SecondOpinion:
+    certs = _prelude(homedir, export)
+    return certs if isinstance(certs, SecondOpinion) else _answer(run, certs)
+
+
+def _prelude(homedir: Path, export: Callable[[], bytes]) -> _Certificates | SecondOpinion:
+    """The keyring's certificates, or the opinion every check gets without them (off, missing, unreadable)."""
     if not _enabled:
         return SecondOpinion(Opinion.OFF)
     missing = missing_reason()
     if missing is not None:
         return SecondOpinion(Opinion.MISSING, said=missing)
     try:
-        certs = _certificates(homedir, export)
+        return _certificates(homedir, export)
     except Exception as exc:  # noqa: BLE001 - pysequoia raises plain exceptions; any is a refusal
         return SecondOpinion(Opinion.REFUSED, said=f"cannot read the keyring: {_said(exc)}")
+
+
+def _answer(run: Callable[[_Certificates], Any], certs: _Certificates) -> SecondOpinion:
+    """Sequoia's opinion from one check ``run`` against ``certs``."""
     try:
         result = run(certs)
     except Exception as exc:  # noqa: BLE001 - "no valid signatures" and parse errors alike refuse
@@ -278,6 +288,22 @@ def check_detached(homedir: Path, export: Callable[[], bytes], packets: bytes,
     """Sequoia's verdict on the detached signature ``packets`` over ``data`` (bytes, or the name of a file
     Sequoia reads itself: ``/dev/fd/N`` of the descriptor GnuPG reads), against the keyring in ``homedir``
     (``export`` returns its certificates).  Each signature is checked on its own; the good ones are listed."""
+    return _opinion(_detached(packets, data), homedir, export)
+
+
+def check_detached_many(homedir: Path, export: Callable[[], bytes],
+                        items: Iterable[tuple[bytes, bytes]]) -> list[SecondOpinion]:
+    """:func:`check_detached` of each ``(packets, data)`` of a batch, in order: the same checks, with the
+    setting, pysequoia and the keyring's certificates looked up once for the batch rather than once per
+    signature (the keyring is read as it was when the batch started, as each gpg ``--multifile`` run does)."""
+    certs = _prelude(homedir, export)
+    if isinstance(certs, SecondOpinion):
+        return [certs for _item in items]
+    return [_answer(_detached(packets, data), certs) for packets, data in items]
+
+
+def _detached(packets: bytes, data: bytes | str) -> Callable[[_Certificates], Any]:
+    """The check of :func:`check_detached`, to run against a keyring's certificates."""
     def run(certs: _Certificates) -> Any:
         import pysequoia
 
@@ -301,7 +327,7 @@ def check_detached(homedir: Path, export: Callable[[], bytes], packets: bytes,
             raise RuntimeError("; ".join(dict.fromkeys(said)) or "no signature")
         return _Verified(valid)
 
-    return _opinion(run, homedir, export)
+    return run
 
 
 @dataclass(frozen=True)
