@@ -2,7 +2,10 @@
 """Benchmark: what the second opinion (Sequoia confirming GnuPG, issue 34 item 10) costs, with and without it
 in the same run, per engine.  Budget: at most 10 % on each of
 
-* ``gkeys verify-tree --policy all`` over ``--commits`` signed commits (bench/tree.py's repository),
+* ``gkeys verify-tree --policy all`` over ``--commits`` signed commits (bench/tree.py's repository) by ``--keys``
+  developer keys of ``--algo`` (ed25519, rsa2048, rsa4096: Gentoo's developers mostly sign with RSA),
+* ``gkeys verify-tree --policy all`` over a real GitHub-signed history (``../shared/fixtures/real/github/``:
+  pypa/sampleproject, 197 commits, GitHub's RSA-4096 web-flow keys, whose MPIs are normalised for Sequoia),
 * ``gkeys verify-media`` of a ``--size-mib`` release file with .asc, .DIGESTS and .sha256,
 * an rsync sync that changes nothing (``sync_rsync``, a real ``rsync --daemon``, ``--packages`` packages).
 
@@ -10,8 +13,11 @@ Each command runs alternately with ``[gpg] second-opinion = yes`` and ``= no`` (
 ``--rounds`` times; the medians of wall time and of CPU time (user + system, children included: on a machine
 shared with other jobs it is the load-independent measure) are printed with their ratio.
 
-Usage: python3 bench/second_opinion.py [--commits 2000] [--size-mib 512] [--packages 3000] [--rounds 5]
-                                       [--only tree|media|rsync] [--gpg PATH]
+Usage: python3 bench/second_opinion.py [--commits 2000] [--keys 50] [--algo ed25519|rsa2048|rsa4096]
+                                       [--size-mib 512] [--packages 3000] [--rounds 5]
+                                       [--only tree|github|media|rsync] [--work DIR] [--shared DIR]
+                                       [--gpg PATH]
+  --work: build (or reuse) the tree's keys and repository in DIR (RSA keys take minutes to make); kept.
 """
 
 from __future__ import annotations
@@ -80,15 +86,48 @@ def with_off(config: Path) -> Path:
     return off
 
 
-def bench_tree(work: Path, commits: int, rounds: int, engine: str | None) -> None:
+def bench_tree(work: Path, commits: int, keys: int, algo: str, rounds: int, engine: str | None) -> None:
     import tree
 
-    config, _, repo, _ = tree.prepare(work, 50, commits, 4, "ed25519")
+    config, _, repo, _ = tree.prepare(work, keys, commits, 4, algo)
     select(engine)  # after the keys were made and imported with gpg from PATH
     env = child_env(work)
     off = with_off(config)
-    compare(f"verify-tree --policy all, {commits} commits", lambda: run(tree.gkeys_command(config, repo), env),
-            lambda: run(tree.gkeys_command(off, repo), env), rounds)
+    compare(f"verify-tree --policy all, {commits} commits by {keys} {algo} keys",
+            lambda: run(tree.gkeys_command(config, repo), env), lambda: run(tree.gkeys_command(off, repo), env),
+            rounds)
+
+
+#: GitHub's web-flow keys (both are in web-flow.gpg), as tests/test_realworld_signers.py seeds them.
+WEB_FLOW = ("5DE3E0509C47EA3CF04A42D34AEE18F83AFDEB23", "968479A1AFF927E37D1A566BB5690EEEBB952194")
+
+
+def bench_github(work: Path, shared: Path, rounds: int, engine: str | None) -> None:
+    import tree
+
+    github = shared / "fixtures" / "real" / "github"
+    if not github.is_dir():
+        print(f"github: {github} is absent, skipped", flush=True)
+        return
+    repo = work / "sampleproject"
+    subprocess.run(["git", "clone", "-q", str(github / "sampleproject.bundle"), str(repo)], check=True)
+    config = work / "gkeys.conf"
+    config.write_text(f"[base]\ngkeysdir = {work / 'state'}\n")
+    env = child_env(work)
+    gkeys = [sys.executable, "-m", "gkeys_portage.cli.main", "-c", str(config), "-q"]
+    for number, fingerprint in enumerate(WEB_FLOW):
+        run([*gkeys, "add-seed", "-C", "github", "-n", f"web-flow{number}", "-N", "GitHub", "-K", fingerprint], env)
+        run([*gkeys, "import-key", "-C", "github", "-n", f"web-flow{number}", "-F", str(github / "web-flow.gpg")],
+            env)
+    select(engine)
+    off = with_off(config)
+
+    def verify(conf: Path) -> None:  # its unsigned and unknown-key commits are refused: exit status 1
+        command = [*tree.gkeys_command(conf, repo)[:-1], "-C", "github", "--no-record"]
+        subprocess.run(command, env=env, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    compare("verify-tree --policy all, GitHub's web-flow history (197 commits, RSA-4096)", lambda: verify(config),
+            lambda: verify(off), rounds)
 
 
 def bench_media(work: Path, size_mib: int, rounds: int, engine: str | None) -> None:
@@ -157,20 +196,28 @@ def bench_rsync(work: Path, packages: int, rounds: int, engine: str | None) -> N
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--commits", type=int, default=2000)
+    parser.add_argument("--keys", type=int, default=50)
+    parser.add_argument("--algo", choices=("ed25519", "rsa2048", "rsa4096"), default="ed25519")
+    parser.add_argument("--work", type=Path, help="build (or reuse) the tree's keys and repository here; kept")
+    parser.add_argument("--shared", type=Path, default=BENCH.parent.parent / "shared",
+                        help="the shared reference data (the GitHub fixture's home)")
     parser.add_argument("--size-mib", type=int, default=512)
     parser.add_argument("--packages", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--only", choices=("tree", "media", "rsync"))
+    parser.add_argument("--only", choices=("tree", "github", "media", "rsync"))
     add_option(parser)
     args = parser.parse_args()
     print(describe(args.gpg or "gpg"), f"; load average {os.getloadavg()[0]:.1f}", flush=True)
     with tempfile.TemporaryDirectory(prefix="gkeys-bench-second-") as tmp:
         work = Path(tmp)
-        for name, job in (("tree", lambda: bench_tree(work / "tree", args.commits, args.rounds, args.gpg)),
+        tree_work = args.work or work / "tree"
+        for name, job in (("tree", lambda: bench_tree(tree_work, args.commits, args.keys, args.algo, args.rounds,
+                                                      args.gpg)),
+                          ("github", lambda: bench_github(work / "github", args.shared, args.rounds, args.gpg)),
                           ("media", lambda: bench_media(work / "media", args.size_mib, args.rounds, args.gpg)),
                           ("rsync", lambda: bench_rsync(work / "rsync", args.packages, args.rounds, args.gpg))):
             if args.only in (None, name):
-                (work / name).mkdir()
+                (tree_work if name == "tree" else work / name).mkdir(parents=True, exist_ok=True)
                 job()
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
     return 0

@@ -11,14 +11,14 @@ Then it measures where gkeys' time goes (one in-process run, phase by phase) and
 signatures handed to ``gpg --verify --multifile`` directly, one process per core, nothing else.
 
 The repository is built quickly: commit objects are made in Python (all commits share one tree),
-signed by ``--keys`` keys (``--algo``: ed25519, rsa4096, or a mix alternating the two, as Gentoo's
+signed by ``--keys`` keys (``--algo``: ed25519, rsa2048, rsa4096, or a mix alternating the two, as Gentoo's
 developers have both) round-robin on ``--branches`` branches in parallel, joined by one signed octopus
 merge, written as loose objects and then packed (as a clone is).
 
 Rounds alternate A and B (``--rounds``, default 3); the ratio of each round and their median are printed.
 ``--work DIR`` keeps the keys and repository in DIR and reuses them on the next run.
 
-Usage: python3 bench/tree.py [--commits 2000] [--keys 50] [--algo ed25519|rsa4096|mix] [--branches 4]
+Usage: python3 bench/tree.py [--commits 2000] [--keys 50] [--algo ed25519|rsa2048|rsa4096|mix] [--branches 4]
                              [--rounds 3] [--work DIR] [--gpg PATH]
   --gpg: the OpenPGP engine of both sides (gkeys' $GKEYS_GPG, git's gpg.program, the floor's gpg); keys
          and commits are made with gpg from PATH.  An engine without --multifile verdicts (gpg-sq) gets a
@@ -56,7 +56,8 @@ from gkeys_portage.verify.git.revisions import Revisions  # noqa: E402
 from gkeys_portage.verify.git.tree import TreeVerifier, open_repo  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-ALGORITHMS = {"ed25519": ("ed25519",), "rsa4096": ("rsa4096",), "mix": ("ed25519", "rsa4096")}
+ALGORITHMS = {"ed25519": ("ed25519",), "rsa2048": ("rsa2048",), "rsa4096": ("rsa4096",),
+              "mix": ("ed25519", "rsa4096")}
 
 
 def git(repo: Path, *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None) -> bytes:
