@@ -7,6 +7,7 @@ from pathlib import Path
 
 from gkeys_portage.core.state import Layout, atomic_write_json, read_json
 from gkeys_portage.keys.context import Gkeys
+from gkeys_portage.verify.git.hold import Inventory
 
 RECORD = "tree-revisions"
 
@@ -23,14 +24,29 @@ def last_verified(layout: Layout, location: Path) -> str | None:
     return revision if isinstance(revision, str) and revision else None
 
 
-def record_verified(ctx: Gkeys, location: Path, revision: str) -> None:
-    """Record ``revision`` as the last verified revision of ``location`` (atomic, under the state lock)."""
+def record_verified(ctx: Gkeys, location: Path, revision: str, *, inventory: Inventory | None = None) -> None:
+    """Record ``revision`` as the last verified revision of ``location`` (atomic, under the state lock), with the
+    inventory of the work tree proven to be that revision (:mod:`.hold`; None: no proof kept)."""
     ctx.ensure_layout()
     with ctx.lock:
         records = _records(ctx.layout)
-        records[str(Path(location).resolve())] = {"revision": revision,
-                                                  "verified": datetime.now(UTC).isoformat(timespec="seconds")}
+        entry: dict[str, object] = {"revision": revision, "verified": datetime.now(UTC).isoformat(timespec="seconds")}
+        if inventory is not None:
+            entry["inventory"] = {"digest": inventory.digest, "entries": inventory.entries}
+        records[str(Path(location).resolve())] = entry  # type: ignore[assignment]
         atomic_write_json(ctx.layout.record(RECORD), records)
+
+
+def recorded_inventory(layout: Layout, location: Path) -> Inventory | None:
+    """The inventory recorded with the last verified revision of ``location`` (None: none, or malformed)."""
+    entry = _records(layout).get(str(Path(location).resolve()))
+    value = entry.get("inventory") if isinstance(entry, dict) else None
+    if not isinstance(value, dict):
+        return None
+    try:
+        return Inventory(str(value["digest"]), int(value["entries"]))
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def forget(ctx: Gkeys, location: Path) -> None:
