@@ -73,7 +73,6 @@ from gkeys_portage.verify.git.records import last_verified, record_verified, rec
 from gkeys_portage.verify.git.spawn import SpawnSettings
 from gkeys_portage.verify.git.staging import LOCAL_DIRECTORIES, carry_local, copy_git_dir, link_work_tree
 from gkeys_portage.verify.git.tree import TreeOptions, TreeReport, TreeVerifier
-from gkeys_portage.verify.git.worktree import restore_revision
 
 Log = Callable[[str, str], None]  # (level, text): level is info, good, warn or error
 
@@ -242,16 +241,12 @@ def _checkout(hold: Hold, root: GitRepo, tip: str, skip: Sequence[str], location
     """Bring the taken tree to ``tip`` with root's git and prove it by hash (:func:`prove`); what differs is
     removed and written afresh once; return the inventory."""
     tree = tree_of(root, tip)
-    try:  # reset --hard + clean -ffdx, checked clean (the check trusts no change time: the files are links)
-        restore_revision(root, tip, trust_ctime=False)
-    except GkeysError:  # a stat cache that lies, an index a killed git left: check out from scratch
-        (hold.git_dir / "index").unlink(missing_ok=True)
-        restore_revision(root, tip)
+    _reset(root, tip)
     try:
         return prove(hold, root, tree, skip)
     except Mismatch as exc:  # a shared file edited in place, an object rewritten: written afresh from the objects
         discard_paths(hold, exc.paths)
-        restore_revision(root, tip, trust_ctime=False)
+        _reset(root, tip)
     try:
         return prove(hold, root, tree, skip)
     except Mismatch as exc:
@@ -262,6 +257,18 @@ def _checkout(hold: Hold, root: GitRepo, tip: str, skip: Sequence[str], location
 
 def _name(hold: Hold) -> str:
     return hold.top.name.split(".gkeys-", 1)[0].lstrip(".")
+
+
+def _reset(root: GitRepo, tip: str) -> None:
+    """``reset --hard`` + ``clean -ffdx`` with root's git (the proof that follows checks the result).  The change
+    time is not compared: the reused files are links, whose change time every link changed."""
+    reset = ("-c", "core.trustctime=false", "reset", "--hard", "--quiet", "--no-recurse-submodules", tip)
+    try:
+        root.run(*reset)
+    except GkeysError:  # the copied index (a stat cache) is unreadable: check out from scratch
+        (root.git_dir or root.path / ".git").joinpath("index").unlink(missing_ok=True)
+        root.run(*reset)
+    root.run("clean", "-ffdxq")
 
 
 def _clone(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
