@@ -56,6 +56,7 @@ from gkeys_portage.verify.git.hold import (
     Inventory,
     Mismatch,
     adopt,
+    clear,
     discard_paths,
     finish_git_dir,
     give,
@@ -424,6 +425,7 @@ def _work_tree(hold: Hold, location: Path, request: SyncRequest) -> None:
     """Give the taken tree a work tree to reset: the spare's entries (root moves them in), else the live tree
     hard-linked in by the sync user (into a directory of its own in the hold, moved in by root)."""
     skip = (".git", *LOCAL_DIRECTORIES)
+    clear(hold)
     spare = usable_spare(location)
     if spare is not None:
         try:
@@ -441,7 +443,7 @@ def _work_tree(hold: Hold, location: Path, request: SyncRequest) -> None:
     hold.reach(0o700)
     source, tree = hold.open(WORK), hold.open()
     try:
-        move_entries(source, tree)
+        move_entries(source, tree, skip)
     finally:
         os.close(source)
         os.close(tree)

@@ -161,6 +161,8 @@ def take(hold: Hold) -> None:
 
     def visit(entry: fdtree.Entry) -> bool:
         if not entry.is_dir:
+            if entry.name.endswith(b".lock") and entry.rel.startswith(b".git/"):
+                os.unlink(entry.name, dir_fd=entry.parent)  # a killed git's: it would block the owner's next git
             return False
         if entry.st.st_dev != device:
             raise _mount_point(os.fsdecode(entry.rel))
@@ -172,6 +174,17 @@ def take(hold: Hold) -> None:
     finally:
         os.close(tree)
     hold.taken = True
+
+
+def clear(hold: Hold, keep: Sequence[str] = (".git",)) -> None:
+    """Remove every top-level entry of the taken tree but ``keep`` (what anyone put there before the take)."""
+    tree = hold.open()
+    try:
+        for name in fdtree.names(tree):
+            if os.fsdecode(name) not in keep:
+                fdtree.remove_tree(tree, name)
+    finally:
+        os.close(tree)
 
 
 def move_entries(src: int, dst: int, skip: Sequence[str] = ()) -> bool:

@@ -25,10 +25,12 @@ it, and removing the old tree would descend into it.
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from gkeys_portage.core import fdtree
 from gkeys_portage.core.errors import BadInputError, UsageError
 from gkeys_portage.verify.git.spawn import SpawnSettings
 
@@ -58,24 +60,34 @@ def _refuse_mount_points(paths: Sequence[Path]) -> None:
 
 
 def copy_git_dir(live: Path, staging: Path, spawn: SpawnSettings) -> None:
-    """Make ``staging/.git`` a copy of ``live/.git``: objects hard-linked, everything else copied, no lock file."""
+    """Make ``staging/.git`` a copy of ``live/.git``: objects hard-linked, everything else copied (by ``cp`` as
+    the sync user).  ``staging`` may belong to the sync user: ``.git`` is made and given to it by descriptor.
+    Lock files a killed git left are removed once root has taken the tree (:func:`.hold.take`)."""
     source = live / ".git"
     if source.is_symlink() or not source.is_dir():
         raise BadInputError(f"{source} is not a directory: gkeys updates a work tree whose .git is a directory "
                             f"(remove {live} and sync again to clone afresh)")
+    _make_dir_like(staging, ".git", source)
     target = staging / ".git"
-    target.mkdir()
-    spawn.prepare_directory(target, like=source)
     others = [path for path in source.iterdir() if path.name != "objects"]
     if others:
         _cp(["-a", "-t", target, *others], spawn)
     _cp(["-a", "--link", "-t", target, source / "objects"], spawn)
-    for directory, subdirs, files in os.walk(target):
-        if Path(directory) == target:
-            subdirs[:] = [name for name in subdirs if name != "objects"]
-        for name in files:
-            if name.endswith(".lock"):  # left by a killed git: it would block the staging copy for ever
-                os.unlink(os.path.join(directory, name))
+
+
+def _make_dir_like(parent: Path, name: str, like: Path) -> None:
+    """Make the directory ``parent/name`` with the owner and mode of ``like``, by descriptor: ``parent`` may be
+    the sync user's, who could otherwise put a link in its place between the mkdir and a chown by path."""
+    st = like.stat()
+    top = fdtree.open_dir(parent)
+    try:
+        os.mkdir(name, 0o700, dir_fd=top)
+        made = fdtree.lstat_at(top, name)
+        if made.st_uid != os.geteuid():
+            raise fdtree.Changed(name)
+        fdtree.set_owner_mode(top, name, made, (st.st_uid, st.st_gid), stat.S_IMODE(st.st_mode))
+    finally:
+        os.close(top)
 
 
 def link_work_tree(live: Path, staging: Path, spawn: SpawnSettings) -> None:
