@@ -7,7 +7,8 @@ free of Portage imports so it can be tested and reused on its own.
   (:func:`trusted_verifier`): the refusal names the command that installs them.
 * A first clone goes into a private directory beside the repository location with ``--no-checkout``
   (only git's object store is written), its commits are verified, only then is the verified tip
-  checked out, and the directory is renamed into place; on failure nothing is left at the location.
+  checked out, and the directory is renamed into place (or its entries moved into the location Portage
+  made, which is never removed and keeps its owner and mode); on failure nothing is left in the location.
   Staging directories left by an interrupted sync (``.<name>.gkeys-*``) are removed first, under a
   lock per location.
 * An update never writes where Portage reads (:mod:`gkeys_portage.verify.git.staging`): the live ``.git``
@@ -23,7 +24,10 @@ free of Portage imports so it can be tested and reused on its own.
   one ``renameat2`` call (:mod:`gkeys_portage.core.swap`).  Killed at any instant, the location holds the
   whole old revision or the whole new one, and a later sync removes what the killed one left.  The tree it
   replaced is kept as the next spare; what is not reused is removed in the background.  A sync that brings
-  nothing new to a clean tree swaps nothing.
+  nothing new to a tree that matches the inventory recorded with its proof swaps nothing.
+* Root never acts on what the sync user can change (:mod:`gkeys_portage.verify.git.hold`): the sync user
+  only fetches (and links the live tree in); root then takes the staging tree, verifies and checks out with
+  a git directory of its own, hashes the checkout up to the signed tree, and gives it back last.
 * Git runs with Portage's spawn settings (``sync-user``, ``FEATURES=usersync``, ``sync-umask``), and a
   new tree gets the owner and mode Portage gave the location.  Every file a fetch writes is capped at
   ``[tree] max-fetch-mib`` (default 8192 MiB, 0 = no cap); a first checkout must fit in the free space.
