@@ -57,23 +57,20 @@ from gkeys_portage.verify.git.hold import (
     SPARE,
     WORK,
     Hold,
-    Inventory,
-    Mismatch,
     adopt,
     clear,
     discard_paths,
     finish_git_dir,
     give,
     hold_directory,
-    inventory,
     move_entries,
-    prove,
     remove,
     root_git,
     take,
     tree_of,
 )
 from gkeys_portage.verify.git.objects import NO_SUBMODULES, GitRepo
+from gkeys_portage.verify.git.proof import Inventory, Mismatch, inventory, prove
 from gkeys_portage.verify.git.records import last_verified, record_verified, recorded_inventory
 from gkeys_portage.verify.git.spawn import SpawnSettings
 from gkeys_portage.verify.git.staging import LOCAL_DIRECTORIES, carry_local, copy_git_dir, link_work_tree
@@ -248,12 +245,12 @@ def _checkout(hold: Hold, root: GitRepo, tip: str, skip: Sequence[str], location
     tree = tree_of(root, tip)
     _reset(root, tip)
     try:
-        return prove(hold, root, tree, skip)
+        return prove(hold.open(), hold.owner, root, tree, skip)
     except Mismatch as exc:  # a shared file edited in place, an object rewritten: written afresh from the objects
         discard_paths(hold, exc.paths)
         _reset(root, tip)
     try:
-        return prove(hold, root, tree, skip)
+        return prove(hold.open(), hold.owner, root, tree, skip)
     except Mismatch as exc:
         raise BadInputError(f"the checkout of {tip[:12]} does not hash to its signed tree: {exc.message}; the "
                             f"repository's object store was changed: remove {hold.top.parent / _name(hold)} and "

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gkeys_portage.core.state import Layout, atomic_write_json, read_json
 from gkeys_portage.keys.context import Gkeys
-from gkeys_portage.verify.git.hold import Inventory
+from gkeys_portage.verify.git.proof import Inventory
 
 RECORD = "tree-revisions"
 
