@@ -38,14 +38,13 @@ import os
 import re
 import stat
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gkeys_portage.core import fdtree
 from gkeys_portage.core.errors import BadInputError, UsageError
 from gkeys_portage.verify.git.objects import GitRepo
-from gkeys_portage.verify.git.proof import walk_tree
 from gkeys_portage.verify.git.spawn import SpawnSettings
 
 TREE = "tree"
@@ -139,8 +138,45 @@ def _mount_point(path: str) -> UsageError:
                       "again")
 
 
+def _directories(top: int, visit: Callable[[int, bytes, bytes, os.stat_result], None],
+                 files: Callable[[int, bytes, bytes], None] | None = None) -> None:
+    """Call ``visit(parent, name, rel, st)`` for every directory under the open directory ``top`` (closed
+    afterwards), before entering it; ``files(parent, name, rel)`` for every other entry when given.  Each
+    level is opened without following a link and checked to be the inode seen; a mount point refuses.  The
+    kind of an entry comes from the directory listing, so only directories cost a ``stat``."""
+    device = os.fstat(top).st_dev
+    stack: list[tuple[int, bytes]] = [(top, b"")]
+    try:
+        while stack:
+            fd, rel = stack.pop()
+            try:
+                with os.scandir(fd) as listing:
+                    entries = [(os.fsencode(e.name), e.is_dir(follow_symlinks=False)) for e in listing]
+                for name, is_dir in entries:
+                    path = rel + b"/" + name if rel else name
+                    if not is_dir:
+                        if files is not None:
+                            files(fd, name, path)
+                        continue
+                    st = fdtree.lstat_at(fd, name)
+                    if not stat.S_ISDIR(st.st_mode):
+                        raise fdtree.Changed(os.fsdecode(path))
+                    if st.st_dev != device:
+                        raise _mount_point(os.fsdecode(path))
+                    if path.count(b"/") >= fdtree.Limits().depth:
+                        raise fdtree.LimitExceeded(f"{os.fsdecode(path)[:120]}...: too deep")
+                    visit(fd, name, path, st)
+                    stack.append((fdtree.open_dir(name, fd, expect=st), path))
+            finally:
+                os.close(fd)
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
+
+
 def take(hold: Hold) -> None:
-    """Make the hold and every directory of its tree root's alone (0700), by descriptor; refuse a mount point."""
+    """Make the hold and every directory of its tree root's alone (0700), by descriptor; refuse a mount point.
+    Lock files a killed git left in the copied ``.git`` are removed (they would block the owner's next git)."""
     hold.reach(0o700)
     top = fdtree.open_dir(hold.top)
     try:
@@ -148,22 +184,16 @@ def take(hold: Hold) -> None:
         tree = fdtree.open_dir(TREE, top)
     finally:
         os.close(top)
-    device = os.fstat(tree).st_dev
 
-    def visit(entry: fdtree.Entry) -> bool:
-        if not entry.is_dir:
-            if entry.name.endswith(b".lock") and entry.rel.startswith(b".git/"):
-                os.unlink(entry.name, dir_fd=entry.parent)  # a killed git's: it would block the owner's next git
-            return False
-        if entry.st.st_dev != device:
-            raise _mount_point(os.fsdecode(entry.rel))
-        fdtree.set_owner_mode(entry.parent, entry.name, entry.st, (0, 0), 0o700)
-        return True
+    def directory(parent: int, name: bytes, rel: bytes, st: os.stat_result) -> None:
+        fdtree.set_owner_mode(parent, name, st, (0, 0), 0o700)
 
-    try:
-        fdtree.walk(tree, visit)
-    finally:
-        os.close(tree)
+    def other(parent: int, name: bytes, rel: bytes) -> None:
+        if name.endswith(b".lock") and rel.startswith(b".git/"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=parent)
+
+    _directories(tree, directory, other)
     hold.taken = True
 
 
@@ -335,6 +365,7 @@ def finish_git_dir(hold: Hold, tip: str) -> None:
     try:
         with contextlib.suppress(FileNotFoundError):
             os.rename("index", "index", src_dir_fd=git_fd, dst_dir_fd=dot_git)
+            _own(dot_git, "index", hold.owner)
         head = (_read_small(dot_git, "HEAD") or b"").strip()
         branch = head[len(b"ref: refs/heads/"):] if head.startswith(b"ref: refs/heads/") else b""
         if branch and _BRANCH.fullmatch(branch) and not any(
@@ -351,13 +382,20 @@ def finish_git_dir(hold: Hold, tip: str) -> None:
                 if stat.S_ISDIR(_lstat_or_none(fd, name)):
                     fdtree.remove_tree(fd, name)
                 _write(fd, name, tip.encode() + b"\n")
+                _own(fd, name, hold.owner)
             finally:
                 os.close(fd)
         else:
             _write(dot_git, "HEAD", tip.encode() + b"\n")
+            _own(dot_git, "HEAD", hold.owner)
     finally:
         os.close(git_fd)
         os.close(dot_git)
+
+
+def _own(dir_fd: int, name: str, owner: tuple[int, int]) -> None:
+    """Give the regular file ``name`` root just wrote in ``dir_fd`` to ``owner``, by descriptor."""
+    fdtree.set_owner_mode(dir_fd, name, fdtree.lstat_at(dir_fd, name), owner, None)
 
 
 def _lstat_or_none(dir_fd: int, name: str) -> int:
@@ -368,22 +406,15 @@ def _lstat_or_none(dir_fd: int, name: str) -> int:
 
 
 def give(hold: Hold) -> None:
-    """Give the whole tree back to its owner, by descriptor: directories with the mode Portage gives them, the
-    files root wrote (its ``.git``'s index and refs) to the owner; then the hold is reachable again (0711)."""
+    """Give the tree's directories back to its owner with the mode Portage gives them, by descriptor (its files
+    went back in the proof, root's ``.git`` files in :func:`finish_git_dir`); then the hold is reachable again
+    (0711)."""
     owner = hold.owner
 
-    def visit(entry: fdtree.Entry) -> bool:
-        if entry.is_dir:
-            fdtree.set_owner_mode(entry.parent, entry.name, entry.st, owner, hold.dir_mode)
-            return True
-        if (entry.st.st_uid, entry.st.st_gid) != owner:
-            if stat.S_ISLNK(entry.st.st_mode):
-                os.chown(entry.name, *owner, dir_fd=entry.parent, follow_symlinks=False)
-            else:
-                fdtree.set_owner_mode(entry.parent, entry.name, entry.st, owner, None)
-        return False
+    def directory(parent: int, name: bytes, rel: bytes, st: os.stat_result) -> None:
+        fdtree.set_owner_mode(parent, name, st, owner, hold.dir_mode)
 
-    walk_tree(hold.open(), visit)
+    _directories(hold.open(), directory)
     top = fdtree.open_dir(hold.top)
     try:
         fdtree.set_owner_mode(top, TREE, fdtree.lstat_at(top, TREE), owner, hold.top_mode)

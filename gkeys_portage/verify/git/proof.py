@@ -67,18 +67,23 @@ def _blob(entry: fdtree.Entry, owner: tuple[int, int] | None, length: int) -> tu
         raise fdtree.Changed(os.fsdecode(entry.rel))
     fd = os.open(entry.name, fdtree.READ_FLAGS, dir_fd=entry.parent)
     try:
-        before = os.fstat(fd)
-        if not fdtree.same(before, st) or not stat.S_ISREG(before.st_mode):
-            raise fdtree.Changed(os.fsdecode(entry.rel))
-        if owner is not None and (before.st_uid, before.st_gid) != owner:
+        before = st  # the walk's lstat: the descriptor's fstat after the read must be the very same
+        if owner is not None and (st.st_uid, st.st_gid) != owner:
+            before = os.fstat(fd)
+            if not fdtree.same(before, st) or not stat.S_ISREG(before.st_mode):
+                raise fdtree.Changed(os.fsdecode(entry.rel))
             os.fchown(fd, *owner)
             before = os.fstat(fd)
         hasher = _hasher(length)
         hasher.update(b"blob %d\0" % before.st_size)
         size = 0
-        while chunk := os.read(fd, _CHUNK):
+        want = before.st_size + 1 if before.st_size < _CHUNK else _CHUNK  # a small file: one read
+        while True:
+            chunk = os.read(fd, want)
             size += len(chunk)
             hasher.update(chunk)
+            if len(chunk) < want or size > before.st_size:  # a short read of a regular file is its end
+                break
         after = os.fstat(fd)
         if size != before.st_size or _identity(after) != _identity(before):
             raise fdtree.Changed(os.fsdecode(entry.rel))
