@@ -70,8 +70,14 @@ from gkeys_portage.verify.git.hold import (
     tree_of,
 )
 from gkeys_portage.verify.git.objects import NO_SUBMODULES, GitRepo
-from gkeys_portage.verify.git.proof import Inventory, Mismatch, inventory, prove
-from gkeys_portage.verify.git.records import last_verified, record_verified, recorded_inventory
+from gkeys_portage.verify.git.proof import Inventory, Known, Mismatch, inventory, prove
+from gkeys_portage.verify.git.records import (
+    last_verified,
+    proven_files,
+    record_proven_files,
+    record_verified,
+    recorded_inventory,
+)
 from gkeys_portage.verify.git.spawn import SpawnSettings
 from gkeys_portage.verify.git.staging import LOCAL_DIRECTORIES, carry_local, copy_git_dir, link_work_tree
 from gkeys_portage.verify.git.tree import TreeOptions, TreeReport, TreeVerifier
@@ -239,18 +245,19 @@ def _warn_left(hold: Hold, log: Log) -> None:
         log("warn", f"gkeys: could not remove {text}")
 
 
-def _checkout(hold: Hold, root: GitRepo, tip: str, skip: Sequence[str], location: Path) -> Inventory:
+def _checkout(hold: Hold, root: GitRepo, tip: str, skip: Sequence[str], location: Path,
+              known: Known) -> tuple[Inventory, Known]:
     """Bring the taken tree to ``tip`` with root's git and prove it by hash (:func:`prove`); what differs is
     removed and written afresh once; return the inventory."""
     tree = tree_of(root, tip)
     _reset(root, tip)
     try:
-        return prove(hold.open(), hold.owner, root, tree, skip)
+        return prove(hold.open(), hold.owner, root, tree, skip, known)
     except Mismatch as exc:  # a shared file edited in place, an object rewritten: written afresh from the objects
         discard_paths(hold, exc.paths)
         _reset(root, tip)
     try:
-        return prove(hold.open(), hold.owner, root, tree, skip)
+        return prove(hold.open(), hold.owner, root, tree, skip)  # nothing taken on trust this time
     except Mismatch as exc:
         raise BadInputError(f"the checkout of {tip[:12]} does not hash to its signed tree: {exc.message}; the "
                             f"repository's object store was changed: remove {hold.top.parent / _name(hold)} and "
@@ -300,12 +307,13 @@ def _clone(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
                                  f"{location}", report)
         require_safe_contents(root, tip)
         _require_space(root, tip)
-        found = _checkout(hold, root, tip, (), location)  # the first file of the tree is written only now
+        found, proven = _checkout(hold, root, tip, (), location, {})  # the first file of the tree is written only now
         finish_git_dir(hold, tip)
         give(hold)  # last, after every check
         _emit(log, report)
         _place(hold, location)
         record_verified(ctx, location, tip, inventory=found)  # replaces any older record of the location
+        record_proven_files(ctx, location, proven)
         _warn_left(hold, log)
         return SyncOutcome(True, True, report=report)
 
@@ -399,7 +407,7 @@ def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
             return SyncOutcome(True, False, report=report)
         _work_tree(hold, location, request)
         take(hold)
-        found = _checkout(hold, root, tip, keep, location)
+        found, proven = _checkout(hold, root, tip, keep, location, proven_files(ctx.layout, location))
         finish_git_dir(hold, tip)
         give(hold)  # last, after every check
         kept = carry_local(location, hold.tree, request.spawn) if keep else []
@@ -407,6 +415,7 @@ def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
             log("info", f"gkeys: kept {', '.join(kept)} (Portage keeps them in this repository)")
         swap_in(hold.tree, location)  # one exchange: the location holds the old revision or the new one
         record_verified(ctx, live.path, tip, inventory=found)
+        record_proven_files(ctx, location, proven)
         keep_spare(hold.tree, location)  # the old tree: the next update starts from it
     _warn_left(hold, log)
     return SyncOutcome(True, tip != recorded, report=report)

@@ -13,6 +13,7 @@ equals the recorded one only if nothing changed since the proof.
 from __future__ import annotations
 
 import hashlib
+import marshal
 import os
 import stat
 import struct
@@ -25,6 +26,8 @@ from gkeys_portage.core.errors import BadInputError
 from gkeys_portage.verify.git.objects import GitRepo
 
 _CHUNK = 1 << 20
+#: What a proof hashed: path -> (identity, git mode, binary blob id).
+Known = dict[bytes, tuple[tuple[int, ...], bytes, bytes]]
 _ENTRY = struct.Struct("<IIIQqqq")
 
 
@@ -113,6 +116,8 @@ class _Walk:
     odd: list[str] = field(default_factory=list)
     digest: hashlib.blake2b = field(default_factory=lambda: hashlib.blake2b(digest_size=32))
     count: int = 0
+    known: Known = field(default_factory=dict)  # what an earlier proof hashed, by path
+    proven: Known = field(default_factory=dict)  # what this one hashed or reused
 
     def visit(self, entry: fdtree.Entry) -> bool:
         if entry.depth == 1 and entry.name in self.skip:
@@ -124,11 +129,18 @@ class _Walk:
             return True
         st = entry.st
         if self.hash_files:
-            try:
-                mode, oid, st = _blob(entry, self.owner, self.length)
-            except (fdtree.Changed, FileNotFoundError):
-                self.odd.append(os.fsdecode(entry.rel))
-                return False
+            identity = _identity(st)
+            earlier = self.known.get(entry.rel)
+            if earlier is not None and earlier[0] == identity and (st.st_uid, st.st_gid) == self.owner:
+                _, mode, oid = earlier  # the very inode root hashed, untouched since (its change time says so)
+            else:
+                try:
+                    mode, oid, st = _blob(entry, self.owner, self.length)
+                except (fdtree.Changed, FileNotFoundError):
+                    self.odd.append(os.fsdecode(entry.rel))
+                    return False
+                identity = _identity(st)
+            self.proven[entry.rel] = (identity, mode, oid)
             self.dirs[entry.rel.rpartition(b"/")[0]].append((entry.name, mode, oid))
         self.digest.update(_ENTRY.pack(*_identity(st)) + entry.rel + b"\0")
         return False
@@ -158,18 +170,21 @@ def walk_tree(root: int, visit: Callable[[fdtree.Entry], bool]) -> None:
         os.close(root)
 
 
-def prove(top: int, owner: tuple[int, int], repo: GitRepo, tree: str, skip: Sequence[str]) -> Inventory:
+def prove(top: int, owner: tuple[int, int], repo: GitRepo, tree: str, skip: Sequence[str],
+          known: Known | None = None) -> tuple[Inventory, Known]:
     """Hash the work tree under the descriptor ``top`` (closed afterwards; every top-level name but ``.git`` and
     ``skip``) and compare it with the verified ``tree``; give root's files to ``owner`` on the way; return the
-    inventory.
+    inventory and what was proven (path -> identity, mode, blob id) for the next proof.
 
-    Raises :class:`Mismatch` naming what differs (found against ``git ls-tree`` of the tree)."""
+    A file whose identity -- inode, size, modification and change time, mode, owner -- is the one ``known``
+    (an earlier proof of root's) records is not read again: no user can write a file, or put back its time,
+    without a new change time.  Raises :class:`Mismatch` naming what differs (against ``git ls-tree``)."""
     names = frozenset(os.fsencode(n) for n in (".git", *skip))
-    state = _Walk(len(tree), owner, True, names)
+    state = _Walk(len(tree), owner, True, names, known=known or {})
     walk_tree(top, state.visit)
     found, _ = state.top_tree()
     if found == tree and not state.odd:
-        return Inventory(state.digest.hexdigest(), state.count)
+        return Inventory(state.digest.hexdigest(), state.count), state.proven
     raise Mismatch(sorted(set(state.odd) | _differences(repo, tree, state)))
 
 
@@ -188,6 +203,24 @@ def _differences(repo: GitRepo, tree: str, state: _Walk) -> set[str]:
             if mode != b"40000":
                 found[os.fsdecode(rel + b"/" + name if rel else name)] = (mode, oid)
     return {path for path in listed.keys() | found.keys() if listed.get(path) != found.get(path)}
+
+
+def dump_known(known: Known) -> bytes:
+    """``known`` as bytes for gkeys' state (root's: never another user's to write)."""
+    return marshal.dumps(known)
+
+
+def load_known(data: bytes) -> Known:
+    """What :func:`dump_known` wrote; anything malformed is nothing known (every file is hashed)."""
+    try:
+        value = marshal.loads(data)  # noqa: S302 - gkeys' own state file, root's alone
+    except (EOFError, ValueError, TypeError):
+        return {}
+    if not isinstance(value, dict) or not all(
+            isinstance(k, bytes) and isinstance(v, tuple) and len(v) == 3 and isinstance(v[0], tuple)
+            and isinstance(v[1], bytes) and isinstance(v[2], bytes) for k, v in value.items()):
+        return {}
+    return value
 
 
 def inventory(location: Path, skip: Sequence[str]) -> Inventory | None:
