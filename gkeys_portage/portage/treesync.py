@@ -401,7 +401,7 @@ def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
         require_safe_contents(root, tip)
         _require_no_local(root, tip, keep, location)
         expected = recorded_inventory(ctx.layout, location)
-        if tip == recorded and expected is not None and inventory(location, keep) == expected:
+        if tip == recorded and expected is not None and _head(live) == tip and inventory(location, keep) == expected:
             record_verified(ctx, live.path, tip, inventory=expected)  # nothing new, the tree as verified: no swap
             _warn_left(hold, log)
             return SyncOutcome(True, False, report=report)
@@ -419,6 +419,15 @@ def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
         keep_spare(hold.tree, location)  # the old tree: the next update starts from it
     _warn_left(hold, log)
     return SyncOutcome(True, tip != recorded, report=report)
+
+
+def _head(live: GitRepo) -> str | None:
+    """The live tree's HEAD as its owner's git reads it (None if unreadable): a branch moved by hand makes the
+    sync write it again, though the inventory (files only) still matches."""
+    try:
+        return live.resolve("HEAD")
+    except GkeysError:
+        return None
 
 
 def _require_no_local(root: GitRepo, tip: str, keep: Sequence[str], location: Path) -> None:
