@@ -240,9 +240,17 @@ def clone_verified(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
         return _failure(log, f"gkeys: first clone into {location} failed, nothing installed: {exc}")
 
 
-def _warn_left(hold: Hold, log: Log) -> None:
-    for text in hold.removed:
-        log("warn", f"gkeys: could not remove {text}")
+@contextlib.contextmanager
+def _held(location: Path, request: SyncRequest, log: Log, like: Path | None) -> Iterator[Hold]:
+    """A hold beside ``location`` (:func:`hold_directory`); what of it could not be removed is a warning."""
+    removed: list[str] = []
+    try:
+        with hold_directory(location.parent, staging_prefix(location), request.spawn, like=like) as hold:
+            removed = hold.removed
+            yield hold
+    finally:
+        for text in removed:
+            log("warn", f"gkeys: could not remove {text}")
 
 
 def _checkout(hold: Hold, root: GitRepo, tip: str, skip: Sequence[str], location: Path,
@@ -285,8 +293,7 @@ def _clone(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
     if location.is_symlink() or (location.exists() and (not location.is_dir() or any(location.iterdir()))):
         return _failure(log, f"gkeys: {location} exists and is not empty; refusing to clone over it")
     verifier = trusted_verifier(ctx, request.options)  # trust before download
-    with hold_directory(location.parent, staging_prefix(location), request.spawn,
-                        like=location if location.is_dir() else None) as hold:
+    with _held(location, request, log, like=location if location.is_dir() else None) as hold:
         repo = GitRepo(hold.tree, extra_env=request.git_env, spawn=request.spawn)
         depth = request.clone_depth
         if depth is None:
@@ -314,7 +321,6 @@ def _clone(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
         _place(hold, location)
         record_verified(ctx, location, tip, inventory=found)  # replaces any older record of the location
         record_proven_files(ctx, location, proven)
-        _warn_left(hold, log)
         return SyncOutcome(True, True, report=report)
 
 
@@ -380,7 +386,7 @@ def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
     verifier = trusted_verifier(ctx, request.options)  # trust before download
     remote, tracking = _upstream(live)
     keep = LOCAL_DIRECTORIES if request.keep_local else ()
-    with hold_directory(location.parent, staging_prefix(location), request.spawn, like=location) as hold:
+    with _held(location, request, log, like=location) as hold:
         copy_git_dir(location, hold.tree, request.spawn)  # the fetch's objects stay here until verified
         repo = GitRepo(hold.tree, extra_env=request.git_env, spawn=request.spawn)
         url = repo.run("remote", "get-url", remote, check=False).stdout.decode("utf-8", "replace").strip()
@@ -403,7 +409,6 @@ def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
         expected = recorded_inventory(ctx.layout, location)
         if tip == recorded and expected is not None and _head(live) == tip and inventory(location, keep) == expected:
             record_verified(ctx, live.path, tip, inventory=expected)  # nothing new, the tree as verified: no swap
-            _warn_left(hold, log)
             return SyncOutcome(True, False, report=report)
         _work_tree(hold, location, request)
         take(hold)
@@ -417,7 +422,6 @@ def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
         record_verified(ctx, live.path, tip, inventory=found)
         record_proven_files(ctx, location, proven)
         keep_spare(hold.tree, location)  # the old tree: the next update starts from it
-    _warn_left(hold, log)
     return SyncOutcome(True, tip != recorded, report=report)
 
 

@@ -287,6 +287,8 @@ def root_git(hold: Hold, tip: str, extra_env: dict[str, str] | None = None) -> G
     through alternates, copies of the user's ``shallow`` (checked: object names only) and index."""
     if not hold.taken:
         raise BadInputError("internal: the staging tree was not taken before root's git ran in it")
+    if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", tip):
+        raise BadInputError(f"the fetched top {tip[:80]!r} is not a commit name")
     os.mkdir(hold.git_dir, 0o700)
     for sub in ("objects", "objects/info", "refs", "refs/heads", "refs/tags"):
         os.mkdir(hold.git_dir / sub, 0o700)
