@@ -174,19 +174,26 @@ def _directories(top: int, visit: Callable[[int, bytes, bytes, os.stat_result], 
             os.close(fd)
 
 
+def _self_owner() -> tuple[int, int]:
+    """This process's user and group (root's under Portage; a test's or a user's own sync otherwise)."""
+    return os.geteuid(), os.getegid()
+
+
 def take(hold: Hold) -> None:
     """Make the hold and every directory of its tree root's alone (0700), by descriptor; refuse a mount point.
     Lock files a killed git left in the copied ``.git`` are removed (they would block the owner's next git)."""
     hold.reach(0o700)
     top = fdtree.open_dir(hold.top)
     try:
-        fdtree.set_owner_mode(top, TREE, fdtree.lstat_at(top, TREE), (0, 0), 0o700)
+        fdtree.set_owner_mode(top, TREE, fdtree.lstat_at(top, TREE), _self_owner(), 0o700)
         tree = fdtree.open_dir(TREE, top)
     finally:
         os.close(top)
 
+    me = _self_owner()
+
     def directory(parent: int, name: bytes, rel: bytes, st: os.stat_result) -> None:
-        fdtree.set_owner_mode(parent, name, st, (0, 0), 0o700)
+        fdtree.set_owner_mode(parent, name, st, me, 0o700)
 
     def other(parent: int, name: bytes, rel: bytes) -> None:
         if name.endswith(b".lock") and rel.startswith(b".git/"):
