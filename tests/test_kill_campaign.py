@@ -379,7 +379,8 @@ def _emerge_git(env: GkeysEnv, tmp_path: Path, sandbox: Any) -> Operation:
 
     operation = Operation("emerge-sync-git", reset, lambda: ["emerge", "--sync", "test"], check, done,
                           env=dict(sandbox.env), watch=(f"{location}/.git/index.lock",
-                                                        f"{location.parent}/.test.*/.git/index.lock"),
+                                                        f"{location.parent}/.test.*/.git/index.lock",
+                                                        f"{location.parent}/.test.*/git/index.lock"),
                           at_once=0.25)
     return operation
 

@@ -137,7 +137,7 @@ def test_a_symlink_out_of_the_tree_or_a_submodule_is_never_checked_out(env: Any,
 
 
 def _locks(location: Path) -> list[Path]:
-    staged = location.parent.glob(f".{location.name}.gkeys-*/.git/index.lock")
+    staged = location.parent.glob(f".{location.name}.gkeys-*/git/index.lock")  # root's git directory in the hold
     return [*([location / ".git" / "index.lock"] if (location / ".git" / "index.lock").exists() else []), *staged]
 
 

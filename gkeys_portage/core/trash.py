@@ -30,6 +30,7 @@ import stat
 import subprocess
 from pathlib import Path
 
+from gkeys_portage.core import fdtree
 from gkeys_portage.core.errors import BadInputError
 
 #: Removes ``$1`` in a child that outlives the shell that started it (``&``): lowest CPU and I/O priority.
@@ -78,15 +79,17 @@ def keep_spare(old: Path, location: Path) -> None:
 
 
 def _remove(path: Path) -> None:
-    """``rm -rf --one-file-system path`` (tolerates a removal running in parallel); raise if anything stays."""
+    """Remove ``path`` by descriptor (:mod:`gkeys_portage.core.fdtree`: never a link followed, never a mount
+    crossed, no recursion; a removal running in parallel is tolerated); raise if anything stays."""
     try:
-        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], stdin=subprocess.DEVNULL,
-                       capture_output=True, check=False)
+        parent = fdtree.open_dir(path.parent)
+        try:
+            fdtree.remove_tree(parent, path.name)
+        finally:
+            os.close(parent)
     except OSError as exc:
-        raise BadInputError(f"cannot run rm: {exc}") from exc
-    if os.path.lexists(path):
-        raise BadInputError(f"cannot remove {path}, what an earlier sync left to remove: remove it by hand "
-                            f"(rm -rf {path}) and sync again")
+        raise BadInputError(f"cannot remove {path}, what an earlier sync left to remove ({exc.strerror or exc}): "
+                            f"remove it by hand (rm -rf --one-file-system {path})") from exc
 
 
 def sweep(location: Path) -> bool:

@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from gkeys_portage.core import fdtree
 from gkeys_portage.core.config import load_config
 from gkeys_portage.core.errors import BadInputError, GkeysError
 from gkeys_portage.keys.context import Gkeys
@@ -142,11 +142,13 @@ def _set_aside(location: Path) -> str:
 
 
 def _remove(path: Path) -> None:
-    """Remove a file, a symlink or a whole directory (never following a symlink); nothing if absent."""
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    elif path.exists() or path.is_symlink():
-        path.unlink()
+    """Remove a file, a symlink or a whole directory by descriptor (never following a link, never crossing a
+    mount, never recursing in Python: the tree is its owner's); nothing if absent."""
+    parent = fdtree.open_dir(path.parent)
+    try:
+        fdtree.remove_tree(parent, path.name)
+    finally:
+        os.close(parent)
 
 
 def _disk_problem(repo: GitRepo, head: str, keep: Sequence[str]) -> str | None:

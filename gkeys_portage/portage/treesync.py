@@ -7,7 +7,8 @@ free of Portage imports so it can be tested and reused on its own.
   (:func:`trusted_verifier`): the refusal names the command that installs them.
 * A first clone goes into a private directory beside the repository location with ``--no-checkout``
   (only git's object store is written), its commits are verified, only then is the verified tip
-  checked out, and the directory is renamed into place; on failure nothing is left at the location.
+  checked out, and the directory is renamed into place (or its entries moved into the location Portage
+  made, which is never removed and keeps its owner and mode); on failure nothing is left in the location.
   Staging directories left by an interrupted sync (``.<name>.gkeys-*``) are removed first, under a
   lock per location.
 * An update never writes where Portage reads (:mod:`gkeys_portage.verify.git.staging`): the live ``.git``
@@ -23,7 +24,10 @@ free of Portage imports so it can be tested and reused on its own.
   one ``renameat2`` call (:mod:`gkeys_portage.core.swap`).  Killed at any instant, the location holds the
   whole old revision or the whole new one, and a later sync removes what the killed one left.  The tree it
   replaced is kept as the next spare; what is not reused is removed in the background.  A sync that brings
-  nothing new to a clean tree swaps nothing.
+  nothing new to a tree that matches the inventory recorded with its proof swaps nothing.
+* Root never acts on what the sync user can change (:mod:`gkeys_portage.verify.git.hold`): the sync user
+  only fetches (and links the live tree in); root then takes the staging tree, verifies and checks out with
+  a git directory of its own, hashes the checkout up to the signed tree, and gives it back last.
 * Git runs with Portage's spawn settings (``sync-user``, ``FEATURES=usersync``, ``sync-umask``), and a
   new tree gets the owner and mode Portage gave the location.  Every file a fetch writes is capped at
   ``[tree] max-fetch-mib`` (default 8192 MiB, 0 = no cap); a first checkout must fit in the free space.
@@ -33,25 +37,50 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import hashlib
 import os
 import shutil
+import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gkeys_portage.core import fdtree
 from gkeys_portage.core.errors import BadInputError, GkeysError, UsageError
-from gkeys_portage.core.state import StateLock, staging_directory
+from gkeys_portage.core.state import StateLock
 from gkeys_portage.core.swap import recover, swap_in
 from gkeys_portage.core.trash import discard, keep_spare, sweep, usable_spare
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.verify.git.contents import require_safe_contents
+from gkeys_portage.verify.git.hold import (
+    SPARE,
+    WORK,
+    Hold,
+    adopt,
+    clear,
+    discard_paths,
+    finish_git_dir,
+    give,
+    hold_directory,
+    move_entries,
+    remove,
+    root_git,
+    take,
+    tree_of,
+)
 from gkeys_portage.verify.git.objects import NO_SUBMODULES, GitRepo
-from gkeys_portage.verify.git.records import last_verified, record_verified
+from gkeys_portage.verify.git.proof import Inventory, Known, Mismatch, inventory, prove
+from gkeys_portage.verify.git.records import (
+    last_verified,
+    proven_files,
+    record_proven_files,
+    record_verified,
+    recorded_inventory,
+)
 from gkeys_portage.verify.git.spawn import SpawnSettings
-from gkeys_portage.verify.git.staging import LOCAL_DIRECTORIES, adopt_spare, carry_local, copy_git_dir, link_work_tree
+from gkeys_portage.verify.git.staging import LOCAL_DIRECTORIES, carry_local, copy_git_dir, link_work_tree
 from gkeys_portage.verify.git.tree import TreeOptions, TreeReport, TreeVerifier, journal_tree
-from gkeys_portage.verify.git.worktree import restore_revision, worktree_changes
 
 Log = Callable[[str, str], None]  # (level, text): level is info, good, warn or error
 
@@ -115,32 +144,41 @@ def location_lock(ctx: Gkeys, location: Path) -> Iterator[None]:
 
 
 def remove_stale_staging(location: Path) -> int:
-    """Remove the staging directories an interrupted sync of ``location`` left; return how many.
+    """Remove the staging directories an interrupted sync of ``location`` left (by descriptor: never a link
+    followed, never a mount crossed); return how many.  Raises :class:`OSError` naming what stays, and the
+    command that removes it, once every one was tried.
 
     Call only under :func:`location_lock` (a running sync's staging directory is not stale).
     """
     removed = 0
+    left: list[str] = []
     if not location.parent.is_dir():
         return 0
     for path in location.parent.iterdir():
-        if not path.name.startswith(staging_prefix(location)):
-            continue
-        if path.is_symlink() or not path.is_dir():
-            path.unlink()
-        else:
-            shutil.rmtree(path)
-        removed += 1
+        if path.name.startswith(staging_prefix(location)):
+            remove(location.parent, path.name, left)
+            removed += 1
+    if left:
+        raise OSError(errno.ENOTEMPTY, "; ".join(left))
     return removed
 
 
 def _sweep(location: Path, log: Log) -> None:
-    """Remove what earlier syncs of ``location`` left: staging directories, the old tree in the trash."""
-    removed = remove_stale_staging(location)
-    if removed:
-        log("info", f"gkeys: removed {removed} staging director{'y' if removed == 1 else 'ies'} "
-                    "left by an interrupted sync")
-    if sweep(location):
-        log("info", "gkeys: removed what an earlier sync left to remove in the background")
+    """Remove what earlier syncs of ``location`` left: staging directories, the old tree in the trash.  What
+    cannot be removed is a warning naming it and the command, never the reason a sync fails."""
+    try:
+        removed = remove_stale_staging(location)
+    except OSError as exc:
+        log("warn", f"gkeys: could not remove {exc.strerror}")
+    else:
+        if removed:
+            log("info", f"gkeys: removed {removed} staging director{'y' if removed == 1 else 'ies'} "
+                        "left by an interrupted sync")
+    try:
+        if sweep(location):
+            log("info", "gkeys: removed what an earlier sync left to remove in the background")
+    except GkeysError as exc:
+        log("warn", f"gkeys: {exc.message}")
 
 
 def fetch_cap(ctx: Gkeys) -> int | None:
@@ -186,7 +224,10 @@ def trusted_verifier(ctx: Gkeys, options: TreeOptions) -> TreeVerifier:
 
 
 def clone_verified(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
-    """First clone into a staging directory without a checkout; check out and move into place once verified."""
+    """First clone into a staging directory without a checkout; check out and move into place once verified.
+
+    A location that exists (Portage creates it, under ``usersync`` owned by the sync user) is never removed and
+    keeps its owner and mode: the verified tree's entries are moved into it."""
     location = request.location
     location.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -197,20 +238,63 @@ def clone_verified(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
         return _failure(log, f"gkeys: first clone into {location} failed, nothing installed: {exc.message}")
     except OSError as exc:
         return _failure(log, f"gkeys: first clone into {location} failed, nothing installed: {exc}")
+
+
+@contextlib.contextmanager
+def _held(location: Path, request: SyncRequest, log: Log, like: Path | None) -> Iterator[Hold]:
+    """A hold beside ``location`` (:func:`hold_directory`); what of it could not be removed is a warning."""
+    removed: list[str] = []
+    try:
+        with hold_directory(location.parent, staging_prefix(location), request.spawn, like=like) as hold:
+            removed = hold.removed
+            yield hold
     finally:
-        with contextlib.suppress(OSError):
-            if location.is_dir() and not (location / ".git").exists() and not any(location.iterdir()):
-                location.rmdir()
+        for text in removed:
+            log("warn", f"gkeys: could not remove {text}")
+
+
+def _checkout(hold: Hold, root: GitRepo, tip: str, skip: Sequence[str], location: Path,
+              known: Known) -> tuple[Inventory, Known]:
+    """Bring the taken tree to ``tip`` with root's git and prove it by hash (:func:`prove`); what differs is
+    removed and written afresh once; return the inventory."""
+    tree = tree_of(root, tip)
+    _reset(root, tip)
+    try:
+        return prove(hold.open(), hold.owner, root, tree, skip, known)
+    except Mismatch as exc:  # a shared file edited in place, an object rewritten: written afresh from the objects
+        discard_paths(hold, exc.paths)
+        _reset(root, tip)
+    try:
+        return prove(hold.open(), hold.owner, root, tree, skip)  # nothing taken on trust this time
+    except Mismatch as exc:
+        raise BadInputError(f"the checkout of {tip[:12]} does not hash to its signed tree: {exc.message}; the "
+                            f"repository's object store was changed: remove {hold.top.parent / _name(hold)} and "
+                            "sync again to clone afresh") from exc
+
+
+def _name(hold: Hold) -> str:
+    return hold.top.name.split(".gkeys-", 1)[0].lstrip(".")
+
+
+def _reset(root: GitRepo, tip: str) -> None:
+    """``reset --hard`` + ``clean -ffdx`` with root's git (the proof that follows checks the result).  The change
+    time is not compared: the reused files are links, whose change time every link changed."""
+    reset = ("-c", "core.trustctime=false", "reset", "--hard", "--quiet", "--no-recurse-submodules", tip)
+    try:
+        root.run(*reset)
+    except GkeysError:  # the copied index (a stat cache) is unreadable: check out from scratch
+        (root.git_dir or root.path / ".git").joinpath("index").unlink(missing_ok=True)
+        root.run(*reset)
+    root.run("clean", "-ffdxq")
 
 
 def _clone(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
     location = request.location
-    if location.exists() and (not location.is_dir() or any(location.iterdir())):
+    if location.is_symlink() or (location.exists() and (not location.is_dir() or any(location.iterdir()))):
         return _failure(log, f"gkeys: {location} exists and is not empty; refusing to clone over it")
     verifier = trusted_verifier(ctx, request.options)  # trust before download
-    with staging_directory(location.parent, staging_prefix(location)) as staging:
-        request.spawn.prepare_directory(staging, like=location if location.is_dir() else None)
-        repo = GitRepo(staging, extra_env=request.git_env, spawn=request.spawn)
+    with _held(location, request, log, like=location if location.is_dir() else None) as hold:
+        repo = GitRepo(hold.tree, extra_env=request.git_env, spawn=request.spawn)
         depth = request.clone_depth
         if depth is None:
             depth = 1 if request.options.policy == "top" else 0
@@ -218,22 +302,26 @@ def _clone(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
         args += (["--quiet"] if request.quiet else []) + list(request.clone_opts) + ["--", request.uri, "."]
         log("info", f"gkeys: cloning {request.uri} into a staging directory")
         repo.run(*args, max_file_size=fetch_cap(ctx))
-        tip = repo.resolve("HEAD")
-        base, hashes = verifier.plan(repo, tip, None)
-        report = verifier.verify(repo, hashes, tip=tip, base=base)
+        tip = repo.resolve("HEAD")  # the sync user's word: verified below, with root's git only
+        take(hold)  # from here on nobody else can change what is verified and checked out
+        root = root_git(hold, tip, dict(request.git_env))
+        base, hashes = verifier.plan(root, tip, None)
+        verifier.shown_as = location
+        report = verifier.verify(root, hashes, tip=tip, base=base)
         report.repo = location  # report the place the user knows, not the staging directory
         if not report.ok:
             journal_tree(ctx, report, request.options, location)
             return _failure(log, f"gkeys: first clone of {request.uri} NOT verified; nothing installed at "
                                  f"{location}", report)
-        _require_safe(ctx, report, request.options, location, repo)
-        _require_space(repo, tip)
-        restore_revision(repo, tip)  # the first file of the tree is written only now
+        _require_safe(ctx, report, request.options, location, root)
+        _require_space(root, tip)
+        found, proven = _checkout(hold, root, tip, (), location, {})  # the first file of the tree is written only now
+        finish_git_dir(hold, tip)
+        give(hold)  # last, after every check
         _emit(log, report)
-        with contextlib.suppress(FileNotFoundError):
-            location.rmdir()  # the empty directory Portage created
-        os.rename(staging, location)
-        record_verified(ctx, location, tip)  # replaces any older record of the location
+        _place(hold, location)
+        record_verified(ctx, location, tip, inventory=found)  # replaces any older record of the location
+        record_proven_files(ctx, location, proven)
         journal_tree(ctx, report, request.options, location)  # applied: the record comes last
         return SyncOutcome(True, True, report=report)
 
@@ -245,6 +333,33 @@ def _require_safe(ctx: Gkeys, report: TreeReport, options: TreeOptions, location
     except GkeysError as exc:
         journal_tree(ctx, report, options, location, refused=(exc.reason, exc.message))
         raise
+
+
+def _place(hold: Hold, location: Path) -> None:
+    """Move the given-back tree to ``location``: renamed there if it is absent; else (the directory Portage made,
+    empty, with the owner and mode it chose) its entries are moved in, ``.git`` first."""
+    parent = fdtree.open_dir(location.parent)
+    try:
+        try:
+            st = fdtree.lstat_at(parent, location.name)
+        except FileNotFoundError:
+            os.rename(hold.tree, location)
+            return
+        if not stat.S_ISDIR(st.st_mode):
+            raise BadInputError(f"{location} is not a directory; refusing to clone over it")
+        target = fdtree.open_dir(location.name, parent, expect=st)
+        tree = hold.open()
+        try:
+            if fdtree.names(target):
+                raise BadInputError(f"{location} is not empty any more; refusing to clone over it")
+            os.rename(".git", ".git", src_dir_fd=tree, dst_dir_fd=target)
+            move_entries(tree, target)
+            os.fsync(target)
+        finally:
+            os.close(tree)
+            os.close(target)
+    finally:
+        os.close(parent)
 
 
 def _upstream(repo: GitRepo) -> tuple[str, str]:
@@ -280,48 +395,92 @@ def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
     live = GitRepo(location, extra_env=request.git_env, spawn=request.spawn)
     recorded = last_verified(ctx.layout, live.path)
     verifier = trusted_verifier(ctx, request.options)  # trust before download
-    previous = live.resolve("HEAD")
     remote, tracking = _upstream(live)
     keep = LOCAL_DIRECTORIES if request.keep_local else ()
-    with staging_directory(location.parent, staging_prefix(location)) as staging:
-        request.spawn.prepare_directory(staging, like=location)
-        copy_git_dir(location, staging, request.spawn)  # the fetch's objects stay here until verified
-        repo = GitRepo(staging, extra_env=request.git_env, spawn=request.spawn)
+    with _held(location, request, log, like=location) as hold:
+        copy_git_dir(location, hold.tree, request.spawn)  # the fetch's objects stay here until verified
+        repo = GitRepo(hold.tree, extra_env=request.git_env, spawn=request.spawn)
         url = repo.run("remote", "get-url", remote, check=False).stdout.decode("utf-8", "replace").strip()
         if request.uri and url != request.uri:
             repo.run("remote", "set-url", remote, request.uri)
         repo.run("fetch", "--no-tags", *NO_SUBMODULES, *(["--quiet"] if request.quiet else []),
                  *request.fetch_opts, remote, max_file_size=fetch_cap(ctx))
-        tip = repo.resolve(tracking)
-        base, hashes = verifier.plan(repo, tip, recorded)
-        report = verifier.verify(repo, hashes, tip=tip, base=base)
+        tip = repo.resolve(tracking)  # the sync user's word: verified below, with root's git only
+        take(hold)  # from here on nobody else can change what is verified and checked out
+        root = root_git(hold, tip, dict(request.git_env))
+        base, hashes = verifier.plan(root, tip, recorded)
+        report = verifier.verify(root, hashes, tip=tip, base=base)
         report.repo = location  # report the place the user knows, not the staging directory
         if not report.ok:
             journal_tree(ctx, report, request.options, location)
             return _failure(log, f"gkeys: {location} NOT updated (the tree is as it was; nothing fetched was "
                                  f"kept): {report.reason()}", report)
         _emit(log, report)
-        _require_safe(ctx, report, request.options, location, repo)
-        if tip == previous and not (location / ".git" / "index.lock").exists() and \
-                not worktree_changes(live, exclude=keep):
-            record_verified(ctx, live.path, tip)  # nothing new, nothing changed on disk: no swap
+        _require_safe(ctx, report, request.options, location, root)
+        _require_no_local(root, tip, keep, location)
+        expected = recorded_inventory(ctx.layout, location)
+        if tip == recorded and expected is not None and _head(live) == tip and inventory(location, keep) == expected:
+            record_verified(ctx, live.path, tip, inventory=expected)  # nothing new, the tree as verified: no swap
             journal_tree(ctx, report, request.options, location)
             return SyncOutcome(True, False, report=report)
-        spare = usable_spare(location)
-        if spare is None or not adopt_spare(spare, staging):  # else git rewrites what differs from the spare
-            link_work_tree(location, staging, request.spawn)
-        if spare is not None:
-            discard(spare, location)  # its .git and what Portage keeps, removed in the background
-        try:  # reset --hard + clean -ffdx in the staging tree, checked clean (the check trusts no time)
-            restore_revision(repo, tip, trust_ctime=False)
-        except GkeysError:  # a live file edited in place, an index a killed git left: check out from scratch
-            (staging / ".git" / "index").unlink(missing_ok=True)
-            restore_revision(repo, tip)
-        kept = carry_local(location, staging, request.spawn) if keep else []
+        _work_tree(hold, location, request)
+        take(hold)
+        found, proven = _checkout(hold, root, tip, keep, location, proven_files(ctx.layout, location))
+        finish_git_dir(hold, tip)
+        give(hold)  # last, after every check
+        kept = carry_local(location, hold.tree, request.spawn) if keep else []
         if kept:
             log("info", f"gkeys: kept {', '.join(kept)} (Portage keeps them in this repository)")
-        swap_in(staging, location)  # one exchange: the location holds the old revision or the new one
-        record_verified(ctx, live.path, tip)
+        swap_in(hold.tree, location)  # one exchange: the location holds the old revision or the new one
+        record_verified(ctx, live.path, tip, inventory=found)
+        record_proven_files(ctx, location, proven)
         journal_tree(ctx, report, request.options, location)  # applied: the record comes last
-        keep_spare(staging, location)  # the old tree: the next update starts from it
-    return SyncOutcome(True, tip != previous, report=report)
+        keep_spare(hold.tree, location)  # the old tree: the next update starts from it
+    return SyncOutcome(True, tip != recorded, report=report)
+
+
+def _head(live: GitRepo) -> str | None:
+    """The live tree's HEAD as its owner's git reads it (None if unreadable): a branch moved by hand makes the
+    sync write it again, though the inventory (files only) still matches."""
+    try:
+        return live.resolve("HEAD")
+    except GkeysError:
+        return None
+
+
+def _require_no_local(root: GitRepo, tip: str, keep: Sequence[str], location: Path) -> None:
+    """Refuse a verified revision that itself holds one of the names Portage keeps as the user's."""
+    if not keep:
+        return
+    out = root.run("ls-tree", "-z", "--name-only", "--full-tree", tip, "--", *keep).stdout
+    for name in (item.decode("utf-8", "replace") for item in out.split(b"\0") if item):
+        raise UsageError(f"the verified revision has {name}/, which Portage keeps as yours in {location}: move "
+                         f"{location / name} away and sync again")
+
+
+def _work_tree(hold: Hold, location: Path, request: SyncRequest) -> None:
+    """Give the taken tree a work tree to reset: the spare's entries (root moves them in), else the live tree
+    hard-linked in by the sync user (into a directory of its own in the hold, moved in by root)."""
+    skip = (".git", *LOCAL_DIRECTORIES)
+    clear(hold)
+    spare = usable_spare(location)
+    if spare is not None:
+        try:
+            adopted = adopt(hold, location.parent, spare.name, skip)
+        finally:
+            if (hold.top / SPARE).exists():
+                discard(hold.top / SPARE, location)  # its .git and what Portage keeps, removed in the background
+        if adopted:
+            return
+    work = hold.top / WORK
+    os.mkdir(work, 0o700)
+    request.spawn.prepare_directory(work, like=location)
+    hold.reach(0o711)
+    link_work_tree(location, work, request.spawn)
+    hold.reach(0o700)
+    source, tree = hold.open(WORK), hold.open()
+    try:
+        move_entries(source, tree, skip)
+    finally:
+        os.close(source)
+        os.close(tree)

@@ -26,6 +26,7 @@ Hardening (SECURITY.md, issue 11 items 7-8, issue 12 item 9):
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pwd
 import signal
@@ -154,6 +155,23 @@ def repository_owners(path: Path, owners: Collection[int]) -> frozenset[int]:
     return frozenset(seen)
 
 
+def object_id(kind: str, body: bytes, length: int = 40) -> str:
+    """The git object id of ``body`` as an object of ``kind`` (SHA-1 for ``length`` 40, SHA-256 for 64)."""
+    hasher = hashlib.sha256() if length == 64 else hashlib.sha1()  # noqa: S324 - git's object names
+    hasher.update(b"%s %d\0" % (kind.encode("ascii"), len(body)))
+    hasher.update(body)
+    return hasher.hexdigest()
+
+
+def _own_git_dir(git_dir: Path) -> frozenset[int]:
+    """The owner of a git directory apart from its work tree: it must be the effective user's (root's own)."""
+    uid = os.lstat(git_dir).st_uid
+    if uid != os.geteuid():
+        raise UntrustedRepositoryError(f"{git_dir} is owned by {_owner_name(uid)}, not by {_owner_name(os.geteuid())}: "
+                                       "gkeys runs git with a git directory apart only in one it made itself")
+    return frozenset({uid})
+
+
 def printable(text: str, limit: int = 300) -> str:
     """``text`` safe for a terminal line: control characters as ``\\xNN``, shortened in the middle.
 
@@ -246,8 +264,11 @@ class GitRepo:
     """
 
     def __init__(self, path: Path, *, extra_env: Mapping[str, str] | None = None,
-                 owners: Collection[int] = (), spawn: SpawnSettings | None = None) -> None:
+                 owners: Collection[int] = (), spawn: SpawnSettings | None = None,
+                 git_dir: Path | None = None) -> None:
         self.path = Path(path).resolve()
+        #: a git directory apart from the work tree (root's own, :mod:`.hold`): git reads no ``.git`` in it
+        self.git_dir = Path(git_dir).resolve() if git_dir is not None else None
         self.env = git_environment(extra_env)
         self.spawn = spawn or SpawnSettings()  # uid/gid/umask git runs with (Portage's sync-user)
         spawn_uids = frozenset({self.spawn.uid}) if self.spawn.uid is not None else frozenset()
@@ -263,7 +284,8 @@ class GitRepo:
         settings: list[str] = ["-c", f"safe.directory={self.path}"] if safe_directory else []
         for setting in GIT_SETTINGS:
             settings += ["-c", setting]
-        return ["git", "--no-replace-objects", "-C", str(self.path), *settings, *args]
+        where = [f"--git-dir={self.git_dir}", f"--work-tree={self.path}"] if self.git_dir is not None else []
+        return ["git", "--no-replace-objects", "-C", str(self.path), *where, *settings, *args]
 
     def run(self, *args: str, stdin: bytes | None = None, check: bool = True,
             max_file_size: int | None = None, stdout: IO[bytes] | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -274,7 +296,8 @@ class GitRepo:
         ``stdout`` is a file git's output goes to instead of memory (a whole history's ``rev-list``).
         """
         runs_as = self.spawn.uid if self.spawn.switches_user and self.spawn.uid is not None else os.geteuid()
-        foreign = repository_owners(self.path, self.owners) - {runs_as}
+        foreign = (_own_git_dir(self.git_dir) if self.git_dir is not None else
+                   repository_owners(self.path, self.owners)) - {runs_as}
         try:
             result = subprocess.run(self.command(*args, safe_directory=bool(foreign)), input=stdin,
                                     stdout=stdout or subprocess.PIPE, stderr=subprocess.PIPE, env=self.env,
@@ -347,5 +370,8 @@ class GitRepo:
             pos = end + 1 + size + 1
             if kind != "commit":
                 raise BadInputError(f"{self.path}: {name} is a {kind}, not a commit")
+            if object_id("commit", body, len(name)) != name:  # an object file rewritten in place: never trusted
+                raise BadInputError(f"{self.path}: the object {name} does not hash to its name (the object store "
+                                    f"was changed); remove {self.path} and sync again to clone afresh")
             commits[name] = parse_commit(name, body)
         return commits

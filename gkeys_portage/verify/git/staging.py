@@ -10,9 +10,11 @@ one ``renameat2(RENAME_EXCHANGE)`` (:mod:`gkeys_portage.core.swap`):
    no ref or reflog of it ever names a refused commit.  Lock files a killed git left are not copied.
 2. Once every new commit verified, the staging directory gets a work tree for ``git reset --hard`` to
    bring to the new revision: the *spare* the last update kept (:mod:`gkeys_portage.core.trash`), its
-   top-level entries moved in by :func:`adopt_spare` (a few renames), or, without one, the live work tree
-   hard-linked in by :func:`link_work_tree` (one link per file); both leave out ``.git`` and the
-   :data:`LOCAL_DIRECTORIES`.  The reset rewrites only what differs; git replaces a file it changes by a
+   top-level entries moved in by root (:func:`gkeys_portage.verify.git.hold.adopt`, a few renames), or,
+   without one, the live work tree hard-linked in by :func:`link_work_tree` (one link per file); both leave
+   out ``.git`` and the :data:`LOCAL_DIRECTORIES`.  Root takes the tree before it verifies or checks out
+   anything and proves the result by hash (:mod:`gkeys_portage.verify.git.hold`).  The reset rewrites only
+   what differs; git replaces a file it changes by a
    new one (a new inode, also for a mode change), so the live file a staging link shares is never written.
 3. :func:`carry_local`: in a repository Portage treats as volatile, the :data:`LOCAL_DIRECTORIES` of the
    live tree are hard-linked into the checked-out staging tree, so the swap keeps them.
@@ -25,10 +27,12 @@ it, and removing the old tree would descend into it.
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from gkeys_portage.core import fdtree
 from gkeys_portage.core.errors import BadInputError, UsageError
 from gkeys_portage.verify.git.spawn import SpawnSettings
 
@@ -58,24 +62,34 @@ def _refuse_mount_points(paths: Sequence[Path]) -> None:
 
 
 def copy_git_dir(live: Path, staging: Path, spawn: SpawnSettings) -> None:
-    """Make ``staging/.git`` a copy of ``live/.git``: objects hard-linked, everything else copied, no lock file."""
+    """Make ``staging/.git`` a copy of ``live/.git``: objects hard-linked, everything else copied (by ``cp`` as
+    the sync user).  ``staging`` may belong to the sync user: ``.git`` is made and given to it by descriptor.
+    Lock files a killed git left are removed once root has taken the tree (:func:`.hold.take`)."""
     source = live / ".git"
     if source.is_symlink() or not source.is_dir():
         raise BadInputError(f"{source} is not a directory: gkeys updates a work tree whose .git is a directory "
                             f"(remove {live} and sync again to clone afresh)")
+    _make_dir_like(staging, ".git", source)
     target = staging / ".git"
-    target.mkdir()
-    spawn.prepare_directory(target, like=source)
     others = [path for path in source.iterdir() if path.name != "objects"]
     if others:
         _cp(["-a", "-t", target, *others], spawn)
     _cp(["-a", "--link", "-t", target, source / "objects"], spawn)
-    for directory, subdirs, files in os.walk(target):
-        if Path(directory) == target:
-            subdirs[:] = [name for name in subdirs if name != "objects"]
-        for name in files:
-            if name.endswith(".lock"):  # left by a killed git: it would block the staging copy for ever
-                os.unlink(os.path.join(directory, name))
+
+
+def _make_dir_like(parent: Path, name: str, like: Path) -> None:
+    """Make the directory ``parent/name`` with the owner and mode of ``like``, by descriptor: ``parent`` may be
+    the sync user's, who could otherwise put a link in its place between the mkdir and a chown by path."""
+    st = like.stat()
+    top = fdtree.open_dir(parent)
+    try:
+        os.mkdir(name, 0o700, dir_fd=top)
+        made = fdtree.lstat_at(top, name)
+        if made.st_uid != os.geteuid():
+            raise fdtree.Changed(name)
+        fdtree.set_owner_mode(top, name, made, (st.st_uid, st.st_gid), stat.S_IMODE(st.st_mode))
+    finally:
+        os.close(top)
 
 
 def link_work_tree(live: Path, staging: Path, spawn: SpawnSettings) -> None:
@@ -84,23 +98,6 @@ def link_work_tree(live: Path, staging: Path, spawn: SpawnSettings) -> None:
     _refuse_mount_points(entries)
     if entries:
         _cp(["-a", "--link", "-t", staging, *entries], spawn)
-
-
-def adopt_spare(spare: Path, staging: Path) -> bool:
-    """Move the work tree of ``spare`` (the tree the last update replaced) into ``staging``: every top-level
-    entry but ``.git`` and the :data:`LOCAL_DIRECTORIES`, which stay in ``spare`` for the caller to discard.
-    False (nothing moved) if it has no such entry (a run killed while moving them) or one is a mount point.
-
-    The spare shares the inode of every file the last update did not change with the live tree, so the
-    ``git reset --hard`` that follows rewrites only what differs from the new revision (git replaces a file it
-    changes by a new one: no live file is written), and ``clean -ffdx`` removes what the revision lacks.
-    """
-    entries = sorted(path for path in spare.iterdir() if path.name != ".git" and path.name not in LOCAL_DIRECTORIES)
-    if not entries or any(os.path.ismount(path) for path in entries):
-        return False
-    for path in entries:
-        os.rename(path, staging / path.name)
-    return True
 
 
 def carry_local(live: Path, staging: Path, spawn: SpawnSettings) -> list[str]:
