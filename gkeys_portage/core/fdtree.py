@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import itertools
 import os
 import stat
@@ -132,6 +133,19 @@ def set_owner_mode(dir_fd: int, name: str | bytes, st: os.stat_result, owner: tu
         return os.fstat(fd)
     finally:
         os.close(fd)
+
+
+def open_for_writing(fd: int) -> bool | None:
+    """Whether any process holds the regular file open at ``fd`` (opened read-only) open for writing, or
+    mapped shared and writable: Linux refuses a read lease (``F_SETLEASE``, ``F_RDLCK``) then.  None when the
+    file system or the caller cannot take leases (the answer is unknown).  Needs the file's owner or
+    ``CAP_LEASE`` (root)."""
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
+    except OSError as exc:
+        return True if exc.errno == errno.EAGAIN else None
+    fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+    return False
 
 
 def names(dir_fd: int) -> list[bytes]:

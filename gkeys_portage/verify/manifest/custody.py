@@ -87,6 +87,8 @@ def take_over(holder: int, parent: int, name: str, owners: frozenset[int], taken
 
         def entered(fd: int, entry: fdtree.Entry) -> None:
             _hold_directory(fd, entry.st)
+
+        def left(fd: int, entry: fdtree.Entry) -> None:  # after its content: a file broken away changes it
             taken.fingerprints[entry.rel] = fingerprint(os.fstat(fd))
 
         def visit(entry: fdtree.Entry) -> bool:
@@ -97,15 +99,19 @@ def take_over(holder: int, parent: int, name: str, owners: frozenset[int], taken
             if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
                 if st.st_uid != 0 or st.st_gid != 0:
                     os.chown(entry.name, 0, 0, dir_fd=entry.parent, follow_symlinks=False)
-                if stat.S_ISREG(st.st_mode) and st.st_mode & _STRIP:
-                    fdtree.set_owner_mode(entry.parent, entry.name, st, None, stat.S_IMODE(st.st_mode) & ~_STRIP)
                 taken.before[entry.rel] = (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode))
+                if stat.S_ISREG(st.st_mode):
+                    if st.st_mode & _STRIP:
+                        fdtree.set_owner_mode(entry.parent, entry.name, st, None, stat.S_IMODE(st.st_mode) & ~_STRIP)
+                    if _written(entry):
+                        _break_away(entry)
+                        taken.before.pop(entry.rel)  # a new inode: nothing to give back
                 st = fdtree.lstat_at(entry.parent, entry.name)
             taken.fingerprints[entry.rel] = fingerprint(st)  # anything else: left as it is, shaping drops it
             return False
 
         try:
-            fdtree.walk(top, visit, limits=TREE_LIMITS, entered=entered)
+            fdtree.walk(top, visit, limits=TREE_LIMITS, entered=entered, left=left)
         except fdtree.LimitExceeded as exc:
             raise TreeTooLarge(f"the mirror sent a tree with {exc.what} (gkeys takes at most "
                                f"{TREE_LIMITS.depth} levels and {TREE_LIMITS.entries} entries); refused: "
@@ -113,6 +119,27 @@ def take_over(holder: int, parent: int, name: str, owners: frozenset[int], taken
     finally:
         os.close(top)
     return taken
+
+
+def _written(entry: fdtree.Entry) -> bool:
+    """Whether a process holds the file open for writing (or mapped shared and writable) now that it is root's:
+    a descriptor the sync user opened before the takeover, which no change of owner or mode takes away."""
+    fd = os.open(entry.name, fdtree.READ_FLAGS, dir_fd=entry.parent)
+    try:
+        if not fdtree.same(os.fstat(fd), entry.st):
+            raise fdtree.Changed(os.fsdecode(entry.rel))
+        return fdtree.open_for_writing(fd) is True
+    finally:
+        os.close(fd)
+
+
+def _break_away(entry: fdtree.Entry) -> None:
+    """Replace a file some process still holds open for writing by a copy (a new inode, root's, nobody's
+    descriptor reaches it); gemato then verifies the copy."""
+    temporary = b".gkeys-taken"
+    fdtree.copy_file(entry.parent, entry.name, entry.parent, temporary, owner=(0, 0),
+                     mode=stat.S_IMODE(entry.st.st_mode) & ~_STRIP, expect=entry.st)
+    os.rename(temporary, entry.name, src_dir_fd=entry.parent, dst_dir_fd=entry.parent)
 
 
 def _owned(st: os.stat_result, owners: frozenset[int], what: str) -> None:
