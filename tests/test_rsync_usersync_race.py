@@ -23,7 +23,6 @@ import stat
 import subprocess
 import sys
 import tempfile
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -227,8 +226,9 @@ def test_a_sync_user_process_racing_emerge_sync_steers_nothing(env: Any, tmp_pat
                 assert not vouched, (n, seen, result.stdout)  # an edit never becomes the reference
             entries = [p for p in location.rglob("*") if p.relative_to(location).parts[0] not in LOCAL_NAMES]
             assert all(p.lstat().st_uid == uid and not stat.S_ISLNK(p.lstat().st_mode) for p in entries), n
+            said = [line for line in result.stdout.splitlines() if "gkeys" in line][-2:]
             outcomes.append((mode, result.returncode, seen.strip(), live == _files(accepted),
-                             [line for line in result.stdout.splitlines() if "gkeys" in line][-2:] if result.returncode else ""))
+                             said if result.returncode else ""))
         assert any("fired" in seen for _, _, seen, _, _ in outcomes), outcomes  # the attacker did race
         assert all(exact for _, code, _, exact, _ in outcomes if code == 0), outcomes
         assert all(code == 0 for mode, code, _, _, _ in outcomes if mode == "swap"), outcomes
