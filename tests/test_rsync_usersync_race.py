@@ -38,7 +38,7 @@ from gkeys_portage.verify.manifest import inventory
 
 pytestmark = pytest.mark.slow
 USER = "gkeys-race"
-TRIALS = 10
+TRIALS = 8
 CATEGORIES = [f"cat-{n:02d}" for n in range(24)]
 EBUILD = 'EAPI=8\nSLOT=0\nKEYWORDS="amd64"\n'
 
