@@ -4,6 +4,7 @@ were.  A real ``rsync --daemon`` on 127.0.0.1, gemato-signed trees, :func:`sync_
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 from rsync_helpers import CATEGORY, RsyncDaemon, make_tree, pin_repository_keys
 
+from gkeys_portage.core import fdtree
 from gkeys_portage.core.config import load_config
 from gkeys_portage.demo.world import past
 from gkeys_portage.keys.context import Gkeys
@@ -30,6 +32,9 @@ def daemon(tmp_path: Path) -> Iterator[RsyncDaemon]:
     served = RsyncDaemon(tmp_path / "rsyncd")
     yield served
     served.close()
+    for deep in [*tmp_path.glob("*/lost+found"), *tmp_path.glob("repos/.gentoo.gkeys-*")]:
+        with contextlib.suppress(OSError):  # pytest's own clean-up of old temporary directories recurses
+            _remove(deep)
 
 
 class Syncer:
@@ -89,6 +94,14 @@ def test_a_mirror_sending_1010_levels_is_refused_and_freezes_nothing(env: Any, d
     _newer(env, daemon, tmp_path, "day3", 0.05)
     outcome = sync()
     assert outcome.ok and (location / "dev-test/pkg/day3.txt").is_file(), sync.lines
+
+
+def _remove(path: Path) -> None:
+    parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fdtree.remove_tree(parent, path.name)
+    finally:
+        os.close(parent)
 
 
 def test_a_deep_leftover_of_a_killed_sync_is_removed_by_the_next(env: Any, daemon: RsyncDaemon,
