@@ -3,25 +3,31 @@
 Used by ``sync-type = gkeys`` when ``sync-uri`` is ``rsync://`` or ``ssh+rsync://`` (a git URI takes
 :mod:`gkeys_portage.portage.treesync`).  Free of Portage imports, like treesync.
 
-1. Under the location's sync lock, undo an interrupted fallback swap and remove staging directories an
-   interrupted sync left (``.<name>.gkeys-*``).
-2. ``rsync --link-dest=<live tree>`` into a fresh staging directory beside the location: files the mirror
-   did not change become hard links to the live ones, so an unchanged tree costs little disk and time.
-   rsync runs with gkeys' modes and owner (:data:`TREE_SHAPE_OPTIONS`) and links only files whose content,
-   mode and time already match; it never writes into a directory that holds links to live files a second
-   time (the re-fetch comparing contents gets a fresh directory too), so nothing it does changes a live file.
-3. gemato verifies the staging tree against a keyring holding exactly the pinned repository keys
+1. Under the location's sync lock, undo an interrupted fallback swap and remove what an interrupted sync left
+   beside the location (``.<name>.gkeys-*``, by descriptor: a leftover is a warning, never a failed sync).
+2. ``rsync --link-dest=<live tree>`` (as the sync user) into a fresh staging directory beside the location: files
+   the mirror did not change become hard links to the live ones.  rsync runs with gkeys' modes
+   (:data:`TREE_SHAPE_OPTIONS`) and links only files whose content, mode and time already match; it never writes
+   into a directory that holds links to live files a second time (the re-fetch comparing contents gets a fresh
+   directory too), so nothing it does changes a live file.
+3. The staging tree is taken from the sync user before anything judges it
+   (:mod:`gkeys_portage.verify.manifest.custody`): renamed into a holder only root can enter, every entry made
+   root's in one descriptor walk, a file still open for writing replaced by a copy, every entry recorded.
+4. gemato verifies that tree against a keyring holding exactly the pinned repository keys
    (:mod:`gkeys_portage.verify.manifest.tree`); the signed ``TIMESTAMP`` must be fresh
    (:mod:`gkeys_portage.verify.manifest.marks`: not older than the last verified one, not older than
    ``sync-gkeys-max-age`` hours).
-4. The verified tree is cut down to what its Manifests cover, files 0644 and directories 0755 owned by the
-   syncing user (:mod:`gkeys_portage.verify.manifest.shape`): what gemato does not look at (dot entries,
-   IGNOREd paths, modes) never reaches Portage.
-5. The mark is raised, then the staging tree is exchanged with the live one in one ``renameat2`` call
-   (:mod:`gkeys_portage.core.swap`) and the old tree removed.  Killed before the exchange, the live tree is
-   untouched; after it, the live tree is the new verified one.  A mark raised just before a kill only makes
-   the next sync demand a tree at least that new, which the mirror has.  Last, the live tree's inventory is
-   recorded (:mod:`gkeys_portage.verify.manifest.inventory`).
+5. The verified tree is cut down to what its Manifests cover, files 0644 and directories 0755
+   (:mod:`gkeys_portage.verify.manifest.shape`), every entry compared with the takeover's record: what gemato
+   does not look at (dot entries, IGNOREd paths, modes) never reaches Portage, and nothing written since the
+   takeover does either.
+6. The mark is raised, then the staging tree is exchanged with the live one in one ``renameat2`` call
+   (:mod:`gkeys_portage.core.swap`; entry by entry when ``distfiles``/``local``/``packages`` is a mount point)
+   and the old tree removed inside the holder.  Killed before the exchange, the live tree is untouched; after
+   it, the live tree is the new verified one.  A mark raised just before a kill only makes the next sync
+   demand a tree at least that new, which the mirror has.  Last, the tree is handed to the sync user by
+   descriptor (:func:`gkeys_portage.verify.manifest.shape.hand_over`) and what was handed over recorded as the
+   live tree's inventory (:mod:`gkeys_portage.verify.manifest.inventory`).
 
 A sync that changes nothing builds no staging tree and hashes nothing (:func:`_live_walk`): ``rsync
 --dry-run --itemize-changes`` compares the mirror with the live tree itself and must report nothing, the live
@@ -34,8 +40,9 @@ freshness rules (rollback, maximum age, clock) still apply.  Any doubt takes the
 
 rsync fetches no file larger than ``[tree] max-fetch-mib`` (the cap git fetches have; the tree then fails
 verification).  The top-level ``distfiles``, ``local`` and ``packages`` directories are never synced (as Portage's rsync
-module excludes them); if the live tree holds them, they are carried into the new one as hard links, so the
-swap never drops a user's files.  Nothing here talks to a keyserver: keys are refreshed off the sync path.
+module excludes them); if the live tree holds them, they are carried into the new one as they are (hard links, the
+same symbolic link), so the swap never drops a user's files; a mount point among them stays where it is.
+Nothing here talks to a keyserver: keys are refreshed off the sync path.
 """
 
 from __future__ import annotations
