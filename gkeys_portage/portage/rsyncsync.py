@@ -407,18 +407,23 @@ def _swap_entries(new: int, live: int) -> None:
 
 def _hand_over(location: Path, shaped: Shaped, owner: Owner, whole: bool) -> tuple[os.stat_result, list[tuple[
         bytes, os.stat_result]] | None]:
-    """Give the swapped-in tree its owner and modes (:func:`hand_over`), the location itself first its owner (mode
-    0700 until everything in it is handed over) when the whole directory was swapped in (``whole``)."""
+    """Give the swapped-in tree its owner and modes (:func:`hand_over`); when the whole directory was swapped in
+    (``whole``) the location gets its owner once its own files are handed over (so a kill after that leaves the
+    location the sync user's, as Portage's ``usersync`` needs) and mode 0755 last."""
     top = fdtree.open_dir(location)
+
+    def own() -> None:
+        st = os.fstat(top)
+        if (st.st_uid, st.st_gid) != (owner.uid, owner.gid):
+            os.fchown(top, owner.uid, owner.gid)
+
     try:
-        if whole:
-            st = os.fstat(top)
-            if (st.st_uid, st.st_gid) != (owner.uid, owner.gid):
-                os.fchown(top, owner.uid, owner.gid)
         try:
-            entries = hand_over(top, shaped.kept, owner, skip=frozenset(os.fsencode(n) for n in LOCAL_DIRECTORIES))
+            entries = hand_over(top, shaped.kept, owner, skip=frozenset(os.fsencode(n) for n in LOCAL_DIRECTORIES),
+                                then=own if whole else None)
         finally:
             if whole:
+                own()
                 os.fchmod(top, DIRECTORY_MODE)
         return os.fstat(top), entries
     finally:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import itertools
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -216,7 +216,7 @@ def shape(root: Path, covered: frozenset[str], taken: Mapping[bytes, tuple[int, 
 
 
 def hand_over(top: int, kept: Mapping[bytes, os.stat_result], owner: Owner, *, skip: frozenset[bytes] = frozenset(),
-              ) -> list[tuple[bytes, os.stat_result]] | None:
+              then: Callable[[], None] | None = None) -> list[tuple[bytes, os.stat_result]] | None:
     """Give every entry under the open directory ``top`` its final owner (``owner``) and mode (files
     :func:`file_mode`, directories 0755), through descriptors, each directory after everything in it
     (post-order: a directory still root's 0700 keeps others out of what is not handed over yet).
@@ -225,7 +225,9 @@ def hand_over(top: int, kept: Mapping[bytes, os.stat_result], owner: Owner, *, s
     ``lstat`` after the change is returned, the tree's inventory.  None when anything differs (an entry gone,
     added or changed: the caller does not vouch for the tree; what differs is still handed over when it is a
     plain file or directory).  Top-level names in ``skip`` are neither entered nor changed; ``top`` itself is
-    the caller's."""
+    the caller's: ``then`` is called once the files and links directly in it are handed over and before any
+    directory is (the caller gives ``top`` its owner there: no file is reachable through it before its own
+    ``lstat`` is taken)."""
     seen: list[tuple[bytes, os.stat_result]] = []
     sound = [True]
 
@@ -249,7 +251,7 @@ def hand_over(top: int, kept: Mapping[bytes, os.stat_result], owner: Owner, *, s
             sound[0] = False
 
     def visit(entry: fdtree.Entry) -> bool:
-        if entry.depth == 1 and entry.name in skip:
+        if entry.depth == 1 and (entry.name in skip or entry.is_dir == first[0]):
             return False
         fine = unchanged(entry)
         if fine and not entry.is_dir:
@@ -265,6 +267,11 @@ def hand_over(top: int, kept: Mapping[bytes, os.stat_result], owner: Owner, *, s
                 os.fchmod(fd, mode)
             seen.append((entry.rel, os.fstat(fd)))
 
+    first = [True]  # the top's own files and links first, then its directories and all below them
+    fdtree.walk(top, visit, limits=TREE_LIMITS)
+    if then is not None:
+        then()
+    first[0] = False
     fdtree.walk(top, visit, limits=TREE_LIMITS, left=left)
     return seen if sound[0] and len(seen) == len(kept) else None
 
