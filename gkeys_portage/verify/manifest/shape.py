@@ -239,12 +239,14 @@ def hand_over(top: int, kept: Mapping[bytes, os.stat_result], owner: Owner, *, s
         return True
 
     def give(parent: int, entry: fdtree.Entry) -> None:
-        if stat.S_ISLNK(entry.st.st_mode):
+        mode = file_mode(entry.st.st_mode)
+        # below the top every directory is still root's 0700 (post-order): its names are gkeys' alone, so *at
+        # calls by name act on the entry seen; a link is handed over as the link
+        if stat.S_ISLNK(entry.st.st_mode) or (entry.depth > 1 and stat.S_IMODE(entry.st.st_mode) == mode):
             if (entry.st.st_uid, entry.st.st_gid) != (owner.uid, owner.gid):
                 os.chown(entry.name, owner.uid, owner.gid, dir_fd=parent, follow_symlinks=False)
             seen.append((entry.rel, fdtree.lstat_at(parent, entry.name)))
             return
-        mode = DIRECTORY_MODE if entry.is_dir else file_mode(entry.st.st_mode)
         try:
             seen.append((entry.rel, fdtree.set_owner_mode(parent, entry.name, entry.st, (owner.uid, owner.gid), mode)))
         except fdtree.Changed:
