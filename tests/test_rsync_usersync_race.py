@@ -5,11 +5,12 @@ A temporary root laid out as Gentoo installs it (the repositories directory root
 unprivileged user), a real ``rsync --daemon`` on 127.0.0.1 serving gemato-signed trees, real ``emerge --sync``
 as root.  The attacker runs as that user for the whole sync: it plants a dot file in every category of the
 staging tree (shaping used to drop them after gemato's verdict: the signal), holds descriptors on the staging
-directory and an ebuild of each category, and when a signal fires swaps every other category for a link to a
-root-only directory (by path and through its descriptor) and rewrites the ebuilds through its descriptors and
-by path, size and modification time kept.  Over every trial: nothing in the root-only directory changes owner,
-mode or content; a sync either refuses (the live tree stays the last verified one) or installs exactly the
-served tree, and gkeys' inventory never vouches for a byte the Manifests do not hold.
+directory and an ebuild of each category (some also mapped shared and writable), and when a signal fires
+swaps every other category for a link to a root-only directory (by path and through its descriptor) and
+rewrites the ebuilds through its descriptors, its mappings and by path, size and modification time kept.
+Over every trial: nothing in the root-only directory changes owner, mode or content; a sync either refuses
+(the live tree stays the last verified one) or installs exactly the served tree, and gkeys' inventory never
+vouches for a byte the Manifests do not hold.
 """
 
 from __future__ import annotations
@@ -43,9 +44,9 @@ CATEGORIES = [f"cat-{n:02d}" for n in range(24)]
 EBUILD = 'EAPI=8\nSLOT=0\nKEYWORDS="amd64"\n'
 
 _ATTACKER = r'''
-import os, sys, time
+import mmap, os, sys, time
 repos, victim, stop, mode = sys.argv[1:5]
-tops, planted, writers, fired, log = {}, {}, {}, set(), []
+tops, planted, writers, maps, fired, log = {}, {}, {}, {}, set(), []
 
 def rewrite(fd):
     st = os.fstat(fd)
@@ -98,6 +99,11 @@ while not os.path.exists(stop):
                 continue
             planted[(staging, category)] = True
             writers.setdefault(staging, []).append(writer)
+            if category.endswith("0"):  # a shared writable mapping too (written through after the signal)
+                try:
+                    maps.setdefault(staging, []).append(mmap.mmap(writer, os.fstat(writer).st_size, mmap.MAP_SHARED))
+                except (OSError, ValueError):
+                    pass
     for (staging, category) in list(planted):
         if staging in fired:
             continue
@@ -121,6 +127,10 @@ while not os.path.exists(stop):
                 except OSError:
                     pass
     for staging in fired if mode == "write" else ():
+        for mapping in maps.get(staging, []):
+            if b"amd64" in mapping[:]:
+                mapping[:] = mapping[:].replace(b"amd64", b"arm64")
+                log.append("wrote through a mapping")
         for writer in writers.get(staging, []):
             try:
                 rewrite(writer)
@@ -238,6 +248,7 @@ def test_a_sync_user_process_racing_emerge_sync_steers_nothing(env: Any, tmp_pat
                              said if result.returncode else ""))
         assert not failures, failures
         assert any("fired" in seen for _, _, seen, _, _ in outcomes), outcomes  # the attacker did race
+        assert any("mapping" in seen for _, _, seen, _, _ in outcomes), outcomes
         assert all(exact for _, code, _, exact, _ in outcomes if code == 0), outcomes
         assert all(code == 0 for mode, code, _, _, _ in outcomes if mode == "swap"), outcomes
     finally:
