@@ -52,7 +52,7 @@ TIMESTAMP_FILES = frozenset(
 TIMESTAMP_MAX_BYTES = 64 * 1024
 _NOT_FILES = ("DIST", "TIMESTAMP", "IGNORE")  # Manifest entries that name no file of the tree
 #: How deep and how large a tree from a mirror may be (::gentoo: 6 levels, ~200,000 entries).
-TREE_LIMITS = fdtree.Limits(depth=64, entries=2_000_000)
+TREE_LIMITS = fdtree.Limits(depth=64, entries=1_000_000)
 
 
 def covered_paths(loader: Any) -> frozenset[str]:
