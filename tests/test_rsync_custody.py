@@ -99,7 +99,7 @@ def test_an_entry_of_another_owner_refuses_the_takeover(tmp_path: Path) -> None:
 def test_hand_over_reaches_no_entry_before_its_inventory_is_taken(tmp_path: Path) -> None:
     """The location's files are handed over before the location gets its owner (``then``), every directory after
     everything in it: nothing is reachable by the sync user's paths before gkeys took its ``lstat``."""
-    from gkeys_portage.verify.manifest.shape import Owner, hand_over
+    from gkeys_portage.verify.manifest.shape import Owner, hand_over, shape
 
     root = tmp_path / "tree"
     (root / "cat" / "pkg").mkdir(parents=True)
@@ -107,7 +107,7 @@ def test_hand_over_reaches_no_entry_before_its_inventory_is_taken(tmp_path: Path
     (root / "Manifest").write_text("m")
     for path in [root, *root.rglob("*")]:
         path.chmod(0o700 if path.is_dir() else 0o644)
-    kept = {os.fsencode(str(p.relative_to(root))): p.lstat() for p in root.rglob("*")}
+    kept = shape(root, frozenset({"Manifest", "cat/pkg/a.ebuild"})).kept
     states: dict[str, tuple[int, int]] = {}
 
     def then() -> None:
@@ -115,12 +115,12 @@ def test_hand_over_reaches_no_entry_before_its_inventory_is_taken(tmp_path: Path
             st = (root / rel).lstat()
             states[rel] = (st.st_uid, stat.S_IMODE(st.st_mode))
 
+    entries: list[tuple[bytes, os.stat_result]] = []
     top = fdtree.open_dir(root)
     try:
-        entries = hand_over(top, kept, Owner(USER, USER), then=then)
+        assert hand_over(top, kept, Owner(USER, USER), then=then, record=lambda rel, st: entries.append((rel, st)))
     finally:
         os.close(top)
     assert states == {"Manifest": (USER, 0o644), "cat": (0, 0o700), "cat/pkg/a.ebuild": (0, 0o644)}
-    assert entries is not None and len(entries) == 4
-    assert all((st.st_uid, st.st_gid) == (USER, USER) for _, st in entries)
+    assert len(entries) == 4 and all((st.st_uid, st.st_gid) == (USER, USER) for _, st in entries)
     assert {stat.S_IMODE((root / d).lstat().st_mode) for d in ("cat", "cat/pkg")} == {0o755}

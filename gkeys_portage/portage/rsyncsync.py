@@ -405,12 +405,14 @@ def _swap_entries(new: int, live: int) -> None:
             os.rename(name, name, src_dir_fd=live, dst_dir_fd=new)
 
 
-def _hand_over(location: Path, shaped: Shaped, owner: Owner, whole: bool) -> tuple[os.stat_result, list[tuple[
-        bytes, os.stat_result]] | None]:
+def _hand_over(location: Path, shaped: Shaped, owner: Owner, whole: bool) -> tuple[os.stat_result,
+                                                                                   inventory.Entries | None]:
     """Give the swapped-in tree its owner and modes (:func:`hand_over`); when the whole directory was swapped in
     (``whole``) the location gets its owner once its own files are handed over (so a kill after that leaves the
-    location the sync user's, as Portage's ``usersync`` needs) and mode 0755 last."""
+    location the sync user's, as Portage's ``usersync`` needs) and mode 0755 last.  Returns the location's
+    ``lstat`` and what was handed over (None when the tree changed meanwhile)."""
     top = fdtree.open_dir(location)
+    entries = inventory.Entries()
 
     def own() -> None:
         st = os.fstat(top)
@@ -419,13 +421,13 @@ def _hand_over(location: Path, shaped: Shaped, owner: Owner, whole: bool) -> tup
 
     try:
         try:
-            entries = hand_over(top, shaped.kept, owner, skip=frozenset(os.fsencode(n) for n in LOCAL_DIRECTORIES),
-                                then=own if whole else None)
+            sound = hand_over(top, shaped.kept, owner, skip=frozenset(os.fsencode(n) for n in LOCAL_DIRECTORIES),
+                              then=own if whole else None, record=entries.add)
         finally:
             if whole:
                 own()
                 os.fchmod(top, DIRECTORY_MODE)
-        return os.fstat(top), entries
+        return os.fstat(top), entries if sound else None
     finally:
         os.close(top)
 

@@ -59,8 +59,8 @@ class Taken:
     """A tree in custody: every entry's :func:`shape.fingerprint` after the takeover, and the owner and mode
     each file or link had before it (given back by :func:`give_back` to the ones shared with the live tree)."""
 
-    fingerprints: dict[bytes, tuple[int, ...]] = field(default_factory=dict)
-    before: dict[bytes, tuple[int, int, int]] = field(default_factory=dict)
+    fingerprints: dict[bytes, bytes] = field(default_factory=dict)
+    before: dict[bytes, tuple[int, int, int]] = field(default_factory=dict)  # shared files only (link count > 1)
 
 
 def open_holder(parent: Path, prefix: str) -> tuple[Path, int]:
@@ -80,6 +80,7 @@ def take_over(holder: int, parent: int, name: str, owners: frozenset[int], taken
     owner, :class:`fdtree.Changed` for an entry replaced under the walk."""
     os.rename(name, TREE, src_dir_fd=parent, dst_dir_fd=holder)
     top = fdtree.open_dir(TREE, holder)
+    owners_seen: dict[tuple[int, int, int], tuple[int, int, int]] = {}  # one tuple per distinct owner and mode
     try:
         st = os.fstat(top)
         _owned(st, owners, "the staging directory")
@@ -99,13 +100,15 @@ def take_over(holder: int, parent: int, name: str, owners: frozenset[int], taken
             if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
                 if st.st_uid != 0 or st.st_gid != 0:
                     os.chown(entry.name, 0, 0, dir_fd=entry.parent, follow_symlinks=False)
-                taken.before[entry.rel] = (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode))
+                if st.st_nlink > 1:  # another name (a live file) shares it: given back if the tree is refused
+                    was = (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode))
+                    taken.before[entry.rel] = owners_seen.setdefault(was, was)
                 if stat.S_ISREG(st.st_mode):
                     if st.st_mode & _STRIP:
                         fdtree.set_owner_mode(entry.parent, entry.name, st, None, stat.S_IMODE(st.st_mode) & ~_STRIP)
                     if _written(entry):
                         _break_away(entry)
-                        taken.before.pop(entry.rel)  # a new inode: nothing to give back
+                        taken.before.pop(entry.rel, None)  # a new inode: nothing to give back
                 st = fdtree.lstat_at(entry.parent, entry.name)
             taken.fingerprints[entry.rel] = fingerprint(st)  # anything else: left as it is, shaping drops it
             return False
@@ -165,7 +168,7 @@ def give_back(holder: int, taken: Taken) -> None:
     def visit(entry: fdtree.Entry) -> bool:
         was = taken.before.get(entry.rel)
         if (was is not None and stat.S_ISREG(entry.st.st_mode) and entry.st.st_nlink > 1
-                and taken.fingerprints.get(entry.rel, (None,))[0] == entry.st.st_ino):
+                and taken.fingerprints.get(entry.rel, b"")[:8] == entry.st.st_ino.to_bytes(8, "little")):
             fdtree.set_owner_mode(entry.parent, entry.name, entry.st, (was[0], was[1]), was[2])
         return entry.is_dir
 

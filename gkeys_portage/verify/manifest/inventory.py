@@ -44,28 +44,41 @@ class Inventory:
 _ENTRY = struct.Struct("<HIIIQqqq")
 
 
-def digest(top: os.stat_result, entries: list[tuple[bytes, os.stat_result]]) -> tuple[str, int]:
+class Entries:
+    """The entries of a tree as they are recorded, one packed record each (path order is the digest's, not the
+    order they come in)."""
+
+    def __init__(self) -> None:
+        self.items: list[bytes] = []
+
+    def add(self, rel: bytes, st: os.stat_result) -> None:
+        """Record the entry at ``rel`` (relative to the top) whose ``lstat`` is ``st``."""
+        self.items.append(rel + b"\0" + _ENTRY.pack(len(rel), st.st_mode, st.st_uid, st.st_gid, st.st_ino, st.st_size,
+                                                     st.st_mtime_ns, st.st_ctime_ns))
+
+
+def digest(top: os.stat_result, entries: Entries) -> tuple[str, int]:
     """The digest of a tree whose top directory has ``top`` (its mode and owner: its times change with the swap)
-    and whose entries are ``entries`` (path relative to the top, ``lstat``), taken in path order; and their
-    number."""
+    and whose entries are ``entries``, taken in path order; and their number."""
     hasher = hashlib.blake2b(digest_size=32)
     hasher.update(_ENTRY.pack(0, top.st_mode, top.st_uid, top.st_gid, 0, 0, 0, 0))
-    for rel, st in sorted(entries, key=lambda item: item[0]):
-        hasher.update(_ENTRY.pack(len(rel), st.st_mode, st.st_uid, st.st_gid, st.st_ino, st.st_size,
-                                  st.st_mtime_ns, st.st_ctime_ns) + rel)
-    return hasher.hexdigest(), len(entries)
+    entries.items.sort()  # a name holds no NUL: sorting "rel NUL record" sorts by path
+    for item in entries.items:
+        cut = item.index(b"\0")
+        hasher.update(item[cut + 1:] + item[:cut])
+    return hasher.hexdigest(), len(entries.items)
 
 
 def _digest(root: Path, skip: frozenset[str]) -> tuple[str, int]:
     """The digest of every entry under ``root`` (top-level names in ``skip`` left out) and their number, walked
     through descriptors (:func:`gkeys_portage.core.fdtree.walk`: no link followed, no mount crossed)."""
     skipped = {os.fsencode(name) for name in skip}
-    entries: list[tuple[bytes, os.stat_result]] = []
+    entries = Entries()
 
     def visit(entry: fdtree.Entry) -> bool:
         if entry.depth == 1 and entry.name in skipped:
             return False
-        entries.append((entry.rel, entry.st))
+        entries.add(entry.rel, entry.st)
         return entry.is_dir
 
     top = fdtree.open_dir(root)
@@ -82,7 +95,7 @@ def take(root: Path, manifest: str, skip: frozenset[str] = frozenset()) -> Inven
     return Inventory(found, count, manifest)
 
 
-def of_entries(top: os.stat_result, entries: list[tuple[bytes, os.stat_result]], manifest: str) -> Inventory:
+def of_entries(top: os.stat_result, entries: Entries, manifest: str) -> Inventory:
     """The inventory of a tree from the ``lstat`` of its top and of every entry (as :func:`take` would find them),
     whose top Manifest has SHA-256 ``manifest``: the state gkeys verified and handed over, never read again."""
     found, count = digest(top, entries)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import itertools
 import os
 import stat
+import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,18 +98,23 @@ def file_mode(served: int) -> int:
     return EXECUTABLE_MODE if served & 0o111 else FILE_MODE
 
 
-def fingerprint(st: os.stat_result) -> tuple[int, int, int, int, int]:
-    """What must not change while gkeys holds a tree: inode, size, modification and change time, type and mode."""
-    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+_FINGERPRINT = struct.Struct("<QqqqI")
+_CONTENT = struct.Struct("<QIqq")
 
 
-def _content(st: os.stat_result) -> tuple[int, ...]:
+def fingerprint(st: os.stat_result) -> bytes:
+    """What must not change while gkeys holds a tree: inode, size, modification and change time, type and mode
+    (packed: a tree's record holds one per entry)."""
+    return _FINGERPRINT.pack(st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+
+
+def _content(st: os.stat_result) -> bytes:
     """What a handed-over entry must still have: inode, type and mode, and for a file or link its size and
     modification time (the change time changes with every link count change, the old tree's removal included;
     a directory's times and size with what shaping dropped or renewed in it)."""
     if stat.S_ISDIR(st.st_mode):
-        return (st.st_ino, st.st_mode)
-    return (st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns)
+        return _CONTENT.pack(st.st_ino, st.st_mode, 0, 0)
+    return _CONTENT.pack(st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns)
 
 
 @dataclass
@@ -122,11 +128,11 @@ class Owner:
 @dataclass
 class Shaped:
     """What :func:`shape` did: the entries it dropped, the files it replaced by a copy, and every entry it kept
-    (relative path as bytes: its ``lstat`` as the shaping left it)."""
+    (relative path as bytes: what :func:`hand_over` compares of it, as the shaping left it)."""
 
     dropped: list[str] = field(default_factory=list)
     renewed: list[str] = field(default_factory=list)
-    kept: dict[bytes, os.stat_result] = field(default_factory=dict)
+    kept: dict[bytes, bytes] = field(default_factory=dict)
 
 
 class ChangedInCustody(NotVerifiedError):
@@ -134,7 +140,7 @@ class ChangedInCustody(NotVerifiedError):
 
 
 class _Shaper:
-    def __init__(self, root: Path, covered: frozenset[str], taken: Mapping[bytes, tuple[int, ...]] | None) -> None:
+    def __init__(self, root: Path, covered: frozenset[str], taken: Mapping[bytes, bytes] | None) -> None:
         self.root = os.fsencode(root)
         self.covered = covered
         self.needed = _directories(covered | TIMESTAMP_FILES)
@@ -150,11 +156,11 @@ class _Shaper:
             raise ChangedInCustody(f"{shown(path)} changed after gkeys took the tree over from the sync user (a "
                                    f"process of that user still writes into it); refused: stop it and sync again")
         if stat.S_ISDIR(st.st_mode) and path in self.needed:
-            self.result.kept[entry.rel] = st
+            self.result.kept[entry.rel] = _content(st)
             return True
         if stat.S_ISLNK(st.st_mode) and (path in self.covered or path in self.needed):
             self.links.append(path)
-            self.result.kept[entry.rel] = st
+            self.result.kept[entry.rel] = _content(st)
         elif path in self.covered or _timestamp_file(path, st):
             self._file(entry, path)
         else:
@@ -169,7 +175,7 @@ class _Shaper:
         if stat.S_IMODE(st.st_mode) != file_mode(st.st_mode):
             st = self._renew(entry)
             self.result.renewed.append(rel)
-        self.result.kept[entry.rel] = st
+        self.result.kept[entry.rel] = _content(st)
 
     def _renew(self, entry: fdtree.Entry) -> os.stat_result:
         """Replace the file by a copy with gkeys' mode (:func:`file_mode`), owned by gkeys until :func:`hand_over`
@@ -201,7 +207,7 @@ class _Shaper:
                                         f"nothing a Manifest covers; refused")
 
 
-def shape(root: Path, covered: frozenset[str], taken: Mapping[bytes, tuple[int, ...]] | None = None) -> Shaped:
+def shape(root: Path, covered: frozenset[str], taken: Mapping[bytes, bytes] | None = None) -> Shaped:
     """Cut the verified tree at ``root`` down to ``covered`` (see the module docstring), through descriptors.
     ``taken``: every entry's :func:`fingerprint` at the takeover (a difference refuses: :class:`ChangedInCustody`).
     Raises :class:`TreeMismatchError` for a covered entry gkeys will not install."""
@@ -215,25 +221,29 @@ def shape(root: Path, covered: frozenset[str], taken: Mapping[bytes, tuple[int, 
     return shaper.result
 
 
-def hand_over(top: int, kept: Mapping[bytes, os.stat_result], owner: Owner, *, skip: frozenset[bytes] = frozenset(),
-              then: Callable[[], None] | None = None) -> list[tuple[bytes, os.stat_result]] | None:
+def hand_over(top: int, kept: Mapping[bytes, bytes], owner: Owner, *, skip: frozenset[bytes] = frozenset(),
+              then: Callable[[], None] | None = None,
+              record: Callable[[bytes, os.stat_result], None] | None = None) -> bool:
     """Give every entry under the open directory ``top`` its final owner (``owner``) and mode (files
     :func:`file_mode`, directories 0755), through descriptors, each directory after everything in it
     (post-order: a directory still root's 0700 keeps others out of what is not handed over yet).
 
     Each entry must be the one shaping kept, unchanged (inode, size, modification time, mode): then its
-    ``lstat`` after the change is returned, the tree's inventory.  None when anything differs (an entry gone,
-    added or changed: the caller does not vouch for the tree; what differs is still handed over when it is a
-    plain file or directory).  Top-level names in ``skip`` are neither entered nor changed; ``top`` itself is
-    the caller's: ``then`` is called once the files and links directly in it are handed over and before any
-    directory is (the caller gives ``top`` its owner there: no file is reachable through it before its own
-    ``lstat`` is taken)."""
-    seen: list[tuple[bytes, os.stat_result]] = []
+    ``lstat`` after the change goes to ``record`` (the tree's inventory).  False when anything differs (an entry
+    gone, added or changed: the caller does not vouch for the tree).  Top-level names in ``skip`` are neither
+    entered nor changed; ``top`` itself is the caller's: ``then`` is called once the files and links directly in
+    it are handed over and before any directory is (the caller gives ``top`` its owner there: no file is
+    reachable through it before its own ``lstat`` is taken)."""
+    handed = [0]
     sound = [True]
 
+    def note(rel: bytes, st: os.stat_result) -> None:
+        handed[0] += 1
+        if record is not None:
+            record(rel, st)
+
     def unchanged(entry: fdtree.Entry) -> bool:
-        was = kept.get(entry.rel)
-        if was is None or _content(was) != _content(entry.st):
+        if kept.get(entry.rel) != _content(entry.st):
             sound[0] = False
             return False
         return True
@@ -245,10 +255,10 @@ def hand_over(top: int, kept: Mapping[bytes, os.stat_result], owner: Owner, *, s
         if stat.S_ISLNK(entry.st.st_mode) or (entry.depth > 1 and stat.S_IMODE(entry.st.st_mode) == mode):
             if (entry.st.st_uid, entry.st.st_gid) != (owner.uid, owner.gid):
                 os.chown(entry.name, owner.uid, owner.gid, dir_fd=parent, follow_symlinks=False)
-            seen.append((entry.rel, fdtree.lstat_at(parent, entry.name)))
+            note(entry.rel, fdtree.lstat_at(parent, entry.name))
             return
         try:
-            seen.append((entry.rel, fdtree.set_owner_mode(parent, entry.name, entry.st, (owner.uid, owner.gid), mode)))
+            note(entry.rel, fdtree.set_owner_mode(parent, entry.name, entry.st, (owner.uid, owner.gid), mode))
         except fdtree.Changed:
             sound[0] = False
 
@@ -262,12 +272,11 @@ def hand_over(top: int, kept: Mapping[bytes, os.stat_result], owner: Owner, *, s
 
     def left(fd: int, entry: fdtree.Entry) -> None:
         if _content(os.fstat(fd)) == _content(entry.st):
-            mode = DIRECTORY_MODE
             if (entry.st.st_uid, entry.st.st_gid) != (owner.uid, owner.gid):
                 os.fchown(fd, owner.uid, owner.gid)
-            if stat.S_IMODE(os.fstat(fd).st_mode) != mode:
-                os.fchmod(fd, mode)
-            seen.append((entry.rel, os.fstat(fd)))
+            if stat.S_IMODE(os.fstat(fd).st_mode) != DIRECTORY_MODE:
+                os.fchmod(fd, DIRECTORY_MODE)
+            note(entry.rel, os.fstat(fd))
 
     first = [True]  # the top's own files and links first, then its directories and all below them
     fdtree.walk(top, visit, limits=TREE_LIMITS)
@@ -275,7 +284,7 @@ def hand_over(top: int, kept: Mapping[bytes, os.stat_result], owner: Owner, *, s
         then()
     first[0] = False
     fdtree.walk(top, visit, limits=TREE_LIMITS, left=left)
-    return seen if sound[0] and len(seen) == len(kept) else None
+    return sound[0] and handed[0] == len(kept)
 
 
 def shape_tree(root: Path, covered: frozenset[str], owner: Owner) -> Shaped:
