@@ -145,6 +145,16 @@ def test_walk_is_bounded_and_never_recursive(tmp_path: Path) -> None:
             _walk_all(deep, limits=fdtree.Limits(depth=2000, entries=10))
     finally:
         sys.setrecursionlimit(old)
+        _remove(deep)
+
+
+def _remove(path: Path) -> None:
+    """Remove a deep tree (pytest's own clean-up of old temporary directories recurses)."""
+    parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fdtree.remove_tree(parent, path.name)
+    finally:
+        os.close(parent)
 
 
 def test_remove_tree_removes_1010_levels_without_recursion_within_few_descriptors(tmp_path: Path) -> None:
@@ -292,3 +302,42 @@ def test_set_owner_mode_acts_on_the_inode_seen_only(tmp_path: Path) -> None:
     finally:
         os.close(fd)
     assert stat.S_IMODE((tmp_path / "g").stat().st_mode) == 0o644
+
+
+def test_open_for_writing_sees_a_writer_and_a_shared_writable_mapping(tmp_path: Path) -> None:
+    import mmap
+
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * 4096)
+    reader = os.open(path, os.O_RDONLY)
+    try:
+        assert fdtree.open_for_writing(reader) is False
+        writer = os.open(path, os.O_RDWR)
+        assert fdtree.open_for_writing(reader) is True
+        mapping = mmap.mmap(writer, 4096, mmap.MAP_SHARED, mmap.PROT_WRITE)
+        os.close(writer)  # the mapping still writes the file
+        assert fdtree.open_for_writing(reader) is True
+        mapping.close()
+        assert fdtree.open_for_writing(reader) is False
+    finally:
+        os.close(reader)
+
+
+def test_link_tree_rebuilds_directories_and_links_everything_else(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "d" / "e").mkdir(parents=True)
+    (src / "d" / "e" / "f").write_text("f")
+    (src / "d" / "link").symlink_to("/nonexistent")
+    (src / "d").chmod(0o2775)
+    (tmp_path / "dst").mkdir()
+    a, b = fdtree.open_dir(tmp_path), fdtree.open_dir(tmp_path / "dst")
+    try:
+        fdtree.link_tree(a, "src", b)
+    finally:
+        os.close(a)
+        os.close(b)
+    copy = tmp_path / "dst" / "src"
+    assert (copy / "d" / "e" / "f").stat().st_ino == (src / "d" / "e" / "f").stat().st_ino
+    assert os.readlink(copy / "d" / "link") == "/nonexistent"
+    assert stat.S_IMODE((copy / "d").stat().st_mode) == 0o2775
+    assert (copy / "d").stat().st_ino != (src / "d").stat().st_ino

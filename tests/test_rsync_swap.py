@@ -42,3 +42,17 @@ def test_recover_after_a_kill_between_the_fallback_renames(tmp_path: Path) -> No
     _tree(previous_path(location), "older")  # a kill after both renames: the live tree is the new one
     assert not recover(location)
     assert (location / "sub" / "file").read_text() == "old" and not previous_path(location).exists()
+
+
+def test_recover_never_follows_a_link_at_the_previous_name(tmp_path: Path) -> None:
+    """Issue 43 item 7: a link there (to a directory) is neither renamed back nor removed; it is named with its fix."""
+    location = tmp_path / "gentoo"
+    target = _tree(tmp_path / "elsewhere", "theirs")
+    previous_path(location).symlink_to(target)
+    warned: list[str] = []
+    assert not recover(location, warned.append)  # no location: main renamed the link into its place
+    assert not location.exists() and previous_path(location).is_symlink()
+    _tree(location, "live")
+    assert not recover(location, warned.append)  # a location: main followed the link and failed in rmtree
+    assert (target / "sub" / "file").read_text() == "theirs" and previous_path(location).is_symlink()
+    assert len(warned) == 2 and f"rm {previous_path(location)}" in warned[0]

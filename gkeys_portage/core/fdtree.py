@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import itertools
 import os
 import stat
@@ -134,31 +135,47 @@ def set_owner_mode(dir_fd: int, name: str | bytes, st: os.stat_result, owner: tu
         os.close(fd)
 
 
+def open_for_writing(fd: int) -> bool | None:
+    """Whether any process holds the regular file open at ``fd`` (opened read-only) open for writing, or
+    mapped shared and writable: Linux refuses a read lease (``F_SETLEASE``, ``F_RDLCK``) then.  None when the
+    file system or the caller cannot take leases (the answer is unknown).  Needs the file's owner or
+    ``CAP_LEASE`` (root)."""
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
+    except OSError as exc:
+        return True if exc.errno == errno.EAGAIN else None
+    fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+    return False
+
+
 def names(dir_fd: int) -> list[bytes]:
     """The names in the directory ``dir_fd`` (sorted, as bytes)."""
     return sorted(os.fsencode(name) for name in os.listdir(dir_fd))
 
 
 def walk(top: int, visit: Callable[[Entry], bool], *, limits: Limits = Limits(),
-         entered: Callable[[int, Entry], None] | None = None) -> int:
+         entered: Callable[[int, Entry], None] | None = None, left: Callable[[int, Entry], None] | None = None) -> int:
     """Walk the tree under the open directory ``top`` depth first, iteratively; return the entries met.
 
     ``visit(entry)`` is called for every entry (its ``parent`` descriptor open); for a directory it returns
     whether to enter it.  A directory is entered only if it is on ``top``'s device (a mount point never is),
     opened with :func:`open_dir` relative to its parent and checked to be the inode ``visit`` saw;
-    ``entered(fd, entry)`` is then called with its descriptor before it is listed.  Raises
+    ``entered(fd, entry)`` is then called with its descriptor before it is listed, ``left(fd, entry)`` after
+    everything in it was visited (a directory last: post-order).  Raises
     :class:`LimitExceeded` past ``limits`` and :class:`Changed` for an entry replaced under the walk.
     """
     device = os.fstat(top).st_dev
-    stack: list[tuple[int, bytes, int, Iterator[bytes]]] = []
+    stack: list[tuple[int, bytes, int, Iterator[bytes], Entry | None]] = []
     count = 0
     try:
         first = os.dup(top)
-        stack.append((first, b"", 0, iter(names(first))))
+        stack.append((first, b"", 0, iter(names(first)), None))
         while stack:
-            fd, rel, depth, pending = stack[-1]
+            fd, rel, depth, pending, own = stack[-1]
             name = next(pending, None)
             if name is None:
+                if left is not None and own is not None:
+                    left(fd, own)
                 os.close(fd)
                 stack.pop()
                 continue
@@ -176,10 +193,10 @@ def walk(top: int, visit: Callable[[Entry], bool], *, limits: Limits = Limits(),
             if not visit(entry) or not stat.S_ISDIR(st.st_mode) or st.st_dev != device:
                 continue
             child = open_dir(name, fd, expect=st)
-            stack.append((child, path, depth + 1, iter(())))
+            stack.append((child, path, depth + 1, iter(()), None))
             if entered is not None:
                 entered(child, entry)
-            stack[-1] = (child, path, depth + 1, iter(names(child)))
+            stack[-1] = (child, path, depth + 1, iter(names(child)), entry)
     finally:
         for fd, *_ in stack:
             os.close(fd)
@@ -332,3 +349,64 @@ def copy_file(src_dir: int, src_name: str | bytes, dst_dir: int, dst_name: str |
             os.close(target)
     finally:
         os.close(source)
+
+
+class MountInside(OSError):
+    """:func:`link_tree` met a directory on another device (a mount point): it links no file system into another."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(errno.EXDEV, f"{what} is a mount point")
+        self.what = what
+
+
+def link_tree(src_dir: int, name: str | bytes, dst_dir: int, *, limits: Limits = Limits()) -> None:
+    """Give the entry ``name`` of ``src_dir`` a second name ``name`` in ``dst_dir``: a directory is created anew
+    (its owner and mode copied, after its content), everything else hard-linked as it is (a link as the link,
+    never followed).  Raises :class:`MountInside` for a directory on another device than ``src_dir`` (nothing
+    is linked across file systems: the caller leaves such a tree where it is) and removes what it made first."""
+    raw = os.fsencode(name)
+    st = lstat_at(src_dir, raw)
+    if not stat.S_ISDIR(st.st_mode):
+        os.link(raw, raw, src_dir_fd=src_dir, dst_dir_fd=dst_dir, follow_symlinks=False)
+        return
+    device = os.fstat(src_dir).st_dev
+    if st.st_dev != device:
+        raise MountInside(os.fsdecode(raw))
+    targets: list[int] = []
+
+    def make(parent: int, child: bytes, source: os.stat_result) -> None:
+        os.mkdir(child, 0o700, dir_fd=parent)
+        targets.append(open_dir(child, parent))
+
+    def finish(source: os.stat_result) -> None:
+        fd = targets.pop()
+        try:
+            if (source.st_uid, source.st_gid) != (os.geteuid(), os.getegid()):
+                os.fchown(fd, source.st_uid, source.st_gid)
+            os.fchmod(fd, stat.S_IMODE(source.st_mode))
+        finally:
+            os.close(fd)
+
+    def visit(entry: Entry) -> bool:
+        if entry.is_dir:
+            if entry.st.st_dev != device:
+                raise MountInside(os.fsdecode(raw + b"/" + entry.rel))
+            return True
+        os.link(entry.name, entry.name, src_dir_fd=entry.parent, dst_dir_fd=targets[-1], follow_symlinks=False)
+        return False
+
+    top = open_dir(raw, src_dir, expect=st)
+    try:
+        make(dst_dir, raw, st)
+        walk(top, visit, limits=limits, entered=lambda fd, entry: make(targets[-1], entry.name, entry.st),
+             left=lambda fd, entry: finish(entry.st))
+        finish(st)
+    except BaseException:
+        for fd in targets:
+            os.close(fd)
+        targets.clear()
+        with contextlib.suppress(OSError):
+            remove_tree(dst_dir, raw)
+        raise
+    finally:
+        os.close(top)

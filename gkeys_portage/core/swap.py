@@ -16,9 +16,11 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import shutil
+import stat
+from collections.abc import Callable
 from pathlib import Path
 
+from gkeys_portage.core import fdtree
 from gkeys_portage.core.state import fsync_directory
 
 _AT_FDCWD = -100
@@ -27,16 +29,18 @@ _RENAME_EXCHANGE = 2
 _UNSUPPORTED = (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP)
 
 
-def exchange(first: Path, second: Path) -> None:
-    """Swap the names ``first`` and ``second`` atomically (both must exist, on one file system)."""
+def exchange(first: Path | str | bytes, second: Path | str | bytes, *, first_dir: int = _AT_FDCWD,
+             second_dir: int = _AT_FDCWD) -> None:
+    """Swap the names ``first`` and ``second`` atomically (both must exist, on one file system); each relative to
+    the directory descriptor ``first_dir``/``second_dir`` when given."""
     libc = ctypes.CDLL(None, use_errno=True)
     call = getattr(libc, "renameat2", None)
     if call is None:
         raise OSError(errno.ENOSYS, "renameat2 is not available in this C library")
-    result = call(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), _RENAME_EXCHANGE)
+    result = call(first_dir, os.fsencode(first), second_dir, os.fsencode(second), _RENAME_EXCHANGE)
     if result != 0:
         code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code), str(first))
+        raise OSError(code, os.strerror(code), os.fsdecode(first))
 
 
 def previous_path(location: Path) -> Path:
@@ -44,15 +48,37 @@ def previous_path(location: Path) -> Path:
     return location.with_name(f".{location.name}.previous")
 
 
-def recover(location: Path) -> bool:
-    """Undo a fallback swap that was interrupted between its two renames; True if something was moved back."""
+def recover(location: Path, warn: Callable[[str], None] | None = None) -> bool:
+    """Undo a fallback swap that was interrupted between its two renames; True if something was moved back.
+
+    What sits at the previous name is looked at without following it (``lstat``): only a real directory on the
+    location's file system (what the fallback parks there) is renamed back or removed (by descriptor,
+    :func:`fdtree.remove_tree`); anything else (a symbolic link, a file) is left alone and named to ``warn``
+    with the command that removes it, and never stops a sync."""
     parked = previous_path(location)
-    if parked.is_dir() and not location.exists():
+    try:
+        st = os.lstat(parked)
+    except FileNotFoundError:
+        return False
+    parent = os.lstat(parked.parent)
+    if not stat.S_ISDIR(st.st_mode) or st.st_dev != parent.st_dev:
+        if warn is not None:
+            kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a directory gkeys parked there"
+            warn(f"gkeys: {parked} is {kind}, left alone; remove it (rm {parked}) if nothing needs it")
+        return False
+    if not os.path.lexists(location):
         os.rename(parked, location)
         fsync_directory(location.parent)
         return True
-    if parked.is_dir():
-        shutil.rmtree(parked)  # the swap finished; only the removal of the old tree did not
+    fd = fdtree.open_dir(parked.parent)
+    try:  # the swap finished; only the removal of the old tree did not
+        fdtree.remove_tree(fd, parked.name)
+    except OSError as exc:
+        if warn is not None:
+            warn(f"gkeys: could not remove {parked}, an old tree an interrupted sync left ({exc.strerror}); "
+                 f"remove it by hand: rm -rf --one-file-system {parked}")
+    finally:
+        os.close(fd)
     return False
 
 

@@ -114,13 +114,14 @@ def _refusal(where: str, exc: gemato.exceptions.GematoException, pins: PinSet) -
 
 def verify_tree(root: Path, keyring: bytes, pins: PinSet, *, where: str | None = None,
                 jobs: int | None = None, before_files: Callable[[datetime, str], object] | None = None,
-                known_digest: str | None = None) -> VerifiedTree:
+                known_digest: str | None = None, only_known: bool = False) -> VerifiedTree:
     """Verify the Manifest tree at ``root`` against ``keyring`` (exactly the keys of ``pins``).
 
     ``known_digest``: the caller vouches that every file under ``root`` is the very file (same inode) of a
     tree verified in full with a top Manifest of that SHA-256.  When the top Manifest has that digest, its
     signature, signer and TIMESTAMP are still checked (today's keyring: a revoked key refuses) but the files
-    are not hashed again.
+    are not hashed again; with ``only_known`` another top Manifest raises :class:`TreeMismatchError` instead of
+    hashing the tree (the live tree another user may write is never what gemato judges in full).
 
     ``where`` names the tree in messages (the mirror, not the staging directory).  ``before_files`` is called
     with the signed ``TIMESTAMP`` and the top Manifest's digest once the signature verified and before the
@@ -166,6 +167,8 @@ def verify_tree(root: Path, keyring: bytes, pins: PinSet, *, where: str | None =
             if before_files is not None:
                 before_files(stamp, digest)
             hashed = known_digest is None or digest != known_digest
+            if hashed and only_known:
+                raise TreeMismatchError(f"{where}: the live top Manifest is not the one verified last time")
             covered: frozenset[str] = frozenset()
             if hashed:
                 loader.assert_directory_verifies()
