@@ -380,7 +380,7 @@ def update_verified(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
         request = dataclasses.replace(request, location=request.location.resolve())
     try:
         with location_lock(ctx, request.location):
-            if recover(request.location):
+            if recover(request.location, lambda text: log("warn", text)):
                 log("info", f"gkeys: {request.location} put back as it was before an interrupted sync")
             _sweep(request.location, log)
             return _update(ctx, request, log)
