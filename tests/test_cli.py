@@ -167,3 +167,24 @@ def test_progress_is_shown_for_more_than_five_keys(env: GkeysEnv) -> None:
     assert "gentoo-devs keys: 6/6" in result.err
     quiet = env.run("-q", "refresh-key", "-C", "gentoo-devs", "--force")
     assert quiet.code == 0 and "6/6" not in quiet.err
+
+
+@pytest.mark.parametrize(("argv", "usage", "needle", "help_step"), [
+    (["histroy"], "usage: gkeys [-h]", "unknown action 'histroy' (did you mean 'history'?)", "gkeys --help"),
+    (["history", "--sinse", "2026-01-01"], "usage: gkeys history ",
+     "unknown option '--sinse' (did you mean '--since'?)", "gkeys history --help"),
+    (["audit", "--kye", "x"], "usage: gkeys audit ", "unknown option '--kye' (did you mean '--key'?)",
+     "gkeys audit --help"),
+])
+def test_a_mistyped_action_or_option_gets_did_you_mean_and_the_actions_usage(
+        capsys: pytest.CaptureFixture[str], argv: list[str], usage: str, needle: str, help_step: str) -> None:
+    """Issue 45, item 4: the closest action or option is named; an action's option is reported by its own usage."""
+    with pytest.raises(SystemExit) as raised:
+        main(argv)
+    err = capsys.readouterr().err
+    assert raised.value.code == 2 and err.startswith(usage) and needle in err, err
+    assert "choose from" not in err  # not the 36 actions on one line
+    with pytest.raises(SystemExit):
+        main(["--json", *argv])
+    document = json.loads(capsys.readouterr().out)
+    assert document["reason"] == "usage" and needle in document["error"] and document["next_step"] == help_step
