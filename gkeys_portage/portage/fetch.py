@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from gkeys_portage.core import invocation
+from gkeys_portage.core import children, invocation
 from gkeys_portage.core.config import Config, load_config
 from gkeys_portage.core.errors import EXIT_BAD_INPUT, EXIT_NOT_VERIFIED, BadInputError, GkeysError, UsageError
 from gkeys_portage.core.scratch import make_dir
@@ -179,7 +179,7 @@ def run_command(command: Sequence[str], *, watch: Path | None = None,
 
     check()
     try:
-        process = subprocess.Popen(list(command))
+        process = subprocess.Popen(list(command), preexec_fn=children.preexec())
     except OSError as exc:
         sys.stderr.write(f"gkeys-fetch: cannot run {command[0]}: {exc.strerror}\n")
         return 127

@@ -41,11 +41,9 @@ swap never drops a user's files.  Nothing here talks to a keyserver: keys are re
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
 import os
 import shutil
-import signal
 import subprocess
 import urllib.parse
 from collections.abc import Sequence
@@ -54,7 +52,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from gkeys_portage.core import journal
+from gkeys_portage.core import children, journal
 from gkeys_portage.core.errors import GkeysError, NetworkError, TreeMismatchError, UsageError
 from gkeys_portage.core.state import staging_directory
 from gkeys_portage.core.swap import recover, swap_in
@@ -87,7 +85,6 @@ TREE_SHAPE_OPTIONS = ("--perms", f"--chmod=D{DIRECTORY_MODE:o},Fu=rwX,Fgo=rX,Fug
 IO_TIMEOUT = 180
 CONNECT_TIMEOUT = 60
 DEFAULT_CATEGORY = "gentoo"
-_PR_SET_PDEATHSIG = 1
 
 
 def is_rsync_uri(uri: str | None) -> bool:
@@ -139,17 +136,10 @@ def rsync_command(request: RsyncRequest, staging: Path, link_dest: Path | None, 
     return [*args, *request.extra_opts, *TREE_SHAPE_OPTIONS, "--", source.rstrip("/") + "/", f"{staging}/"]
 
 
-def _die_with_parent() -> None:
-    """In the rsync child: be killed when the sync dies (``PR_SET_PDEATHSIG``), so a killed sync leaves no rsync
-    writing into a staging directory that the next sync removes."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 def _fetch(request: RsyncRequest, staging: Path, *, checksum: bool = False) -> None:
     live = request.location if request.location.is_dir() and any(request.location.iterdir()) else None
     command = rsync_command(request, staging, live, checksum=checksum)
-    result = subprocess.run(command, capture_output=True, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
+    result = subprocess.run(command, capture_output=True, stdin=subprocess.DEVNULL, preexec_fn=children.preexec(),
                             check=False, **request.spawn.run_kwargs())
     if result.returncode != 0:
         words = result.stderr.decode("utf-8", "replace").strip().splitlines()
@@ -166,7 +156,7 @@ def mirror_matches_live(request: RsyncRequest) -> bool:
     command[split:split] = ["--dry-run", "--itemize-changes", "--no-motd"]
     try:
         result = subprocess.run(command, capture_output=True, stdin=subprocess.DEVNULL,
-                                preexec_fn=_die_with_parent, check=False, **request.spawn.run_kwargs())
+                                preexec_fn=children.preexec(), check=False, **request.spawn.run_kwargs())
     except OSError:
         return False
     return result.returncode == 0 and not result.stdout.strip()

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
+from gkeys_portage.core import children
 from gkeys_portage.core.config import default_config_path, load_config
 from gkeys_portage.core.errors import EXIT_BAD_INPUT, EXIT_NOT_VERIFIED, GkeysError
 from gkeys_portage.ui.output import WARN, Console, Report, neutralise, with_verdict
@@ -64,6 +65,7 @@ def run_report(args: argparse.Namespace, func: Callable[[argparse.Namespace, Con
                      reason="local-io", file=target)
         return EXIT_BAD_INPUT
     except (KeyboardInterrupt, EOFError):
+        children.end_all()  # a gpg hashing for a worker thread would hold the exit until it is done
         console.fail("interrupted", EXIT_BAD_INPUT, reason="interrupted", file=target)
         return 130
     except Exception as exc:  # a bug: still one line
