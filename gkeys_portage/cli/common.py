@@ -97,7 +97,7 @@ def add_action(sub: SubParsers, name: str, func: Action, *, summary: str, descri
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_common_options(parser, suppress=True)
-    parser.set_defaults(func=func, needs_lock=needs_lock)
+    parser.set_defaults(func=func, needs_lock=needs_lock, help_command=f"gkeys {name} --help")
     if verifies:
         parser.set_defaults(verifies=verifies)
     return parser

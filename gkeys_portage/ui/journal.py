@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import argparse
 
-from gkeys_portage.core.journal import JournalPaths, verify_chain
+from gkeys_portage.core.errors import UnknownKeyError
+from gkeys_portage.core.journal import JournalPaths, read_entries, verify_chain
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Report, printable
-from gkeys_portage.verify.audit import audit, history, parse_key, parse_since
+from gkeys_portage.verify.audit import audit, fingerprints_in, history, parse_key, parse_since
 
 JOURNAL = """\
 The trust journal: one JSON line per event under ${EPREFIX}/var/lib/gkeys/state/journal/ (root only), each
@@ -38,7 +39,9 @@ examples:
 
 AUDIT_EPILOG = """\
 A primary fingerprint counts its subkeys too; a subkey fingerprint counts what that subkey signed (and the
-git and rsync trees, which record the primary).  With --recheck, exit status 1 when something the key
+git and rsync trees, which record the primary).  A key that is known (installed, pinned or journaled) but
+signed nothing accepted: 0 acceptance(s), exit status 0; a fingerprint nothing ever named (a mistyped one):
+exit status 2, reason unknown-key.  With --recheck, exit status 1 when something the key
 signed is refused now (install the revocation first: gkeys refresh-key).
 
 output of --recheck (real, lines left out and wrapped; $T the test's directory; docs/journal.md):
@@ -91,6 +94,10 @@ def run_audit(ctx: Gkeys, args: argparse.Namespace) -> Report:
     installed: dict[str, list[str]] = {fpr: [k.fingerprint for k in found.subkeys] for cat in ctx.seeds.categories()
                  if ctx.keyring(cat).exists() for fpr, found in ctx.keyring(cat).installed().items()}
     found = audit(ctx.layout, key, installed=installed, since=parse_since(args.since))
+    if not found.hits and not _ever_known(ctx, key, installed):
+        raise UnknownKeyError(f"key {key}: no keyring, seed or journal entry ever named it (a mistyped "
+                              "fingerprint?), so there is nothing to audit; the keys gkeys knows: gkeys history",
+                              next_step="gkeys history")
     out = Report(data=found.to_json())
     related = f" (with {', '.join(found.related)})" if found.related else ""
     groups = found.groups()
@@ -112,6 +119,15 @@ def run_audit(ctx: Gkeys, args: argparse.Namespace) -> Report:
         if any(r.status == REFUSED for r in results):
             out.exit_code = 1
     return out
+
+
+def _ever_known(ctx: Gkeys, key: str, installed: dict[str, list[str]]) -> bool:
+    """True if an installed keyring, a seed or a journal entry names ``key`` (primary or subkey)."""
+    if any(key == primary or key in subkeys for primary, subkeys in installed.items()):
+        return True
+    if any(key in seed.fingerprint or key in seed.keys for _category, seed in ctx.seeds.iter_all()):
+        return True
+    return any(key in fingerprints_in(entry.data) for entry in read_entries(ctx.layout))
 
 
 def run_journal(ctx: Gkeys, args: argparse.Namespace) -> Report:

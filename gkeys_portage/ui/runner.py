@@ -51,8 +51,9 @@ def run_report(args: argparse.Namespace, func: Callable[[argparse.Namespace, Con
     try:
         report = func(args, console)
     except GkeysError as exc:
+        next_step = exc.next_step or (getattr(args, "help_command", "") if exc.reason == "usage" else "")
         console.fail(exc.message, exc.exit_code, reason=exc.reason, file=exc.file or target, signer=exc.signer,
-                     next_step=exc.next_step)
+                     next_step=next_step)
         if args.verbose and exc.detail:
             sys.stderr.write("".join(neutralise(line) + "\n" for line in exc.detail.split("\n")))
         _say_where(args, console)

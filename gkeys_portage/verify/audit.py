@@ -48,7 +48,7 @@ def parse_key(text: str) -> str:
     """A fingerprint from the command line (spaces allowed, any case, an optional ``0x``)."""
     value = re.sub(r"\s+", "", text).upper().removeprefix("0X")
     if not _FPR.fullmatch(value):
-        raise UsageError(f"--key {text!r}: give the full fingerprint (40 hex digits), not a key id or a name")
+        raise UsageError(f"--key {text!r}: give the full fingerprint (40 or 64 hex digits), not a key id or a name")
     return value
 
 
