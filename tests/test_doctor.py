@@ -41,8 +41,13 @@ def doctor(env: Any, root: Path, *extra: str) -> dict[str, Any]:
     document: dict[str, Any] = json.loads(result.out)
     assert document["exit"] == result.code
     for finding in document["findings"]:  # env.run passes -c CONFIG, which every suggested gkeys command keeps
-        assert f"-c {env.config}" in finding["fix"] or "gkeys " not in finding["fix"], finding
-        finding["fix"] = finding["fix"].replace(f" -c {env.config}", "")
+        # "fix" is a command (or None for a prose-only fix), "fix_note" the whole fix the text prints (issue 45)
+        command, note = finding["fix"], finding["fix_note"]
+        assert command is not None or note is not None, finding
+        assert command is None or note is None or command in note, finding
+        text = note or command
+        assert f"-c {env.config}" in text or "gkeys " not in text, finding
+        finding["fix"] = text.replace(f" -c {env.config}", "")
     return document
 
 

@@ -185,7 +185,9 @@ With --eroot and without -c, the configuration is ${EROOT}/etc/gkeys/gkeys.conf 
 
 DOCTOR_EPILOG = """\
 exit status: 0 nothing is wrong, 1 at least one finding, 2 bad input.
---json: {"eroot", "ok", "checked": [...], "findings": [{"code", "subject", "message", "fix"}]}
+--json: {"eroot", "ok", "checked": [...], "findings": [{"code", "subject", "message", "fix", "fix_note"}]}
+  fix: the command that fixes it (null when the fix is prose only: edit a file, set the clock);
+  fix_note: the whole fix as the text prints it, when it says more than the command (else null)
 """
 
 
