@@ -244,6 +244,9 @@ def render_status(status: Status, eroot: Path | None = None) -> Report:
     report.plain("categories (seeds, pinned keys installed, next expiry, last refresh; last answer per source):")
     for cat in status.categories:
         expiry = _when(cat.next_expiry, "%Y-%m-%d") if cat.next_expiry else "none"
+        if cat.expired:  # list-key says [expired] and doctor keys:expired for these
+            since = min((when for when in cat.expired.values() if when is not None), default=None)
+            expiry += f" ({len(cat.expired)} expired" + (f" {_when(since, '%Y-%m-%d')})" if since else ")")
         sources = ", ".join(f"{source} {_when(when)}" for source, when in cat.sources.items()) or "no sources"
         report.plain(f"  {cat.name:<16} {cat.seeds} seeds, {cat.keys} keys, next expiry {expiry}, refreshed "
                      f"{_when(cat.last_refresh)}; {sources}")

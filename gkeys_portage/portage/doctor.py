@@ -496,9 +496,10 @@ class Doctor:
         for fingerprint, key in sorted(keys.items()):
             issues = [i for i in check_health(key, at, self.expiry_days)
                       if i.code in ("expire:soon", "validity:expired")]
-            if issues:
-                self.result.add("keys:expiring", f"{category} {fingerprint}", issues[0].message,
-                                f"gkeys refresh-key -C {category} (once its owner extended it)")
+            if issues:  # an expired key is keys:expired (list-key: [expired]), one about to expire keys:expiring
+                expired = issues[0].code == "validity:expired"
+                self.result.add("keys:expired" if expired else "keys:expiring", f"{category} {fingerprint}",
+                                issues[0].message, f"gkeys refresh-key -C {category} (once its owner extended it)")
 
     def _check_readable(self, category: Category) -> None:
         try:

@@ -38,6 +38,7 @@ class CategoryStatus:
     next_expiry: int | None
     last_refresh: float | None
     sources: dict[str, float | None] = field(default_factory=dict)  # configured source -> last answer
+    expired: dict[str, int | None] = field(default_factory=dict)  # pinned key that expired -> when (as list-key)
 
 
 @dataclass
@@ -88,8 +89,10 @@ def _category(ctx: Gkeys, name: str) -> CategoryStatus:
     sources.update(answered)  # WKD answers are named per domain ("wkd gentoo.org")
     if ctx.config.sources.wkd and not any(source.startswith("wkd") for source in sources):
         sources["wkd"] = None
+    expired = {str(fpr): key.primary.expires for fpr, key in installed.items() if not key.primary.revoked
+               and (key.primary.validity == "e" or (key.primary.expires is not None and key.primary.expires <= now))}
     return CategoryStatus(str(cat), len(ctx.seeds.load(cat)), len(installed), min(expiries) if expiries else None,
-                          last_refresh(ctx, cat), sources)
+                          last_refresh(ctx, cat), sources, expired)
 
 
 def collect_status(ctx: Gkeys, eroot: Path, *, doctor: bool = True) -> Status:
