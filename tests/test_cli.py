@@ -55,8 +55,10 @@ def test_bad_input_is_one_line_and_the_right_exit(env: GkeysEnv, argv: list[str]
     assert needle in result.text
     assert len(result.text.strip().splitlines()) == 1 and "Traceback" not in result.text
     as_json = json.loads(env.run("--json", *argv).out)
-    assert {key: as_json[key] for key in ("ok", "error", "exit")} == {
-        "ok": False, "error": result.text.strip().removeprefix("* "), "exit": code}
+    step = as_json["next_step"]  # the text names it after the error: "(next: gkeys sign --help)"
+    printed = as_json["error"] + (f" (next: {step})" if step and step not in as_json["error"] else "")
+    assert {key: as_json[key] for key in ("ok", "exit")} == {"ok": False, "exit": code}
+    assert printed == result.text.strip().removeprefix("* ")
     assert as_json["verified"] is False and as_json["reason"] and set(VERDICT_KEYS) <= set(as_json)  # one shape
 
 

@@ -255,7 +255,7 @@ def register_journal(sub: SubParsers) -> None:
     add_category(p, help_text="only this category's changes")
     p.add_argument("--since", metavar="DATE", help="only changes from DATE (YYYY-MM-DD, UTC) on")
     p = add_action(sub, "audit", journal.run_audit, summary="list what a key signed that was accepted (and recheck it)",
-                   description=journal.JOURNAL, epilog=journal.AUDIT_EPILOG)
+                   description=journal.JOURNAL, epilog=journal.AUDIT_EPILOG, verifies="key")
     p.add_argument("--key", required=True, metavar="FPR", help="the key's fingerprint (primary or subkey)")
     p.add_argument("--since", metavar="DATE", help="only acceptances from DATE (YYYY-MM-DD, UTC) on")
     p.add_argument("--recheck", action="store_true",

@@ -116,8 +116,10 @@ def run_audit(ctx: Gkeys, args: argparse.Namespace) -> Report:
             line = printable(f"{result.status}: {result.hit.artifact} {result.hit.subject} (accepted "
                              f"{result.hit.entry.when}): {result.why}")
             (out.error if result.status == REFUSED else out.good if result.status == "verifies" else out.info)(line)
-        if any(r.status == REFUSED for r in results):
+        refused = [r for r in results if r.status == REFUSED]
+        if refused:
             out.exit_code = 1
+            out.data["reason"] = refused[0].code or "not-verified"  # the first refusal's own code, as printed
     return out
 
 

@@ -85,7 +85,7 @@ class Change:
 
     def to_json(self) -> dict[str, Any]:
         """Machine-readable form: the line's parts, and the entry's kind, number and data."""
-        return {"when": self.when, "what": self.what, "from": self.source, "why": self.why,
+        return {"when": self.entry.when_zoned, "what": self.what, "from": self.source, "why": self.why,
                 "category": self.category, "kind": self.entry.kind, "seq": self.entry.seq, "data": self.entry.data}
 
 
@@ -174,8 +174,8 @@ class Hit:
 
     def to_json(self) -> dict[str, Any]:
         """Machine-readable form."""
-        return {"artifact": self.artifact, "subject": self.subject, "when": self.entry.when, "detail": self.detail,
-                "next_step": self.next_step, "entry": self.entry.to_json()}
+        return {"artifact": self.artifact, "subject": self.subject, "when": self.entry.when_zoned,
+                "detail": self.detail, "next_step": self.next_step, "entry": self.entry.to_json()}
 
 
 @dataclass
