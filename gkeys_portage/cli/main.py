@@ -135,6 +135,7 @@ def _run_action(args: argparse.Namespace, console: Console) -> Report:
     config = load_config(Path(args.config) if args.config else None,
                          Path(args.root) if args.root else None)
     ctx = Gkeys(config)
+    ctx.waiting = console.waiting
     args.console = console
     if getattr(args, "needs_lock", False):
         ctx.ensure_layout()

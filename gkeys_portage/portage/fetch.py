@@ -330,6 +330,7 @@ def _main(argv: Sequence[str] | None) -> int:
         invocation.record(config=str(request.config) if request.config else None,  # its next steps act on the
                           root=str(request.root) if request.root else None)  # same config and state
         ctx = Gkeys(load_config(request.config, request.root))
+        ctx.waiting = console.waiting  # its siblings' downloads say when they wait
         globs = patterns(ctx.config)
         allow_unnamed(ctx.config)  # a bad value is a configuration error before anything is downloaded
         bind_by_date(ctx.config)

@@ -176,6 +176,14 @@ class Console:
         self.stderr.write(star_line(INFO, text, self.stderr))
         self.stderr.flush()
 
+    def waiting(self, text: str) -> None:
+        """Say on stderr that a download or connection is still waiting ("waiting for HOST, attempt 2 of 4"):
+        in JSON mode too (stdout keeps the one document), not in quiet mode.  Called from timer threads."""
+        if self.quiet:
+            return
+        self.stderr.write(star_line(INFO, neutralise(text), self.stderr))
+        self.stderr.flush()
+
     def fail(self, text: str, exit_code: int, *, reason: str = "error", file: str | None = None,
              signer: str | None = None, next_step: str | None = None) -> None:
         """Print a one-line failure; JSON: the keys of :data:`VERDICT_KEYS` plus ``error`` (docs/exit-codes.md)."""
