@@ -245,6 +245,7 @@ def test_an_expired_key_is_expired_in_status_list_key_and_doctor_alike(env: Any,
     day = time.strftime("%Y-%m-%d", time.gmtime(expires))
     status = env.run("status", "--eroot", str(root))
     assert f"(1 expired {day} UTC)" in status.out, status.text
+    assert "wkd no refresh yet" in status.out, status.text  # installed, not yet refreshed: not "never" (item 7)
     category = next(c for c in json.loads(env.run("--json", "status", "--eroot", str(root)).out)["categories"]
                     if c["name"] == "gentoo-devs")
     assert category["expired"] == {fingerprint: expires}, category

@@ -103,6 +103,13 @@ def add_action(sub: SubParsers, name: str, func: Action, *, summary: str, descri
     return parser
 
 
+def bundle_notes(report: Report, category: str, notes: Sequence[str]) -> None:
+    """What a ``[keyrings]`` bundle left out (keys no seed pins: as it should be) as information, why it was
+    refused as a warning; each line names the category."""
+    for note in notes:
+        (report.info if note.startswith("dropped from ") else report.warn)(f"{category}: {note}")
+
+
 def add_category(parser: argparse.ArgumentParser, *, required: bool = False, default: str | None = None,
                  help_text: str = "seed category") -> None:
     """``-C/--category``."""

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
+from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick, bundle_notes
 from gkeys_portage.core.errors import StateError
 from gkeys_portage.keys import authority, refresh
 from gkeys_portage.keys.context import Gkeys
@@ -68,8 +68,7 @@ def run_install_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
     outcomes = refresh.install_keys(ctx, args.category, args.nick,
                                    progress=args.console.progress(f"fetching {args.category} keys"), notes=notes)
     report = Report(data={"category": args.category, "notes": notes})
-    for note in notes:
-        report.warn(note)
+    bundle_notes(report, args.category, notes)
     outcome_lines(report, outcomes)
     return _finish(report, outcomes)
 
@@ -107,8 +106,7 @@ def run_refresh_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
         if result.skipped:
             report.info(f"{category}: refreshed recently; skipped (use --force)")
             continue
-        for note in result.notes:
-            report.warn(f"{category}: {note}")
+        bundle_notes(report, category, result.notes)
         outcome_lines(report, result.outcomes, only_problems=True)
         if result.warning:
             report.warn(f"{category}: {result.warning}")
