@@ -146,6 +146,32 @@ def test_demo_runs_offline_and_every_step_ends_as_expected(capsys: pytest.Captur
     assert any(step["expected"] != 0 for step in document["steps"])  # refusals are part of the demo
 
 
+@pytest.mark.slow
+def test_the_demo_shows_the_journal_fits_a_terminal_and_says_what_to_try_when_kept(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 45, item 6: the trust journal's answers are shown, no line is over 120 characters, the overlay
+    scene does not warn about the key it then verifies with, and --keep names commands for the kept directory."""
+    import shutil
+    from pathlib import Path
+
+    code = main(["demo", "--keep"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    over = [line for line in out.splitlines() if len(line) > 120]
+    assert not over, over
+    for command in ("$ gkeys history", "$ gkeys audit --key", "$ gkeys journal verify"):
+        assert command in out, command
+    assert "acceptance(s) of" in out and "every link holds" in out
+    assert "no verifier of release media, Manifests, mirror commits or the overlay list accepts" not in out
+    kept = next(line for line in out.splitlines() if line.startswith(" * demo files kept in "))
+    workdir = Path(kept.removeprefix(" * demo files kept in ").split(";")[0])
+    try:
+        assert f"  gkeys -c {workdir}/gkeys.conf history" in out.splitlines()
+        assert code == main(["-c", str(workdir / "gkeys.conf"), "journal", "verify"])  # what it says works
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 def test_verify_a_url_with_its_signature_beside_it(env: GkeysEnv) -> None:
     env.install_devs("alice")
     data = b"remote file\n"

@@ -43,18 +43,17 @@ from __future__ import annotations
 import grp
 import os
 import pwd
-import re
 import shlex
 import stat
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from gkeys_portage.checks.glep63.health import DEFAULT_DAYS, check_health
 from gkeys_portage.core import journal
 from gkeys_portage.core.errors import BadInputError, GkeysError
-from gkeys_portage.core.invocation import ACTIONS
+from gkeys_portage.core.invocation import fix_command
 from gkeys_portage.core.state import read_json
 from gkeys_portage.core.types import Category, parse_category
 from gkeys_portage.keys.context import Gkeys
@@ -77,25 +76,6 @@ NEEDED_CAPABILITIES = (Capability.STATUS, Capability.SAFE_IMPORT)
 TREE_RECORD = "tree-revisions"
 
 
-#: Where a fix's command may begin: at its start, or after "X, or " / "(or: " (an alternative that is one).
-_FIX_COMMAND = re.compile(r"(?:^|(?<=, or )|(?<=\(or: ))(?:gkeys|emerge|rm|mv|chmod|chown|sed|pip|echo) ")
-#: Where it ends: the prose after it.
-_FIX_PROSE = re.compile(r" \(| once | and |; |, or |, then |\)$")
-
-
-def fix_command(fix: str) -> str | None:
-    """The command in a finding's fix (``gkeys refresh-key -C gentoo`` of "gkeys refresh-key -C gentoo (once
-    its owner extended it)"); None when the fix is prose only (edit a file, set the clock)."""
-    found = _FIX_COMMAND.search(fix)
-    if found is None:
-        return None
-    command = fix[found.start():]
-    if command.startswith("gkeys ") and command.split(" ", 2)[1] not in ACTIONS:
-        return None
-    end = _FIX_PROSE.search(command)
-    return command[:end.start()] if end else command
-
-
 @dataclass(frozen=True)
 class Finding:
     """One thing that would make verification fail or be skipped; ``fix`` is what the text prints after "fix:"."""
@@ -106,11 +86,9 @@ class Finding:
     fix: str
 
     def to_json(self) -> dict[str, object]:
-        """``fix``: the command alone (None when the fix is prose only); ``fix_note``: the whole fix as the text
-        prints it, when it says more than the command."""
+        """``fix``: the command alone (None for prose only); ``fix_note``: the whole fix, if it says more."""
         command = fix_command(self.fix)
-        return {"code": self.code, "subject": self.subject, "message": self.message, "fix": command,
-                "fix_note": self.fix if self.fix != command else None}
+        return {**asdict(self), "fix": command, "fix_note": self.fix if self.fix != command else None}
 
 
 @dataclass
@@ -497,9 +475,9 @@ class Doctor:
             issues = [i for i in check_health(key, at, self.expiry_days)
                       if i.code in ("expire:soon", "validity:expired")]
             if issues:  # an expired key is keys:expired (list-key: [expired]), one about to expire keys:expiring
-                expired = issues[0].code == "validity:expired"
-                self.result.add("keys:expired" if expired else "keys:expiring", f"{category} {fingerprint}",
-                                issues[0].message, f"gkeys refresh-key -C {category} (once its owner extended it)")
+                code = "keys:expired" if issues[0].code == "validity:expired" else "keys:expiring"
+                self.result.add(code, f"{category} {fingerprint}", issues[0].message,
+                                f"gkeys refresh-key -C {category} (once its owner extended it)")
 
     def _check_readable(self, category: Category) -> None:
         try:
