@@ -9,6 +9,7 @@ import json
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from conftest import GkeysEnv
@@ -53,3 +54,16 @@ def test_a_mirror_that_never_answers_is_waited_for_out_loud(env: GkeysEnv, silen
     as_json = env.run("--json", *argv)
     assert as_json.code == 3 and json.loads(as_json.out)["reason"] == "network", as_json.out  # stdout: one document
     assert f" * waiting for {host}, attempt 1 of 2\n" in as_json.err, as_json.err
+
+
+def test_progress_where_bytes_flow_is_on_stderr_under_json_too(env: GkeysEnv, tmp_path: Path) -> None:
+    """A pass over a file (MiB) says its progress on stderr in --json mode as in text; stdout is one document."""
+    from media_helpers import install_release_key, make_media
+
+    install_release_key(env)
+    media = make_media(env.keys, tmp_path / "m", data=b"\0" * (8 << 20))
+    for argv in (["verify-media", str(media.path)], ["--json", "verify-media", str(media.path)]):
+        result = env.run(*argv)
+        assert result.code == 0, result.text
+        assert f" * verifying {media.name}: 8/8 MiB in " in result.err, result.err
+    assert json.loads(result.out)["verified"] is True

@@ -201,15 +201,18 @@ class Console:
 
         On a terminal: one line redrawn at most ~10 times a second, Portage/wget style (a bar, percent,
         ``done/total unit``, rate and ETA).  Otherwise: one final line when the work is done (no
-        noise in logs).  Nothing is shown for fewer than ``minimum`` items, in quiet mode or in JSON mode.
+        noise in logs).  Nothing is shown for fewer than ``minimum`` items, in quiet mode or in JSON mode;
+        but where bytes flow (``unit`` MiB: a download, a pass over a file) it is shown under ``--json`` too (on
+        stderr: stdout keeps its one document), and a log gets a line every :data:`LOG_EVERY` seconds.
         ``done``/``total`` count items (keys, commits, MiB, stages), never a percentage.
         """
         tty = _isatty(self.stderr)
         started = time.monotonic()
-        shown = {"final": False}
+        shown = {"final": False, "logged": started}
+        flowing = unit == "MiB"
 
         def callback(done: int, total: int) -> None:
-            if self.quiet or self.json_mode or total < minimum or shown["final"]:
+            if self.quiet or (self.json_mode and not flowing) or total < minimum or shown["final"]:
                 return
             now = time.monotonic()
             finished = done >= total
@@ -221,12 +224,19 @@ class Console:
                 self.stderr.write(f"\r{line}" + ("\n" if finished else ""))
             elif finished:
                 self.stderr.write(final_line(label, total, now - started, unit=unit) + "\n")
+            elif flowing and now - shown["logged"] >= LOG_EVERY:
+                shown["logged"] = now
+                self.stderr.write(f" * {neutralise(label)}: {done}/{total} {unit} after {_duration(now - started)}\n")
             else:
                 return
             shown["final"] = finished
             self.stderr.flush()
 
         return callback
+
+
+#: Seconds between the progress lines of a download or file pass when stderr is no terminal (a log).
+LOG_EVERY = 10.0
 
 
 #: the ``--json`` keys whose text names commands for this user to run (never a diff, a file or a seed's fields)
