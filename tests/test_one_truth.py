@@ -128,3 +128,21 @@ def test_journal_times_carry_their_zone(env: GkeysEnv, world: World) -> None:
     assert changes and all(change["when"].endswith("+00:00") for change in changes), changes
     artifacts = json.loads(_run(env, "--json", "audit", "--key", world.alice)[1])["artifacts"]
     assert all(hit["when"].endswith("+00:00") for artifact in artifacts for hit in artifact["accepted"])
+
+
+def test_doctor_prints_each_fix_its_json_carries(env: GkeysEnv, world: World, tmp_path: Path) -> None:
+    """A finding's text ends with "fix: F", where F is the JSON's fix_note (the whole fix) or, when the fix is
+    a command alone, its fix; a fix, when given, is that command (issue 45, item 1)."""
+    root = tmp_path / "root"
+    (root / "etc/portage/repos.conf").mkdir(parents=True)
+    (root / "etc/portage/repos.conf/test.conf").write_text(
+        f"[test]\nlocation = {tmp_path}/repos/test\nsync-type = git\nsync-uri = https://example.org/test.git\n")
+    code, text = _run(env, "doctor", "--eroot", str(root))
+    json_code, out = _run(env, "--json", "doctor", "--eroot", str(root))
+    findings = json.loads(out)["findings"]
+    assert code == json_code == 1 and findings, text
+    for finding in findings:
+        printed = finding["fix_note"] or finding["fix"]
+        assert f"{finding['code']}: {finding['subject']}: {finding['message']}; fix: {printed}" in text, finding
+        assert finding["fix"] is None or finding["fix"] in printed, finding
+    assert any(finding["fix"] for finding in findings)

@@ -240,7 +240,7 @@ LOG_EVERY = 10.0
 
 
 #: the ``--json`` keys whose text names commands for this user to run (never a diff, a file or a seed's fields)
-COMMAND_KEYS = frozenset(("next_step", "fix", "fix_note", "error", "notes"))
+COMMAND_KEYS = frozenset(("next_step", "fix", "fix_note", "error", "notes", "message"))
 
 
 def for_this_user_json(document: Any, key: str = "") -> Any:
