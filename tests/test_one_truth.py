@@ -146,3 +146,15 @@ def test_doctor_prints_each_fix_its_json_carries(env: GkeysEnv, world: World, tm
         assert f"{finding['code']}: {finding['subject']}: {finding['message']}; fix: {printed}" in text, finding
         assert finding["fix"] is None or finding["fix"] in printed, finding
     assert any(finding["fix"] for finding in findings)
+
+
+def test_a_one_commit_repository_gets_no_hint_that_repeats_itself(env: GkeysEnv, world: World,
+                                                                  tmp_path: Path) -> None:
+    """Issue 45, item 7: under policy top, a first run of a repository of one commit checked its whole history;
+    the hint "to check every commit up to it: gkeys verify-tree REPO --range ..TOP" would print the same again."""
+    one = build(tmp_path / "one", env.keys, ["alice"]).path
+    code, text = _run(env, "verify-tree", str(one), "--no-record")
+    assert code == 0 and "policy top" not in text, text
+    assert json.loads(_run(env, "--json", "verify-tree", str(one), "--no-record")[1])["history_checked"] is True
+    code, text = _run(env, "verify-tree", str(world.repo), "--no-record")  # two commits: the hint stays
+    assert code == 0 and "policy top: only the top commit" in text, text
