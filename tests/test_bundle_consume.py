@@ -239,7 +239,7 @@ def test_update_seed_reports_what_a_bundle_dropped(env: GkeysEnv) -> None:
     notes = json.loads(result.out)["updated"][0]["notes"]
     assert notes and any("dropped from" in note and "not pinned" in note for note in notes), notes
     text = env.run("update-seed", "-C", "gentoo-devs")
-    assert "dropped from" in text.text, text.text
+    assert " * gentoo-devs: dropped from " in text.out, text.text  # information naming the category (issue 45)
 
 
 # -- issue 34 case 8: a bundle that goes quiet, or one a mirror keeps replaying -----------------------------------

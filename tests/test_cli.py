@@ -55,8 +55,10 @@ def test_bad_input_is_one_line_and_the_right_exit(env: GkeysEnv, argv: list[str]
     assert needle in result.text
     assert len(result.text.strip().splitlines()) == 1 and "Traceback" not in result.text
     as_json = json.loads(env.run("--json", *argv).out)
-    assert {key: as_json[key] for key in ("ok", "error", "exit")} == {
-        "ok": False, "error": result.text.strip().removeprefix("* "), "exit": code}
+    step = as_json["next_step"]  # the text names it after the error: "(next: gkeys sign --help)"
+    printed = as_json["error"] + (f" (next: {step})" if step and step not in as_json["error"] else "")
+    assert {key: as_json[key] for key in ("ok", "exit")} == {"ok": False, "exit": code}
+    assert printed == result.text.strip().removeprefix("* ")
     assert as_json["verified"] is False and as_json["reason"] and set(VERDICT_KEYS) <= set(as_json)  # one shape
 
 
@@ -144,6 +146,32 @@ def test_demo_runs_offline_and_every_step_ends_as_expected(capsys: pytest.Captur
     assert any(step["expected"] != 0 for step in document["steps"])  # refusals are part of the demo
 
 
+@pytest.mark.slow
+def test_the_demo_shows_the_journal_fits_a_terminal_and_says_what_to_try_when_kept(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 45, item 6: the trust journal's answers are shown, no line is over 120 characters, the overlay
+    scene does not warn about the key it then verifies with, and --keep names commands for the kept directory."""
+    import shutil
+    from pathlib import Path
+
+    code = main(["demo", "--keep"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    over = [line for line in out.splitlines() if len(line) > 120]
+    assert not over, over
+    for command in ("$ gkeys history", "$ gkeys audit --key", "$ gkeys journal verify"):
+        assert command in out, command
+    assert "acceptance(s) of" in out and "every link holds" in out
+    assert "no verifier of release media, Manifests, mirror commits or the overlay list accepts" not in out
+    kept = next(line for line in out.splitlines() if line.startswith(" * demo files kept in "))
+    workdir = Path(kept.removeprefix(" * demo files kept in ").split(";")[0])
+    try:
+        assert f"  gkeys -c {workdir}/gkeys.conf history" in out.splitlines()
+        assert code == main(["-c", str(workdir / "gkeys.conf"), "journal", "verify"])  # what it says works
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 def test_verify_a_url_with_its_signature_beside_it(env: GkeysEnv) -> None:
     env.install_devs("alice")
     data = b"remote file\n"
@@ -167,3 +195,24 @@ def test_progress_is_shown_for_more_than_five_keys(env: GkeysEnv) -> None:
     assert "gentoo-devs keys: 6/6" in result.err
     quiet = env.run("-q", "refresh-key", "-C", "gentoo-devs", "--force")
     assert quiet.code == 0 and "6/6" not in quiet.err
+
+
+@pytest.mark.parametrize(("argv", "usage", "needle", "help_step"), [
+    (["histroy"], "usage: gkeys [-h]", "unknown action 'histroy' (did you mean 'history'?)", "gkeys --help"),
+    (["history", "--sinse", "2026-01-01"], "usage: gkeys history ",
+     "unknown option '--sinse' (did you mean '--since'?)", "gkeys history --help"),
+    (["audit", "--kye", "x"], "usage: gkeys audit ", "unknown option '--kye' (did you mean '--key'?)",
+     "gkeys audit --help"),
+])
+def test_a_mistyped_action_or_option_gets_did_you_mean_and_the_actions_usage(
+        capsys: pytest.CaptureFixture[str], argv: list[str], usage: str, needle: str, help_step: str) -> None:
+    """Issue 45, item 4: the closest action or option is named; an action's option is reported by its own usage."""
+    with pytest.raises(SystemExit) as raised:
+        main(argv)
+    err = capsys.readouterr().err
+    assert raised.value.code == 2 and err.startswith(usage) and needle in err, err
+    assert "choose from" not in err  # not the 36 actions on one line
+    with pytest.raises(SystemExit):
+        main(["--json", *argv])
+    document = json.loads(capsys.readouterr().out)
+    assert document["reason"] == "usage" and needle in document["error"] and document["next_step"] == help_step

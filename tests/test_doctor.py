@@ -41,8 +41,13 @@ def doctor(env: Any, root: Path, *extra: str) -> dict[str, Any]:
     document: dict[str, Any] = json.loads(result.out)
     assert document["exit"] == result.code
     for finding in document["findings"]:  # env.run passes -c CONFIG, which every suggested gkeys command keeps
-        assert f"-c {env.config}" in finding["fix"] or "gkeys " not in finding["fix"], finding
-        finding["fix"] = finding["fix"].replace(f" -c {env.config}", "")
+        # "fix" is a command (or None for a prose-only fix), "fix_note" the whole fix the text prints (issue 45)
+        command, note = finding["fix"], finding["fix_note"]
+        assert command is not None or note is not None, finding
+        assert command is None or note is None or command in note, finding
+        text = note or command
+        assert f"-c {env.config}" in text or "gkeys " not in text, finding
+        finding["fix"] = text.replace(f" -c {env.config}", "")
     return document
 
 
@@ -237,3 +242,24 @@ def test_the_marker_fix_it_names_clears_the_finding(env: Any, tmp_path: Path) ->
     result = env.run(*fix.split()[1:])
     assert result.code == 0, result.text
     assert doctor(env, root)["findings"] == []
+
+
+def test_an_expired_key_is_expired_in_status_list_key_and_doctor_alike(env: Any, tmp_path: Path) -> None:
+    """Issue 45, item 1: one truth for an expired key: list-key "[expired]", status "(1 expired DATE)" (not
+    "next expiry none" alone), doctor keys:expired (not keys:expiring), in text and JSON."""
+    root = healthy_root(env, tmp_path, ("alice", "expired"))
+    fingerprint = env.keys.keys["expired"].fingerprint
+    listed = env.run("list-key", "-C", "gentoo-devs")
+    assert f"{fingerprint} " in listed.out and "[expired]" in listed.out, listed.text
+    expires = next(k["expires"] for k in json.loads(env.run("--json", "list-key", "-C", "gentoo-devs").out)["keys"]
+                   if k.get("fingerprint") == fingerprint)
+    day = time.strftime("%Y-%m-%d", time.gmtime(expires))
+    status = env.run("status", "--eroot", str(root))
+    assert f"(1 expired {day} UTC)" in status.out, status.text
+    assert "wkd no refresh yet" in status.out, status.text  # installed, not yet refreshed: not "never" (item 7)
+    category = next(c for c in json.loads(env.run("--json", "status", "--eroot", str(root)).out)["categories"]
+                    if c["name"] == "gentoo-devs")
+    assert category["expired"] == {fingerprint: expires}, category
+    document = doctor(env, root)
+    assert [(f["code"], f["subject"].split()[1]) for f in document["findings"]] == [("keys:expired", fingerprint)]
+    assert "keys:expired: gentoo-devs " in env.run("doctor", "--eroot", str(root)).err

@@ -148,3 +148,43 @@ def test_the_other_programs_print_usage_errors_as_json(program: str, capsys: pyt
     document = json.loads(capsys.readouterr().out)
     assert set(VERDICT_KEYS) <= set(document) and document["reason"] == "usage"
     assert document["next_step"] == f"{program} --help" and document["error"].startswith(f"{program}: ")
+
+
+def test_a_missing_medium_is_not_found_whether_release_keys_are_installed_or_not(env: GkeysEnv) -> None:
+    """Issue 45, item 5: the missing medium is the cause (3, not-found), not the signatures it would have had."""
+    from media_helpers import install_release_key
+
+    url = f"{env.server.url}/{STAGE3}"
+    for installed in (False, True):
+        if installed:
+            install_release_key(env)
+        code, out, err = _run(env, "verify-media", url)
+        assert code == 3 and "not on the mirror" in err, (installed, out, err)
+        code, out, _err = _run(env, "--json", "verify-media", url)
+        assert code == 3 and json.loads(out)["reason"] == "not-found", (installed, out)
+
+
+def test_audit_tells_a_fingerprint_nothing_knew_from_a_known_key_that_signed_nothing(env: GkeysEnv) -> None:
+    """Issue 45, item 5: ``audit --key`` of a fingerprint no keyring, seed or journal entry named is exit 2
+    (``unknown-key``: most likely mistyped, and "0 acceptances" would reassure a compromise audit); a known key
+    that signed nothing gkeys accepted is 0 acceptances, exit 0; a key id is a usage error naming both lengths."""
+    env.install_devs("alice")
+    unknown = "0123456789ABCDEF0123456789ABCDEF01234567"
+    code, out, err = _run(env, "audit", "--key", unknown)
+    assert code == 2 and "ever named it" in err and f"{env.gkeys} history" in err, (out, err)
+    code, out, _err = _run(env, "--json", "audit", "--key", unknown)
+    document = json.loads(out)
+    assert code == 2 and document["reason"] == "unknown-key" and document["next_step"] == f"{env.gkeys} history"
+    code, out, err = _run(env, "--json", "audit", "--key", env.keys.keys["alice"].fingerprint)
+    assert code == 0 and json.loads(out)["artifacts"] == [], (out, err)
+    code, out, err = _run(env, "audit", "--key", "1234")
+    assert code == 2 and "40 or 64 hex digits" in err and f"(next: {env.gkeys} audit --help)" in err, err
+    code, out, err = _run(env, "--json", "audit", "--key", "1234")
+    document = json.loads(out)
+    assert document["reason"] == "usage" and document["next_step"] == f"{env.gkeys} audit --help", document
+
+
+def test_the_table_in_the_docs_names_the_audit_causes() -> None:
+    table = (PROJECT / "docs" / "exit-codes.md").read_text()
+    row = next(line for line in table.splitlines() if "`unknown-key`" in line)
+    assert "| 2 |" in row and "audit --key" in row

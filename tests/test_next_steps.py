@@ -70,7 +70,7 @@ def key_findings(env: GkeysEnv, words: tuple[str, ...], root: Path) -> dict[str,
     """doctor's seeds:/keys: findings for this config and state: code -> fix, as printed in --json."""
     result = run(env, *words, "--json", "doctor", "--eroot", str(root))
     findings = json.loads(result.out)["findings"]
-    return {f["code"]: f["fix"] for f in findings if f["code"].startswith(("seeds:", "keys:"))}
+    return {f["code"]: f["fix_note"] or f["fix"] for f in findings if f["code"].startswith(("seeds:", "keys:"))}
 
 
 def test_a_refusals_next_step_run_as_printed_installs_the_keys_in_the_users_root(env: GkeysEnv,

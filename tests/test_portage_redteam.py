@@ -77,7 +77,7 @@ def test_doctor_names_sync_hooks_only_on_change_on_every_hooked_repository(env: 
     document = doctor(env, root)
     found = {f["subject"]: f for f in document["findings"] if f["code"] == "repo:hooks-on-change"}
     assert set(found) == ({"test", "other"} if where == "[DEFAULT]" else {"test"}), document
-    assert "set sync-hooks-only-on-change = false for [test]" in found["test"]["fix"], found
+    assert "set sync-hooks-only-on-change = false for [test]" in found["test"]["fix_note"], found
     assert document["exit"] == 1
 
 

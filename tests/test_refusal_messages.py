@@ -79,7 +79,7 @@ def test_doctor_keeps_the_config_and_root_given(env: GkeysEnv, tmp_path: Path) -
     assert f"then 'gkeys -c {env.config} --root {root} doctor --eroot {eroot}' again" in result.err
     document = json.loads(env.run("--root", str(root), "--json", "doctor", "--eroot", str(eroot)).out)
     assert all(f["fix"].startswith(f"gkeys -c {env.config} --root {root} ")
-               for f in document["findings"] if f["fix"].startswith("gkeys "))
+               for f in document["findings"] if (f["fix"] or "").startswith("gkeys "))
 
 
 def test_the_file_size_cap_is_named_only_when_it_is_the_cause(tmp_path: Path) -> None:

@@ -45,6 +45,6 @@ def test_rsync_with_verification_off_is_a_finding_and_portage_verification_is_na
     document = _doctor(env, root)
     unverified = [f for f in document["findings"] if f["code"] == "repo:unverified"]
     assert [f["subject"] for f in unverified] == ["gentoo"], document
-    assert "nothing verifies it" in unverified[0]["message"] and "sync-type = gkeys" in unverified[0]["fix"]
+    assert "nothing verifies it" in unverified[0]["message"] and "sync-type = gkeys" in unverified[0]["fix_note"]
     assert any(line.startswith("repository other: sync-type rsync, verified by Portage (gemato")
                for line in document["checked"]), document["checked"]

@@ -33,7 +33,7 @@ def file_root(env: Any, tmp_path: Path) -> Path:
 def findings(env: Any, root: Path) -> dict[tuple[str, str], str]:
     """doctor's findings: (code, subject) -> fix, as printed."""
     result = env.run("--json", "doctor", "--eroot", str(root))
-    return {(f["code"], f["subject"]): f["fix"] for f in json.loads(result.out)["findings"]}
+    return {(f["code"], f["subject"]): f["fix_note"] or f["fix"] for f in json.loads(result.out)["findings"]}
 
 
 def run_fix(env: Any, fix: str) -> None:

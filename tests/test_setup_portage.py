@@ -3,6 +3,7 @@ byte for byte, and a real ``emerge --sync`` on the set-up root verifies with ``s
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import sys
@@ -484,3 +485,18 @@ def test_setup_again_lets_the_refresh_keep_a_keyring_of_an_older_record(env: Any
     result = env.run("refresh-key", "-C", "gentoo", "--force")
     assert result.code == 0 and "brought up to date" in result.text, result.text
     assert _key_states(keyring, tmp_path / "gpg") == {bob: "r"}
+
+
+def test_a_rerun_that_changes_a_file_it_wrote_says_update_not_create(env: Any, tmp_path: Path) -> None:
+    """Issue 45, item 7: a file setup-portage wrote before and brings up to date is "updated" (text and JSON)."""
+    root = git_repo_root(tmp_path)
+    eroot = str(root)
+    first = env.run("--json", "setup-portage", "--eroot", eroot, "--repo", "test", "--category", "gentoo-devs")
+    assert first.code == 0, first.text
+    written = json.loads(first.out)["created"]
+    again = env.run("setup-portage", "--eroot", eroot, "--repo", "test", "--category", "gentoo-infra")
+    assert again.code == 0, again.text
+    assert " * update " in again.out and " * create " not in again.out, again.out
+    document = json.loads(env.run("--json", "setup-portage", "--eroot", eroot, "--repo", "test", "--category",
+                                  "gentoo-devs").out)
+    assert document["updated"] and set(document["updated"]) <= set(written) and document["created"] == [], document

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from gkeys_portage.keys.context import Gkeys
@@ -29,6 +30,12 @@ def add_common_options(parser: argparse.ArgumentParser, *, suppress: bool) -> No
                        help="print only warnings and errors")
     group.add_argument("-v", "--verbose", action="store_true", default=flag_default,
                        help="print more detail (gpg's own messages on failure)")
+
+
+def unknown_word(kind: str, word: str, known: Iterable[str], listing: str) -> str:
+    """``unknown KIND 'word' (did you mean 'x'?)``; ``listing`` (where the valid words are) when none is close."""
+    close = difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.6)
+    return f"unknown {kind} {word!r} (" + (f"did you mean {close[0]!r}?" if close else listing) + ")"
 
 
 _EXAMPLES_HEADER = re.compile(r"examples?(?: \([^)]*\))?:")
@@ -90,10 +97,17 @@ def add_action(sub: SubParsers, name: str, func: Action, *, summary: str, descri
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_common_options(parser, suppress=True)
-    parser.set_defaults(func=func, needs_lock=needs_lock)
+    parser.set_defaults(func=func, needs_lock=needs_lock, help_command=f"gkeys {name} --help")
     if verifies:
         parser.set_defaults(verifies=verifies)
     return parser
+
+
+def bundle_notes(report: Report, category: str, notes: Sequence[str]) -> None:
+    """What a ``[keyrings]`` bundle left out (keys no seed pins: as it should be) as information, why it was
+    refused as a warning; each line names the category."""
+    for note in notes:
+        (report.info if note.startswith("dropped from ") else report.warn)(f"{category}: {note}")
 
 
 def add_category(parser: argparse.ArgumentParser, *, required: bool = False, default: str | None = None,

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
+from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick, bundle_notes
 from gkeys_portage.core.errors import StateError
 from gkeys_portage.keys import authority, refresh
 from gkeys_portage.keys.context import Gkeys
@@ -68,8 +68,7 @@ def run_install_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
     outcomes = refresh.install_keys(ctx, args.category, args.nick,
                                    progress=args.console.progress(f"fetching {args.category} keys"), notes=notes)
     report = Report(data={"category": args.category, "notes": notes})
-    for note in notes:
-        report.warn(note)
+    bundle_notes(report, args.category, notes)
     outcome_lines(report, outcomes)
     return _finish(report, outcomes)
 
@@ -107,8 +106,7 @@ def run_refresh_key(ctx: Gkeys, args: argparse.Namespace) -> Report:
         if result.skipped:
             report.info(f"{category}: refreshed recently; skipped (use --force)")
             continue
-        for note in result.notes:
-            report.warn(f"{category}: {note}")
+        bundle_notes(report, category, result.notes)
         outcome_lines(report, result.outcomes, only_problems=True)
         if result.warning:
             report.warn(f"{category}: {result.warning}")
@@ -255,7 +253,7 @@ def register_journal(sub: SubParsers) -> None:
     add_category(p, help_text="only this category's changes")
     p.add_argument("--since", metavar="DATE", help="only changes from DATE (YYYY-MM-DD, UTC) on")
     p = add_action(sub, "audit", journal.run_audit, summary="list what a key signed that was accepted (and recheck it)",
-                   description=journal.JOURNAL, epilog=journal.AUDIT_EPILOG)
+                   description=journal.JOURNAL, epilog=journal.AUDIT_EPILOG, verifies="key")
     p.add_argument("--key", required=True, metavar="FPR", help="the key's fingerprint (primary or subkey)")
     p.add_argument("--since", metavar="DATE", help="only acceptances from DATE (YYYY-MM-DD, UTC) on")
     p.add_argument("--recheck", action="store_true",

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 
 from gkeys_portage import __version__
-from gkeys_portage.cli.common import add_common_options
+from gkeys_portage.cli.common import add_common_options, unknown_word
 from gkeys_portage.core import invocation
 from gkeys_portage.core.config import KeyRef, load_config
 from gkeys_portage.core.errors import GkeysError
@@ -116,10 +116,38 @@ def _seed_added(args: argparse.Namespace) -> KeyRef | None:
         return None
 
 
+def subparser(parser: argparse.ArgumentParser, action: str) -> argparse.ArgumentParser | None:
+    """The sub-parser of ``action`` in ``parser`` (None if it registers no such action)."""
+    for item in parser._actions:  # argparse keeps its sub-parsers there; no public accessor exists
+        if isinstance(item, argparse._SubParsersAction):
+            found: argparse.ArgumentParser | None = item.choices.get(action)
+            return found
+    return None
+
+
+def parse_words(parser: argparse.ArgumentParser, words: list[str]) -> argparse.Namespace:
+    """Parse a command line; a mistyped action or option is a usage error with "did you mean".
+
+    An unknown action names the closest action; an unknown ``--option`` is reported by the action's own
+    sub-parser (its usage, its ``--help``) with the closest of its options, before a missing required one.
+    """
+    action = action_word(words)
+    if action is not None and action not in ACTION_TOPICS:
+        parser.error(unknown_word("action", action, ACTION_TOPICS, "'gkeys --help' lists them"))
+    target = (subparser(parser, action) if action else None) or parser
+    options = [option for option in target._option_string_actions if option.startswith("--")]
+    for word in words[:words.index("--") if "--" in words else len(words)]:
+        name = word.split("=", 1)[0]
+        if name.startswith("--") and not any(option.startswith(name) for option in options):
+            target.error(unknown_word("option", name, options, f"'{target.prog} --help' lists them"))
+    return parser.parse_args(words)
+
+
 def _run_action(args: argparse.Namespace, console: Console) -> Report:
     config = load_config(Path(args.config) if args.config else None,
                          Path(args.root) if args.root else None)
     ctx = Gkeys(config, adding=_seed_added(args))
+    ctx.waiting = console.waiting
     args.console = console
     if getattr(args, "needs_lock", False):
         ctx.ensure_layout()
@@ -145,7 +173,7 @@ def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser(json_errors="--json" in words, words=words)
     if isinstance(parser, JsonUsageParser):
         parser.words = tuple(words)
-    args = parser.parse_args(words)
+    args = parse_words(parser, words)
     args.gkeys_main = main  # the demo runs its steps through this same entry point
     eroot = getattr(args, "eroot", None)  # next steps act on the root the user chose, not the host's
     with invocation.recorded(config=args.config, root=args.root, eroot=str(eroot) if eroot else None):

@@ -63,7 +63,8 @@ def _setup_report(result: portage_setup.SetupResult, *, undo: bool, step_left: s
     """Text and JSON of setup-portage; ``step_left``: the make.conf command still to run (said as *the* step)."""
     report = Report(data={"action": "setup-portage", "undo": undo, "dry_run": result.dry_run,
                           "eroot": str(result.eroot), "ok": result.ok,
-                          "created": [str(p) for p in result.created],
+                          "created": [str(p) for p in result.created if p not in result.updated],
+                          "updated": [str(p) for p in result.updated],
                           "unchanged": [str(p) for p in result.unchanged],
                           "removed": [str(p) for p in result.removed],
                           "left_alone": [{"path": str(p), "reason": why} for p, why in result.conflicts],
@@ -71,8 +72,8 @@ def _setup_report(result: portage_setup.SetupResult, *, undo: bool, step_left: s
     would = "would " if result.dry_run else ""
     if result.dry_run and result.diff:
         report.text_block(result.diff)
-    for path in result.created:
-        report.good(f"{would}create {result.eroot / path}")
+    for path in result.created:  # a file an earlier run wrote is updated (a re-run), not created
+        report.good(f"{would}{'update' if path in result.updated else 'create'} {result.eroot / path}")
     for path in result.removed:
         report.good(f"{would}remove {result.eroot / path}")
     for path in result.unchanged:
@@ -186,7 +187,9 @@ With --eroot and without -c, the configuration is ${EROOT}/etc/gkeys/gkeys.conf 
 
 DOCTOR_EPILOG = """\
 exit status: 0 nothing is wrong, 1 at least one finding, 2 bad input.
---json: {"eroot", "ok", "checked": [...], "findings": [{"code", "subject", "message", "fix"}]}
+--json: {"eroot", "ok", "checked": [...], "findings": [{"code", "subject", "message", "fix", "fix_note"}]}
+  fix: the command that fixes it (null when the fix is prose only: edit a file, set the clock);
+  fix_note: the whole fix as the text prints it, when it says more than the command (else null)
 """
 
 
@@ -243,7 +246,13 @@ def render_status(status: Status, eroot: Path | None = None) -> Report:
     report.plain("categories (seeds, pinned keys installed, next expiry, last refresh; last answer per source):")
     for cat in status.categories:
         expiry = _when(cat.next_expiry, "%Y-%m-%d") if cat.next_expiry else "none"
-        sources = ", ".join(f"{source} {_when(when)}" for source, when in cat.sources.items()) or "no sources"
+        if cat.expired:  # list-key says [expired] and doctor keys:expired for these
+            since = min((when for when in cat.expired.values() if when is not None), default=None)
+            expiry += f" ({len(cat.expired)} expired" + (f" {_when(since, '%Y-%m-%d')})" if since else ")")
+        # a source is asked by a refresh (every source, every key); an install stops at the first that answers
+        unasked = "no refresh yet" if cat.last_refresh is None else "never"
+        sources = ", ".join(f"{source} {_when(when) if when is not None else unasked}"
+                            for source, when in cat.sources.items()) or "no sources"
         report.plain(f"  {cat.name:<16} {cat.seeds} seeds, {cat.keys} keys, next expiry {expiry}, refreshed "
                      f"{_when(cat.last_refresh)}; {sources}")
         for who, window in cat.retired.items():  # kept to judge their past signatures (authorization windows)

@@ -8,7 +8,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
+from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick, bundle_notes
 from gkeys_portage.cli.keys import outcome_lines
 from gkeys_portage.core.config import KeyRef, default_config_path
 from gkeys_portage.core.configedit import set_option
@@ -340,8 +340,7 @@ def _update_category(ctx: Gkeys, args: argparse.Namespace, report: Report, categ
     notes: list[str] = []  # what a [keyrings] bundle dropped or why it was refused
     outcomes = refresh.install_keys(ctx, category, progress=args.console.progress(f"{category} keys"),
                                    notes=notes)
-    for note in notes:
-        report.warn(note)
+    bundle_notes(report, category, notes)
     removed = refresh.prune_unpinned(ctx, category)
     report.data["updated"].append({"seed": result.to_json() if not why else {"category": category,
                                                                              "packaged": True},

@@ -94,13 +94,15 @@ too old), 2 bad input, 3 network failure.
 """
 
 
-def render(report: TreeReport, policy: str | None = None) -> Report:
+def render(report: TreeReport, policy: str | None = None, *, root_commit: bool = False) -> Report:
     """Turn a tree report into output lines and JSON; under ``policy`` top, a first run says that the history
-    below the top commit was not checked, and how to check it."""
+    below the top commit was not checked, and how to check it (``root_commit``: the top has no parent, so
+    there is no history below it).  A refusal names the first refused commit's own code as ``reason`` and
+    the command that shows it as ``next_step``, the same in the text."""
     out = Report(data=report.to_json())
     for level, text in report.describe():
         out.messages.append(Message(level, text))
-    top_only = policy == "top" and report.base is None and report.checked == 1
+    top_only = policy == "top" and report.base is None and report.checked == 1 and not root_commit
     out.data["history_checked"] = not top_only
     if top_only:
         every = f"gkeys verify-tree {shlex.quote(str(report.repo))} --range ..{report.tip[:12]}"
@@ -108,6 +110,10 @@ def render(report: TreeReport, policy: str | None = None) -> Report:
                  f"to check every commit up to it: {every} (or --policy all on a first run)")
     if not report.ok:
         out.exit_code = EXIT_NOT_VERIFIED
+        first = report.bad[0]
+        step = f"git -C {shlex.quote(str(report.repo))} log --show-signature -1 {first.commit}"
+        out.info(f"next: see the first refused commit: {step}")
+        out.data.update(reason=first.code or "not-verified", next_step=step)
     return out
 
 
@@ -135,7 +141,7 @@ def run_verify_tree(ctx: Gkeys, args: argparse.Namespace) -> Report:
         new = accepted.accept(ctx, commits, args.reason or "", str(Path(args.repo)))
         return Report(data={"accepted": new}).good(
             f"accepted {len(new)} commit(s) by hand for {args.repo} (journaled); the next sync lets them pass")
-    open_repo(Path(args.repo))  # "not a git repository" comes first, before any seed or keyring problem
+    repo = open_repo(Path(args.repo))  # "not a git repository" comes first, before any seed or keyring problem
     options = TreeOptions.from_config(ctx, category=args.category, top_category=args.top_category,
                                       policy=args.policy)
     verifier = TreeVerifier(ctx, options)
@@ -144,7 +150,8 @@ def run_verify_tree(ctx: Gkeys, args: argparse.Namespace) -> Report:
                                   accept=args.accept or (), reason=args.reason or "")
     if not report.ok or (not args.no_record and not args.range):  # a revision recorded as verified is accepted
         journal_tree(ctx, report, options, report.repo)
-    return render(report, options.policy)
+    tip = repo.read_commits([report.tip]).get(report.tip) if report.checked == 1 and report.base is None else None
+    return render(report, options.policy, root_commit=tip is not None and not tip.parents)
 
 
 def _is_url(text: str) -> bool:

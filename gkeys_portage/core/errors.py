@@ -57,6 +57,12 @@ class BadInputError(GkeysError):
     reason = "bad-input"
 
 
+class UnknownKeyError(BadInputError):
+    """A fingerprint asked about that no keyring, seed or journal entry ever named (``audit --key``)."""
+
+    reason = "unknown-key"
+
+
 class ConfigError(BadInputError):
     """The configuration file is malformed or incomplete."""
 

@@ -65,16 +65,27 @@ class DeadlineError(NetworkError):
     """The call did not finish by the caller's deadline (a source too slow to count as answering)."""
 
 
+#: Seconds an attempt may go unanswered before the client says it waits (at most half the timeout).
+WAIT_NOTICE = 3.0
+
+
 @dataclass
 class HttpClient:
-    """A small ``requests`` wrapper with the policy of design.md §3 (timeouts, retries, backoff)."""
+    """A small ``requests`` wrapper with the policy of design.md §3 (timeouts, retries, backoff).
+
+    ``waiting`` (the console's, when a person or a log reads along) is told once per host and attempt when an
+    attempt has gone :data:`WAIT_NOTICE` seconds (at most half the timeout) without finishing: "waiting for
+    HOST, attempt 2 of 4 (attempt 1: timed out)", so a dead mirror is not minutes of silence."""
 
     timeout: float = 30.0
     retries: int = 3
     backoff: float = 0.5
+    waiting: Callable[[str], None] | None = None
 
     def __post_init__(self) -> None:
         import requests.adapters
+
+        self._said: set[str] = set()  # waiting notices already given (a pool of key fetches says each once)
 
         #: origin (scheme://host:port) -> why it could not be reached; later requests to it fail at once, so
         #: an offline run says each source's cause once instead of waiting out every key's retries
@@ -171,6 +182,7 @@ class HttpClient:
             if deadline is not None and time.monotonic() >= deadline:
                 raise DeadlineError(f"{safe_url(url)}: no complete answer in time"
                                     f"{f' ({describe_failure(last)})' if last is not None else ''}")
+            notice = self._notice(url, number, last)
             try:
                 return attempt()
             except (NotFoundError, TooLargeError, DeadlineError):
@@ -187,11 +199,38 @@ class HttpClient:
                 last = exc
                 if network_cause(exc)[0] == "dns":
                     break  # DNS answered that the name does not exist: asking again changes nothing
+            finally:
+                if notice is not None:
+                    notice.cancel()
         if last is not None and network_cause(last)[0] in _UNREACHABLE_CAUSES:
             with self._unreachable_lock:
                 self.unreachable.setdefault(origin, describe_failure(last))
         raise NetworkError(f"{safe_url(url)}: {(describe or describe_failure)(last)} "
                            f"(after {number + 1} attempt{'s' if number else ''}{hint})")
+
+    def _notice(self, url: str, number: int, last: Exception | None) -> threading.Timer | None:
+        """A timer that tells :attr:`waiting` about attempt ``number`` (0-based) if it is still running after
+        :data:`WAIT_NOTICE` seconds (at most half the timeout); None when nobody listens."""
+        if self.waiting is None:
+            return None
+        host = urllib.parse.urlsplit(url).hostname or url
+        port = urllib.parse.urlsplit(url).port
+        where = f"{host}:{port}" if port else host
+        before = f" (attempt {number}: {describe_failure(last)})" if last is not None else ""
+        text = f"waiting for {where}, attempt {number + 1} of {self.retries + 1}{before}"
+
+        def say() -> None:
+            with self._unreachable_lock:
+                if text in self._said:
+                    return
+                self._said.add(text)
+            if self.waiting is not None:
+                self.waiting(text)
+
+        timer = threading.Timer(min(WAIT_NOTICE, self.timeout / 2), say)
+        timer.daemon = True
+        timer.start()
+        return timer
 
     def _get_once(self, url: str, max_bytes: int, deadline: float | None = None) -> bytes:
         started = time.monotonic()

@@ -98,3 +98,22 @@ def for_this_user(text: str) -> str:
     if not (_options or _eroot) or "gkeys " not in text:
         return text
     return _COMMAND.sub(_rewrite, text)
+
+
+#: Where a fix's command may begin: at its start, or after "X, or " / "(or: " (an alternative that is one).
+_FIX_COMMAND = re.compile(r"(?:^|(?<=, or )|(?<=\(or: ))(?:gkeys|emerge|rm|mv|chmod|chown|sed|pip|echo) ")
+#: Where it ends: the prose after it.
+_FIX_PROSE = re.compile(r" \(| once | and |; |, or |, then |\)$")
+
+
+def fix_command(fix: str) -> str | None:
+    """The command in a finding's fix (``gkeys refresh-key -C gentoo`` of "gkeys refresh-key -C gentoo (once
+    its owner extended it)"); None when the fix is prose only (edit a file, set the clock)."""
+    found = _FIX_COMMAND.search(fix)
+    if found is None:
+        return None
+    command = fix[found.start():]
+    if command.startswith("gkeys ") and command.split(" ", 2)[1] not in ACTIONS:
+        return None
+    end = _FIX_PROSE.search(command)
+    return command[:end.start()] if end else command

@@ -89,6 +89,11 @@ class Entry:
         """The entry's time, ``YYYY-MM-DD HH:MM:SS`` UTC."""
         return datetime.fromtimestamp(self.time, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
+    @property
+    def when_zoned(self) -> str:
+        """The same time for ``--json``, with its zone: ``YYYY-MM-DDTHH:MM:SS+00:00``."""
+        return datetime.fromtimestamp(self.time, UTC).isoformat(timespec="seconds")
+
     def to_json(self) -> dict[str, Any]:
         """Machine-readable form (the stored fields and the entry's own hash)."""
         return {"seq": self.seq, "time": datetime.fromtimestamp(self.time, UTC).isoformat(), "kind": self.kind,

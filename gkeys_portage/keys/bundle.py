@@ -298,7 +298,8 @@ def parse_bundle(source: str, data: bytes, pinned: Sequence[Fingerprint]) -> Loa
     primaries = {block.primary for block in blocks}
     extra = sorted(primaries - set(pinned) - set(selection.aliasing))
     if extra:
-        loaded.notes.append(f"dropped from {source}: {', '.join(extra)} (not pinned by the seeds)")
+        loaded.notes.append(f"dropped from {source}: {', '.join(extra)} (not pinned by the seeds: only pinned keys "
+                            "are taken)")
     for other, carried in sorted(selection.aliasing.items()):
         loaded.notes.append(f"dropped from {source}: {other} (it carries pinned key {', '.join(carried)} "
                             "as a subkey)")

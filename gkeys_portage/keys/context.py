@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -87,6 +87,8 @@ class Gkeys:
         self.lock = StateLock(self.layout)
         self._keyrings: dict[Category, Keyring] = {}
         self._http: HttpClient | None = None
+        #: told when a download waits (the console's :meth:`~gkeys_portage.ui.output.Console.waiting`)
+        self.waiting: Callable[[str], None] | None = None
         check_purpose_seeds(config, self._nicks, adding)  # a config error for every action: a malformed
         # [purposes] line, or one naming no seed of a category whose seeds are there (but the seed being added)
 
@@ -102,7 +104,8 @@ class Gkeys:
         """The shared HTTP client (timeouts and retries from ``[sources]``)."""
         if self._http is None:
             src = self.config.sources
-            self._http = HttpClient(timeout=src.timeout, retries=src.retries, backoff=src.backoff)
+            self._http = HttpClient(timeout=src.timeout, retries=src.retries, backoff=src.backoff,
+                                    waiting=self.waiting)
         return self._http
 
     def ensure_layout(self) -> Layout:

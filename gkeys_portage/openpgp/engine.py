@@ -53,6 +53,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gkeys_portage.core import children
 from gkeys_portage.core.errors import EngineError, GpgError
 from gkeys_portage.core.scratch import owned_prefix, remove_stale_dirs
 from gkeys_portage.openpgp import process
@@ -212,7 +213,7 @@ def _run(program: str, home: Path, args: Sequence[str], stdin: bytes = b"", *,
     try:
         return subprocess.run([program, "--homedir", str(home), *process.BASE_OPTIONS, *extra, *args], input=stdin,
                               capture_output=True, env=process.minimal_environment(home), timeout=PROBE_TIMEOUT,
-                              check=False)
+                              check=False, preexec_fn=children.preexec())
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise GpgError(f"cannot run gpg: {program}: {exc}") from exc
 

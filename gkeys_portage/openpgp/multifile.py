@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from gkeys_portage.core import children
 from gkeys_portage.core.errors import GpgError, NoSignatureError
 from gkeys_portage.core.scratch import owned_prefix, remove_stale_dirs
 from gkeys_portage.openpgp.engine import Capability, probe
@@ -144,7 +145,8 @@ class BatchVerify(GpgProcess):
                 try:
                     process = subprocess.Popen([*command[:-2], "--status-fd", str(status.fileno()), *command[-2:],
                                                 *chunk], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                               stderr=subprocess.DEVNULL, env=env, pass_fds=(status.fileno(),))
+                                               stderr=subprocess.DEVNULL, env=env, pass_fds=(status.fileno(),),
+                                               preexec_fn=children.preexec())
                 except OSError as exc:
                     raise GpgError(f"cannot run gpg: {exc}") from exc
                 try:

@@ -35,6 +35,7 @@ from typing import IO, Any
 
 import gnupg
 
+from gkeys_portage.core import children
 from gkeys_portage.core.config import untrusted_program
 from gkeys_portage.core.errors import ConfigError, GpgError
 from gkeys_portage.openpgp.status import StatusReport, parse_status
@@ -292,11 +293,11 @@ class GpgProcess:
         )
 
     def _spawn(self, args: Sequence[str], passphrase: bool, pass_fds: tuple[int, ...]) -> Any:
-        """python-gnupg's gpg process (its command line and environment), inheriting ``pass_fds``."""
-        if not pass_fds:
-            return self._gpg._open_subprocess(list(args), passphrase)
+        """gpg with python-gnupg's command line and environment, inheriting ``pass_fds``; it ends with gkeys
+        (:mod:`gkeys_portage.core.children`)."""
         return subprocess.Popen(self._gpg.make_args(list(args), passphrase), stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self._gpg.env, pass_fds=pass_fds)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self._gpg.env, pass_fds=pass_fds,
+                                preexec_fn=children.preexec())
 
     def _checked(self, args: Sequence[str], stdin: DataSource | None = None,
                  passphrase: str | None = None, what: str = "gpg") -> GpgResult:
@@ -311,7 +312,7 @@ class GpgProcess:
         """Stop any gpg-agent this home started (after signing or key generation)."""
         subprocess.run(["gpgconf", "--homedir", str(self.homedir), "--kill", "all"],
                        env=minimal_environment(self.homedir), capture_output=True, check=False,
-                       timeout=30)
+                       timeout=30, preexec_fn=children.preexec())
 
 
 F_SETPIPE_SZ = 1031  # Linux fcntl: set a pipe's capacity

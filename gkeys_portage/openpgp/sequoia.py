@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gkeys_portage.core import children
 from gkeys_portage.core.errors import EngineError, EnginesDisagreeError, NoSignatureError
 from gkeys_portage.openpgp.history.store import HISTORY_FILE
 from gkeys_portage.openpgp.packets import ARMOR_BEGIN, SIGNATURE_TAG, Clearsigned, armor, canonical_mpis, parse_packets
@@ -374,7 +375,7 @@ def check_detached_apart(homedir: Path, export: Callable[[], bytes], packets: by
                              for cert in certs.certs],
                    "signatures": [base64.b64encode(one).decode() for one in _one_by_one(packets)]}
         done = subprocess.run([sys.executable, "-I", "-S", str(CHILD)], input=json.dumps(request).encode(),
-                              capture_output=True, pass_fds=(fd,), check=False)
+                              capture_output=True, pass_fds=(fd,), check=False, preexec_fn=children.preexec())
         valid, said = _child_answer(done)
         if not valid:
             raise RuntimeError("; ".join(dict.fromkeys(said)) or "no signature")

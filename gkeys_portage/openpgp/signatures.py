@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO, TypeVar, cast
 
+from gkeys_portage.core import children
 from gkeys_portage.core.errors import GpgError, NoSignatureError
 from gkeys_portage.core.scratch import owned_prefix, sweep_once
 from gkeys_portage.core.types import Fingerprint
@@ -110,7 +111,7 @@ class Signatures(GpgProcess):
         read_end, write_end = os.pipe()
         try:
             feeder = subprocess.Popen(["cat", target], stdin=subprocess.DEVNULL, stdout=write_end,
-                                      stderr=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, preexec_fn=children.preexec(),
                                       pass_fds=(data.fd,) if isinstance(data, OpenFile) else ())
         except OSError:
             os.close(read_end)

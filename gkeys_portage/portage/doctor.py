@@ -53,6 +53,7 @@ from pathlib import Path
 from gkeys_portage.checks.glep63.health import DEFAULT_DAYS, check_health
 from gkeys_portage.core import journal
 from gkeys_portage.core.errors import BadInputError, GkeysError
+from gkeys_portage.core.invocation import fix_command
 from gkeys_portage.core.state import read_json
 from gkeys_portage.core.types import Category, parse_category
 from gkeys_portage.installfiles import doc_file
@@ -78,12 +79,17 @@ TREE_RECORD = "tree-revisions"
 
 @dataclass(frozen=True)
 class Finding:
-    """One thing that would make verification fail or be skipped."""
+    """One thing that would make verification fail or be skipped; ``fix`` is what the text prints after "fix:"."""
 
     code: str
     subject: str
     message: str
     fix: str
+
+    def to_json(self) -> dict[str, object]:
+        """``fix``: the command alone (None for prose only); ``fix_note``: the whole fix, if it says more."""
+        command = fix_command(self.fix)
+        return {**asdict(self), "fix": command, "fix_note": self.fix if self.fix != command else None}
 
 
 @dataclass
@@ -102,7 +108,7 @@ class Diagnosis:
     def to_json(self) -> dict[str, object]:
         """Machine-readable form for ``--json``."""
         return {"eroot": str(self.eroot), "ok": self.ok, "checked": self.checked,
-                "findings": [asdict(f) for f in self.findings]}
+                "findings": [f.to_json() for f in self.findings]}
 
     def add(self, code: str, subject: str, message: str, fix: str) -> None:
         """Record one finding."""
@@ -471,8 +477,9 @@ class Doctor:
         for fingerprint, key in sorted(keys.items()):
             issues = [i for i in check_health(key, at, self.expiry_days)
                       if i.code in ("expire:soon", "validity:expired")]
-            if issues:
-                self.result.add("keys:expiring", f"{category} {fingerprint}", issues[0].message,
+            if issues:  # an expired key is keys:expired (list-key: [expired]), one about to expire keys:expiring
+                code = "keys:expired" if issues[0].code == "validity:expired" else "keys:expiring"
+                self.result.add(code, f"{category} {fingerprint}", issues[0].message,
                                 f"gkeys refresh-key -C {category} (once its owner extended it)")
 
     def _check_readable(self, category: Category) -> None:

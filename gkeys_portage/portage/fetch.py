@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from gkeys_portage.core import invocation
+from gkeys_portage.core import children, invocation
 from gkeys_portage.core.config import Config, load_config
 from gkeys_portage.core.errors import EXIT_BAD_INPUT, EXIT_NOT_VERIFIED, BadInputError, GkeysError, UsageError
 from gkeys_portage.core.scratch import make_dir
@@ -187,7 +187,7 @@ def run_command(command: Sequence[str], *, watch: Path | None = None,
 
     check()
     try:
-        process = subprocess.Popen(list(command))
+        process = subprocess.Popen(list(command), preexec_fn=children.preexec())
     except OSError as exc:
         sys.stderr.write(f"gkeys-fetch: cannot run {command[0]}: {exc.strerror}\n")
         return 127
@@ -338,6 +338,7 @@ def _main(argv: Sequence[str] | None) -> int:
         invocation.record(config=str(request.config) if request.config else None,  # its next steps act on the
                           root=str(request.root) if request.root else None)  # same config and state
         ctx = Gkeys(load_config(request.config, request.root))
+        ctx.waiting = console.waiting  # its siblings' downloads say when they wait
         globs = patterns(ctx.config)
         allow_unnamed(ctx.config)  # a bad value is a configuration error before anything is downloaded
         bind_by_date(ctx.config)

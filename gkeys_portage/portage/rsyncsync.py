@@ -48,10 +48,8 @@ Nothing here talks to a keyserver: keys are refreshed off the sync path.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
 import os
-import signal
 import stat
 import subprocess
 import tempfile
@@ -62,7 +60,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from gkeys_portage.core import fdtree, journal
+from gkeys_portage.core import children, fdtree, journal
 from gkeys_portage.core.errors import GkeysError, NetworkError, TreeMismatchError, UsageError
 from gkeys_portage.core.scratch import owned_prefix
 from gkeys_portage.core.state import fsync_directory
@@ -95,7 +93,6 @@ TREE_SHAPE_OPTIONS = ("--perms", f"--chmod=D{DIRECTORY_MODE:o},Fu=rwX,Fgo=rX,Fug
 IO_TIMEOUT = 180
 CONNECT_TIMEOUT = 60
 DEFAULT_CATEGORY = "gentoo"
-_PR_SET_PDEATHSIG = 1
 
 
 def is_rsync_uri(uri: str | None) -> bool:
@@ -147,17 +144,10 @@ def rsync_command(request: RsyncRequest, staging: Path, link_dest: Path | None, 
     return [*args, *request.extra_opts, *TREE_SHAPE_OPTIONS, "--", source.rstrip("/") + "/", f"{staging}/"]
 
 
-def _die_with_parent() -> None:
-    """In the rsync child: be killed when the sync dies (``PR_SET_PDEATHSIG``), so a killed sync leaves no rsync
-    writing into a staging directory that the next sync removes."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 def _fetch(request: RsyncRequest, staging: Path, *, checksum: bool = False) -> None:
     live = request.location if request.location.is_dir() and any(request.location.iterdir()) else None
     command = rsync_command(request, staging, live, checksum=checksum)
-    result = subprocess.run(command, capture_output=True, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
+    result = subprocess.run(command, capture_output=True, stdin=subprocess.DEVNULL, preexec_fn=children.preexec(),
                             check=False, **request.spawn.run_kwargs())
     if result.returncode != 0:
         words = result.stderr.decode("utf-8", "replace").strip().splitlines()
@@ -174,7 +164,7 @@ def mirror_matches_live(request: RsyncRequest) -> bool:
     command[split:split] = ["--dry-run", "--itemize-changes", "--no-motd"]
     try:
         result = subprocess.run(command, capture_output=True, stdin=subprocess.DEVNULL,
-                                preexec_fn=_die_with_parent, check=False, **request.spawn.run_kwargs())
+                                preexec_fn=children.preexec(), check=False, **request.spawn.run_kwargs())
     except OSError:
         return False
     return result.returncode == 0 and not result.stdout.strip()

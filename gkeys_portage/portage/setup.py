@@ -119,7 +119,8 @@ class SetupResult:
 
     eroot: Path
     dry_run: bool
-    created: list[Path] = field(default_factory=list)
+    created: list[Path] = field(default_factory=list)  # every file written (new ones and those brought up to date)
+    updated: list[Path] = field(default_factory=list)  # of those, files setup wrote before (a re-run updates them)
     unchanged: list[Path] = field(default_factory=list)
     removed: list[Path] = field(default_factory=list)
     conflicts: list[tuple[Path, str]] = field(default_factory=list)
@@ -383,6 +384,7 @@ def setup(eroot: Path, repos: Sequence[str], *, record: Path, fetch_wrapper: boo
                     manifest.keyrings[name] = upgraded = item.category
             elif current is not None and recorded.get(item.path.as_posix()) == sha256(current):
                 todo.append(item)  # written by setup and unchanged since: bring it up to date
+                result.updated.append(item.path)
                 diffs.append(_diff(item.path, current, item.content))
             elif current is not None:
                 result.conflicts.append((item.path, "exists with other content"))

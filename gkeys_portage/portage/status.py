@@ -40,6 +40,7 @@ class CategoryStatus:
     sources: dict[str, float | None] = field(default_factory=dict)  # configured source -> last answer
     #: authorization windows (issue 41): keys kept for their past signatures, every window closed (retired)
     retired: dict[str, str] = field(default_factory=dict)  # "nick FPR" -> its last window, described
+    expired: dict[str, int | None] = field(default_factory=dict)  # pinned key that expired -> when (as list-key)
 
 
 @dataclass
@@ -91,10 +92,12 @@ def _category(ctx: Gkeys, name: str) -> CategoryStatus:
     if ctx.config.sources.wkd and not any(source.startswith("wkd") for source in sources):
         sources["wkd"] = None
     seeds = ctx.seeds.load(cat)
+    expired = {str(fpr): key.primary.expires for fpr, key in installed.items() if not key.primary.revoked
+               and (key.primary.validity == "e" or (key.primary.expires is not None and key.primary.expires <= now))}
     retired = {f"{seed.nick} {fpr}": window.describe() for seed in seeds.values()
                for fpr, window in sorted(seed.retired(now).items())}
     return CategoryStatus(str(cat), len(seeds), len(installed), min(expiries) if expiries else None,
-                          last_refresh(ctx, cat), sources, retired)
+                          last_refresh(ctx, cat), sources, retired, expired)
 
 
 def collect_status(ctx: Gkeys, eroot: Path, *, doctor: bool = True) -> Status:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import argparse
 
-from gkeys_portage.core.journal import JournalPaths, verify_chain
+from gkeys_portage.core.errors import UnknownKeyError
+from gkeys_portage.core.journal import JournalPaths, read_entries, verify_chain
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Report, printable
-from gkeys_portage.verify.audit import audit, history, parse_key, parse_since
+from gkeys_portage.verify.audit import audit, fingerprints_in, history, parse_key, parse_since
 
 JOURNAL = """\
 The trust journal: one JSON line per event under ${EPREFIX}/var/lib/gkeys/state/journal/ (root only), each
@@ -43,6 +44,8 @@ git and rsync trees, which record the primary).  With --recheck, what is on disk
 digest recorded of what was accepted: each artifact verifies, is refused, replaced (something else is there),
 gone or not rechecked; exit status 1 when something the key signed is refused now (install the revocation
 first: gkeys refresh-key).  An unreadable journal line is named and passed over; a broken chain is a warning.
+A key that is known (installed, pinned or journaled) but signed nothing accepted: 0 acceptance(s), exit
+status 0; a fingerprint nothing ever named (a mistyped one): exit status 2, reason unknown-key.
 
 output of --recheck (real, lines left out and wrapped; $T the test's directory;
 /usr/share/doc/gkeys-portage/journal.md):
@@ -112,6 +115,10 @@ def run_audit(ctx: Gkeys, args: argparse.Namespace) -> Report:
                  if ctx.keyring(cat).exists() for fpr, found in ctx.keyring(cat).installed().items()}
     skipped: list[str] = []
     found = audit(ctx.layout, key, installed=installed, since=parse_since(args.since), skipped=skipped)
+    if not found.hits and not _ever_known(ctx, key, installed):
+        raise UnknownKeyError(f"key {key}: no keyring, seed or journal entry ever named it (a mistyped "
+                              "fingerprint?), so there is nothing to audit; the keys gkeys knows: gkeys history",
+                              next_step="gkeys history")
     out = Report(data=found.to_json())
     _warn_unsound(ctx, out, skipped)
     related = f" (with {', '.join(found.related)})" if found.related else ""
@@ -131,9 +138,20 @@ def run_audit(ctx: Gkeys, args: argparse.Namespace) -> Report:
             line = printable(f"{result.status}: {result.hit.artifact} {result.hit.subject} (accepted "
                              f"{result.hit.entry.when}): {result.why}")
             (out.error if result.status == REFUSED else out.good if result.status == "verifies" else out.info)(line)
-        if any(r.status == REFUSED for r in results):
+        refused = [r for r in results if r.status == REFUSED]
+        if refused:
             out.exit_code = 1
+            out.data["reason"] = refused[0].code or "not-verified"  # the first refusal's own code, as printed
     return out
+
+
+def _ever_known(ctx: Gkeys, key: str, installed: dict[str, list[str]]) -> bool:
+    """True if an installed keyring, a seed or a journal entry names ``key`` (primary or subkey)."""
+    if any(key == primary or key in subkeys for primary, subkeys in installed.items()):
+        return True
+    if any(key in seed.fingerprint or key in seed.keys for _category, seed in ctx.seeds.iter_all()):
+        return True
+    return any(key in fingerprints_in(entry.data) for entry in read_entries(ctx.layout))
 
 
 def run_journal(ctx: Gkeys, args: argparse.Namespace) -> Report:

@@ -161,6 +161,14 @@ class Console:
         self.stderr.write(star_line(INFO, text, self.stderr))
         self.stderr.flush()
 
+    def waiting(self, text: str) -> None:
+        """Say on stderr that a download or connection is still waiting ("waiting for HOST, attempt 2 of 4"):
+        in JSON mode too (stdout keeps the one document), not in quiet mode.  Called from timer threads."""
+        if self.quiet:
+            return
+        self.stderr.write(star_line(INFO, neutralise(text), self.stderr))
+        self.stderr.flush()
+
     def fail(self, text: str, exit_code: int, *, reason: str = "error", file: str | None = None,
              signer: str | None = None, next_step: str | None = None) -> None:
         """Print a one-line failure; JSON: the keys of :data:`VERDICT_KEYS` plus ``error`` (docs/exit-codes.md)."""
@@ -178,15 +186,18 @@ class Console:
 
         On a terminal: one line redrawn at most ~10 times a second, Portage/wget style (a bar, percent,
         ``done/total unit``, rate and ETA).  Otherwise: one final line when the work is done (no
-        noise in logs).  Nothing is shown for fewer than ``minimum`` items, in quiet mode or in JSON mode.
+        noise in logs).  Nothing is shown for fewer than ``minimum`` items, in quiet mode or in JSON mode;
+        but where bytes flow (``unit`` MiB: a download, a pass over a file) it is shown under ``--json`` too (on
+        stderr: stdout keeps its one document), and a log gets a line every :data:`LOG_EVERY` seconds.
         ``done``/``total`` count items (keys, commits, MiB, stages), never a percentage.
         """
         tty = _isatty(self.stderr)
         started = time.monotonic()
-        shown = {"final": False}
+        shown = {"final": False, "logged": started}
+        flowing = unit == "MiB"
 
         def callback(done: int, total: int) -> None:
-            if self.quiet or self.json_mode or total < minimum or shown["final"]:
+            if self.quiet or (self.json_mode and not flowing) or total < minimum or shown["final"]:
                 return
             now = time.monotonic()
             finished = done >= total
@@ -198,6 +209,9 @@ class Console:
                 self.stderr.write(f"\r{line}" + ("\n" if finished else ""))
             elif finished:
                 self.stderr.write(final_line(label, total, now - started, unit=unit) + "\n")
+            elif flowing and now - shown["logged"] >= LOG_EVERY:
+                shown["logged"] = now
+                self.stderr.write(f" * {neutralise(label)}: {done}/{total} {unit} after {_duration(now - started)}\n")
             else:
                 return
             shown["final"] = finished
@@ -206,8 +220,12 @@ class Console:
         return callback
 
 
+#: Seconds between the progress lines of a download or file pass when stderr is no terminal (a log).
+LOG_EVERY = 10.0
+
+
 #: the ``--json`` keys whose text names commands for this user to run (never a diff, a file or a seed's fields)
-COMMAND_KEYS = frozenset(("next_step", "fix", "error", "notes"))
+COMMAND_KEYS = frozenset(("next_step", "fix", "fix_note", "error", "notes", "message"))
 
 
 def for_this_user_json(document: Any, key: str = "") -> Any:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
+from gkeys_portage.core import children
 from gkeys_portage.core.config import default_config_path, load_config
 from gkeys_portage.core.errors import EXIT_BAD_INPUT, EXIT_NOT_VERIFIED, GkeysError
 from gkeys_portage.ui.output import WARN, Console, Report, neutralise, with_verdict
@@ -50,8 +51,9 @@ def run_report(args: argparse.Namespace, func: Callable[[argparse.Namespace, Con
     try:
         report = func(args, console)
     except GkeysError as exc:
+        next_step = exc.next_step or (getattr(args, "help_command", "") if exc.reason == "usage" else "")
         console.fail(exc.message, exc.exit_code, reason=exc.reason, file=exc.file or target, signer=exc.signer,
-                     next_step=exc.next_step)
+                     next_step=next_step)
         if args.verbose and exc.detail:
             sys.stderr.write("".join(neutralise(line) + "\n" for line in exc.detail.split("\n")))
         _say_where(args, console)
@@ -64,6 +66,7 @@ def run_report(args: argparse.Namespace, func: Callable[[argparse.Namespace, Con
                      reason="local-io", file=target)
         return EXIT_BAD_INPUT
     except (KeyboardInterrupt, EOFError):
+        children.end_all()  # a gpg hashing for a worker thread would hold the exit until it is done
         console.fail("interrupted", EXIT_BAD_INPUT, reason="interrupted", file=target)
         return 130
     except Exception as exc:  # a bug: still one line

@@ -55,7 +55,7 @@ def parse_key(text: str) -> str:
     """A fingerprint from the command line (spaces allowed, any case, an optional ``0x``)."""
     value = re.sub(r"\s+", "", text).upper().removeprefix("0X")
     if not _FPR.fullmatch(value):
-        raise UsageError(f"--key {text!r}: give the full fingerprint (40 hex digits), not a key id or a name")
+        raise UsageError(f"--key {text!r}: give the full fingerprint (40 or 64 hex digits), not a key id or a name")
     return value
 
 
@@ -92,7 +92,7 @@ class Change:
 
     def to_json(self) -> dict[str, Any]:
         """Machine-readable form: the line's parts, and the entry's kind, number and data."""
-        return {"when": self.when, "what": self.what, "from": self.source, "why": self.why,
+        return {"when": self.entry.when_zoned, "what": self.what, "from": self.source, "why": self.why,
                 "category": self.category, "kind": self.entry.kind, "seq": self.entry.seq, "data": self.entry.data}
 
 
@@ -191,8 +191,8 @@ class Hit:
 
     def to_json(self) -> dict[str, Any]:
         """Machine-readable form."""
-        return {"artifact": self.artifact, "subject": self.subject, "when": self.entry.when, "detail": self.detail,
-                "next_step": self.next_step, "entry": self.entry.to_json()}
+        return {"artifact": self.artifact, "subject": self.subject, "when": self.entry.when_zoned,
+                "detail": self.detail, "next_step": self.next_step, "entry": self.entry.to_json()}
 
 
 @dataclass

@@ -54,7 +54,7 @@ class Recheck:
 
     def to_json(self) -> dict[str, Any]:
         """Machine-readable form."""
-        return {"artifact": self.hit.artifact, "subject": self.hit.subject, "accepted": self.hit.entry.when,
+        return {"artifact": self.hit.artifact, "subject": self.hit.subject, "accepted": self.hit.entry.when_zoned,
                 "status": self.status, "why": self.why, "code": self.code or None}
 
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from gkeys_portage.core import children
 from gkeys_portage.core.errors import BadInputError, UntrustedRepositoryError
 from gkeys_portage.verify.git.spawn import SpawnSettings, file_size_limit
 
@@ -302,7 +303,8 @@ class GitRepo:
             result = subprocess.run(self.command(*args, safe_directory=bool(foreign)), input=stdin,
                                     stdout=stdout or subprocess.PIPE, stderr=subprocess.PIPE, env=self.env,
                                     check=False, timeout=3600,
-                                    preexec_fn=file_size_limit(max_file_size), **self.spawn.run_kwargs())
+                                    preexec_fn=children.preexec(file_size_limit(max_file_size)),
+                                    **self.spawn.run_kwargs())
         except (OSError, subprocess.SubprocessError) as exc:
             raise BadInputError(f"cannot run git: {exc}") from exc
         if check and result.returncode != 0:

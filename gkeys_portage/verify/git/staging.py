@@ -32,7 +32,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from gkeys_portage.core import fdtree
+from gkeys_portage.core import children, fdtree
 from gkeys_portage.core.errors import BadInputError, UsageError
 from gkeys_portage.verify.git.spawn import SpawnSettings
 
@@ -45,7 +45,7 @@ def _cp(args: Sequence[str | Path], spawn: SpawnSettings) -> None:
     """Run ``cp`` (GNU) as the user git runs as; raise :class:`BadInputError` with its first error line."""
     try:
         result = subprocess.run(["cp", *(str(a) for a in args)], capture_output=True, stdin=subprocess.DEVNULL,
-                                check=False, **spawn.run_kwargs())
+                                check=False, preexec_fn=children.preexec(), **spawn.run_kwargs())
     except OSError as exc:
         raise BadInputError(f"cannot run cp: {exc}") from exc
     if result.returncode != 0:
