@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gkeys_portage.core.config import load_config  # noqa: E402
 from gkeys_portage.core.state import Layout  # noqa: E402
-from gkeys_portage.core.trash import trash_path  # noqa: E402
+from gkeys_portage.core.fs.trash import trash_path  # noqa: E402
 from gkeys_portage.core.types import Category, Nick  # noqa: E402
 from gkeys_portage.demo.tree_repo import RepoBuilder  # noqa: E402
 from gkeys_portage.demo.world import KeyFactory  # noqa: E402

@@ -1,4 +1,4 @@
-"""core/fdtree: every tree operation through descriptors (no link followed, no mount crossed, no recursion)."""
+"""core/fs/fdtree: every tree operation through descriptors (no link followed, no mount crossed, no recursion)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gkeys_portage.core import fdtree
+from gkeys_portage.core.fs import fdtree
 
 
 def _deep(root: Path, levels: int) -> Path:
@@ -220,7 +220,7 @@ def test_remove_tree_names_what_it_cannot_remove(tmp_path: Path) -> None:
 _MOUNTED = textwrap.dedent("""
     import os, subprocess, sys
     from pathlib import Path
-    from gkeys_portage.core import fdtree
+    from gkeys_portage.core.fs import fdtree
     base = Path(sys.argv[1])
     (base / "t" / "sub").mkdir(parents=True)
     (base / "t" / "file").write_text("f")

@@ -34,7 +34,7 @@ import pytest
 from conftest import PROJECT, GkeysEnv
 from test_setup_portage import _serve_revoked, snapshot
 
-from gkeys_portage.core import trash
+from gkeys_portage.core.fs import trash
 from gkeys_portage.core.state import Layout
 from gkeys_portage.core.types import Category
 from gkeys_portage.keys.keyring import READ_ONLY_VARIABLE, Keyring

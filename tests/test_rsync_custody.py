@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gkeys_portage.core import fdtree
+from gkeys_portage.core.fs import fdtree
 from gkeys_portage.verify.manifest import custody
 from gkeys_portage.verify.manifest.shape import ChangedInCustody, shape
 

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from rsync_helpers import CATEGORY, RsyncDaemon, make_tree, pin_repository_keys
 
-from gkeys_portage.core import fdtree
 from gkeys_portage.core.config import load_config
+from gkeys_portage.core.fs import fdtree
 from gkeys_portage.demo.world import past
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.portage.rsyncsync import RsyncRequest, sync_rsync

@@ -1,10 +1,10 @@
-"""core/swap.py: the one-step exchange of two trees, and the recovery of an interrupted two-rename fallback."""
+"""core/fs/swap.py: the one-step exchange of two trees, and the recovery of an interrupted two-rename fallback."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from gkeys_portage.core.swap import exchange, previous_path, recover, swap_in
+from gkeys_portage.core.fs.swap import exchange, previous_path, recover, swap_in
 
 
 def _tree(path: Path, word: str) -> Path:

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from tree_helpers import build, context, head, install_devs
 
-from gkeys_portage.core import trash
-from gkeys_portage.core.trash import trash_path
+from gkeys_portage.core.fs import trash
+from gkeys_portage.core.fs.trash import trash_path
 from gkeys_portage.demo.tree_repo import git_environment
 from gkeys_portage.portage.treesync import SyncOutcome, SyncRequest, clone_verified, update_verified
 from gkeys_portage.verify.git.tree import TreeOptions

@@ -5,18 +5,17 @@ only renders them.  Checked, under ``EROOT`` and the gkeys state of the configur
 
 * ``seeds:missing`` / ``seeds:old``: a category in use has no seeds, or seeds signed longer ago than
   ``[policy] max-seed-age``;
-* ``keys:missing`` / ``keys:stale`` / ``keys:expiring``: no keyring, keys not refreshed within
-  ``[policy] max-refresh-age``, a key expired or expiring within 30 days;
+* ``keys:missing`` / ``keys:stale`` / ``keys:expired`` / ``keys:expiring``: no keyring, keys not refreshed
+  within ``[policy] max-refresh-age``, a key expired, or expiring within 30 days;
 * ``repo:unverified``: a repository with ``sync-type = git`` and no gkeys hooks, or ``rsync``/``webrsync``
   with verification switched off (each repository's verifier is listed under ``checked``);
-* ``repo:not-git``: a ``sync-type = gkeys`` repository whose location holds a tree that is not a git
-  repository (an old rsync tree): the first verified clone refuses to overwrite it;
+* ``repo:not-git``: a ``sync-type = gkeys`` location holding a tree that is not a git repository (an old rsync
+  tree): the first verified clone refuses to overwrite it;
 * ``repo:hooks-on-change``: a ``sync-type = git`` repository the hooks protect with
   ``sync-hooks-only-on-change = true`` (Portage then skips the hooks exactly when a merge failed half-way);
 * ``repo:shallow``: a hooked ``sync-type = git`` repository with ``clone-depth``/``sync-depth`` other than 0
   (commits between two syncs are not fetched, so they cannot be verified);
-* ``hook:not-executable`` / ``hook:interpreter``: a gkeys hook Portage will not run, or whose ``#!``
-  interpreter is gone;
+* ``hook:not-executable`` / ``hook:interpreter``: a gkeys hook Portage will not run, or whose ``#!`` is gone;
 * ``fetch:no-wrapper``: ``FETCH_WRAPPER`` does not run gkeys-fetch; ``fetch:not-sourced``: setup-portage wrote
   ``etc/portage/gkeys-fetch.conf`` but make.conf (a file) does not ``source`` it (the fix is that line, as a command);
 * ``portage:config``: an error Portage itself prints reading make.conf, or a ``source`` line whose file is gone;
@@ -24,10 +23,8 @@ only renders them.  Checked, under ``EROOT`` and the gkeys state of the configur
   not gkeys-trust-helper, so Portage verifies binary packages against getuto's home (every release key);
 * ``gpg:missing`` / ``gpg:engine``: the OpenPGP engine (``[gpg] program``, ``$GKEYS_GPG``) cannot run, or lacks
   what verification or key installation needs (:mod:`gkeys_portage.openpgp.engine` probes it);
-* ``clock:behind``: the clock is earlier than the newest signature seen (seed files) or verification recorded
-  (tree, key refresh), by more than the clock skew;
-* ``keyring:unreadable``: the exported keyring cannot be read by the ``portage`` user (fetch and
-  build phases verify as that user);
+* ``clock:behind``: the clock is behind the newest signature seen or verification recorded, beyond the skew;
+* ``keyring:unreadable``: the exported keyring cannot be read by the ``portage`` user (fetch, build phases);
 * ``tree:failed``: a configured repository's last sync did not verify (the hooks' failure marker), so
   ``emerge --sync`` fails until a sync verifies; ``tree:stale-marker``: a marker of a repository that
   repos.conf no longer configures (it blocks nothing; the postsync hook removes it at the next sync);

@@ -33,9 +33,9 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from gkeys_portage.core import fdtree
 from gkeys_portage.core.config import load_config
 from gkeys_portage.core.errors import BadInputError, GkeysError
+from gkeys_portage.core.fs import fdtree
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.portage.reposconf import RepoConfig, read_repos, read_string
 from gkeys_portage.ui.output import say

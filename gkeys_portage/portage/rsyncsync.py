@@ -22,7 +22,7 @@ Used by ``sync-type = gkeys`` when ``sync-uri`` is ``rsync://`` or ``ssh+rsync:/
    does not look at (dot entries, IGNOREd paths, modes) never reaches Portage, and nothing written since the
    takeover does either.
 6. The mark is raised, then the staging tree is exchanged with the live one in one ``renameat2`` call
-   (:mod:`gkeys_portage.core.swap`; entry by entry when ``distfiles``/``local``/``packages`` is a mount point)
+   (:mod:`gkeys_portage.core.fs.swap`; entry by entry when ``distfiles``/``local``/``packages`` is a mount point)
    and the old tree removed inside the holder.  Killed before the exchange, the live tree is untouched; after
    it, the live tree is the new verified one.  A mark raised just before a kill only makes the next sync
    demand a tree at least that new, which the mirror has.  Last, the tree is handed to the sync user by
@@ -60,11 +60,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from gkeys_portage.core import children, fdtree, journal
+from gkeys_portage.core import children, journal
 from gkeys_portage.core.errors import GkeysError, NetworkError, TreeMismatchError, UsageError
+from gkeys_portage.core.fs import fdtree
+from gkeys_portage.core.fs.swap import exchange, recover, swap_in
 from gkeys_portage.core.scratch import owned_prefix
 from gkeys_portage.core.state import fsync_directory
-from gkeys_portage.core.swap import exchange, recover, swap_in
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.portage.treesync import (
     Log,

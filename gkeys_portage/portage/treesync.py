@@ -17,11 +17,11 @@ free of Portage imports so it can be tested and reused on its own.
   exactly as it was, not one object bigger).  Once verified, the tree is checked for what gkeys never checks
   out (:mod:`gkeys_portage.verify.git.contents`), the staging directory gets a work tree (the *spare* the
   last update kept, its directories moved in, or else the live work tree hard-linked in:
-  :mod:`gkeys_portage.core.trash`), ``reset --hard`` + ``clean -ffdx`` move it to the new top (git replaces
+  :mod:`gkeys_portage.core.fs.trash`), ``reset --hard`` + ``clean -ffdx`` move it to the new top (git replaces
   each file it changes by a new one, so no live file is written), it is checked clean, the user's
   ``distfiles``, ``local`` and ``packages`` are carried over when Portage treats the repository as volatile
   (as Portage's own git module never cleans those), and the staging tree is exchanged with the live one in
-  one ``renameat2`` call (:mod:`gkeys_portage.core.swap`).  Killed at any instant, the location holds the
+  one ``renameat2`` call (:mod:`gkeys_portage.core.fs.swap`).  Killed at any instant, the location holds the
   whole old revision or the whole new one, and a later sync removes what the killed one left.  The tree it
   replaced is kept as the next spare; what is not reused is removed in the background.  A sync that brings
   nothing new to a tree that matches the inventory recorded with its proof swaps nothing.
@@ -46,11 +46,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gkeys_portage.core import fdtree
 from gkeys_portage.core.errors import BadInputError, GkeysError, UsageError
+from gkeys_portage.core.fs import fdtree
+from gkeys_portage.core.fs.swap import recover, swap_in
+from gkeys_portage.core.fs.trash import discard, keep_spare, sweep, usable_spare
 from gkeys_portage.core.state import StateLock
-from gkeys_portage.core.swap import recover, swap_in
-from gkeys_portage.core.trash import discard, keep_spare, sweep, usable_spare
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.verify.git.contents import require_safe_contents
 from gkeys_portage.verify.git.hold import (

@@ -151,7 +151,7 @@ def _ever_known(ctx: Gkeys, key: str, installed: dict[str, list[str]]) -> bool:
         return True
     if any(key in seed.fingerprint or key in seed.keys for _category, seed in ctx.seeds.iter_all()):
         return True
-    return any(key in fingerprints_in(entry.data) for entry in read_entries(ctx.layout))
+    return any(key in fingerprints_in(entry.data) for entry in read_entries(ctx.layout, skipped=[]))
 
 
 def run_journal(ctx: Gkeys, args: argparse.Namespace) -> Report:

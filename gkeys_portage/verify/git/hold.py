@@ -7,7 +7,7 @@ build runs as), so the staging copy it fills is that user's until root takes it.
 1. :func:`hold_directory`: the hold is mode 0711 while the sync user works in ``tree`` (its ``.git`` copied,
    the fetch; it can reach ``tree`` by name but create nothing beside it), 0700 otherwise.
 2. :func:`take`: once the sync user's git has exited, the hold becomes 0700 and every directory of ``tree``
-   root's with mode 0700, through :mod:`gkeys_portage.core.fdtree` (no link followed, no mount crossed).  A
+   root's with mode 0700, through :mod:`gkeys_portage.core.fs.fdtree` (no link followed, no mount crossed).  A
    process of the user holding a descriptor into the tree from before can no longer add, rename or remove a
    name in it (the kernel checks the directory's owner and mode at each call); it can still write a file it
    holds open, which the proof below catches.
@@ -42,8 +42,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gkeys_portage.core import fdtree
 from gkeys_portage.core.errors import BadInputError, UsageError
+from gkeys_portage.core.fs import fdtree
 from gkeys_portage.verify.git.objects import GitRepo
 from gkeys_portage.verify.git.spawn import SpawnSettings
 

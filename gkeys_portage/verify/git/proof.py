@@ -1,6 +1,6 @@
 """The proof that a checked-out work tree is the signed tree, and the inventory of what was proven.
 
-:func:`prove` reads every file of a work tree through a descriptor (:mod:`gkeys_portage.core.fdtree`: no link
+:func:`prove` reads every file of a work tree through a descriptor (:mod:`gkeys_portage.core.fs.fdtree`: no link
 followed, no mount crossed), hashes it as git hashes a blob (a symlink: its target), and hashes the trees up
 to the top, which must be the tree the verified commit names.  Nothing is trusted: not the object store the
 checkout came from, not the index that let git skip a file, not a file shared by a hard link with a tree
@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gkeys_portage.core import fdtree
 from gkeys_portage.core.errors import BadInputError
+from gkeys_portage.core.fs import fdtree
 from gkeys_portage.verify.git.objects import GitRepo
 
 _CHUNK = 1 << 20

@@ -1,7 +1,7 @@
 """A git work tree built beside the live one, so a sync never writes where Portage reads.
 
 An update of a verified git repository works on a *staging copy* beside the live tree and swaps it in with
-one ``renameat2(RENAME_EXCHANGE)`` (:mod:`gkeys_portage.core.swap`):
+one ``renameat2(RENAME_EXCHANGE)`` (:mod:`gkeys_portage.core.fs.swap`):
 
 1. :func:`copy_git_dir`: the live ``.git`` is copied into the staging directory, its ``objects/``
    hard-linked (git never rewrites an object or pack file: it writes new ones and renames them), every
@@ -9,7 +9,7 @@ one ``renameat2(RENAME_EXCHANGE)`` (:mod:`gkeys_portage.core.swap`):
    so a refused fetch's objects leave with the staging directory: the live repository does not grow, and
    no ref or reflog of it ever names a refused commit.  Lock files a killed git left are not copied.
 2. Once every new commit verified, the staging directory gets a work tree for ``git reset --hard`` to
-   bring to the new revision: the *spare* the last update kept (:mod:`gkeys_portage.core.trash`), its
+   bring to the new revision: the *spare* the last update kept (:mod:`gkeys_portage.core.fs.trash`), its
    top-level entries moved in by root (:func:`gkeys_portage.verify.git.hold.adopt`, a few renames), or,
    without one, the live work tree hard-linked in by :func:`link_work_tree` (one link per file); both leave
    out ``.git`` and the :data:`LOCAL_DIRECTORIES`.  Root takes the tree before it verifies or checks out
@@ -32,8 +32,9 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from gkeys_portage.core import children, fdtree
+from gkeys_portage.core import children
 from gkeys_portage.core.errors import BadInputError, UsageError
+from gkeys_portage.core.fs import fdtree
 from gkeys_portage.verify.git.spawn import SpawnSettings
 
 #: Top-level directories Portage keeps as the user's in a volatile repository (its git module never runs

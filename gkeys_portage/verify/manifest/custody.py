@@ -6,7 +6,7 @@ byte, the tree is taken away (:func:`take_over`):
 
 1. renamed into a *holder* beside the location, a directory only root can enter (0700, root's:
    :func:`open_holder`), so no path of the sync user reaches it any more;
-2. walked once through descriptors (:mod:`gkeys_portage.core.fdtree`): every directory, as soon as it is
+2. walked once through descriptors (:mod:`gkeys_portage.core.fs.fdtree`): every directory, as soon as it is
    opened and before it is listed, becomes root's with mode 0700 (a descriptor the user opened on it earlier
    no longer lets it create, rename or open anything in it); every file and link becomes root's (a file keeps
    its mode minus group/other write and set-id bits); an entry of any other owner refuses the tree;
@@ -33,8 +33,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gkeys_portage.core import fdtree
 from gkeys_portage.core.errors import NotVerifiedError
+from gkeys_portage.core.fs import fdtree
 from gkeys_portage.core.scratch import owned_prefix
 from gkeys_portage.verify.manifest.shape import TREE_LIMITS, fingerprint, shown
 

@@ -22,7 +22,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from gkeys_portage.core import fdtree
+from gkeys_portage.core.fs import fdtree
 from gkeys_portage.core.state import atomic_write_json, read_json_object
 from gkeys_portage.keys.context import Gkeys
 
@@ -71,7 +71,7 @@ def digest(top: os.stat_result, entries: Entries) -> tuple[str, int]:
 
 def _digest(root: Path, skip: frozenset[str]) -> tuple[str, int]:
     """The digest of every entry under ``root`` (top-level names in ``skip`` left out) and their number, walked
-    through descriptors (:func:`gkeys_portage.core.fdtree.walk`: no link followed, no mount crossed)."""
+    through descriptors (:func:`gkeys_portage.core.fs.fdtree.walk`: no link followed, no mount crossed)."""
     skipped = {os.fsencode(name) for name in skip}
     entries = Entries()
 

@@ -19,7 +19,7 @@ Modes are gkeys': regular files 0644 (0755 when served with an execute bit), dir
 mode differs is *replaced* by a copy (a new inode): a staging file may be a hard link to a live file, and
 nothing here may write a live file.  Owners are given last (:func:`hand_over`: the user rsync ran as).
 
-Everything goes through directory descriptors (:mod:`gkeys_portage.core.fdtree`).  In an rsync sync the tree is
+Everything goes through directory descriptors (:mod:`gkeys_portage.core.fs.fdtree`).  In an rsync sync the tree is
 in root's custody while it is shaped (:mod:`gkeys_portage.verify.manifest.custody`): ``taken`` holds every
 entry as gkeys took it over (inode, size, modification and change time, mode), and an entry that differs (a
 write through a descriptor the sync user opened before the takeover changes the change time) refuses the tree.
@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gkeys_portage.core import fdtree
 from gkeys_portage.core.errors import NotVerifiedError, TreeMismatchError
+from gkeys_portage.core.fs import fdtree
 
 FILE_MODE = 0o644
 #: a file the mirror serves with any execute bit (a FILESDIR script; git trees carry 100755 the same way)

@@ -1,21 +1,19 @@
 """Verify a stage3 tarball or an ISO against every signed sibling found beside it.
 
 Siblings (design.md §5, ``verify-media``):
-
 * ``<file>.asc``: a detached signature over the file;
-* ``<file>.DIGESTS`` (clearsigned, current form), ``<file>.DIGESTS.asc`` (older clearsigned form; or
-  a detached signature over an unsigned ``.DIGESTS``), ``<file>.sha256`` (clearsigned);
+* ``<file>.DIGESTS`` (clearsigned, current form), ``<file>.DIGESTS.asc`` (older clearsigned form; or a detached
+  signature over an unsigned ``.DIGESTS``), ``<file>.sha256`` (clearsigned);
 * ``<file>.CONTENTS`` / ``<file>.CONTENTS.gz``: checked against their DIGESTS entries when present.
 
-Every sibling found is checked and must pass; at least one signed statement is required.  Only
-the text gpg says was signed is parsed.
+Every sibling found is checked and must pass; at least one signed statement is required.  Only the text gpg
+says was signed is parsed.
 
-One strong digest per signed statement binds the file (:func:`to_check`): the first of
-:data:`PREFERRED` that the statement lists (SHA512, what the handbook's ``sha512sum -c`` checks, so
-that our verdict and the handbook reader's agree), the others it lists are recorded as ``unchecked``.
-``[media] all-digests = yes`` checks every listed digest, as before.  Weak
-digests (MD5, SHA1) never count: a statement listing no strong one is checked on everything it lists,
-and a strong digest must still match somewhere.
+One strong digest per signed statement binds the file (:func:`to_check`): the first of :data:`PREFERRED` that
+the statement lists (SHA512, what the handbook's ``sha512sum -c`` checks, so our verdict and the handbook
+reader's agree), the others it lists are recorded as ``unchecked``; ``[media] all-digests = yes`` checks every
+listed digest.  Weak digests (MD5, SHA1) never count: a statement listing no strong one is checked on
+everything it lists, and a strong digest must still match somewhere.
 
 The file must also be bound to its *name* (a detached ``.asc`` names no file, so an old release with
 its genuine ``.asc`` could be served under a newer name).  One of these rules must pass, and the
@@ -31,14 +29,13 @@ result names it (:data:`NAME_RULES`):
   build signed later (an i686 musl stage3 under an amd64 name) passes it, so it is never the default;
 * ``allowed-unnamed``: none of these, and the caller allowed it explicitly (``--allow-unnamed``).
 
-Only signed text names a file: an unsigned ``.DIGESTS`` or ``.sha256`` names nothing, and when nothing
-else does, the refusal says which statement is unsigned or missing and what to do.
+Only signed text names a file: an unsigned ``.DIGESTS`` or ``.sha256`` names nothing; when nothing else does,
+the refusal says which statement is unsigned or missing and what to do.
 
-gpg reads the big file itself, started first, while the signed statements are verified and then
-the digests are computed (:func:`~gkeys_portage.verify.media.fanout.hash_held`) from a second read of the
-same open file, held still by a read lease (:mod:`gkeys_portage.verify.media.pinned`); where it cannot be
-held, the detached signature check and every digest are fed from one read
-(:mod:`gkeys_portage.verify.media.fanout`).
+gpg reads the big file itself, started first, while the signed statements are verified and then the digests
+are computed (:func:`~gkeys_portage.verify.media.fanout.hash_held`) from a second read of the same open file,
+held still by a read lease (:mod:`gkeys_portage.verify.media.pinned`); where it cannot be held, the detached
+signature check and every digest are fed from one read (:mod:`gkeys_portage.verify.media.fanout`).
 """
 
 from __future__ import annotations
@@ -51,7 +48,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, cast
 
-from gkeys_portage.core import journal
+from gkeys_portage.core import children, journal
 from gkeys_portage.core.config import Config
 from gkeys_portage.core.errors import BadInputError, GpgError, NoSignatureError, NotVerifiedError
 from gkeys_portage.core.state import read_limited
@@ -339,6 +336,9 @@ class MediaVerifier:
                     with unchanged(path):
                         size = path.stat().st_size  # the file unchanged() vouches for
                         digests, good = self._read_once(path, signature, hashes, progress)
+            except KeyboardInterrupt:
+                children.end_all()  # else the join below waits for gpg (and Sequoia) to hash the whole file
+                raise
             finally:
                 if gpg_pass is not None:
                     gpg_pass.join()  # never leave gpg running behind a refusal

@@ -1,7 +1,7 @@
 """The old tree an exchange replaced: kept as the next update's starting point, its remains removed off the
 critical path of a sync.
 
-After :func:`gkeys_portage.core.swap.swap_in` the old revision sits in the staging directory.  Removing it is
+After :func:`gkeys_portage.core.fs.swap.swap_in` the old revision sits in the staging directory.  Removing it is
 one unlink per file (``::gentoo``: ~170,000), and building the next staging tree one link per file; the two
 were 17 s of an 18 s update of 50,000 files (``bench/gitsync.py``).  So the old tree is *kept* beside the
 location as its *spare* (:func:`spare_path`: ``.NAME.gkeys.old``, same file system, one fixed name; it shares
@@ -30,8 +30,8 @@ import stat
 import subprocess
 from pathlib import Path
 
-from gkeys_portage.core import fdtree
 from gkeys_portage.core.errors import BadInputError
+from gkeys_portage.core.fs import fdtree
 
 #: Removes ``$1`` in a child that outlives the shell that started it (``&``): lowest CPU and I/O priority.
 _BACKGROUND = ('set -- rm -rf --one-file-system -- "$1"; '
@@ -79,7 +79,7 @@ def keep_spare(old: Path, location: Path) -> None:
 
 
 def _remove(path: Path) -> None:
-    """Remove ``path`` by descriptor (:mod:`gkeys_portage.core.fdtree`: never a link followed, never a mount
+    """Remove ``path`` by descriptor (:mod:`gkeys_portage.core.fs.fdtree`: never a link followed, never a mount
     crossed, no recursion; a removal running in parallel is tolerated); raise if anything stays."""
     try:
         parent = fdtree.open_dir(path.parent)

@@ -20,7 +20,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from gkeys_portage.core import fdtree
+from gkeys_portage.core.fs import fdtree
 from gkeys_portage.core.state import fsync_directory
 
 _AT_FDCWD = -100

@@ -1,0 +1,1 @@
+"""File-system operations root performs on trees beside a repository: descriptor walks, swaps, the trash."""
