@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shlex
 import shutil
 from collections.abc import Iterator
@@ -18,10 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from engine_expectations import expected_failure
 from host_guard import changes, guarded_paths, listing
 from subprocess_coverage import carry_coverage_into_children
 
 from gkeys_portage.cli.main import main as gkeys_main
+from gkeys_portage.core.errors import GpgError
 from gkeys_portage.core.types import Category, Nick
 from gkeys_portage.demo.world import KeyFactory, LoopbackServer, past
 from gkeys_portage.keys.seedbinding import category_notation
@@ -66,10 +67,6 @@ def keys_installed_by_gnupg() -> Iterator[None]:
         os.environ["GKEYS_GPG"] = engine
 
 
-#: How :meth:`gkeys_portage.openpgp.engine.Engine.require` words a refusal ("PROGRAM (NAME) cannot WHAT: it
-#: lacks CAPABILITY; ..."), also when pytest cut the message short ("cannot import keys without ...").
-ENGINE_REFUSAL = re.compile(r"\) cannot ([^:{}\n]+?)(?:: it lacks ([^;{}\n]+);| \.\.\.)")
-
 #: Tests whose engine refuses by its own policy, with a less precise reason than gkeys' (still refused, never
 #: verified: tests/test_engines.py KNOWN_DIFFERENCES): expected failures, strict, so a change is noticed.
 ENGINE_POLICY_DIFFERENCES = {
@@ -102,17 +99,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """Under another engine (``$GKEYS_GPG``, CI's engine runs), a test that failed because gkeys refused a job
-    the engine cannot do is reported as an expected failure naming the missing capability: never a silent
-    skip, and any other failure stays a failure."""
+    the engine is known to lack (:data:`engine_expectations.KNOWN_LACKS`) is reported as an expected failure
+    naming the missing capability: never a silent skip, and any other failure (a refusal for a capability the
+    engine is meant to have) stays a failure."""
     outcome = yield
     report = outcome.get_result()  # type: ignore[attr-defined]
     engine = os.environ.get("GKEYS_GPG")
     if engine and report.failed:
-        match = ENGINE_REFUSAL.search(str(report.longrepr))
-        if match:
+        try:
+            reason = expected_failure(probe(engine), str(report.longrepr))
+        except GpgError:  # the engine cannot even run: a failure
+            reason = None
+        if reason:
             report.outcome = "skipped"
-            report.wasxfail = (f"{os.path.basename(engine)} lacks {match.group(2)} (to {match.group(1)})"
-                               if match.group(2) else f"{os.path.basename(engine)} cannot {match.group(1)} ...")
+            report.wasxfail = f"{os.path.basename(engine)}: {reason}"
 
 
 @pytest.fixture(autouse=True, scope="session")
