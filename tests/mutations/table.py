@@ -1,0 +1,87 @@
+"""One small code change per SECURITY.md row that removes the row's protection, and the tests that must then fail.
+
+tests/mutations/run.py applies each in a copy of the project (never the checkout) and requires every test it
+names to fail; tests/test_security_rows.py checks, without running anything, that each old text is still in its
+file exactly once and that the row cites each named test.  A row whose protection is several checks gets one
+mutation per check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """Row ``row``'s protection ``name``, removed by replacing ``old`` with ``new`` in ``file``; each of
+    ``tests`` (``tests/FILE.py::test``, all its parameters) must then fail."""
+
+    row: int
+    name: str
+    file: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+
+
+SO = "tests/test_second_opinion.py::"
+REV = "tests/test_revocation_rule.py::"
+SQ = "tests/test_status_forgery_sq.py::"
+
+MUTATIONS: tuple[Mutation, ...] = (
+    Mutation(48, "an .asc made before the build stamp binds the name too", "gkeys_portage/verify/media/verifier.py",
+             "if built is not None and made_at >= built:", "if built is not None:",
+             ("tests/test_media.py::test_old_release_under_a_newer_name_is_refused",)),
+    Mutation(48, "a file nothing binds is accepted", "gkeys_portage/verify/media/verifier.py",
+             "        if self.allow_unnamed:\n            result.name_rule",
+             "        if True:\n            result.name_rule",
+             ("tests/test_media.py::test_old_release_under_a_newer_name_is_refused",
+              "tests/test_media.py::test_asc_only_without_build_stamp_needs_allow_unnamed")),
+    Mutation(150, "a top Manifest line longer than GnuPG 2.2 hashes", "gkeys_portage/verify/manifest/signedtext.py",
+             "if len(line) > MAX_HASHED_LINE:", "if False:",
+             ("tests/test_rsync_signed_text.py::"
+              "test_a_manifest_line_padded_past_what_gnupg_hashes_is_refused_before_gemato_reads_it",)),
+    Mutation(150, "the top Manifest's verdict is GnuPG's alone", "gkeys_portage/verify/manifest/signedtext.py",
+             "            result = decide(report, pins,",
+             "            report.second = __import__('gkeys_portage.openpgp.sequoia').openpgp.sequoia.SecondOpinion(\n"
+             "                __import__('gkeys_portage.openpgp.sequoia').openpgp.sequoia.Opinion.OFF)\n"
+             "            result = decide(report, pins,",
+             (SO + "test_fooled_engine_never_verifies_a_top_manifest",)),
+    Mutation(151, "the second opinion's verdict is not asked", "gkeys_portage/openpgp/sequoia.py",
+             "        if second is not None and second.accepts(primary, signing):\n            continue",
+             "        if True:\n            continue",
+             (SO + "test_fooled_engine_never_verifies_alone", SO + "test_fooled_engine_never_verifies_cleartext",
+              SO + "test_fooled_engine_never_verifies_a_signed_message",
+              SO + "test_fooled_engine_never_verifies_a_batch",
+              SO + "test_fooled_engine_never_verifies_a_top_manifest")),
+    Mutation(152, "Sequoia's good signature by any key confirms GnuPG's", "gkeys_portage/openpgp/sequoia.py",
+             "return self.opinion is Opinion.ACCEPTED and (primary.upper(), signing.upper()) in self.signers",
+             "return self.opinion is Opinion.ACCEPTED",
+             (SQ + "test_sequoia_credits_bob_when_gpg_sq_s_status_stream_says_alice",)),
+    Mutation(159, "an empty keyring export is kept for the process", "gkeys_portage/openpgp/sequoia.py",
+             "    if certs:  # an empty or failed export is never kept",
+             "    if True:  # an empty or failed export is never kept",
+             (SO + "test_an_empty_keyring_export_is_never_kept",)),
+    Mutation(159, "the certificates are read while gpg runs in the home", "gkeys_portage/openpgp/sequoia.py",
+             "        with contextlib.suppress(Exception):  # the check itself reports what went wrong\n"
+             "            _certificates(homedir, export)",
+             "        pass",
+              (SO + "test_the_certificates_are_read_before_gpg_runs_in_the_home",)),
+    Mutation(165, "a notation name with control characters reaches the engine", "gkeys_portage/openpgp/packets.py",
+             "elif kind == NOTATION and _has_control(", "elif False and _has_control(",
+             (SQ + "test_a_notation_name_forging_gpg_sq_status_lines_does_not_make_bob_alice",)),
+    Mutation(166, "gkeys' revocation rule marks nothing revoked", "gkeys_portage/openpgp/revocations.py",
+             "                part.validity = REVOKED", "                pass",
+             (REV + "test_the_rule_revokes_what_the_engine_listing_leaves_valid",)),
+    Mutation(166, "a revocation the engine does not find good counts", "gkeys_portage/openpgp/revocations.py",
+             "if sig.good and _issuer(sig, [key.fingerprint, *designated])",
+             "if _issuer(sig, [key.fingerprint, *designated])",
+             (REV + "test_the_rule_counts_only_a_good_revocation_by_the_key_or_its_designated_revoker",)),
+    Mutation(167, "designated revocations are not imported again", "gkeys_portage/openpgp/keyio.py",
+             "        if not revocations:\n            return", "        if True:\n            return",
+             (REV + "test_a_key_revoked_by_its_pinned_designated_revoker_is_revoked",)),
+    Mutation(167, "a designated revoker need not be pinned", "gkeys_portage/openpgp/keyblocks.py",
+             "for sig in candidates if any(sig.by(fpr) for fpr in revokers & known)]",
+             "for sig in candidates if any(sig.by(fpr) for fpr in revokers)]",
+             (REV + "test_only_a_revocation_by_a_pinned_designated_revoker_is_imported_again",)),
+)
