@@ -485,3 +485,21 @@ def test_the_certificates_are_read_before_gpg_runs_in_the_home(keys: KeyFactory,
     report = gpg.verify_detached(_signed(keys, tmp_path, data), data)
     assert not (marks / "asked-while-verifying").exists(), "the keyring was exported while gpg verified"
     decide(report, pins, {k.fingerprint: k for k in gpg.list_keys()})
+
+
+def test_a_signed_text_sequoia_read_otherwise_is_its_refusal() -> None:
+    """Row 157: Sequoia's good signature counts only for the text GnuPG returned (a cleartext's last line ending
+    aside): a block whose lines each engine split otherwise (CRLF kept by one) is refused, naming where they
+    differ.  No mutant of the differential test reaches this check past the cleartext parser, so it is proven
+    here."""
+    from gkeys_portage.openpgp.signatures import same_text
+
+    accepted = sequoia.SecondOpinion(sequoia.Opinion.ACCEPTED, frozenset({("A" * 40, "B" * 40)}), text=b"one\ntwo")
+    assert same_text(accepted, b"one\ntwo\n", cleartext=True) is accepted
+    assert same_text(accepted, b"one\ntwo\r\n", cleartext=True) is accepted
+    refused = same_text(accepted, b"one\r\ntwo\r\n", cleartext=True)
+    assert refused.opinion is sequoia.Opinion.REFUSED and not refused.signers, refused
+    assert "another signed text than GnuPG" in refused.said and "line 1" in refused.said, refused.said
+    message = sequoia.SecondOpinion(sequoia.Opinion.ACCEPTED, frozenset({("A" * 40, "B" * 40)}), text=b"data\r\n")
+    assert same_text(message, b"data\r\n", cleartext=False) is message
+    assert same_text(message, b"data\n", cleartext=False).opinion is sequoia.Opinion.REFUSED

@@ -27,6 +27,7 @@ class Mutation:
 SO = "tests/test_second_opinion.py::"
 REV = "tests/test_revocation_rule.py::"
 SQ = "tests/test_status_forgery_sq.py::"
+DIFF = "tests/test_differential_engines.py::"
 
 MUTATIONS: tuple[Mutation, ...] = (
     Mutation(48, "an .asc made before the build stamp binds the name too", "gkeys_portage/verify/media/verifier.py",
@@ -58,6 +59,16 @@ MUTATIONS: tuple[Mutation, ...] = (
              "return self.opinion is Opinion.ACCEPTED and (primary.upper(), signing.upper()) in self.signers",
              "return self.opinion is Opinion.ACCEPTED",
              (SQ + "test_sequoia_credits_bob_when_gpg_sq_s_status_stream_says_alice",)),
+    Mutation(157, "a cleartext text Sequoia read otherwise is accepted", "gkeys_portage/openpgp/signatures.py",
+             "    if second.opinion is not Opinion.ACCEPTED or second.text is None:\n        return second",
+             "    if True:\n        return second",
+             (SO + "test_a_signed_text_sequoia_read_otherwise_is_its_refusal",)),
+    Mutation(158, "decide() refuses everything (the property would compare nothing)",
+             "gkeys_portage/openpgp/verdict.py", "    policy = policy or VerifyPolicy()\n",
+             "    raise BadInputError('refused by a mutation')\n",
+             (DIFF + "test_the_unmutated_inputs_and_each_valid_change_verify_on_all_three",
+              DIFF + "test_a_mutated_detached_signature_is_verified_only_when_both_engines_accept",
+              DIFF + "test_a_mutated_cleartext_is_verified_only_when_both_engines_accept_the_text_gkeys_returns")),
     Mutation(159, "an empty keyring export is kept for the process", "gkeys_portage/openpgp/sequoia.py",
              "    if certs:  # an empty or failed export is never kept",
              "    if True:  # an empty or failed export is never kept",
