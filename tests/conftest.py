@@ -113,6 +113,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if reason:
             report.outcome = "skipped"
             report.wasxfail = f"{os.path.basename(engine)}: {reason}"
+    if os.environ.get("CI") == "true" and report.skipped and not hasattr(report, "wasxfail"):
+        why = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        if not any(allowed in why for allowed in ALLOWED_SKIPS):
+            report.outcome = "failed"
+            report.longrepr = (f"skipped under CI=true, and not for a reason tests/conftest.py ALLOWED_SKIPS "
+                               f"allows (install what the test needs in .ci/run): {why}")
+
+
+#: The skips CI (``CI=true``) allows, by a piece of their reason, and why; any other skip fails the run there.
+ALLOWED_SKIPS = {
+    "not running under coverage": "tests/test_ci_coverage.py checks the coverage run; .ci/run's engine and "
+                                  "mutation runs measure nothing",
+    "cannot mount a tmpfs here": "a container without CAP_SYS_ADMIN; the simulated ENOSPC test covers the path",
+    "needs root and unshare -m": "a container that forbids new mount namespaces",
+    "no second filesystem (/dev/shm)": "a container without a separate /dev/shm",
+}
 
 
 @pytest.fixture(autouse=True, scope="session")
