@@ -95,4 +95,10 @@ MUTATIONS: tuple[Mutation, ...] = (
              "for sig in candidates if any(sig.by(fpr) for fpr in revokers & known)]",
              "for sig in candidates if any(sig.by(fpr) for fpr in revokers)]",
              (REV + "test_only_a_revocation_by_a_pinned_designated_revoker_is_imported_again",)),
+    Mutation(370, "a refusal for any capability is an expected failure", "tests/engine_expectations.py",
+             "    if not all(caps and caps <= lacks for _, caps in refusals):\n        return None\n", "",
+             ("tests/test_engines.py::test_only_a_capability_in_the_engines_table_makes_an_expected_failure",)),
+    Mutation(372, "a skip under CI=true is a skip", "tests/conftest.py",
+             'if os.environ.get("CI") == "true" and report.skipped', 'if False and report.skipped',
+             ("tests/test_ci_skips.py::test_a_skip_outside_the_allow_list_fails_under_ci",)),
 )
