@@ -392,7 +392,9 @@ def test_a_large_file_is_checked_by_sequoia_in_a_child_and_a_fooled_engine_still
     "import json; print(json.dumps({'valid': [], 'said': 'no', 'extra': 1}))",
     "import json; print(json.dumps({'valid': [['ab' * 20]], 'said': []}))",
     "import json; print(json.dumps({'valid': [['ab' * 20, 'ab' * 20]], 'said': []}))",  # lower case: not Sequoia's
-], ids=["garbled", "failed", "silent", "not-a-fingerprint", "extra-field", "half-a-signer", "lower-case"])
+    "import json, sys; print(json.dumps({'valid': [['PRIMARY', 'SIGNING']], 'said': []})); sys.exit(1)",
+], ids=["garbled", "failed", "silent", "not-a-fingerprint", "extra-field", "half-a-signer", "lower-case",
+        "good-answer-then-failed"])
 def test_a_garbled_or_missing_answer_from_the_child_is_a_refusal(
         keys: KeyFactory, tmp_path: Path, apart: None, monkeypatch: pytest.MonkeyPatch, child: str) -> None:
     gpg = GnuPG(tmp_path / "home")
@@ -402,7 +404,8 @@ def test_a_garbled_or_missing_answer_from_the_child_is_a_refusal(
     path = tmp_path / "image"
     path.write_bytes(genuine)
     script = tmp_path / "child.py"
-    script.write_text(child + "\n")
+    alice = keys.keys["alice"]
+    script.write_text(child.replace("PRIMARY", alice.fingerprint).replace("SIGNING", alice.signing_subkey) + "\n")
     monkeypatch.setattr(sequoia, "CHILD", script)
     report = gpg.verify_detached(_signed(keys, tmp_path, genuine), path)
     assert report.second is not None and report.second.opinion is sequoia.Opinion.REFUSED
