@@ -28,6 +28,7 @@ SO = "tests/test_second_opinion.py::"
 REV = "tests/test_revocation_rule.py::"
 SQ = "tests/test_status_forgery_sq.py::"
 DIFF = "tests/test_differential_engines.py::"
+SHAPE = "tests/test_manifest_shape.py::"
 
 MUTATIONS: tuple[Mutation, ...] = (
     Mutation(48, "an .asc made before the build stamp binds the name too", "gkeys_portage/verify/media/verifier.py",
@@ -143,4 +144,35 @@ MUTATIONS: tuple[Mutation, ...] = (
              "            elif not sub.revoked and sub.back_signature_hash == HASH_IDS[name]:",
              "            elif False:",
              ("tests/test_cutoffs.py::test_a_sha1_back_signature_is_a_cutoff_finding_like_a_sha1_binding",)),
+    Mutation(180, "a covered file keeps the mirror's mode", "gkeys_portage/verify/manifest/shape.py",
+             "    return EXECUTABLE_MODE if served & 0o111 else FILE_MODE", "    return stat.S_IMODE(served)",
+             (SHAPE + "test_a_set_user_id_file_is_replaced_by_a_plain_copy_never_changed_in_place",
+              SHAPE + "test_modes_follow_only_the_served_execute_bit")),
+    Mutation(180, "a directory keeps the mirror's mode", "gkeys_portage/verify/manifest/shape.py",
+             "        if stat.S_IMODE(st.st_mode) != DIRECTORY_MODE:", "        if False:",
+             (SHAPE + "test_directories_get_0755_whatever_they_had",)),
+    Mutation(182, "entries no Manifest covers stay", "gkeys_portage/verify/manifest/shape.py",
+             "                self._drop(entry.path, st)\n                self.result.dropped.append(path)",
+             "                pass",
+             (SHAPE + "test_devices_fifos_dot_entries_and_ignored_paths_are_dropped_and_named",)),
+    Mutation(183, "a covered path that is not a regular file is installed", "gkeys_portage/verify/manifest/shape.py",
+             "        if not stat.S_ISREG(st.st_mode):\n            raise TreeMismatchError(",
+             "        if False:\n            raise TreeMismatchError(",
+             (SHAPE + "test_a_covered_path_that_is_not_a_regular_file_is_refused",)),
+    Mutation(183, "a covered link out of the tree is kept", "gkeys_portage/verify/manifest/shape.py",
+             "if inside == b\"..\" or inside.startswith(b\"../\") or os.path.isabs(inside) or name not in kept:",
+             "if False:",
+             (SHAPE + "test_a_covered_link_out_of_the_tree_or_to_an_uncovered_entry_is_refused",)),
+    Mutation(197, "a snapshot must be signed on the day its name says", "gkeys_portage/verify/manifest/snapshot.py",
+             "SNAPSHOT_WINDOW = timedelta(days=2)", "SNAPSHOT_WINDOW = timedelta(days=1) - timedelta(seconds=1)",
+             ("tests/test_rsync_snapshot.py::test_a_snapshot_made_at_0045_the_next_day_is_verified_as_emerge_webrsync_does",)),
+    Mutation(198, "a source with % is accepted", "gkeys_portage/verify/overlays/urls.py",
+             "    if \"%\" in url:", "    if False:",
+             ("tests/test_overlays_readers.py::test_a_source_the_readers_would_read_differently_refuses_the_list",)),
+    Mutation(199, "an old-format <overlay> entry is a warning", "gkeys_portage/verify/overlays/format.py",
+             "            elif child.tag == \"overlay\":", "            elif False:",
+             ("tests/test_overlays_readers.py::test_a_source_the_readers_would_read_differently_refuses_the_list",)),
+    Mutation(199, "attributes on <source> are read past", "gkeys_portage/verify/overlays/format.py",
+             "        for attribute in sorted(set(element.attrib) - {\"type\"}):", "        for attribute in []:",
+             ("tests/test_overlays_readers.py::test_a_source_the_readers_would_read_differently_refuses_the_list",)),
 )
