@@ -203,4 +203,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(261, "a config change is not journaled", "gkeys_portage/core/journal.py",
              "    if kept == now:\n        return None", "    if True:\n        return None",
              ("tests/test_journal.py::test_a_config_change_of_pins_or_engine_is_journaled_once",)),
+    Mutation(227, "a killed run's scratch waits a day", "gkeys_portage/core/scratch.py",
+             "                if owner is not None:\n                    gone = owner_gone(*owner)",
+             "                if owner is not None:\n                    gone = info.st_mtime < cutoff",
+             ("tests/test_kill_windows.py::test_scratch_of_a_killed_run_is_removed_by_the_next_at_once",)),
 )
