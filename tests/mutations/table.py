@@ -207,4 +207,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              "                if owner is not None:\n                    gone = owner_gone(*owner)",
              "                if owner is not None:\n                    gone = info.st_mtime < cutoff",
              ("tests/test_kill_windows.py::test_scratch_of_a_killed_run_is_removed_by_the_next_at_once",)),
+    Mutation(243, "setup-portage takes a category gkeys does not know", "gkeys_portage/cli/portage_actions.py",
+             "    if cat in known:\n        return cat", "    if True:\n        return cat",
+             ("tests/test_setup_doctor_agree.py::test_setup_portage_refuses_a_category_gkeys_does_not_know",)),
 )
