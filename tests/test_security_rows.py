@@ -29,6 +29,9 @@ UNMUTATED: dict[int, str] = {
         200, 210, 211, 212, 213, 216, 217, 218, 225, 226, 228, 241, 242, 244, 245,
         247, 248, 255, 256, 262)
 }
+UNMUTATED[226] = ("its test passes with the keybox renamed in before the export (keys/keyring.py _commit, the two "
+                  "renames swapped): the reader-side rule (an owner whose keybox is not the export's reads the "
+                  "export) may be what holds the views together; to be looked at")
 UNMUTATED[246] = ("its tests pass with runner.py's BrokenPipeError catch removed (cli/main.py catches it too, exit 0) "
                   "and with closed_pipe's dup2 removed: a test of the action's own status is missing")
 
