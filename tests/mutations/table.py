@@ -221,4 +221,14 @@ MUTATIONS: tuple[Mutation, ...] = (
              "    lines = [f\"created {p}\" for p in after.keys() - before.keys()]",
              "    return []\n    lines = [f\"created {p}\" for p in after.keys() - before.keys()]",
              ("tests/test_host_guard.py::test_guard_names_files_created_changed_and_removed",)),
+    Mutation(242, "--undo removes a file make.conf still sources", "gkeys_portage/cli/portage_actions.py",
+             "    if not lines:\n        return None\n    report = Report(data={\"action\": \"setup-portage\", "
+             "\"undo\": True,",
+             "    if True:\n        return None\n    report = Report(data={\"action\": \"setup-portage\", "
+             "\"undo\": True,",
+             ("tests/test_setup_doctor_agree.py::test_undo_refuses_while_make_conf_sources_its_file",)),
+    Mutation(200, "any pin of the category verifies the overlay list", "gkeys_portage/keys/purposes.py",
+             "    strict = PinSet.of(pin for pin in kept.pins.values() if KeyRef(pin.category, pin.nick) in wanted)",
+             "    strict = pins",
+             ("tests/test_overlays_cli.py::test_the_list_needs_an_overlay_list_key_not_the_git_mirror_key",)),
 )
