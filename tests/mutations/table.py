@@ -231,4 +231,8 @@ MUTATIONS: tuple[Mutation, ...] = (
              "    strict = PinSet.of(pin for pin in kept.pins.values() if KeyRef(pin.category, pin.nick) in wanted)",
              "    strict = pins",
              ("tests/test_overlays_cli.py::test_the_list_needs_an_overlay_list_key_not_the_git_mirror_key",)),
+    Mutation(186, "the no-change path trusts the live tree without its inventory",
+             "gkeys_portage/verify/manifest/inventory.py",
+             "    return count == expected.entries and digest == expected.digest", "    return True",
+             ("tests/test_rsync_shape.py::test_the_no_change_path_does_not_keep_a_local_edit",)),
 )
