@@ -8,6 +8,7 @@ import grp
 import hashlib
 import os
 import pwd
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -66,6 +67,17 @@ class Distfile:
         """``DIST name size BLAKE2B hex SHA512 hex``."""
         return (f"DIST {self.name} {len(self.data)} BLAKE2B {hashlib.blake2b(self.data).hexdigest()} "
                 f"SHA512 {hashlib.sha512(self.data).hexdigest()}\n")
+
+
+def portage_program(name: str) -> list[str] | None:
+    """How to run Portage's ``name`` (emerge, ebuild): beside this Python, run by it (so that it is this Python's
+    Portage), else as found on PATH (``shutil.which``, as tests/conftest.py looks for ``emerge``); None if
+    neither has it."""
+    beside = Path(sys.executable).parent / name
+    if beside.exists():
+        return [sys.executable, str(beside)]
+    found = shutil.which(name)
+    return [found] if found else None
 
 
 class PortageRoot:
@@ -141,8 +153,9 @@ class PortageRoot:
         env = self.environment()
         if path:
             env["PATH"] = f"{path}:{env['PATH']}"
-        command = Path(sys.executable).parent / name
-        return subprocess.run([sys.executable, str(command), *argv], env=env, cwd=self.base, capture_output=True,
+        command = portage_program(name)
+        assert command is not None, f"Portage's {name} is not installed (the test should have been skipped)"
+        return subprocess.run([*command, *argv], env=env, cwd=self.base, capture_output=True,
                               text=True, timeout=300, check=False)
 
     def emerge(self, *argv: str) -> subprocess.CompletedProcess[str]:

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from conftest import PROJECT
@@ -54,3 +57,22 @@ def run_killed(config: Path | None, argv: list[str], *, function: str, match: st
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
                           timeout=timeout, check=False)
     return done.returncode
+
+
+def kill_group_during(process: subprocess.Popen[bytes], delay: float, started: Callable[[], bool], *,
+                      timeout: float = 120) -> None:
+    """SIGKILL ``process``'s whole process group (started with ``start_new_session=True``) ``delay`` seconds after
+    ``started()`` first holds (the run is past interpreter start-up, in its work: a request reached the loopback
+    server, a progress line was written), and prove the kill landed: the run was still going right before it
+    (``poll() is None``) and ended by the signal.  A run that finished first fails the test instead of passing
+    while exercising nothing."""
+    deadline = time.monotonic() + timeout
+    while not started():
+        assert process.poll() is None, f"the run ended (exit {process.returncode}) before it started its work"
+        assert time.monotonic() < deadline, "the run never started its work"
+        time.sleep(0.01)
+    time.sleep(delay)
+    assert process.poll() is None, (f"the run had ended (exit {process.returncode}) before the kill {delay} s into "
+                                    "its work: the kill would exercise nothing (make the run longer)")
+    os.killpg(process.pid, signal.SIGKILL)
+    assert process.wait(timeout=timeout) == -signal.SIGKILL

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import GkeysEnv
 from eclass_helpers import ECLASSDIR, Ebuild, installed_ebuild, tarball
-from fetch_helpers import Distfile, PortageRoot
+from fetch_helpers import Distfile, PortageRoot, portage_program
 
 pytestmark = pytest.mark.slow
 
@@ -73,8 +72,8 @@ class RealEbuild:
 @pytest.fixture
 def shim(env: GkeysEnv) -> Ebuild:
     """gentoo-devs installed (alice, bob) and the gkeys shim on disk."""
-    if not (Path(sys.executable).parent / "ebuild").exists():
-        pytest.skip("Portage's ebuild command is not installed beside this Python")
+    if portage_program("ebuild") is None:
+        pytest.skip("ebuild is not on PATH: Portage is not installed (pip install portage)")
     return installed_ebuild(env)
 
 

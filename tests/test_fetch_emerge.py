@@ -5,12 +5,11 @@ even for the tampered stage3: only the wrapper's signature check can stop it."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import GkeysEnv
-from fetch_helpers import Distfile, PortageRoot
+from fetch_helpers import Distfile, PortageRoot, portage_program
 from media_helpers import AUTOBUILDS, STAGE3, STAMP, install_release_key, make_media
 
 pytestmark = pytest.mark.slow
@@ -19,8 +18,8 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def wrapper_root(env: GkeysEnv) -> PortageRoot:
     """A gentoo keyring pinning releng and a Portage prefix whose make.conf uses the wrapper."""
-    if not (Path(sys.executable).parent / "emerge").exists():
-        pytest.skip("Portage's emerge is not installed beside this Python")
+    if portage_program("emerge") is None:
+        pytest.skip("emerge is not on PATH: Portage is not installed (pip install portage)")
     install_release_key(env)
     return PortageRoot(env.root / "portage", env.config)
 
@@ -65,8 +64,8 @@ def test_emerge_fetchonly_tampered_stage3(env: GkeysEnv, wrapper_root: PortageRo
 
 def test_emerge_fetchonly_without_wrapper_accepts_tampered(env: GkeysEnv, tmp_path: Path) -> None:
     """Control: the same tampered stage3 gets through Portage when the wrapper is not configured."""
-    if not (Path(sys.executable).parent / "emerge").exists():
-        pytest.skip("Portage's emerge is not installed beside this Python")
+    if portage_program("emerge") is None:
+        pytest.skip("emerge is not on PATH: Portage is not installed (pip install portage)")
     install_release_key(env)
     root = PortageRoot(tmp_path / "plain-portage", env.config, wrapper=None)
     distfiles, _ = _stage3_and_plain(env, served=b"tampered stage3 " * 1000)

@@ -48,3 +48,26 @@ def test_setup_portage_with_eroot_keeps_its_record_under_that_root(tmp_path: Pat
                            "--undo"], capture_output=True, text=True, cwd=PROJECT, env=environ, timeout=120)
     assert done.returncode == 0 and "remove" in done.stdout, done.stdout + done.stderr
     assert not (eroot / "etc/portage/repos.conf/zz-gkeys.conf").exists()
+
+
+def test_guard_tells_the_suites_writes_to_the_real_gnupg_from_another_process(tmp_path: Path) -> None:
+    """Below the real ``~/.gnupg`` only a file holding a key this run made is the suite's write; another
+    program's socket, seed or import is reported, not failed; elsewhere every change is the suite's."""
+    from host_guard import SUITE_MARKS, mark_keys, split_changes
+
+    home = tmp_path / "home"
+    gnupg = home / ".gnupg"
+    gnupg.mkdir(parents=True)
+    (gnupg / "random_seed").write_bytes(b"\x00" * 600)
+    (gnupg / "pubring.kbx").write_bytes(b"KBX" + bytes.fromhex("AB" * 20))
+    fingerprint = "CD" * 20
+    marks = set(SUITE_MARKS)
+    mark_keys([fingerprint])
+    assert bytes.fromhex(fingerprint) in SUITE_MARKS and fingerprint.encode() in SUITE_MARKS
+    changed = [f"changed {gnupg / 'random_seed'}", f"changed {gnupg / 'pubring.kbx'}", f"created {gnupg / 'S.x'}",
+               f"changed {gnupg}", f"created {home / '.gitconfig'}"]
+    ours, foreign = split_changes(changed, str(home), marks | {bytes.fromhex(fingerprint)})
+    assert ours == [f"created {home / '.gitconfig'}"] and len(foreign) == 4
+    (gnupg / "pubring.kbx").write_bytes(b"KBX" + bytes.fromhex(fingerprint))  # the suite's key landed there
+    ours, foreign = split_changes(changed, str(home), {bytes.fromhex(fingerprint)})
+    assert f"changed {gnupg / 'pubring.kbx'}" in ours and len(foreign) == 3

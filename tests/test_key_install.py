@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import PROJECT, GkeysEnv
+from kill_helpers import kill_group_during
 
 from gkeys_portage.demo.world import RequestInfo, Response
 
@@ -177,11 +177,11 @@ def test_failed_refresh_warns_until_max_age(seeded: GkeysEnv) -> None:
 def _spawn_install(env: GkeysEnv) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "gkeys_portage.cli.main", "-c", str(env.config), "install-key", "-C", "gentoo-devs"],
-        cwd=PROJECT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=PROJECT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
 
 
-@pytest.mark.parametrize("delay", [0.3, 0.9, 1.5])
+@pytest.mark.parametrize("delay", [0.05, 0.3, 0.6])
 def test_sigkill_during_install_key_leaves_a_working_keyring(seeded: GkeysEnv, delay: float) -> None:
     """Kill -9 at several points of an install (fetching, importing, committing)."""
     env = seeded
@@ -191,11 +191,10 @@ def test_sigkill_during_install_key_leaves_a_working_keyring(seeded: GkeysEnv, d
     doc = env.root / "doc"
     doc.write_bytes(b"doc")
     (env.root / "doc.asc").write_bytes(env.keys.sign("alice", doc))
-    env.server.latency = 0.25
+    env.server.latency = 0.5
+    requests = len(env.server.log)
     process = _spawn_install(env)
-    time.sleep(delay)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
+    kill_group_during(process, delay, lambda: len(env.server.log) > requests)  # from its first request
     env.server.latency = 0
     result = env.run("verify", "-F", str(doc), "-C", "gentoo-devs")
     assert result.code == 0, result.text

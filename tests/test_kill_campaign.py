@@ -6,8 +6,10 @@ Seeded and time-bounded: ``GKEYS_KILL_CAMPAIGN`` seconds in all (default 100, sh
 
     GKEYS_KILL_CAMPAIGN=1800 GKEYS_KILL_MIN=40 GKEYS_KILL_REPORT=/tmp/kills.json pytest tests/test_kill_campaign.py
 
-A third of the kills land at a named window: the run is started with ``GKEYS_TEST_PAUSE_AT`` (see
-``gkeys_portage/core/faultpoint.py``), waits there, and is killed.  The others land after a random delay up to the
+Each named window is killed at first, then a third of the kills land at one: the run is started with
+``GKEYS_TEST_PAUSE_AT`` (see ``gkeys_portage/core/faultpoint.py``), waits there, and is killed; every named window
+must have been hit (a renamed checkpoint fails the campaign), and the kills must reach ``GKEYS_KILL_MIN`` within
+a bounded number of runs past the budget.  The others land after a random delay up to the
 duration of the last unkilled run.  After each kill: every state file parses; the keyring holds the old or the new
 key set and its two views (the owner's keybox, the export Portage's user reads) agree; a tree is exactly one
 verified revision; after the next (unkilled) run, which must succeed, no scratch entry of a killed run is left.
@@ -57,6 +59,7 @@ class Tally:
     kills: int = 0
     windows: int = 0
     finished: int = 0  # the run ended before the kill (counted apart)
+    hit: dict[str, int] = field(default_factory=dict)  # kills that landed at each named window
 
 
 @dataclass
@@ -73,6 +76,10 @@ class Operation:
     watch: tuple[str, ...] = ()  # glob patterns: kill the moment one matches (git's index.lock: the checkout)
     at_once: float = 0.0  # the share of kills followed at once by the next run (no check in between)
     tally: Tally = field(default_factory=Tally)
+
+    def windows(self) -> list[str]:
+        """The named windows: each checkpoint, and the watched moment (git's index.lock: the checkout)."""
+        return [*self.points, *(["checkout"] if self.watch else [])]
 
 
 def gkeys(env: GkeysEnv, *argv: str) -> list[str]:
@@ -96,17 +103,20 @@ def run_ok(argv: list[str], env: dict[str, str], cwd: Path = PROJECT) -> float:
 
 
 def kill_once(argv: list[str], env: dict[str, str], cwd: Path, *, point: str | None, delay: float,
-              marker: Path, watch: tuple[str, ...] = ()) -> bool:
+              marker: Path, watch: tuple[str, ...] = ()) -> tuple[bool, bool]:
     """Start ``argv`` in its own process group and SIGKILL the group at ``point``, the moment a ``watch``
-    pattern matches, or after ``delay``; True if it was still running when killed."""
+    pattern matches, or after ``delay``: (it was still running when killed, the kill landed at the named window:
+    the run waited at ``point``, or a ``watch`` pattern matched)."""
     if point:
         marker.unlink(missing_ok=True)
         env = dict(env, GKEYS_TEST_PAUSE_AT=f"{point}={marker}")
     process = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
     deadline = time.monotonic() + (120 if point or watch else delay)
-    while time.monotonic() < deadline and process.poll() is None and not (point and marker.exists()):
-        if watch and any(glob.glob(pattern) for pattern in watch):
+    reached = False
+    while time.monotonic() < deadline and process.poll() is None:
+        if (point and marker.exists()) or (watch and any(glob.glob(pattern) for pattern in watch)):
+            reached = True
             break
         time.sleep(0.001 if watch else 0.01)
     running = process.poll() is None
@@ -116,7 +126,7 @@ def kill_once(argv: list[str], env: dict[str, str], cwd: Path, *, point: str | N
     with _suppress_gone():
         os.killpg(process.pid, signal.SIGKILL)  # gpg-agents and other children left in the group
     _wait_group_gone(process.pid)
-    return running
+    return running, running and reached
 
 
 def _wait_group_gone(group: int) -> None:
@@ -213,18 +223,32 @@ def _campaign(operation: Operation, tmp_path: Path, budget: float, rng: random.R
     operation.reset()
     duration = run_ok(operation.argv(), env)  # how long an unkilled run takes (the range of random delays)
     deadline = time.monotonic() + budget
-    while tally.kills < MIN_KILLS or time.monotonic() < deadline:
+    first = operation.windows()  # each named window once first, then random windows and delays
+    late = 0  # runs past the deadline: bounded, so too few kills fails the test instead of looping on
+    while first or tally.kills < MIN_KILLS or time.monotonic() < deadline:
+        if time.monotonic() >= deadline:
+            late += 1
+            if late > 4 * MIN_KILLS + len(operation.windows()):
+                break
         operation.reset()
-        window = rng.random() < 1 / 3
-        point = rng.choice(operation.points) if operation.points and window else None
+        if first:
+            named = first.pop(0)
+            window, point = True, (None if named == "checkout" else named)
+        else:
+            window = rng.random() < 1 / 3
+            point = rng.choice(operation.points) if operation.points and window else None
         watch = operation.watch if window and not point else ()
         delay = rng.uniform(0.02, duration * 1.1)
-        if kill_once(operation.argv(), env, PROJECT, point=point, delay=delay, marker=tmp_path / "paused",
-                     watch=watch):
+        running, reached = kill_once(operation.argv(), env, PROJECT, point=point, delay=delay,
+                                     marker=tmp_path / "paused", watch=watch)
+        if running:
             tally.kills += 1
-            tally.windows += bool(point or watch)
         else:
             tally.finished += 1
+        if reached:
+            tally.windows += 1
+            name = point or "checkout"
+            tally.hit[name] = tally.hit.get(name, 0) + 1
         where = f"{operation.name}, seed {SEED}, " + (f"window {point or watch}" if point or watch
                                                       else f"after {delay:.2f}s")
         at_once = operation.at_once and rng.random() < operation.at_once
@@ -540,4 +564,6 @@ def test_kill_campaign(env: GkeysEnv, tmp_path: Path, name: str, request: pytest
         report(name, operation.tally, broken=1)
         raise
     report(name, tally)
-    assert tally.kills >= MIN_KILLS
+    missed = [window for window in operation.windows() if not tally.hit.get(window)]
+    assert not missed, f"{name}: no kill landed at the named window(s) {missed} (a checkpoint renamed?): {tally}"
+    assert tally.kills >= MIN_KILLS, f"{name}: {tally.kills} kills, {tally.finished} runs ended first: {tally}"

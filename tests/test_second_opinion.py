@@ -13,6 +13,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -56,6 +57,7 @@ FOOLED = f"""#!{sys.executable}
 import os, subprocess, sys, tempfile
 MARK = {MARK!r}
 EVIL, GOOD = {SWAP!r}
+ECHO = "echo" in os.path.basename(sys.argv[0])
 args = sys.argv[1:]
 if "--multifile" in args:  # copies without the tampering; status lines name the files given
     status = int(args[args.index("--status-fd") + 1])
@@ -86,6 +88,16 @@ if "--verify" in args or "--decrypt" in args:
                 handle.write(data.replace(MARK, b"").replace(EVIL, GOOD))
                 handle.close()
                 args[i] = handle.name
+    if "--decrypt" in args and ECHO:  # the verdict on the bytes without the tampering, the text of those given
+        data = sys.stdin.buffer.read()
+        quiet, null = list(args), os.open(os.devnull, os.O_WRONLY)
+        quiet[quiet.index("--status-fd") + 1] = str(null)
+        text = subprocess.run(["gpg", *quiet], input=data, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              pass_fds=(null,)).stdout
+        done = subprocess.run(["gpg", *args], input=data.replace(MARK, b"").replace(EVIL, GOOD),
+                              stdout=subprocess.PIPE, pass_fds=(int(args[args.index("--status-fd") + 1]),))
+        sys.stdout.buffer.write(text)
+        sys.exit(done.returncode)
     if args[-1] == "-" or "--decrypt" in args:
         data = sys.stdin.buffer.read()
         handle = tempfile.TemporaryFile()
@@ -104,12 +116,28 @@ def fooled(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(path)
 
 
+@pytest.fixture(scope="module")
+def echoing(fooled: str) -> str:
+    """The fooled engine that also prints the signed text it was given (tampering included), as an engine fooled
+    into a good verdict would: gkeys' own comparison of the texts then agrees, and only Sequoia is left."""
+    path = Path(fooled).with_name("gpg-fooled-echo")
+    shutil.copy(fooled, path)
+    return str(path)
+
+
 @pytest.fixture
 def home(keys: KeyFactory, tmp_path: Path, fooled: str) -> Iterator[tuple[GnuPG, PinSet]]:
     gpg = GnuPG(tmp_path / "home", program=fooled)
     gpg.import_keys(keys.public("alice"))
     alice = keys.keys["alice"]
     yield gpg, PinSet.of([Pin(Category("gentoo-devs"), Nick("alice"), alice.fingerprint)])
+
+
+@pytest.fixture
+def echo_home(keys: KeyFactory, tmp_path: Path, echoing: str) -> tuple[GnuPG, PinSet]:
+    gpg = GnuPG(tmp_path / "echo-home", program=echoing)
+    gpg.import_keys(keys.public("alice"))
+    return gpg, PinSet.of([Pin(Category("gentoo-devs"), Nick("alice"), keys.keys["alice"].fingerprint)])
 
 
 def test_every_verifying_path_is_listed() -> None:
@@ -156,26 +184,43 @@ def test_fooled_engine_never_verifies_alone(keys: KeyFactory, tmp_path: Path, ho
 
 
 def test_fooled_engine_never_verifies_a_signed_message(keys: KeyFactory, tmp_path: Path,
-                                                       home: tuple[GnuPG, PinSet]) -> None:
-    gpg, pins = home
+                                                       echo_home: tuple[GnuPG, PinSet]) -> None:
+    """The engine says good and prints the literal data gkeys read: only Sequoia's refusal is left (with the
+    second opinion removed this verifies)."""
+    gpg, pins = echo_home
     message = subprocess.run(["gpg", "--homedir", str(keys.home), "--batch", "-u", keys.keys["alice"].fingerprint,
                               "--compress-algo", "none", "--sign"], input=SWAP[1] + b"\n", capture_output=True,
                              check=True).stdout
-    report, _ = gpg.verify_clearsigned(message.replace(*SWAP[::-1]))
-    # the engine is fooled: it says good, or prints another text than the literal packet gkeys read carries
-    assert any(sig.valid for sig in report.signatures) or any(
-        "disagree on the signed text" in failure for failure in report.failures), "the test proves nothing"
-    with pytest.raises(NotVerifiedError):
+    report, text = gpg.verify_clearsigned(message.replace(*SWAP[::-1]))
+    assert any(sig.valid for sig in report.signatures) and text == SWAP[0] + b"\n", "the test proves nothing"
+    with pytest.raises(EnginesDisagreeError, match="GnuPG says good signature by gentoo-devs/alice.*Sequoia"):
         decide(report, pins, {k.fingerprint: k for k in gpg.list_keys()}, signed=SignedData.MESSAGE)
+    genuine, _ = gpg.verify_clearsigned(message)  # and the genuine message is verified by both
+    decide(genuine, pins, {k.fingerprint: k for k in gpg.list_keys()}, signed=SignedData.MESSAGE)
 
 
-def test_fooled_engine_never_verifies_cleartext(keys: KeyFactory, tmp_path: Path, home: tuple[GnuPG, PinSet]) -> None:
-    gpg, pins = home
+def test_fooled_engine_never_verifies_cleartext(keys: KeyFactory, tmp_path: Path,
+                                                echo_home: tuple[GnuPG, PinSet]) -> None:
+    """The engine says good and prints the tampered text gkeys parsed: only Sequoia's refusal is left."""
+    gpg, pins = echo_home
     message = _signed(keys, tmp_path, b"# SHA512 HASH\nabc  stage3.tar.xz\n", clearsign=True)
     tampered = message.replace(b"abc  stage3", b"abc" + MARK + b"  stage3")
-    report, _ = gpg.verify_clearsigned(tampered)
-    with pytest.raises(NotVerifiedError):
+    report, text = gpg.verify_clearsigned(tampered)
+    assert any(sig.valid for sig in report.signatures) and MARK in text, "the test proves nothing"
+    with pytest.raises(EnginesDisagreeError, match="GnuPG says good signature by gentoo-devs/alice.*Sequoia"):
         decide(report, pins, {k.fingerprint: k for k in gpg.list_keys()}, signed=SignedData.CLEARTEXT)
+    genuine, _ = gpg.verify_clearsigned(message)
+    decide(genuine, pins, {k.fingerprint: k for k in gpg.list_keys()}, signed=SignedData.CLEARTEXT)
+
+
+def test_fooled_engine_that_prints_the_given_text_is_refused_by_the_text_check_alone(
+        keys: KeyFactory, tmp_path: Path, home: tuple[GnuPG, PinSet]) -> None:
+    """The plain fooled engine prints the text without the tampering: gkeys' comparison of the texts refuses
+    it before any verdict (its own protection, beside the second opinion)."""
+    gpg, _pins = home
+    message = _signed(keys, tmp_path, b"# SHA512 HASH\nabc  stage3.tar.xz\n", clearsign=True)
+    report, _ = gpg.verify_clearsigned(message.replace(b"abc  stage3", b"abc" + MARK + b"  stage3"))
+    assert report.failures == ["gpg and gkeys disagree on the signed text; refused"], report
 
 
 def test_fooled_engine_never_verifies_a_batch(keys: KeyFactory, tmp_path: Path, home: tuple[GnuPG, PinSet]) -> None:
@@ -190,18 +235,23 @@ def test_fooled_engine_never_verifies_a_batch(keys: KeyFactory, tmp_path: Path, 
         decide(bad, pins, listing)
 
 
-def test_fooled_engine_never_verifies_a_top_manifest(keys: KeyFactory, tmp_path: Path, fooled: str,
+@pytest.mark.parametrize("engine", ["fooled", "echoing"])
+def test_fooled_engine_never_verifies_a_top_manifest(keys: KeyFactory, tmp_path: Path, engine: str,
+                                                     request: pytest.FixtureRequest,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fooled into a good verdict, the engine prints either the text without the tampering (refused: the texts
+    differ) or the tampered text gkeys parsed (refused: Sequoia, the second opinion)."""
     from gkeys_portage.verify.manifest.signedtext import check_top_manifest
 
     alice = keys.keys["alice"]
     pins = PinSet.of([Pin(Category("infra"), Nick("alice"), alice.fingerprint)])
     manifest = _signed(keys, tmp_path, b"TIMESTAMP 2026-12-06T00:00:00Z\nDATA a 1 SHA512 00\n", clearsign=True)
-    monkeypatch.setenv("GKEYS_GPG", fooled)
+    monkeypatch.setenv("GKEYS_GPG", request.getfixturevalue(engine))
     check_top_manifest(manifest, keys.public("alice", armor=False), pins, "mirror")
-    with pytest.raises(NotVerifiedError):
-        check_top_manifest(manifest.replace(b"SHA512 00", b"SHA512 00" + MARK), keys.public("alice", armor=False),
-                           pins, "mirror")
+    tampered = manifest.replace(b"SHA512 00", b"SHA512 00" + MARK)
+    with pytest.raises(EnginesDisagreeError if engine == "echoing" else NotVerifiedError,
+                       match="Sequoia" if engine == "echoing" else "disagree on the signed text"):
+        check_top_manifest(tampered, keys.public("alice", armor=False), pins, "mirror")
 
 
 def test_a_report_without_a_second_opinion_is_not_verified(keys: KeyFactory, tmp_path: Path,
@@ -342,7 +392,9 @@ def test_a_large_file_is_checked_by_sequoia_in_a_child_and_a_fooled_engine_still
     "import json; print(json.dumps({'valid': [], 'said': 'no', 'extra': 1}))",
     "import json; print(json.dumps({'valid': [['ab' * 20]], 'said': []}))",
     "import json; print(json.dumps({'valid': [['ab' * 20, 'ab' * 20]], 'said': []}))",  # lower case: not Sequoia's
-], ids=["garbled", "failed", "silent", "not-a-fingerprint", "extra-field", "half-a-signer", "lower-case"])
+    "import json, sys; print(json.dumps({'valid': [['PRIMARY', 'SIGNING']], 'said': []})); sys.exit(1)",
+], ids=["garbled", "failed", "silent", "not-a-fingerprint", "extra-field", "half-a-signer", "lower-case",
+        "good-answer-then-failed"])
 def test_a_garbled_or_missing_answer_from_the_child_is_a_refusal(
         keys: KeyFactory, tmp_path: Path, apart: None, monkeypatch: pytest.MonkeyPatch, child: str) -> None:
     gpg = GnuPG(tmp_path / "home")
@@ -352,7 +404,8 @@ def test_a_garbled_or_missing_answer_from_the_child_is_a_refusal(
     path = tmp_path / "image"
     path.write_bytes(genuine)
     script = tmp_path / "child.py"
-    script.write_text(child + "\n")
+    alice = keys.keys["alice"]
+    script.write_text(child.replace("PRIMARY", alice.fingerprint).replace("SIGNING", alice.signing_subkey) + "\n")
     monkeypatch.setattr(sequoia, "CHILD", script)
     report = gpg.verify_detached(_signed(keys, tmp_path, genuine), path)
     assert report.second is not None and report.second.opinion is sequoia.Opinion.REFUSED
@@ -473,3 +526,77 @@ def test_the_large_file_child_hashes_in_bounded_memory_whatever_the_number_of_pa
     assert decide(report, pins, {k.fingerprint: k for k in gpg.list_keys()}).signer.pin.nick == "alice"
     own, children = (int(n) for n in peak.read_text().split())
     assert max(own, children) < 64 * 1024, (own, children)  # KiB: the file is 96 MiB
+
+
+def test_an_empty_keyring_export_is_never_kept(keys: KeyFactory, tmp_path: Path) -> None:
+    """An export that answered nothing (gpg-sq rewriting its home at that moment) is not remembered for the
+    process: the next check of the same unchanged keyring exports again and finds the key."""
+    home = tmp_path / "home"
+    GnuPG(home).import_keys(keys.public("alice"))
+    assert sequoia._certificates(home, lambda: b"").certs == []
+    again = sequoia._certificates(home, lambda: keys.public("alice", armor=False))
+    assert len(again.certs) == 1
+
+
+BUSY_HOME = f"""#!{sys.executable}
+# An engine that rewrites its home while it verifies (as gpg-sq does): an export that overlaps a verify answers
+# nothing.  Each waits (up to 2 s) for the other, so whether they overlap does not depend on timing: they do
+# exactly when the export was asked for after the verification began being prepared (no read-ahead).
+import os, subprocess, sys, time
+MARKS, HOME = {{marks!r}}, {{home!r}}
+args = sys.argv[1:]
+ours = "--homedir" in args and args[args.index("--homedir") + 1] == HOME  # not the engine probes' homes
+busy, asked = os.path.join(MARKS, "verifying"), os.path.join(MARKS, "asked-while-verifying")
+
+def wait_for(path):
+    deadline = time.monotonic() + 2
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return os.path.exists(path)
+
+if ours and "--export" in args and wait_for(busy):
+    open(asked, "w").close()
+    sys.exit(0)
+if ours and "--verify" in args:
+    open(busy, "w").close()
+    wait_for(asked)
+    done = subprocess.run(["gpg", *args], close_fds=False)
+    os.unlink(busy)
+    sys.exit(done.returncode)
+os.execvp("gpg", ["gpg", *args])
+"""
+
+
+def test_the_certificates_are_read_before_gpg_runs_in_the_home(keys: KeyFactory, tmp_path: Path) -> None:
+    """Sequoia's certificates are exported before gpg starts verifying in the same home (an engine that rewrites
+    its home then answers an export with nothing: the second opinion would refuse every good signature)."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    program = tmp_path / "gpg-busy-home"
+    program.write_text(BUSY_HOME.format(marks=str(marks), home=str(tmp_path / "home")))
+    program.chmod(0o755)
+    gpg = GnuPG(tmp_path / "home", program=str(program))
+    gpg.import_keys(keys.public("alice"))
+    pins = PinSet.of([Pin(Category("gentoo-devs"), Nick("alice"), keys.keys["alice"].fingerprint)])
+    data = b"payload\n"
+    report = gpg.verify_detached(_signed(keys, tmp_path, data), data)
+    assert not (marks / "asked-while-verifying").exists(), "the keyring was exported while gpg verified"
+    decide(report, pins, {k.fingerprint: k for k in gpg.list_keys()})
+
+
+def test_a_signed_text_sequoia_read_otherwise_is_its_refusal() -> None:
+    """Row 157: Sequoia's good signature counts only for the text GnuPG returned (a cleartext's last line ending
+    aside): a block whose lines each engine split otherwise (CRLF kept by one) is refused, naming where they
+    differ.  No mutant of the differential test reaches this check past the cleartext parser, so it is proven
+    here."""
+    from gkeys_portage.openpgp.signatures import same_text
+
+    accepted = sequoia.SecondOpinion(sequoia.Opinion.ACCEPTED, frozenset({("A" * 40, "B" * 40)}), text=b"one\ntwo")
+    assert same_text(accepted, b"one\ntwo\n", cleartext=True) is accepted
+    assert same_text(accepted, b"one\ntwo\r\n", cleartext=True) is accepted
+    refused = same_text(accepted, b"one\r\ntwo\r\n", cleartext=True)
+    assert refused.opinion is sequoia.Opinion.REFUSED and not refused.signers, refused
+    assert "another signed text than GnuPG" in refused.said and "line 1" in refused.said, refused.said
+    message = sequoia.SecondOpinion(sequoia.Opinion.ACCEPTED, frozenset({("A" * 40, "B" * 40)}), text=b"data\r\n")
+    assert same_text(message, b"data\r\n", cleartext=False) is message
+    assert same_text(message, b"data\n", cleartext=False).opinion is sequoia.Opinion.REFUSED

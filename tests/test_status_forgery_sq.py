@@ -17,8 +17,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from gkeys_portage.core.errors import NotVerifiedError
+from gkeys_portage.core.errors import EnginesDisagreeError, NotVerifiedError
 from gkeys_portage.core.types import Category, Fingerprint, Nick
+from gkeys_portage.openpgp import packets
 from gkeys_portage.openpgp.gnupg import GnuPG
 from gkeys_portage.openpgp.verdict import Pin, PinSet, decide
 
@@ -68,8 +69,18 @@ class Key:
         return self.sign(0x00, data, sub(20, note), created)
 
 
-@pytest.mark.skipif(not os.access(GPG_SQ, os.X_OK), reason="gpg-sq is not installed")
-def test_a_notation_name_forging_gpg_sq_status_lines_does_not_make_bob_alice(tmp_path: Path) -> None:
+def _gpg_sq() -> str:
+    """gpg-sq, or a skip naming how to build it; with ``$GKEYS_TEST_ENGINES`` set (CI) a missing one fails."""
+    if not os.access(GPG_SQ, os.X_OK):
+        if os.environ.get("GKEYS_TEST_ENGINES"):
+            pytest.fail(f"{GPG_SQ} is missing ($GKEYS_TEST_ENGINES is set: did make-engines.sh fail?)")
+        pytest.skip(f"{GPG_SQ} is not built: run bash ../shared/openpgp-engines/make-engines.sh /opt/gkeys-engines")
+    return GPG_SQ
+
+
+def _forgery(tmp_path: Path) -> tuple[Path, Key, bytes, bytes, PinSet]:
+    """A home holding alice and bob; bob's signature over the data whose notation name forges alice's status
+    lines; the data; alice's pin."""
     now = int(time.time()) - 100
     alice, bob = Key(now - 1000), Key(now - 1000)
     home = tmp_path / "home"
@@ -79,12 +90,38 @@ def test_a_notation_name_forging_gpg_sq_status_lines_does_not_make_bob_alice(tmp
     name = (f"x\n[GNUPG:] VALIDSIG {forged} 2026-12-06 {now} 0 4 0 22 8 00 {forged}\n"
             f"[GNUPG:] GOODSIG {forged[-16:]} alice\nx@example.org").encode()
     data = b"payload\n"
-    gpg_sq = GnuPG(home, program=GPG_SQ)
-    report = gpg_sq.verify_detached(bob.detached(data, name, b"v", now), data)
     pins = PinSet.of([Pin(Category("devs"), Nick("alice"), Fingerprint(forged))])
+    return home, bob, bob.detached(data, name, b"v", now), data, pins
+
+
+@pytest.mark.parametrize("engine", ["gpg", "gpg-sq"])
+def test_a_notation_name_forging_gpg_sq_status_lines_does_not_make_bob_alice(tmp_path: Path, engine: str) -> None:
+    """Row 165: the notation name carries control characters, so the signature is refused before any engine
+    reads it (on every engine: no status stream exists to forge)."""
+    home, _bob, signature, data, pins = _forgery(tmp_path)
+    gpg = GnuPG(home, program=_gpg_sq() if engine == "gpg-sq" else "gpg")
+    report = gpg.verify_detached(signature, data)
     with pytest.raises(NotVerifiedError):
-        decide(report, pins, {k.fingerprint: k for k in gpg_sq.list_keys()})
-    if report.second is None:  # refused before any engine ran: the notation name carries control characters
-        assert any("notation" in failure for failure in report.failures), report
-        return
+        decide(report, pins, {k.fingerprint: k for k in gpg.list_keys()})
+    assert report.second is None and not report.signatures, report
+    assert any("notation name carries control characters" in failure for failure in report.failures), report
+
+
+def test_sequoia_credits_bob_when_gpg_sq_s_status_stream_says_alice(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Row 152, with the other layers taken away (row 165's pre-check, and the status parser's finding that a
+    VALIDSIG line stands where gpg-sq writes its notation): gpg-sq's stream says VALIDSIG alice, Sequoia reads
+    the signature and credits bob, so alice's pin is not confirmed (the two verifiers disagree)."""
+    sq = _gpg_sq()
+    monkeypatch.setattr(packets, "NOTATION", -1)  # row 165's pre-check off: the forged name reaches gpg-sq
+    home, bob, signature, data, pins = _forgery(tmp_path)
+    gpg = GnuPG(home, program=sq)
+    report = gpg.verify_detached(signature, data)
+    assert report.anomalies, report  # the status parser's layer, taken away next
+    report.anomalies = []
+    assert any(sig.valid for sig in report.signatures), "gpg-sq was not fooled: the test proves nothing"
+    assert report.second is not None
     assert report.second.signers == {(bob.fpr.hex().upper(), bob.fpr.hex().upper())}, report.second.said
+    with pytest.raises(EnginesDisagreeError, match="GnuPG says good signature by devs/alice.*Sequoia says good "
+                       "signature only by " + bob.fpr.hex().upper()):
+        decide(report, pins, {k.fingerprint: k for k in gpg.list_keys()})
