@@ -89,7 +89,7 @@ def _imported_top_level_modules(directory: str) -> set[str]:
             elif (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "importorskip" and node.args
                   and isinstance(node.args[0], ast.Constant)):
                 names.add(str(node.args[0].value).split(".")[0])
-    local = {path.stem for folder in (directory, "bench") for path in (PROJECT / folder).glob("*.py")}
+    local = {path.stem for folder in (directory, "bench") for path in (PROJECT / folder).rglob("*.py")}
     return names - set(sys.stdlib_module_names) - local - {"gkeys_portage", "__future__"}
 
 
