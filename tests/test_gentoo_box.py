@@ -141,38 +141,13 @@ def printed_next(output: str) -> str:
     return output.split(marker, 1)[1].split("' ", 1)[0]
 
 
-#: Steps that fail today for a cause other helpers are fixing: a substring of the output -> what it is.  A step
-#: failing with one of these is recorded and the later steps still run; the test then ends as an expected failure
-#: naming them.  Any other failure fails the test.
-_USERSYNC = ("usersync: the sync drops to the portage user, which cannot write the staging directory gkeys makes "
-             "beside the repository in root's /var/db/repos (root safety under usersync)")
-KNOWN = {
-    "Permission denied": _USERSYNC,  # git: cannot change to the staging directory
-    "rsync error: errors selecting input/output files": _USERSYNC,  # rsync: cannot write into it (exit 3)
-}
-
-
-#: What a failed first clone does today (portage/treesync.py clone_verified removes an empty location as "the
-#: directory Portage created"; on a Gentoo install it is the portage user's /var/db/repos/gentoo, and Portage's
-#: next sync makes it again as root, so usersync no longer drops privileges)
-GONE = ("the sync module removed the portage user's empty /var/db/repos/gentoo; Portage's next sync makes it as "
-        "root:root and no longer drops to the portage user (usersync lost)")
-
-
 class Steps:
-    """The box's steps in order: each must succeed, or fail for a known cause (:data:`KNOWN`)."""
-
-    def __init__(self) -> None:
-        self.known: list[str] = []
+    """The box's steps in order: each must succeed (a failure names the step, its exit status and its output)."""
 
     def check(self, name: str, result: subprocess.CompletedProcess[str], ok: bool) -> bool:
-        """True if the step succeeded; a known failure is recorded (False); anything else fails the test."""
-        if result.returncode == 0 and ok:
-            return True
-        cause = next((why for text, why in KNOWN.items() if text in result.stdout), None)
-        assert cause, f"{name}: exit {result.returncode}\n{result.stdout[-4000:]}"
-        self.known.append(f"{name}: {cause}")
-        return False
+        """True if the step succeeded; anything else fails the test."""
+        assert result.returncode == 0 and ok, f"{name}: exit {result.returncode}\n{result.stdout[-4000:]}"
+        return True
 
 
 @pytest.fixture
@@ -259,10 +234,8 @@ def test_a_default_gentoo_box_end_to_end(box: GentooBox, keys: KeyFactory, serve
         # again, as root, and every later sync runs as root)
         down = box.run("emerge --sync gentoo")
         assert down.returncode != 0 and "nothing installed" in down.stdout, down.stdout
-        if not (box.gentoo.is_dir() and box.gentoo.stat().st_uid == box.portage_ids[0]):
-            steps.known.append("a failed first clone: " + GONE)
-            box.gentoo.mkdir(exist_ok=True)  # put back as the installer made it, so that the steps below still
-            os.chown(box.gentoo, *box.portage_ids)  # run as a default box runs them
+        assert box.gentoo.is_dir() and box.gentoo.stat().st_uid == box.portage_ids[0], \
+            "a failed first clone took /var/db/repos/gentoo away from the portage user (usersync lost)"
         git_daemon = subprocess.Popen(["git", "daemon", "--reuseaddr", "--export-all", f"--base-path={tmp_path}",
                                        "--listen=127.0.0.1", f"--port={git_port}", str(tmp_path)],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -304,5 +277,3 @@ def test_a_default_gentoo_box_end_to_end(box: GentooBox, keys: KeyFactory, serve
         assert portage_accepts(box.etc / "gnupg", keys.sign_bytes("releng", data, tmp_path), data)
         assert not portage_accepts(box.etc / "gnupg", keys.sign_bytes("alice", data, tmp_path), data)
 
-    if steps.known:
-        pytest.xfail("; ".join(steps.known))
