@@ -211,9 +211,10 @@ def _run(program: str, home: Path, args: Sequence[str], stdin: bytes = b"", *,
     process.prepare_home(home)
     extra = [] if agent else ["--no-autostart"]
     try:
-        return subprocess.run([program, "--homedir", str(home), *process.BASE_OPTIONS, *extra, *args], input=stdin,
+        return subprocess.run(children.tied([program, "--homedir", str(home), *process.BASE_OPTIONS, *extra, *args]),
+                              input=stdin,
                               capture_output=True, env=process.minimal_environment(home), timeout=PROBE_TIMEOUT,
-                              check=False, preexec_fn=children.preexec())
+                              check=False, preexec_fn=children.preexec_for())
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise GpgError(f"cannot run gpg: {program}: {exc}") from exc
 

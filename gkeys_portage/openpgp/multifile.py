@@ -143,10 +143,11 @@ class BatchVerify(GpgProcess):
             limit = MULTIFILE_OUTPUT_PER_FILE * len(chunk)
             with open(private / f"status-{number}", "w+b") as status:
                 try:
-                    process = subprocess.Popen([*command[:-2], "--status-fd", str(status.fileno()), *command[-2:],
-                                                *chunk], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                    process = subprocess.Popen(children.tied([*command[:-2], "--status-fd", str(status.fileno()),
+                                                               *command[-2:], *chunk]),
+                                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                                stderr=subprocess.DEVNULL, env=env, pass_fds=(status.fileno(),),
-                                               preexec_fn=children.preexec())
+                                               preexec_fn=children.preexec_for())
                 except OSError as exc:
                     raise GpgError(f"cannot run gpg: {exc}") from exc
                 try:

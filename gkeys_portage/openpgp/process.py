@@ -295,9 +295,9 @@ class GpgProcess:
     def _spawn(self, args: Sequence[str], passphrase: bool, pass_fds: tuple[int, ...]) -> Any:
         """gpg with python-gnupg's command line and environment, inheriting ``pass_fds``; it ends with gkeys
         (:mod:`gkeys_portage.core.children`)."""
-        return subprocess.Popen(self._gpg.make_args(list(args), passphrase), stdin=subprocess.PIPE,
+        return subprocess.Popen(children.tied(self._gpg.make_args(list(args), passphrase)), stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self._gpg.env, pass_fds=pass_fds,
-                                preexec_fn=children.preexec())
+                                preexec_fn=children.preexec_for())
 
     def _checked(self, args: Sequence[str], stdin: DataSource | None = None,
                  passphrase: str | None = None, what: str = "gpg") -> GpgResult:
@@ -310,9 +310,9 @@ class GpgProcess:
 
     def close(self) -> None:
         """Stop any gpg-agent this home started (after signing or key generation)."""
-        subprocess.run(["gpgconf", "--homedir", str(self.homedir), "--kill", "all"],
+        subprocess.run(children.tied(["gpgconf", "--homedir", str(self.homedir), "--kill", "all"]),
                        env=minimal_environment(self.homedir), capture_output=True, check=False,
-                       timeout=30, preexec_fn=children.preexec())
+                       timeout=30, preexec_fn=children.preexec_for())
 
 
 F_SETPIPE_SZ = 1031  # Linux fcntl: set a pipe's capacity

@@ -374,8 +374,9 @@ def check_detached_apart(homedir: Path, export: Callable[[], bytes], packets: by
                    "certs": [[base64.b64encode(bytes(cert)).decode(), sorted(names.get(id(cert), []))]
                              for cert in certs.certs],
                    "signatures": [base64.b64encode(one).decode() for one in _one_by_one(packets)]}
-        done = subprocess.run([sys.executable, "-I", "-S", str(CHILD)], input=json.dumps(request).encode(),
-                              capture_output=True, pass_fds=(fd,), check=False, preexec_fn=children.preexec())
+        done = subprocess.run(children.tied([sys.executable, "-I", "-S", str(CHILD)]),
+                              input=json.dumps(request).encode(), capture_output=True, pass_fds=(fd,), check=False,
+                              preexec_fn=children.preexec_for())
         valid, said = _child_answer(done)
         if not valid:
             raise RuntimeError("; ".join(dict.fromkeys(said)) or "no signature")

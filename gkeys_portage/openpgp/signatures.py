@@ -110,8 +110,8 @@ class Signatures(GpgProcess):
             return self.second_detached(packets, target)
         read_end, write_end = os.pipe()
         try:
-            feeder = subprocess.Popen(["cat", target], stdin=subprocess.DEVNULL, stdout=write_end,
-                                      stderr=subprocess.DEVNULL, preexec_fn=children.preexec(),
+            feeder = subprocess.Popen(children.tied(["cat", str(target)]), stdin=subprocess.DEVNULL, stdout=write_end,
+                                      stderr=subprocess.DEVNULL, preexec_fn=children.preexec_for(),
                                       pass_fds=(data.fd,) if isinstance(data, OpenFile) else ())
         except OSError:
             os.close(read_end)

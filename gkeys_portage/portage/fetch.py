@@ -187,7 +187,7 @@ def run_command(command: Sequence[str], *, watch: Path | None = None,
 
     check()
     try:
-        process = subprocess.Popen(list(command), preexec_fn=children.preexec())
+        process = subprocess.Popen(children.tied(list(command)), preexec_fn=children.preexec_for())
     except OSError as exc:
         sys.stderr.write(f"gkeys-fetch: cannot run {command[0]}: {exc.strerror}\n")
         return 127

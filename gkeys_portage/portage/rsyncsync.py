@@ -148,7 +148,8 @@ def rsync_command(request: RsyncRequest, staging: Path, link_dest: Path | None, 
 def _fetch(request: RsyncRequest, staging: Path, *, checksum: bool = False) -> None:
     live = request.location if request.location.is_dir() and any(request.location.iterdir()) else None
     command = rsync_command(request, staging, live, checksum=checksum)
-    result = subprocess.run(command, capture_output=True, stdin=subprocess.DEVNULL, preexec_fn=children.preexec(),
+    result = subprocess.run(children.tied(command), capture_output=True, stdin=subprocess.DEVNULL,
+                            preexec_fn=children.preexec_for(),
                             check=False, **request.spawn.run_kwargs())
     if result.returncode != 0:
         words = result.stderr.decode("utf-8", "replace").strip().splitlines()
@@ -164,8 +165,8 @@ def mirror_matches_live(request: RsyncRequest) -> bool:
     split = command.index("--")
     command[split:split] = ["--dry-run", "--itemize-changes", "--no-motd"]
     try:
-        result = subprocess.run(command, capture_output=True, stdin=subprocess.DEVNULL,
-                                preexec_fn=children.preexec(), check=False, **request.spawn.run_kwargs())
+        result = subprocess.run(children.tied(command), capture_output=True, stdin=subprocess.DEVNULL,
+                                preexec_fn=children.preexec_for(), check=False, **request.spawn.run_kwargs())
     except OSError:
         return False
     return result.returncode == 0 and not result.stdout.strip()

@@ -300,10 +300,10 @@ class GitRepo:
         foreign = (_own_git_dir(self.git_dir) if self.git_dir is not None else
                    repository_owners(self.path, self.owners)) - {runs_as}
         try:
-            result = subprocess.run(self.command(*args, safe_directory=bool(foreign)), input=stdin,
+            result = subprocess.run(children.tied(self.command(*args, safe_directory=bool(foreign))), input=stdin,
                                     stdout=stdout or subprocess.PIPE, stderr=subprocess.PIPE, env=self.env,
                                     check=False, timeout=3600,
-                                    preexec_fn=children.preexec(file_size_limit(max_file_size)),
+                                    preexec_fn=children.preexec_for(file_size_limit(max_file_size)),
                                     **self.spawn.run_kwargs())
         except (OSError, subprocess.SubprocessError) as exc:
             raise BadInputError(f"cannot run git: {exc}") from exc

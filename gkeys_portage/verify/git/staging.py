@@ -45,8 +45,9 @@ LOCAL_DIRECTORIES = ("distfiles", "local", "packages")
 def _cp(args: Sequence[str | Path], spawn: SpawnSettings) -> None:
     """Run ``cp`` (GNU) as the user git runs as; raise :class:`BadInputError` with its first error line."""
     try:
-        result = subprocess.run(["cp", *(str(a) for a in args)], capture_output=True, stdin=subprocess.DEVNULL,
-                                check=False, preexec_fn=children.preexec(), **spawn.run_kwargs())
+        result = subprocess.run(children.tied(["cp", *(str(a) for a in args)]), capture_output=True,
+                                stdin=subprocess.DEVNULL, check=False, preexec_fn=children.preexec_for(),
+                                **spawn.run_kwargs())
     except OSError as exc:
         raise BadInputError(f"cannot run cp: {exc}") from exc
     if result.returncode != 0:
