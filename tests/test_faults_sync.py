@@ -42,10 +42,11 @@ def _sync(env: GkeysEnv, location: Path, upstream: Path) -> subprocess.Popen[byt
 
 
 def _killed_sync(env: GkeysEnv, location: Path, upstream: Path, delay: float) -> None:
-    """A sync killed (its whole group) ``delay`` seconds after it made its staging directory (named after its
-    pid: past start-up, fetching), provably mid-run."""
+    """A sync killed (its whole group) ``delay`` seconds after it made a new staging directory (one a killed run
+    left does not count: past start-up, fetching), provably mid-run."""
+    before = set(location.parent.glob(f".{location.name}.gkeys-*"))
     process = _sync(env, location, upstream)
-    kill_group_during(process, delay, lambda: any(location.parent.glob(f".{location.name}.gkeys-{process.pid}-*")))
+    kill_group_during(process, delay, lambda: bool(set(location.parent.glob(f".{location.name}.gkeys-*")) - before))
 
 
 def _history_is_verified(location: Path, verified: set[str]) -> bool:
