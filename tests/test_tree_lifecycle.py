@@ -190,7 +190,8 @@ def test_first_run_accepts_exactly_the_legitimate_commits_and_records_it(env: Gk
     below = lifecycle.commits["paul-old-650"]  # the newest commit with only good history (carl-640 above it)
     assert data["first_good_ancestor"] == below
     assert _records(env) == {str(repo.path.resolve()): below}  # a refused --policy all is no longer lost
-    assert data["recorded"] == below and "--accept" in data["next_step"]  # --json carries the text's facts
+    assert data["recorded"] == below and "--accept" in data["accept_step"]  # --json carries the text's facts
+    assert data["next_step"].startswith("git -C ")  # the text's "next: see the first refused commit"
     text = env.run("verify-tree", str(repo.path))
     assert text.code == 1
     step = next(line for line in text.out.splitlines() + text.err.splitlines() if "--accept" in line)

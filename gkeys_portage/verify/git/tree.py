@@ -167,15 +167,18 @@ class TreeReport:
         lines.append(("info", self.accept_step()))
         return lines
 
-    def accept_step(self) -> str:
-        """The deliberate way on past these refusals: accept the refused commits by name, with a reason."""
+    def accept_command(self) -> str:
+        """The command that accepts the refused commits by name, with a reason (journaled)."""
         named = " ".join(f"--accept {v.commit}" for v in self.bad[:MAX_NAMED])
         if len(self.bad) > MAX_NAMED:
             named = f"--accept {self.first_good + '..' if self.first_good else ''}{self.tip}"
-        where = shlex.quote(str(self.shown_as or self.repo))
+        return f"gkeys verify-tree {shlex.quote(str(self.shown_as or self.repo))} {named} --reason 'WHY'"
+
+    def accept_step(self) -> str:
+        """The deliberate way on past these refusals: :meth:`accept_command`, and when to run it."""
         return (f"if you have checked these commits by other means (or you accept them as they are), accept them "
-                f"deliberately, recorded in the trust journal: gkeys verify-tree {where} {named} "
-                "--reason 'WHY' (nothing else is accepted; do not if you do not know why they were refused)")
+                f"deliberately, recorded in the trust journal: {self.accept_command()} "
+                "(nothing else is accepted; do not if you do not know why they were refused)")
 
     def journal(self, repo: Path, options: TreeOptions) -> dict[str, object]:
         """The trust journal's entry: the live location, the range (the tip is the commit id accepted), how many
@@ -195,7 +198,7 @@ class TreeReport:
                 "accepted_by_hand": [{"commit": v.commit, "author": v.author, "refusal": v.reason, "code": v.code}
                                      for v in self.accepted],
                 "recorded": self.recorded or (self.tip if self.ok else None),
-                **({"next_step": self.accept_step()} if self.bad else {})}
+                **({"accept_step": self.accept_command()} if self.bad else {})}
 
 
 def journal_tree(ctx: Gkeys, report: TreeReport, options: TreeOptions, location: Path,
