@@ -71,16 +71,21 @@ def window_at(windows: Sequence[Window], when: float) -> Window | None:
     return next((w for w in windows if w.holds(when)), None)
 
 
+def _closing(window: Window, default: str) -> str:
+    """How ``window`` closed, for a refusal: the reason and the certifier that closed it."""
+    by = f" by {window.certifier}" if window.certifier else ""
+    return f"{window.closed or default}{by}"
+
+
 def outside(windows: Sequence[Window], when: float, who: str) -> OutsideWindowError:
     """The refusal of a signature by ``who`` dated ``when``, outside every window."""
     before = [w for w in windows if w.end is not None and w.end <= when]
     if before:
         last = max(before, key=lambda w: w.end or 0)
         assert last.end is not None
-        by = f" by {last.certifier}" if last.certifier else ""
         return SignerRetiredError(
             f"signature by {who} is dated {stamp(when)}, after the key was retired on {day(last.end)} "
-            f"({last.closed or 'its authorization closed'}{by}); its commits and files from before stay good, "
+            f"({_closing(last, 'its authorization closed')}); its commits and files from before stay good, "
             "this one is not authorized (only the authority can certify the key again: gkeys update-seed)")
     first = min((w for w in windows if w.start is not None), key=lambda w: w.start or 0, default=None)
     since = f" (authorized from {day(first.start)})" if first is not None and first.start is not None else ""
@@ -98,8 +103,7 @@ def unproven(window: Window, when: float, who: str) -> SignerRetiredError:
     """The refusal of a signature dated ``when`` inside ``window``, closed since, with no evidence it was made
     before: its date is the signer's word, and whoever holds a retired key can write any date."""
     assert window.end is not None
-    by = f" by {window.certifier}" if window.certifier else ""
     return SignerRetiredError(
         f"signature by {who} is dated {stamp(when)}, inside its authorization that closed on {day(window.end)} "
-        f"({window.closed or 'closed'}{by}), and nothing shows it was made before then: the date is the "
+        f"({_closing(window, 'closed')}), and nothing shows it was made before then: the date is the "
         "signer's word (a backdated signature by a retired key?)")

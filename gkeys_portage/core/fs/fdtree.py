@@ -208,6 +208,18 @@ def _remove_error(left: list[str], rel: bytes, exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
+def _remove_at(remove: Callable[..., None], name: bytes, dir_fd: int, rel: bytes, left: list[str]) -> str | None:
+    """``remove(name, dir_fd=dir_fd)`` (``os.rmdir`` or ``os.unlink``); an entry already gone is fine, any other
+    failure is named in ``left`` and its cause returned."""
+    try:
+        remove(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        return _remove_error(left, rel, exc)
+    return None
+
+
 def remove_tree(parent: int, name: str | bytes, *, fd_depth: int = REMOVE_FD_DEPTH,
                 max_entries: int = 50_000_000) -> None:
     """Remove ``name`` in the directory ``parent`` and everything under it, iteratively.
@@ -237,12 +249,7 @@ def remove_tree(parent: int, name: str | bytes, *, fd_depth: int = REMOVE_FD_DEP
     finally:
         os.close(top)
     if not left:
-        try:
-            os.rmdir(raw, dir_fd=parent)
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            cause = _remove_error(left, raw, exc)
+        cause = _remove_at(os.rmdir, raw, parent, raw, left) or cause
     if left:
         raise NotRemoved(left, cause)
 
@@ -266,12 +273,7 @@ def _empty(top: int, top_rel: bytes, device: int, fd_depth: int, max_entries: in
                 stack.pop()
                 if stack:
                     os.close(fd)
-                    try:
-                        os.rmdir(own, dir_fd=stack[-1][0])
-                    except FileNotFoundError:
-                        pass
-                    except OSError as exc:
-                        cause = _remove_error(left, rel, exc)
+                    cause = _remove_at(os.rmdir, own, stack[-1][0], rel, left) or cause
                 continue
             count += 1
             path = rel + b"/" + name
@@ -286,12 +288,7 @@ def _empty(top: int, top_rel: bytes, device: int, fd_depth: int, max_entries: in
                 cause = _remove_error(left, path, exc)
                 continue
             if not stat.S_ISDIR(st.st_mode):
-                try:
-                    os.unlink(name, dir_fd=fd)
-                except FileNotFoundError:
-                    pass
-                except OSError as exc:
-                    cause = _remove_error(left, path, exc)
+                cause = _remove_at(os.unlink, name, fd, path, left) or cause
                 continue
             if st.st_dev != device:
                 left.append(os.fsdecode(path))
