@@ -201,3 +201,17 @@ def make_snapshot(folder: Path, keys: KeyFactory, signer: str | None, when: date
     if signer is not None:
         path.with_name(path.name + ".gpgsig").write_bytes(keys.sign(signer, path, armor=True))
     return path
+
+
+def deep_tree(root: Path, levels: int) -> Path:
+    """``root/d/d/…/f`` ``levels`` directories deep, built through descriptors (the path passes PATH_MAX)."""
+    root.mkdir(parents=True)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(levels):
+        os.mkdir("d", dir_fd=fd)
+        child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    os.close(os.open("f", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
+    os.close(fd)
+    return root

@@ -11,22 +11,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from rsync_helpers import deep_tree
 
 from gkeys_portage.core.fs import fdtree
-
-
-def _deep(root: Path, levels: int) -> Path:
-    """``root/d/d/…/f`` ``levels`` directories deep, built through descriptors (paths would pass PATH_MAX)."""
-    root.mkdir()
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    for _ in range(levels):
-        os.mkdir("d", dir_fd=fd)
-        child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-        os.close(fd)
-        fd = child
-    os.close(os.open("f", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
-    os.close(fd)
-    return root
 
 
 def _tree(root: Path) -> None:
@@ -134,7 +121,7 @@ def test_a_swap_between_levels_is_seen_as_a_link(tmp_path: Path) -> None:
 
 
 def test_walk_is_bounded_and_never_recursive(tmp_path: Path) -> None:
-    deep = _deep(tmp_path / "t", 1010)
+    deep = deep_tree(tmp_path / "t", 1010)
     old = sys.getrecursionlimit()
     sys.setrecursionlimit(150)
     try:
@@ -158,7 +145,7 @@ def _remove(path: Path) -> None:
 
 
 def test_remove_tree_removes_1010_levels_without_recursion_within_few_descriptors(tmp_path: Path) -> None:
-    deep = _deep(tmp_path / "t", 1100)
+    deep = deep_tree(tmp_path / "t", 1100)
     (deep / "d" / "link").symlink_to(tmp_path / "keep")
     (tmp_path / "keep").mkdir()
     (tmp_path / "keep" / "x").write_text("x")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rsync_helpers import CATEGORY, RsyncDaemon, make_tree, pin_repository_keys
+from rsync_helpers import CATEGORY, RsyncDaemon, deep_tree, make_tree, pin_repository_keys
 
 from gkeys_portage.core.config import load_config
 from gkeys_portage.core.fs import fdtree
@@ -50,17 +50,6 @@ class Syncer:
         return sync_rsync(self.ctx, self.request, lambda level, text: self.lines.append(f"{level}: {text}"))
 
 
-def _deep(root: Path, levels: int) -> None:
-    """``root/d/d/…/f``, ``levels`` deep (built through descriptors: the path passes PATH_MAX)."""
-    root.mkdir(parents=True)
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    for _ in range(levels):
-        os.mkdir("d", dir_fd=fd)
-        child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-        os.close(fd)
-        fd = child
-    os.close(os.open("f", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
-    os.close(fd)
 
 
 def _synced(env: Any, daemon: RsyncDaemon, tmp_path: Path) -> tuple[Syncer, Path]:
@@ -86,7 +75,7 @@ def test_a_mirror_sending_1010_levels_is_refused_and_freezes_nothing(env: Any, d
     now the tree is refused for its depth, nothing stays beside the location, and the next tree syncs."""
     sync, location = _synced(env, daemon, tmp_path)
     hostile = _newer(env, daemon, tmp_path)
-    _deep(hostile / "lost+found", 1010)
+    deep_tree(hostile / "lost+found", 1010)
     outcome = sync()
     assert not outcome.ok and "deeper than 64 levels" in outcome.reason, sync.lines
     assert "RecursionError" not in "\n".join(sync.lines) and "internal error" not in outcome.reason
@@ -109,7 +98,7 @@ def test_a_deep_leftover_of_a_killed_sync_is_removed_by_the_next(env: Any, daemo
     """Item 1: a staging directory 1,100 levels deep (what a sync killed with such a tree leaves) is removed at the
     start of the next sync, without recursion."""
     sync, location = _synced(env, daemon, tmp_path)
-    _deep(location.parent / ".gentoo.gkeys-12345-x-gkstale", 1100)
+    deep_tree(location.parent / ".gentoo.gkeys-12345-x-gkstale", 1100)
     _newer(env, daemon, tmp_path)
     outcome = sync()
     assert outcome.ok and (location / "dev-test/pkg/day2.txt").is_file(), sync.lines
