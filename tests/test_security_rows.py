@@ -17,25 +17,11 @@ import pytest
 PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT / "tests" / "mutations"))
 
-from table import MUTATIONS  # noqa: E402
+from table import MUTATIONS, UNMUTATED  # noqa: E402
 
-#: Rows from 150 (the second opinion) on, and the revocation rule, get a mutation; rows up to here are checked
-#: (later rows are being added by this round's other changes: the lead extends this with their mutations).
-CHECKED_UP_TO = 299
-#: Rows from 150 with no mutation yet, and why (each is a gap in the proof, not a permanent exemption).
-UNMUTATED: dict[int, str] = {
-    row: "not yet: issue 47 (mutations written for the rows it names first)" for row in (
-        160, 181, 184, 185, 195, 196,
-        210, 211, 212, 216, 217, 218, 225, 226, 228, 241, 244,
-        247, 255, 256, 262)
-}
-UNMUTATED[184] = ("its test passes with rsyncsync's .hg/.svn check applied to every location (the shaping pass of "
-                  "row 182 keeps them from landing first); a location an older gkeys left them in needs its own test")
-UNMUTATED[226] = ("its test passes with the keybox renamed in before the export (keys/keyring.py _commit, the two "
-                  "renames swapped): the reader-side rule (an owner whose keybox is not the export's reads the "
-                  "export) may be what holds the views together; to be looked at")
-UNMUTATED[246] = ("its tests pass with runner.py's BrokenPipeError catch removed (cli/main.py catches it too, exit 0) "
-                  "and with closed_pipe's dup2 removed: a test of the action's own status is missing")
+#: Rows from 150 (the second opinion) on, and the revocation rule, get a mutation or a reason in UNMUTATED
+#: (tests/mutations/table.py and its rows_*.py); rows up to here are checked.
+CHECKED_UP_TO = 399
 
 
 def _hardening():  # type: ignore[no-untyped-def]

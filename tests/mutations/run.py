@@ -3,16 +3,18 @@
 
 The project (without ``.git``) is copied once to a temporary directory (``../shared`` linked beside it); each
 mutation replaces its exact old text in that copy, runs only the tests it names (cited by its row), one mutation
-at a time, and puts the file back.  Each named test must fail: a mutation one of them survives, or one whose
+at a time per copy, and puts the file back; two copies run side by side (``--jobs``).  Each named test must fail: a mutation one of them survives, or one whose
 old text is gone (the table is stale), fails the run.  The checkout is never written.
 
-Usage: python3 tests/mutations/run.py [--row N ...]   (CI: .ci/run)
+Usage: python3 tests/mutations/run.py [--row N ...] [--jobs N]   (CI: .ci/run)
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import os
+import queue
 import shutil
 import subprocess
 import sys
@@ -32,6 +34,7 @@ PER_MUTATION_TIMEOUT = 600
 
 def copy_project(where: Path) -> Path:
     """A copy of the project under ``where`` with ``../shared`` beside it (the tests read fixtures there)."""
+    where.mkdir(parents=True, exist_ok=True)
     copy = where / PROJECT.name
     shutil.copytree(PROJECT, copy, symlinks=True, ignore=shutil.ignore_patterns(
         ".git", "__pycache__", "*.egg-info", "build", ".coverage*", ".hypothesis", ".mypy_cache", ".ruff_cache"))
@@ -92,6 +95,7 @@ def run_one(copy: Path, mutation: Mutation) -> tuple[bool, str, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--row", type=int, action="append", help="only the mutations of this SECURITY.md row")
+    parser.add_argument("--jobs", type=int, default=2, help="copies run side by side (default 2: CI's two CPUs)")
     args = parser.parse_args()
     chosen = [m for m in MUTATIONS if not args.row or m.row in args.row]
     if not chosen:
@@ -99,14 +103,27 @@ def main() -> int:
         return 2
     survived = []
     total = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="gkeys-mutations-") as where:
-        copy = copy_project(Path(where))
-        for mutation in chosen:
+    todo: queue.SimpleQueue[Mutation] = queue.SimpleQueue()
+    for mutation in chosen:
+        todo.put(mutation)
+
+    def worker(copy: Path) -> None:
+        while True:
+            try:
+                mutation = todo.get_nowait()
+            except queue.Empty:
+                return
             killed, said, seconds = run_one(copy, mutation)
             print(f"row {mutation.row:>3} {'caught ' if killed else 'SURVIVED'} {seconds:6.1f} s  {mutation.name}: "
                   f"{said}", flush=True)
             if not killed:
                 survived.append(mutation)
+
+    with tempfile.TemporaryDirectory(prefix="gkeys-mutations-") as where:
+        copies = [copy_project(Path(where) / str(n)) for n in range(max(1, args.jobs))]
+        with concurrent.futures.ThreadPoolExecutor(len(copies)) as pool:
+            for done in [pool.submit(worker, copy) for copy in copies]:
+                done.result()
     print(f"{len(chosen) - len(survived)} of {len(chosen)} mutations caught by their cited tests in "
           f"{time.monotonic() - total:.0f} s")
     return 1 if survived else 0
