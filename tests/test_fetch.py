@@ -96,6 +96,10 @@ def test_unverified_stage3_is_removed(wrapper: Wrapper, case: str) -> None:
     text = wrapper.output()
     assert f"{STAGE3}: NOT verified, removed" in text, text
     assert wrapper.leftovers() == []
+    # journaled under DISTDIR/FILE and the URL, never the .gkeys-fetch-PID scratch link (issue 43 item 12)
+    refused = [json.loads(line)["data"] for line in (wrapper.env.state / "state" / "journal" /
+               "journal.jsonl").read_text().splitlines() if '"media-refused"' in line]
+    assert [(r["file"], r["url"]) for r in refused] == [(str(wrapper.distdir / STAGE3), url)], refused
 
 
 def test_tampered_reason_is_named(wrapper: Wrapper) -> None:

@@ -210,6 +210,22 @@ def test_audit_never_lists_scratch_paths_and_counts_a_stage3_once(env: Any, tmp_
     assert [(a["subject"], len(a["accepted"])) for a in doc["artifacts"]] == [(str(dest / STAGE3), 1)], doc
 
 
+def test_a_refused_release_file_is_journaled_where_the_user_asked_for_it_never_at_a_scratch_path(
+        env: Any, tmp_path: Path) -> None:
+    """Item 12: ``fetch-media`` and ``verify-media URL`` verify in the quarantine; a refusal is journaled under the
+    destination the user asked for (with the URL) and under the URL, never the quarantine path."""
+    install_release_key(env)
+    media = make_media(env.keys, tmp_path / "src")
+    url = media.publish(env.server)
+    env.server.publish(url.split("/", 3)[3], media.data[:-1] + b"!")  # the mirror serves another file
+    dest = tmp_path / "dest"
+    assert env.run("fetch-media", url, "-d", str(dest)).code == 1
+    assert env.run("verify-media", url).code == 1
+    refused = [e["data"] for e in _entries(env.state, "media-refused")]
+    assert [(r["file"], r.get("url")) for r in refused] == [(str(dest / STAGE3), url), (url, None)], refused
+    assert all(r["code"] and "/quarantine/" not in json.dumps(r) for r in refused), refused
+
+
 def test_audit_lists_the_periods_a_key_was_trusted_in_the_binary_package_home(env: Any) -> None:
     """Item 10: binary packages are verified by Portage itself; ``audit`` lists the periods the key was trusted
     in the binary-package home (the ``binpkg-home`` entries), with the next step."""

@@ -19,7 +19,7 @@ from gkeys_portage.verify.media.fetch import (
     fetch_media,
     verify_url,
 )
-from gkeys_portage.verify.media.record import journal_media
+from gkeys_portage.verify.media.record import journal_media, refusal_journaled
 from gkeys_portage.verify.media.verifier import (
     MediaVerification,
     MediaVerifier,
@@ -80,15 +80,17 @@ def run_verify_media(ctx: Gkeys, args: argparse.Namespace) -> Report:
     name = Path(args.target).name
     if "://" in args.target:
         progress = args.console.progress(f"downloading {name}", unit="MiB")
-        fetched = verify_url(ctx, args.target, category=category, nick=args.nick, progress=progress,
-                             allow_unnamed=args.allow_unnamed, bind_by_date=args.bind_by_date)
+        with refusal_journaled(ctx, args.target, category):  # the URL asked for, never the quarantine
+            fetched = verify_url(ctx, args.target, category=category, nick=args.nick, progress=progress,
+                                 allow_unnamed=args.allow_unnamed, bind_by_date=args.bind_by_date)
         report = Report()
         for skipped in fetched.skipped:
             report.info(f"{skipped}: not on the server; skipped")
         return describe(report, fetched.verification)
     media = MediaVerifier(media_signatures(ctx, category, args.nick), category, allow_unnamed=args.allow_unnamed,
                           bind_by_date=args.bind_by_date, all_digests=all_digests(ctx.config))
-    verified = media.verify(Path(args.target), args.console.progress(f"verifying {name}", unit="MiB"))
+    with refusal_journaled(ctx, Path(args.target), category):
+        verified = media.verify(Path(args.target), args.console.progress(f"verifying {name}", unit="MiB"))
     journal_media(ctx, verified, Path(args.target))  # the file stays where it is: the verdict applies there
     return describe(Report(), verified)
 

@@ -56,7 +56,7 @@ from gkeys_portage.installfiles import doc_file
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Console
 from gkeys_portage.verify.media.fetch import DEFAULT_CATEGORY, fetch_siblings
-from gkeys_portage.verify.media.record import journal_media
+from gkeys_portage.verify.media.record import journal_media, refusal_journaled
 from gkeys_portage.verify.media.verifier import (
     MediaVerification,
     MediaVerifier,
@@ -275,10 +275,17 @@ def fetch_and_verify(ctx: Gkeys, request: FetchRequest, download: Download) -> M
             return None
         if not started:
             fetch_signatures()
-        started[0].result()  # no signed sibling on the mirror, or a network failure: not verified
-        if not request.path.is_file():
-            raise BadInputError(f"{request.path} is missing after the download")
-        return media_verifier(ctx).verify(link_media(request, stage))
+        verifier = media_verifier(ctx)
+        with refusal_journaled(ctx, final_path(request), verifier.category, url=request.uri):  # never the scratch
+            started[0].result()  # no signed sibling on the mirror, or a network failure: not verified
+            if not request.path.is_file():
+                raise BadInputError(f"{request.path} is missing after the download")
+            return verifier.verify(link_media(request, stage))
+
+
+def final_path(request: FetchRequest) -> Path:
+    """Where the file stays: ``DISTDIR/FILE``, the name Portage gives the download once it is done."""
+    return request.path.with_name(request.path.name.removesuffix(DOWNLOAD_SUFFIX))
 
 
 def signers(result: MediaVerification) -> str:
@@ -370,7 +377,7 @@ def _main(argv: Sequence[str] | None) -> int:
     if result is None:
         return _download_failed(console, name, download.status)
     # kept in DISTDIR under the name Portage gives it once the download is done (never the scratch link)
-    journal_media(ctx, result, request.path.with_name(request.path.name.removesuffix(DOWNLOAD_SUFFIX)))
+    journal_media(ctx, result, final_path(request))
     unbound = {"allowed-unnamed": " (name not bound by anything signed; [fetch] allow-unnamed)",
                "signed-after-build": " (name bound by a date, not a name; [fetch] bind-by-date)",
                }.get(result.name_rule, "")

@@ -43,7 +43,7 @@ from gkeys_portage.verify.media.digests import (
     parse_latest,
 )
 from gkeys_portage.verify.media.download import Downloader
-from gkeys_portage.verify.media.record import journal_media
+from gkeys_portage.verify.media.record import journal_media, refusal_journaled
 from gkeys_portage.verify.media.verifier import (
     ALL_SIBLINGS,
     CONTENTS,
@@ -364,7 +364,8 @@ def fetch_media(ctx: Gkeys, url: str, dest_dir: Path, *, category: str, nick: st
         journal_media(ctx, present.verification, dest_dir / file_name(url))
         return present
     folder = quarantine_dir(ctx)
-    with _exclusive(folder / f".{file_name(url)}.lock"):
+    with _exclusive(folder / f".{file_name(url)}.lock"), \
+            refusal_journaled(ctx, dest_dir / file_name(url), category, url=url):  # never the quarantine path
         target, fetched = download_and_verify(ctx, media, url, folder, expected_size=expected_size,
                                               progress=progress, verify_progress=verify_progress)
         verified = set(fetched.verification.verified_files)

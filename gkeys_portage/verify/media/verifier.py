@@ -48,7 +48,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, cast
 
-from gkeys_portage.core import children, journal
+from gkeys_portage.core import children
 from gkeys_portage.core.config import Config
 from gkeys_portage.core.errors import BadInputError, GpgError, NoSignatureError, NotVerifiedError
 from gkeys_portage.core.state import read_limited
@@ -299,8 +299,6 @@ class MediaVerifier:
         self.named = named
         self.all_digests = all_digests
 
-    @journal.refusals("media-refused", lambda self, path, *_: {"file": str(path), "category": self.category},
-                      where=lambda self, *_: self.verifier.keyring.layout)
     def verify(self, path: Path, progress: Progress | None = None) -> MediaVerification:
         """Verify ``path`` against every sibling found; raise the precise error on any failure.
 
