@@ -89,6 +89,15 @@ BDEPEND="verify-sig? ( ${GKEYS_VERIFY_PACKAGE} )"
 # @DESCRIPTION:
 # A gkeys configuration file (gkeys -c FILE).  Unset: gkeys' default (${EPREFIX}/etc/gkeys/gkeys.conf).
 
+# @ECLASS_VARIABLE: GKEYS_VERIFY_SPOOL
+# @USER_VARIABLE
+# @DESCRIPTION:
+# The journal spool of gkeys' state directory, where each verdict is left for root's trust journal
+# (gkeys audit lists the distfiles a build verified once root took them in: gkeys journal ingest, or
+# any gkeys command run as root).  The eclass allows the build to write there (addwrite) and nowhere
+# else.  Set it when gkeysdir is not the default; empty: verdicts are not left for the journal.
+: "${GKEYS_VERIFY_SPOOL=${EPREFIX}/var/lib/gkeys/state/journal-spool}"
+
 # @FUNCTION: _gkeys-verify_gkeys
 # @INTERNAL
 # @USAGE: <gkeys arguments>...
@@ -98,8 +107,15 @@ _gkeys-verify_gkeys() {
 	local -a cmd
 	read -r -a cmd <<<"${GKEYS_VERIFY_COMMAND}"
 	[[ -n ${GKEYS_VERIFY_CONFIG} ]] && cmd+=( -c "${GKEYS_VERIFY_CONFIG}" )
-	# Verify from the exported keyring in a throwaway home under ${T}: never write into the live one.
-	_GKEYS_VERIFY_OUTPUT=$(GKEYS_READ_ONLY_KEYRINGS=1 "${cmd[@]}" "$@" 2>&1)
+	local spool=
+	if [[ -n ${GKEYS_VERIFY_SPOOL} && -d ${GKEYS_VERIFY_SPOOL} && ! -L ${GKEYS_VERIFY_SPOOL} ]] \
+			&& declare -F addwrite >/dev/null; then
+		addwrite "${GKEYS_VERIFY_SPOOL}"
+		spool=${GKEYS_VERIFY_SPOOL}
+	fi
+	# Verify from the exported keyring in a throwaway home under ${T}: never write into the live one;
+	# the verdict goes to the spool the sandbox now allows (root verifies it again before journaling).
+	_GKEYS_VERIFY_OUTPUT=$(GKEYS_READ_ONLY_KEYRINGS=1 GKEYS_JOURNAL_SPOOL=${spool} "${cmd[@]}" "$@" 2>&1)
 }
 
 # @FUNCTION: _gkeys-verify_scope

@@ -20,6 +20,9 @@ eerror() { echo " * ERROR: $*" >&2; }
 
 ebegin() { echo " * $* ..." >&2; }
 
+# addwrite: Portage's sandbox helper (ebuild.sh); recorded so a test sees what a build was allowed to write.
+addwrite() { echo "ADDWRITE: $*" >&2; SANDBOX_WRITE="${SANDBOX_WRITE:+${SANDBOX_WRITE}:}$*"; }
+
 eend() {
 	local status=${1:-0}
 	shift

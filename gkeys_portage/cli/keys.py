@@ -260,4 +260,6 @@ def register_journal(sub: SubParsers) -> None:
                    help="verify again, against today's keyrings, what is still on disk")
     p = add_action(sub, "journal", journal.run_journal, summary="check the trust journal's hash chain end to end",
                    description=journal.JOURNAL, epilog=journal.VERIFY_EPILOG)
-    p.add_argument("command", choices=("verify",), help="verify: check every link, name the first broken one")
+    p.add_argument("command", choices=("verify", "ingest"),
+                   help="verify: check every link, name the first broken one; ingest: take in (as root) what "
+                        "builds verified: each record in the spool verified again and journaled (docs/journal.md)")

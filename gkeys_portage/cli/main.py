@@ -24,6 +24,7 @@ from gkeys_portage.core.types import parse_category, parse_nick
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Console, Report
 from gkeys_portage.ui.runner import JsonUsageParser, closed_pipe, run_report
+from gkeys_portage.verify import spool
 
 #: The topic modules under ``gkeys_portage.cli``, in the order of ``gkeys --help``.
 TOPICS = ("seeds", "keys", "signing", "publish", "media", "overlays", "tree", "checks", "portage_actions",
@@ -149,6 +150,10 @@ def _run_action(args: argparse.Namespace, console: Console) -> Report:
     ctx = Gkeys(config, adding=_seed_added(args))
     ctx.waiting = console.waiting
     args.console = console
+    if getattr(args, "command", None) != "ingest" and spool.pending(ctx.layout):  # what builds verified
+        from gkeys_portage.verify.ingest import ingest_quietly  # the verifiers: only when a build left records
+
+        ingest_quietly(ctx)
     if getattr(args, "needs_lock", False):
         ctx.ensure_layout()
         with ctx.lock:

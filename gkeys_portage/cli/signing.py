@@ -6,13 +6,20 @@ import argparse
 from pathlib import Path
 
 from gkeys_portage.cli.common import SubParsers, add_action, add_category, add_nick
-from gkeys_portage.core.errors import UsageError
+from gkeys_portage.core.errors import NotVerifiedError, UsageError
 from gkeys_portage.core.state import atomic_write
 from gkeys_portage.core.types import parse_category
 from gkeys_portage.keys import signing
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Report
-from gkeys_portage.verify.file import default_categories, journal_file, locate, locate_message, verify_input
+from gkeys_portage.verify.file import (
+    default_categories,
+    journal_file,
+    locate,
+    locate_message,
+    spool_file,
+    verify_input,
+)
 
 
 def run_verify(ctx: Gkeys, args: argparse.Namespace) -> Report:
@@ -20,7 +27,12 @@ def run_verify(ctx: Gkeys, args: argparse.Namespace) -> Report:
     if args.output and args.signature:
         raise UsageError("--output is for inline-signed messages; it cannot be combined with -s")
     signed = locate_message(ctx, args.file) if args.output else locate(ctx, args.file, args.signature)
-    category, result = verify_input(ctx, signed, default_categories(ctx, args.category), args.nick)
+    try:
+        category, result = verify_input(ctx, signed, default_categories(ctx, args.category), args.nick)
+    except NotVerifiedError as exc:
+        if args.category:  # inside a build: the refusal is left for root too (docs/journal.md)
+            spool_file(ctx, signed, args.category, args.nick, None, exc)
+        raise
     report = Report(data={"file": signed.name, "signature": signed.signature_name or "inline",
                           "category": category, **result.to_json()})
     if args.output and result.plaintext is not None:
@@ -28,6 +40,7 @@ def run_verify(ctx: Gkeys, args: argparse.Namespace) -> Report:
         report.data["output"] = args.output
         report.info(f"signed text written to {args.output}")
     journal_file(ctx, signed, category, result)  # accepted: the caller acts on it now
+    spool_file(ctx, signed, category, args.nick, result)  # a read-only reader in a build: left for root
     for good in result.good:
         report.good(f"{signed.name}: good signature by {good.pin.category}/{good.pin.nick} "
                     f"({good.pin.fingerprint}) made {good.created_at:%Y-%m-%d %H:%M:%S} UTC")

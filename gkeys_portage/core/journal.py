@@ -398,9 +398,14 @@ def warn_once(text: str) -> None:
     if _warned:
         return
     _warned.append(text)
+    warn(f"{text}; continuing without it (gkeys doctor)")
+
+
+def warn(text: str) -> None:
+    """One Portage-style warning line on stderr, control characters shown as ``\\xNN``."""
     clean = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
     with contextlib.suppress(OSError, ValueError):
-        sys.stderr.write(f" * WARNING: {clean}; continuing without it (gkeys doctor)\n")
+        sys.stderr.write(f" * WARNING: {clean}\n")
         sys.stderr.flush()
 
 

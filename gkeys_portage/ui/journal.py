@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 
-from gkeys_portage.core.errors import UnknownKeyError
+from gkeys_portage.core.errors import UnknownKeyError, UsageError
 from gkeys_portage.core.journal import JournalPaths, read_entries, verify_chain
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Report, printable
@@ -155,7 +156,9 @@ def _ever_known(ctx: Gkeys, key: str, installed: dict[str, list[str]]) -> bool:
 
 
 def run_journal(ctx: Gkeys, args: argparse.Namespace) -> Report:
-    """``journal verify``: check the chain end to end."""
+    """``journal verify``: check the chain end to end; ``journal ingest``: take in the spool."""
+    if args.command == "ingest":
+        return _ingest(ctx)
     chain = verify_chain(ctx.layout)
     out = Report(data=chain.to_json())
     where = JournalPaths.of(ctx.layout).root
@@ -165,4 +168,26 @@ def run_journal(ctx: Gkeys, args: argparse.Namespace) -> Report:
         return out
     start = f" (from entry {chain.starts_at}: older files rotated away)" if chain.starts_at > 1 else ""
     out.good(printable(f"{where}: {chain.entries} entries in {len(chain.files)} file(s), every link holds{start}"))
+    return out
+
+
+def _ingest(ctx: Gkeys) -> Report:
+    """``journal ingest``: what builds verified, confirmed by root (:mod:`gkeys_portage.verify.ingest`)."""
+    from gkeys_portage.verify.ingest import ingest  # the verifiers: only when asked
+
+    if os.geteuid() != 0:
+        raise UsageError("gkeys journal ingest takes in what builds verified for root's journal: run it as root")
+    done = ingest(ctx)
+    out = Report(data=done.to_json())
+    for path in done.confirmed:
+        out.good(printable(f"{path}: verified again and journaled (reported by a build)"))
+    for path in done.refused_now:
+        out.error(printable(f"{path}: reported by a build, NOT verified now (journaled as refused)"))
+    for path in done.unconfirmed:
+        out.warn(printable(f"{path}: reported by a build, not confirmed (journaled as unconfirmed)"))
+    for text in done.rejected:
+        out.warn(printable(f"refused spool entry {text}"))
+    counts = (len(done.confirmed), len(done.refused_now), len(done.unconfirmed), len(done.rejected))
+    out.info(f"journal spool: {counts[0]} confirmed, {counts[1]} refused now, {counts[2]} unconfirmed, "
+             f"{counts[3]} entries refused")
     return out

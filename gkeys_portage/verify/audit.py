@@ -26,7 +26,7 @@ _FPR = re.compile(r"[0-9A-F]{40}|[0-9A-F]{64}")
 #: Entries that record something accepted because a pinned key signed it, and what each artifact is called.
 ACCEPTED = {"tree-accepted": "git tree", "rsync-accepted": "rsync tree", "snapshot-accepted": "webrsync snapshot",
             "media-accepted": "release file", "overlays-accepted": "overlay list", "seed-installed": "seed file",
-            "file-accepted": "signed file"}
+            "file-accepted": "signed file", "file-reported": "signed file (reported by a build, unconfirmed)"}
 #: The binary-package home: Portage verifies each package itself, so the journal holds the periods a key was
 #: trusted there (``binpkg-home`` entries), not each package.
 BINPKG = "binary package home"
@@ -238,6 +238,27 @@ def _tree_hit(entry: Entry, counted: int) -> tuple[str, str, str]:
             f"gkeys verify-tree {data.get('repo')} --range {rng} --policy all --no-record")
 
 
+def _file_hit(entry: Entry) -> tuple[str, str, str]:
+    """A file ``gkeys verify -F`` accepted: as root, or in a build (``reported_by``: confirmed by root, or
+    ``file-reported``: a claim root could not confirm)."""
+    data = entry.data
+    subject = str(data.get("file", ""))
+    by = data.get("reported_by") if isinstance(data.get("reported_by"), Mapping) else None
+    detail = f"{data.get('size')} bytes, sha256 {str(data.get('sha256'))[:16]}… (gkeys verify -F"
+    if by is not None:
+        detail += f" in a build: reported by a build as {by.get('user')} for {by.get('atom') or 'an unnamed package'}"
+        detail += (", verified again by root)" if entry.kind == "file-accepted"
+                   else f"; NOT confirmed: {data.get('why')})")
+    else:
+        detail += ")"
+    signature = data.get("signature")
+    step = (f"verify it again: gkeys verify -F {subject}" + (f" -s {signature}" if signature not in (None, "", "inline")
+                                                             else "")
+            + " (a distfile: delete it and fetch it again; rebuild what was built from it"
+            + (f": emerge -1 ={str(by.get('atom')).split('::')[0]}" if by and by.get("atom") else "") + ")")
+    return subject, detail, step
+
+
 def _hit(entry: Entry, wanted: set[str]) -> Hit:
     data = entry.data
     artifact = ACCEPTED[entry.kind]
@@ -261,13 +282,8 @@ def _hit(entry: Entry, wanted: set[str]) -> Hit:
         subject = str(data.get("output", ""))
         detail = f"sha256 {str(data.get('sha256'))[:16]}… from {data.get('source')}"
         step = "fetch and verify the list again: gkeys verify-overlays"
-    elif entry.kind == "file-accepted":
-        subject = str(data.get("file", ""))
-        detail = f"{data.get('size')} bytes, sha256 {str(data.get('sha256'))[:16]}… (gkeys verify -F)"
-        signature = data.get("signature")
-        step = (f"verify it again: gkeys verify -F {subject}"
-                + (f" -s {signature}" if signature not in (None, "", "inline") else "")
-                + " (a distfile: delete it and fetch it again; rebuild what was built from it)")
+    elif entry.kind in ("file-accepted", "file-reported"):
+        subject, detail, step = _file_hit(entry)
     else:  # seed-installed
         subject = f"{data.get('category')} ({data.get('url')})"
         detail = f"sha256 {str(data.get('sha256'))[:16]}…"
@@ -287,7 +303,8 @@ def audit(layout: Layout, key: str, *, installed: Mapping[str, Iterable[str]] | 
     trees = {primary}  # tree entries record the primary: they count for any of its subkeys
     report = Audit(key, sorted((subkeys | {primary}) - {key}))
     for entry in entries:
-        if entry.kind not in ACCEPTED or entry.time < since or _scratch(entry):
+        if entry.kind not in ACCEPTED or entry.time < since or _scratch(entry) or \
+                (entry.kind == "file-reported" and entry.data.get("verdict") != "accepted"):
             continue
         found = fingerprints_in(entry.data)
         if found & exact or (entry.kind in PRIMARY_ONLY and found & trees):

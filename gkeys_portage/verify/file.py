@@ -27,6 +27,7 @@ from gkeys_portage.core.types import Category, parse_category
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.openpgp.packets import find_clearsigned
 from gkeys_portage.openpgp.verdict import VerifyResult
+from gkeys_portage.verify import spool
 
 SIGNATURE_SUFFIXES = (".asc", ".sig", ".sign", ".gpg")
 INLINE_MARKERS = (b"-----BEGIN PGP SIGNED MESSAGE-----", b"-----BEGIN PGP MESSAGE-----")
@@ -198,24 +199,53 @@ def _place(name: str) -> str:
     return name if "://" in name or not name else str(Path(name).absolute())
 
 
-def journal_file(ctx: Gkeys, signed: SignedInput, category: str, result: VerifyResult) -> None:
-    """Journal what ``gkeys verify -F`` accepted (``file-accepted``), once it accepted it: the file (or URL), its
-    signature, the category, the SHA-256 and size of exactly the data verified, and every good signature."""
+def digest_of(data: bytes | Path) -> tuple[str, int]:
+    """The SHA-256 (hex) and size of ``data`` (a file is read in chunks)."""
     digest = hashlib.sha256()
     size = 0
-    if isinstance(signed.data, Path):
-        with open(signed.data, "rb") as handle:
+    if isinstance(data, Path):
+        with open(data, "rb") as handle:
             while chunk := handle.read(1 << 20):
                 digest.update(chunk)
                 size += len(chunk)
     else:
-        digest.update(signed.data)
-        size = len(signed.data)
-    journal.record(ctx, "file-accepted", {
-        "file": _place(str(signed.data) if isinstance(signed.data, Path) else signed.name),
-        "signature": _place(signed.signature_name) if signed.signature is not None else "inline",
-        "category": category, "sha256": digest.hexdigest(), "size": size,
-        "signatures": [good.to_json() for good in result.good]})
+        digest.update(data)
+        size = len(data)
+    return digest.hexdigest(), size
+
+
+def _names(signed: SignedInput) -> dict[str, str]:
+    """The file (or URL) and its signature as an entry names them."""
+    return {"file": _place(str(signed.data) if isinstance(signed.data, Path) else signed.name),
+            "signature": _place(signed.signature_name) if signed.signature is not None else "inline"}
+
+
+def journal_file(ctx: Gkeys, signed: SignedInput, category: str, result: VerifyResult,
+                 extra: dict[str, object] | None = None) -> None:
+    """Journal what ``gkeys verify -F`` accepted (``file-accepted``), once it accepted it: the file (or URL), its
+    signature, the category, the SHA-256 and size of exactly the data verified, and every good signature
+    (``extra``: who reported it, when root confirms what a build verified)."""
+    sha256, size = digest_of(signed.data)
+    journal.record(ctx, "file-accepted", {**_names(signed), "category": category, "sha256": sha256, "size": size,
+                                          "signatures": [good.to_json() for good in result.good], **(extra or {})})
+
+
+def spool_file(ctx: Gkeys, signed: SignedInput, category: str, nick: str | None,
+               result: VerifyResult | None, refusal: NotVerifiedError | None = None) -> None:
+    """Leave a read-only reader's verdict on a local file in the journal spool (:mod:`~gkeys_portage.verify.spool`)
+    for root to confirm; nothing for a URL, or when the eclass allowed no spool."""
+    if "://" in signed.name or not spool.requested_quietly(ctx.layout):
+        return
+    try:
+        sha256, size = digest_of(signed.data)
+    except OSError:
+        sha256, size = "0" * 64, 0
+    spool.spool_verdict(ctx.layout, {
+        **_names(signed), "message": not signed.whole, "category": category, "nick": nick or "",
+        "sha256": sha256, "size": size, "verdict": "accepted" if result else "refused",
+        "code": refusal.reason if refusal else "",
+        "signers": sorted({f for good in (result.good if result else []) for f in
+                           (good.pin.fingerprint, good.signing_fingerprint) if f})[:16]})
 
 
 def default_categories(ctx: Gkeys, category: str | None) -> list[str]:

@@ -171,7 +171,7 @@ def _file(ctx: Gkeys, data: dict[str, Any]) -> str | _Absent:
         return absent
     signature = data.get("signature")
     signed = locate(ctx, name, None if signature in (None, "", "inline") else str(signature))
-    _, result = verify_input(ctx, signed, [str(data["category"])])
+    _, result = verify_input(ctx, signed, [str(data["category"])], data.get("nick") or None)
     return f"signed by {result.signer.pin.category}/{result.signer.pin.nick}"
 
 
@@ -181,7 +181,7 @@ def _one(ctx: Gkeys, hit: Hit) -> str | _Absent:
     kind = hit.entry.kind
     if kind == "tree-accepted":
         return _tree(ctx, data)
-    if kind == "file-accepted":
+    if kind in ("file-accepted", "file-reported"):  # a build's unconfirmed claim: verified if the file is back
         return _file(ctx, data)
     if kind == "rsync-accepted":
         return _rsync(ctx, data)
