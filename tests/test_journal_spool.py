@@ -1,0 +1,170 @@
+"""Issue 43 item 10: the distfiles ``gkeys-verify.eclass`` verifies inside a build reach ``gkeys audit``.
+
+A build runs ``gkeys verify -F`` read-only (``GKEYS_READ_ONLY_KEYRINGS=1``), in Portage's sandbox, usually as the
+``portage`` user (here ``nobody``/``nogroup``, as in tests/test_gentoo_box.py): it leaves one record per verdict in
+the journal spool the eclass allowed with ``addwrite``; root takes the spool in (``gkeys journal ingest``, or any
+gkeys command as root), verifies each file again and journals its own verdict, or the claim as unconfirmed.
+Forged and malformed records are refused, removed and never trusted."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+from pathlib import Path
+from typing import Any
+
+from conftest import GkeysEnv
+from eclass_helpers import installed_ebuild
+from test_fetch_unprivileged import as_nobody, shared_env  # noqa: F401 - the fixture
+
+from gkeys_portage.cli.main import main as gkeys_main
+from gkeys_portage.core import journal
+from gkeys_portage.core.state import Layout
+from gkeys_portage.verify import spool
+
+ATOM = {"CATEGORY": "app-misc", "PF": "demo-1.0", "PORTAGE_REPO_NAME": "gentoo"}
+
+
+def _entries(env: GkeysEnv, *kinds: str) -> list[dict[str, Any]]:
+    return [e for e in (json.loads(line) for path in journal.JournalPaths.of(Layout(env.state)).files()
+                        for line in path.read_text().splitlines()) if e["kind"] in kinds]
+
+
+def _make_spool(env: GkeysEnv) -> Path:
+    made = spool.ensure_spool(Layout(env.state), group="nogroup")
+    assert made is not None and made.stat().st_mode & 0o7777 == spool.SPOOL_MODE and made.stat().st_uid == 0
+    return made
+
+
+def test_the_eclass_leaves_each_verdict_for_root_which_verifies_it_again_and_audit_lists_it(env: GkeysEnv) -> None:
+    """The real eclass path (a build without userpriv runs as root, read-only, in the sandbox): ``addwrite`` of the
+    spool, one record; ``gkeys audit`` as root takes it in, verifies it again, lists it with its provenance, the
+    same facts in text and ``--json``."""
+    ebuild = installed_ebuild(env)
+    where = _make_spool(env)
+    path = ebuild.distfile("demo-1.0.tar.gz")
+    sig = ebuild.sign("alice", path.name)
+    run = ebuild.run(f'gkeys-verify_verify_detached "{path}" "{sig}"', environ={
+        "GKEYS_VERIFY_SPOOL": str(where), "CATEGORY": "app-misc", "PF": "demo-1.0", "PORTAGE_REPO_NAME": "gentoo"})
+    assert run.code == 0, run.err
+    assert f"ADDWRITE: {where}" in run.err
+    (record,) = [p for p in where.iterdir()]
+    assert not _entries(env, "file-accepted")  # the build wrote no journal: only its record
+    claim = json.loads(record.read_text())
+    assert (claim["file"], claim["verdict"], claim["atom"]) == (str(path), "accepted", "app-misc/demo-1.0::gentoo")
+
+    alice = env.keys.keys["alice"].fingerprint
+    doc = json.loads(env.run("--json", "audit", "--key", alice).out)
+    assert not list(where.iterdir())  # taken in
+    (artifact,) = doc["artifacts"]
+    (hit,) = artifact["accepted"]
+    assert (artifact["artifact"], artifact["subject"]) == ("signed file", str(path))
+    assert "reported by a build as root for app-misc/demo-1.0::gentoo, verified again by root" in hit["detail"]
+    assert "emerge -1 =app-misc/demo-1.0" in hit["next_step"]
+    (entry,) = _entries(env, "file-accepted")
+    assert entry["data"]["reported_by"]["user"] == "root" and entry["data"]["confirmed"] is True
+    text = env.run("audit", "--key", alice)
+    assert hit["detail"].split("verify -F")[1] in text.out and f"signed file {path}" in text.out, text.out
+
+
+def test_a_build_as_an_unprivileged_user_is_confirmed_by_root_or_journaled_unconfirmed(shared_env: GkeysEnv) -> None:
+    """``verify -F`` as ``nobody`` (the portage user's stand-in) writes a record into the 3770 spool and nothing
+    else; root confirms the file still there and journals the one gone as unconfirmed, both under the key."""
+    env = shared_env
+    where = _make_spool(env)
+    files = env.root / "distfiles"
+    files.mkdir(mode=0o755)
+    kept, gone = files / "foo-1.0.tar.gz", files / "bar-1.0.tar.gz"
+    for data in (kept, gone):
+        data.write_bytes(f"release {data.name}\n".encode())
+        (files / f"{data.name}.asc").write_bytes(env.keys.sign("releng", data))
+    assert env.run("verify", "-F", str(kept), "-C", "gentoo").code == 0  # warm-up as root (journaled by root)
+    before = len(_entries(env, "file-accepted"))
+    log = env.root / "child.log"
+    os.environ.update({**ATOM, spool.VARIABLE: str(where), journal.READ_ONLY_VARIABLE: "1"})
+    try:
+        for data in (kept, gone):
+            assert as_nobody(lambda d=data: gkeys_main(["-c", str(env.config), "verify", "-F", str(d), "-C",  # type: ignore[misc]
+                                                        "gentoo"]), log) == 0, log.read_text()
+    finally:
+        for name in (*ATOM, spool.VARIABLE, journal.READ_ONLY_VARIABLE):
+            os.environ.pop(name)
+    nobody = pwd.getpwnam("nobody").pw_uid
+    assert sorted(p.stat().st_uid for p in where.iterdir()) == [nobody, nobody]
+    gone.unlink()
+    result = env.run("--json", "journal", "ingest")
+    assert result.code == 0, result.text
+    done = json.loads(result.out)
+    assert (done["confirmed"], done["unconfirmed"], done["rejected"]) == ([str(kept)], [str(gone)], [])
+    (confirmed,) = _entries(env, "file-accepted")[before:]
+    assert confirmed["data"]["reported_by"]["user"] == "nobody"
+    (reported,) = _entries(env, "file-reported")
+    assert reported["data"]["confirmed"] is False and reported["data"]["why"] == "the file is gone"
+    releng = env.keys.keys["releng"].fingerprint
+    doc = json.loads(env.run("--json", "audit", "--key", releng).out)
+    kinds = {(a["artifact"], a["subject"]) for a in doc["artifacts"]}
+    assert {("signed file", str(kept)), ("signed file (reported by a build, unconfirmed)", str(gone))} <= kinds
+    text = env.run("audit", "--key", releng).out
+    assert f"signed file (reported by a build, unconfirmed) {gone}" in text
+    assert "reported by a build as nobody for app-misc/demo-1.0::gentoo; NOT confirmed: the file is gone" in text
+
+
+def test_forged_malformed_and_foreign_records_are_refused_removed_and_never_trusted(env: GkeysEnv,
+                                                                                    tmp_path: Path) -> None:
+    """Each entry that is not a record a build user wrote is named in a warning, journaled as refused, removed;
+    no acceptance comes of it and the command goes on."""
+    ebuild = installed_ebuild(env)
+    where = _make_spool(env)
+    path = ebuild.distfile("demo-1.0.tar.gz")
+    ebuild.sign("alice", path.name)
+    alice = env.keys.keys["alice"].fingerprint
+    good = {"version": 1, "time": 1.0, "atom": "", "verdict": "accepted", "file": str(path), "signature":
+            str(path) + ".asc", "message": False, "category": "gentoo-devs", "nick": "", "sha256": "0" * 64,
+            "size": 1, "signers": [alice], "code": ""}
+    target = tmp_path / "elsewhere.json"
+    target.write_text(json.dumps(good))
+    forged = {
+        "1-1-0000000a.json": json.dumps({**good, "file": "relative/path"}),
+        "1-1-0000000b.json": "{not json",
+        "1-1-0000000c.json": json.dumps({**good, "extra": 1}),
+        "1-1-0000000d.json": json.dumps(good) + " " * spool.MAX_RECORD,
+        "1-1-0000000f.json": json.dumps({**good, "category": "../x"}),
+        "not-a-record": "x",
+    }
+    for name, text in forged.items():
+        (where / name).write_text(text)
+    (where / "1-1-00000010.json").symlink_to(target)
+    (where / "1-1-00000011.json").write_text(json.dumps(good))
+    os.chown(where / "1-1-00000011.json", 54321, 54321)  # a user outside the spool's group
+    os.link(target, where / "1-1-00000012.json")  # a hard link to a file elsewhere
+    os.mkfifo(where / "1-1-00000013.json")
+    result = env.run("--json", "journal", "ingest")
+    assert result.code == 0, result.text
+    rejected = json.loads(result.out)["rejected"]
+    assert len(rejected) == 10, rejected
+    for name in [*forged, "1-1-00000010.json", "1-1-00000011.json", "1-1-00000012.json", "1-1-00000013.json"]:
+        assert f"{where / name}: refused" in result.err, (name, result.err)
+    assert not list(where.iterdir()) and target.exists()
+    assert not _entries(env, "file-accepted", "file-reported") and len(_entries(env, "spool-refused")) == 10
+
+
+def test_a_full_spool_takes_no_more_and_the_build_goes_on(shared_env: GkeysEnv, tmp_path: Path) -> None:
+    """A spool holding MAX_RECORDS names takes no more records: one warning, the verification still succeeds."""
+    env = shared_env
+    where = _make_spool(env)
+    for number in range(spool.MAX_RECORDS):
+        (where / f"{number}-1-00000000.json").write_text("{}")
+    files = env.root / "files"
+    files.mkdir(mode=0o755)
+    data = files / "foo-1.0.tar.gz"
+    data.write_bytes(b"release\n")
+    (files / "foo-1.0.tar.gz.asc").write_bytes(env.keys.sign("releng", data))
+    os.environ.update({spool.VARIABLE: str(where), journal.READ_ONLY_VARIABLE: "1"})
+    try:
+        result = env.run("verify", "-F", str(data), "-C", "gentoo")
+    finally:
+        os.environ.pop(spool.VARIABLE)
+        os.environ.pop(journal.READ_ONLY_VARIABLE)
+    assert result.code == 0 and "is full" in result.err, result.text
+    assert len(list(where.iterdir())) == spool.MAX_RECORDS
