@@ -262,4 +262,5 @@ def register_journal(sub: SubParsers) -> None:
                    description=journal.JOURNAL, epilog=journal.VERIFY_EPILOG)
     p.add_argument("command", choices=("verify", "ingest"),
                    help="verify: check every link, name the first broken one; ingest: take in (as root) what "
-                        "builds verified: each record in the spool verified again and journaled (docs/journal.md)")
+                        "builds verified: each record in the spool verified again and journaled "
+                        "(/usr/share/doc/gkeys-portage/journal.md)")
