@@ -258,7 +258,8 @@ def register_journal(sub: SubParsers) -> None:
     p.add_argument("--since", metavar="DATE", help="only acceptances from DATE (YYYY-MM-DD, UTC) on")
     p.add_argument("--recheck", action="store_true",
                    help="verify again, against today's keyrings, what is still on disk")
-    p = add_action(sub, "journal", journal.run_journal, summary="check the trust journal's hash chain end to end",
+    p = add_action(sub, "journal", journal.run_journal,
+                   summary="check the trust journal's hash chain, or take in what builds verified",
                    description=journal.JOURNAL, epilog=journal.VERIFY_EPILOG)
     p.add_argument("command", choices=("verify", "ingest"),
                    help="verify: check every link, name the first broken one; ingest: take in (as root) what "
