@@ -10,6 +10,8 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -78,3 +80,37 @@ def test_what_cannot_be_removed_is_named_with_its_command_never_raised(tmp_path:
     finally:
         subprocess.run(["chattr", "-i", str(stale / "sub" / "stuck")], check=False)
     assert len(left) == 1 and f"rm -rf --one-file-system {stale}" in left[0], left
+
+
+_MOUNTED = textwrap.dedent("""
+    import os, subprocess, sys
+    from pathlib import Path
+    from gkeys_portage.core.errors import UsageError
+    from gkeys_portage.verify.git import hold as holds
+    from gkeys_portage.verify.git.spawn import SpawnSettings
+    hold = holds.Hold(Path(sys.argv[1]), SpawnSettings())
+    (hold.tree / "distfiles").mkdir(parents=True)
+    subprocess.run(["mount", "-t", "tmpfs", "none", str(hold.tree / "distfiles")], check=True)
+    (hold.tree / "distfiles" / "d").mkdir()
+    os.chown(hold.tree / "distfiles" / "d", 4321, 4321)
+    try:
+        holds.take(hold)
+    except UsageError as exc:
+        assert "distfiles is a mount point inside the repository" in exc.message, exc.message
+    else:
+        raise AssertionError("the take walked into a mount point")
+    assert os.stat(hold.tree / "distfiles" / "d").st_uid == 4321
+    subprocess.run(["umount", str(hold.tree / "distfiles")], check=True)
+    print("ok")
+""")
+
+
+def test_the_take_never_crosses_a_mount_point(tmp_path: Path) -> None:
+    """A tmpfs mounted inside the staging tree (in a private mount namespace: ``unshare -m``) refuses the take,
+    and nothing on it changes owner."""
+    if not shutil.which("unshare") or subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode:
+        pytest.skip("needs root and unshare -m for a private mount namespace")
+    env = {**os.environ, "PYTHONPATH": str(Path(holds.__file__).parents[3])}
+    result = subprocess.run(["unshare", "-m", sys.executable, "-c", _MOUNTED, str(tmp_path / "hold")],
+                            capture_output=True, text=True, env=env, check=False, timeout=60)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
