@@ -73,6 +73,20 @@ def test_a_directory_swapped_for_a_link_after_lstat_is_never_entered(tmp_path: P
     assert not any("secret" in name for name in seen)
 
 
+def test_open_dir_never_opens_through_a_link(tmp_path: Path) -> None:
+    """``O_NOFOLLOW``: a link where a directory was is refused even when it leads to the very inode expected."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    with pytest.raises(NotADirectoryError):  # O_DIRECTORY | O_NOFOLLOW on a link
+        fdtree.open_dir(tmp_path / "link")
+    parent = fdtree.open_dir(tmp_path)
+    try:
+        with pytest.raises(NotADirectoryError):  # O_DIRECTORY | O_NOFOLLOW on a link
+            fdtree.open_dir("link", parent, expect=os.stat(tmp_path / "real"))
+    finally:
+        os.close(parent)
+
+
 def test_a_directory_replaced_by_another_directory_is_changed(tmp_path: Path) -> None:
     _tree(tmp_path / "t")
 

@@ -7,6 +7,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from rsync_helpers import deep_tree
 
 from gkeys_portage.core.fs import fdtree
 from gkeys_portage.verify.manifest import custody
@@ -24,6 +25,10 @@ def _staging(parent: Path, live: Path) -> Path:
     (staging / "cat" / "pkg" / "b.ebuild").write_text("EAPI=8\n")
     (staging / "Manifest").write_text("m\n")
     os.link(live, staging / "cat" / "pkg" / "shared.ebuild")  # what rsync --link-dest does
+    victim = parent / "victim"  # a third user's file outside the tree, which a link in it names
+    victim.write_text("v")
+    os.chown(victim, 4998, 4998)
+    (staging / "victim-link").symlink_to(victim)
     for path in [staging, *staging.rglob("*")]:
         os.chown(path, USER, USER, follow_symlinks=False)
     return staging
@@ -58,6 +63,7 @@ def test_the_takeover_makes_the_tree_roots_and_breaks_away_from_writers(tmp_path
                 assert stat.S_IMODE(st.st_mode) == 0o700
         assert (tree / "cat" / "pkg" / "b.ebuild").read_text() == "EAPI=8\n"  # the writer's inode left the tree
         assert live.stat().st_uid == 0  # shared with the live file: root's until handed over or given back
+        assert (tmp_path / "victim").stat().st_uid == 4998  # the link was made root's, never what it names
         custody.give_back(fd, taken)
         assert (live.stat().st_uid, live.stat().st_gid) == (USER, USER)
     finally:
@@ -91,6 +97,21 @@ def test_an_entry_of_another_owner_refuses_the_takeover(tmp_path: Path) -> None:
         with pytest.raises(custody.ForeignEntry, match="belongs to uid 4999"):
             custody.take_over(fd, parent, staging.name, frozenset({USER, 0}), custody.Taken())
         assert (holder / custody.TREE / "cat" / "pkg" / "a.ebuild").stat().st_uid == 4999  # never taken
+    finally:
+        os.close(fd)
+        os.close(parent)
+
+
+def test_a_tree_deeper_than_64_levels_is_refused_naming_the_path(tmp_path: Path) -> None:
+    """What a mirror may send is bounded (``shape.TREE_LIMITS``): the takeover refuses past 64 levels, naming the
+    path, before gemato or the shaping walks it."""
+    staging = tmp_path / ".gentoo.gkeys-1-x-gkstage"
+    deep_tree(staging / "lost+found", 70)
+    holder, fd = custody.open_holder(tmp_path, ".gentoo.gkeys-")
+    parent = fdtree.open_dir(tmp_path)
+    try:
+        with pytest.raises(custody.TreeTooLarge, match=r"lost\+found/d/d/.*deeper than 64 levels"):
+            custody.take_over(fd, parent, staging.name, frozenset({USER, 0}), custody.Taken())
     finally:
         os.close(fd)
         os.close(parent)
