@@ -12,6 +12,7 @@ FIRST_RUN = LIFE + "test_first_run_accepts_exactly_the_legitimate_commits_and_re
 RSYNC = "tests/test_rsync_portage.py::"
 JAV = "tests/test_journal_after_verdict.py::"
 SO = "tests/test_second_opinion.py::"
+DIE = "tests/test_children_die.py::"
 
 MUTATIONS: tuple[Mutation, ...] = (
     Mutation(330, "a signature inside a closed window needs no evidence", "gkeys_portage/verify/git/evidence.py",
@@ -236,7 +237,10 @@ MUTATIONS: tuple[Mutation, ...] = (
              "    setpriv = _setpriv()\n"
              "    return [setpriv, \"--pdeathsig\", \"KILL\", \"--\", *argv] if setpriv else list(argv)",
              "    return list(argv)",
-             ("tests/test_children_die.py::test_the_gpg_child_ends_when_gkeys_is_signalled_by_pid",)),
+             (DIE + "test_a_child_started_through_core_children_ends_when_its_parent_is_killed",)),
+    Mutation(380, "the prctl does not tie the child (where setpriv is missing)", "gkeys_portage/core/children.py",
+             "            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)", "            pass",
+             (DIE + "test_a_child_started_through_core_children_ends_when_its_parent_is_killed",)),
 )
 
 #: Rows 330-399 with no mutation yet, and why.
