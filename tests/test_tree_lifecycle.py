@@ -209,7 +209,9 @@ def test_a_stolen_retired_key_cannot_add_a_commit_on_top(env: GkeysEnv, lifecycl
                                                          tmp_path: Path) -> None:
     """Whoever holds rita's retired key signs a commit on top of the verified history: dated today it is after her
     retirement; backdated into her old window nothing above it shows it existed then.  Both are refused as
-    signer-retired, never unknown-signer, and her commits from before stay good."""
+    signer-retired, never unknown-signer, and her commits from before stay good.  A commit backdated below another
+    one accepted by hand is refused too (no evidence), and so is a file she signs dated in her old window (outside a
+    tree nothing shows its age)."""
     _setup(env, lifecycle)
     repo = _clone(lifecycle, tmp_path / "repo")
     for commit in lifecycle.compromised:
@@ -234,6 +236,13 @@ def test_a_stolen_retired_key_cannot_add_a_commit_on_top(env: GkeysEnv, lifecycl
     assert env.run("verify-tree", str(repo.path), "--accept", above, "--reason", "checked by hand").code == 1
     code, data = _verify(env, repo.path)
     assert code == 1 and [b["commit"] for b in data["bad"]] == [below], data["bad"]
+    # outside a tree nothing can show a signature's age: a file signed with rita's key dated in her old window
+    release = tmp_path / "release.tar"
+    release.write_bytes(b"a release\n")
+    signature = tmp_path / "release.tar.asc"
+    signature.write_bytes(lifecycle.keys.sign_bytes("rita", release.read_bytes(), tmp_path, when=past(385)))
+    refused = env.run("verify", "-F", str(release), "-s", str(signature), "-C", "devs")
+    assert refused.code == 1 and "nothing shows it was made before then" in refused.text, refused.text
 
 
 @pytest.mark.slow
