@@ -92,3 +92,38 @@ def test_the_gpg_child_ends_when_gkeys_is_signalled_by_pid(env: GkeysEnv, keys: 
     assert status == (130 if signum == signal.SIGINT else -signum), (status, err)
     if signum == signal.SIGINT:
         assert "interrupted" in err
+
+
+PARENT = """
+import subprocess, sys
+from gkeys_portage.core import children
+if sys.argv[1] == "setpriv":  # what every start site runs: setpriv --pdeathsig where it has it, else the prctl
+    child = subprocess.Popen(children.tied(["sleep", "60"]), preexec_fn=children.preexec_for())
+else:  # the prctl in the forked child, as where setpriv is missing
+    child = subprocess.Popen(["sleep", "60"], preexec_fn=children.preexec())
+print(child.pid, flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.parametrize("how", ["setpriv", "prctl"])
+def test_a_child_started_through_core_children_ends_when_its_parent_is_killed(how: str) -> None:
+    """The tie itself, in a second: a ``sleep`` started as gkeys starts its children ends once the process that
+    started it is killed by SIGKILL (nothing of that process runs after it: only the kernel ends the child)."""
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, how], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              env=dict(os.environ, PYTHONPATH=str(PROJECT)))
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    deadline = time.monotonic() + 30
+    while (_stat(child) or ("",))[0] != "sleep":  # past setpriv's prctl: it runs sleep now
+        assert _alive(child) and time.monotonic() < deadline, _stat(child)
+        time.sleep(0.01)
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + BOUND
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    left = _alive(child)
+    if left:
+        os.kill(child, signal.SIGKILL)
+    assert not left, f"the child outlived its parent by {BOUND:.0f}s ({how})"

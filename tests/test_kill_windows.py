@@ -4,12 +4,14 @@ kill_helpers), then the state is checked as a user would meet it."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 from conftest import GkeysEnv
-from kill_helpers import run_killed
+from kill_helpers import kill_group_during, run_killed
 from test_setup_portage import _serve_revoked, _webrsync_set_up, snapshot
 
 KILLED = -9
@@ -152,3 +154,15 @@ def test_scratch_of_a_killed_run_is_removed_by_the_next_at_once(env: GkeysEnv, t
     finally:
         engine.forget("gpg")
     assert not [p.name for p in scratch.iterdir() if p.name.startswith(prefix)]
+
+
+def test_a_kill_that_lands_on_an_ended_run_fails_the_test() -> None:
+    """A fault test proves its kill landed (SECURITY.md row 373): a run that ended before the kill (a fast machine,
+    a short run) fails the test instead of passing while it injected nothing; a running one is killed by SIGKILL."""
+    ended = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    ended.wait()
+    with pytest.raises(AssertionError, match="before the kill"):
+        kill_group_during(ended, 0.0, lambda: True)
+    running = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    kill_group_during(running, 0.0, lambda: True)
+    assert running.returncode == -9

@@ -252,3 +252,25 @@ def test_a_file_name_from_the_mirror_is_escaped_on_the_terminal_and_in_emerge_lo
     log = logs[0].read_text(errors="replace")
     assert "\\x1b]0;pwned" in log and "\x1b" not in log and "\x07" not in log and "\r" not in log, repr(log)
     assert not any("Manifest tree verified" in line and "in no Manifest" not in line for line in log.splitlines())
+
+
+def test_gemato_s_refusal_escapes_a_file_name_from_the_mirror(env: Any, tmp_path: Path) -> None:
+    """The refusal itself (``verify/manifest/tree.py`` ``_refusal``), not only the sync module's door around it,
+    names the stray file escaped: the message and gemato's words kept as detail go to the journal and to callers
+    that print without the sync module."""
+    from gkeys_portage.core.config import load_config
+    from gkeys_portage.core.errors import TreeMismatchError
+    from gkeys_portage.keys.context import Gkeys
+    from gkeys_portage.verify.manifest.purpose import purpose_keyring, repository_pins
+    from gkeys_portage.verify.manifest.tree import verify_tree
+
+    pinned = pin_repository_keys(env)
+    tree = make_tree(tmp_path / "hostile", pinned.keys, "infra")
+    (tree / "dev-test" / "pkg" / FORGED).write_text("stray\n")
+    ctx = Gkeys(load_config(pinned.config))
+    pins, _ = repository_pins(ctx, CATEGORY)
+    with pytest.raises(TreeMismatchError) as refused:
+        verify_tree(tree, purpose_keyring(ctx, CATEGORY, pins), pins)
+    assert "in no Manifest" in refused.value.message and "\\x1b]0;pwned\\x07" in refused.value.message
+    for text in (refused.value.message, refused.value.detail or ""):
+        assert not any(raw in text for raw in ("\x1b", "\x07", "\r", "\n")), repr(text)

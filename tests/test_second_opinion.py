@@ -528,6 +528,20 @@ def test_the_large_file_child_hashes_in_bounded_memory_whatever_the_number_of_pa
     assert max(own, children) < 64 * 1024, (own, children)  # KiB: the file is 96 MiB
 
 
+def test_identical_packets_are_checked_once_and_more_than_eight_distinct_ones_are_refused(tmp_path: Path) -> None:
+    """The large-file child (``sequoia_child.answer``) counts distinct packets: the same packet nine times is one
+    check (here of a packet that does not parse), nine distinct ones over one large file are refused, saying so,
+    before any child is started or the file is read."""
+    from gkeys_portage.openpgp import sequoia_child
+
+    request = {"data": str(tmp_path / "never-read"), "certs": [], "path": []}
+    refused = sequoia_child.answer({**request, "signatures": [f"packet{n}" for n in range(9)]})
+    assert refused == {"valid": [], "said": ["9 distinct signature packets over one large file; at most 8 are "
+                                             "checked: refused"]}
+    once = sequoia_child.answer({**request, "signatures": ["packet"] * 9})
+    assert not once["valid"] and len(once["said"]) == 1 and "distinct" not in once["said"][0], once
+
+
 def test_an_empty_keyring_export_is_never_kept(keys: KeyFactory, tmp_path: Path) -> None:
     """An export that answered nothing (gpg-sq rewriting its home at that moment) is not remembered for the
     process: the next check of the same unchanged keyring exports again and finds the key."""

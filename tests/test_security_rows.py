@@ -53,18 +53,28 @@ def _functions(path: str) -> frozenset[str] | None:
                      if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef))
 
 
-def test_every_row_cites_tests_that_exist() -> None:
-    """A reference that names no test (a renamed or never-written one) is a row nothing proves."""
+def _missing(rows: dict[int, list[str]]) -> list[str]:
+    """The references of ``rows`` that name no test (``row N: REF``)."""
     missing = []
-    rows = _rows()
-    assert len(rows) > 200, len(rows)
     for row, refs in rows.items():
         for ref in refs:
             path, _, name = ref.partition("::")
             functions = _functions(path)
             if functions is None or (name and name not in functions):
                 missing.append(f"row {row}: {ref}")
+    return missing
+
+
+def test_every_row_cites_tests_that_exist() -> None:
+    """A reference that names no test (a renamed or never-written one) is a row nothing proves."""
+    rows = _rows()
+    assert len(rows) > 200, len(rows)
+    missing = _missing(rows)
     assert not missing, missing
+    here = "tests/test_security_rows.py"
+    assert _missing({1: [f"{here}::test_renamed_away", "tests/test_never_written.py",
+                         f"{here}::test_every_row_cites_tests_that_exist", here]}) == [
+        f"row 1: {here}::test_renamed_away", "row 1: tests/test_never_written.py"]
 
 
 def test_bench_hardening_counts_a_reference_that_matches_nothing_as_not_covered() -> None:
@@ -98,3 +108,24 @@ def test_every_row_from_150_and_the_revocation_rule_has_a_mutation_or_a_reason()
 
 def test_ci_runs_the_mutations() -> None:
     assert "\npython3 tests/mutations/run.py\n" in (PROJECT / ".ci" / "run").read_text()
+
+
+def test_the_mutation_run_fails_a_mutation_a_cited_test_survives(tmp_path: Path) -> None:
+    """tests/mutations/run.py counts a mutation as caught only when every test it names failed: one a named test
+    passes under, or whose old text is gone, is not; the mutated file is put back."""
+    import run
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "guarded.py").write_text("LIMIT = 3\n")
+    (tmp_path / "tests" / "test_guarded.py").write_text(
+        "from pathlib import Path\n\n\ndef test_limit():\n"
+        "    assert (Path(__file__).parent.parent / 'guarded.py').read_text() == 'LIMIT = 3\\n'\n\n\n"
+        "def test_other():\n    pass\n")
+    limit, other = "tests/test_guarded.py::test_limit", "tests/test_guarded.py::test_other"
+    assert run.run_one(tmp_path, run.Mutation(0, "limit", "guarded.py", "LIMIT = 3", "LIMIT = 4", (limit,)))[0]
+    survived = run.run_one(tmp_path, run.Mutation(0, "limit", "guarded.py", "LIMIT = 3", "LIMIT = 4",
+                                                  (limit, other)))
+    assert survived[0] is False and f"passed with the protection removed: {other}" in survived[1], survived
+    stale = run.run_one(tmp_path, run.Mutation(0, "gone", "guarded.py", "LIMIT = 5", "LIMIT = 4", (limit,)))
+    assert stale[0] is False and "occurs 0 times" in stale[1], stale
+    assert (tmp_path / "guarded.py").read_text() == "LIMIT = 3\n"

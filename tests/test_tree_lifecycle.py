@@ -209,7 +209,9 @@ def test_a_stolen_retired_key_cannot_add_a_commit_on_top(env: GkeysEnv, lifecycl
                                                          tmp_path: Path) -> None:
     """Whoever holds rita's retired key signs a commit on top of the verified history: dated today it is after her
     retirement; backdated into her old window nothing above it shows it existed then.  Both are refused as
-    signer-retired, never unknown-signer, and her commits from before stay good."""
+    signer-retired, never unknown-signer, and her commits from before stay good.  A commit backdated below another
+    one accepted by hand is refused too (no evidence), and so is a file she signs dated in her old window (outside a
+    tree nothing shows its age)."""
     _setup(env, lifecycle)
     repo = _clone(lifecycle, tmp_path / "repo")
     for commit in lifecycle.compromised:
@@ -228,6 +230,19 @@ def test_a_stolen_retired_key_cannot_add_a_commit_on_top(env: GkeysEnv, lifecycl
         assert data["bad"][0]["commit"] == forged and words in data["bad"][0]["reason"], data["bad"][0]["reason"]
         assert signer != "rita" or "l2-dev" in data["bad"][0]["reason"]  # the certifier that retired the key
         repo.force(top)
+    # a backdated commit accepted by hand is no evidence for another one below it
+    below = repo.commit("rita", when=past(386), message="rita 386")
+    above = repo.commit("rita", when=past(385), message="rita 385")
+    assert env.run("verify-tree", str(repo.path), "--accept", above, "--reason", "checked by hand").code == 1
+    code, data = _verify(env, repo.path)
+    assert code == 1 and [b["commit"] for b in data["bad"]] == [below], data["bad"]
+    # outside a tree nothing can show a signature's age: a file signed with rita's key dated in her old window
+    release = tmp_path / "release.tar"
+    release.write_bytes(b"a release\n")
+    signature = tmp_path / "release.tar.asc"
+    signature.write_bytes(lifecycle.keys.sign_bytes("rita", release.read_bytes(), tmp_path, when=past(385)))
+    refused = env.run("verify", "-F", str(release), "-s", str(signature), "-C", "devs")
+    assert refused.code == 1 and "nothing shows it was made before then" in refused.text, refused.text
 
 
 @pytest.mark.slow
@@ -316,6 +331,12 @@ def test_seed_windows_round_trip_and_old_seeds_load_unchanged() -> None:
         broken["x"]["windows"] = {fpr: [bad]}
         with pytest.raises(Exception, match="windows"):
             parse_seeds(json.dumps(broken))
+    for windows, words in (({"B" * 40: with_window["x"]["windows"][fpr]}, "is not one of the seed's keys"),
+                           ({fpr: []}, "an empty list of windows authorizes nothing")):
+        broken = json.loads(plain)
+        broken["x"]["windows"] = windows
+        with pytest.raises(Exception, match=words):
+            parse_seeds(json.dumps(broken))
 
 
 def _good(commit: str, signed: int, closed: int = 0) -> CommitVerdict:
@@ -346,6 +367,12 @@ def test_evidence_is_a_trusted_descendant_dated_before_the_window_closed() -> No
     evidence.judge(Commit("s", b"", parents=["o"]), side)
     evidence.judge(Commit("c", b"", parents=["o"]), below)
     assert not merge.good and not below.good
+    # D itself backdated into the closed window (nothing above it): refused, so no evidence for C below it
+    evidence = Evidence()
+    forged, below = _good("d", 150, closed=200), _good("c", 100, closed=200)
+    evidence.judge(Commit("d", b"", parents=["c"]), forged)
+    evidence.judge(Commit("c", b"", parents=[]), below)
+    assert not forged.good and not below.good
     # the recorded revision, checked again for its age, was verified here before
     evidence = Evidence(recorded="c")
     below = _good("c", 100, closed=200)
