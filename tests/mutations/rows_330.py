@@ -174,8 +174,8 @@ MUTATIONS: tuple[Mutation, ...] = (
              "    journal_media(ctx, fetched.verification, target)",
              (JAV + "test_audit_never_lists_scratch_paths_and_counts_a_stage3_once",)),
     Mutation(355, "gkeys-fetch journals FILE.__download__", "gkeys_portage/portage/fetch.py",
-             "    journal_media(ctx, result, request.path.with_name(request.path.name.removesuffix(DOWNLOAD_SUFFIX)))",
-             "    journal_media(ctx, result, request.path)",
+             "    return request.path.with_name(request.path.name.removesuffix(DOWNLOAD_SUFFIX))",
+             "    return request.path",
              ("tests/test_fetch.py::test_good_stage3_is_verified_and_kept",)),
     Mutation(356, "a short write stays in the journal", "gkeys_portage/core/journal.py",
              "            with contextlib.suppress(OSError):\n                os.ftruncate(fd, size)\n"
