@@ -107,7 +107,9 @@ def test_every_row_from_150_and_the_revocation_rule_has_a_mutation_or_a_reason()
 
 
 def test_ci_runs_the_mutations() -> None:
-    assert "\npython3 tests/mutations/run.py\n" in (PROJECT / ".ci" / "run").read_text()
+    ci = (PROJECT / ".ci" / "run").read_text()
+    assert " exec python3 tests/mutations/run.py --jobs 1)" in ci
+    assert 'wait "$mutations" || mutation_status=$?' in ci and '[ "$mutation_status" -eq 0 ] ||' in ci
 
 
 def test_the_mutation_run_fails_a_mutation_a_cited_test_survives(tmp_path: Path) -> None:
