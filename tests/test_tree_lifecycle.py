@@ -243,6 +243,9 @@ def test_a_stolen_retired_key_cannot_add_a_commit_on_top(env: GkeysEnv, lifecycl
     signature.write_bytes(lifecycle.keys.sign_bytes("rita", release.read_bytes(), tmp_path, when=past(385)))
     refused = env.run("verify", "-F", str(release), "-s", str(signature), "-C", "devs")
     assert refused.code == 1 and "nothing shows it was made before then" in refused.text, refused.text
+    assert refused.text.rstrip().endswith("update-seed -C devs"), refused.text  # the way on, -c carried
+    as_json = env.run("verify", "-F", str(release), "-s", str(signature), "-C", "devs", "--json")
+    assert json.loads(as_json.out)["next_step"].endswith("update-seed -C devs"), as_json.out
 
 
 @pytest.mark.slow

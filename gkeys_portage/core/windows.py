@@ -13,7 +13,7 @@ that :func:`~gkeys_portage.openpgp.verdict.decide` judges, and is judged here:
 * a signature dated outside every window of its pin is refused (``signer-retired`` after a closed window,
   ``signer-not-authorized`` before the first one);
 * a signature dated inside a window that has since *closed* carries a date its signer chose: whoever holds
-  a retired key can still write any date.  :func:`closed_since` names the moment after which nothing the key
+  a retired key can still write any date.  :meth:`Window.closed_at` names the moment after which nothing the key
   signs is trusted by its own date; the caller then needs evidence the signed object existed before it
   (:mod:`gkeys_portage.verify.git.tree`: the record, or a later commit by a key authorized then), and a caller
   without such evidence refuses it (:attr:`~gkeys_portage.openpgp.verdict.VerifyPolicy.dated_by_evidence`).
@@ -93,17 +93,15 @@ def outside(windows: Sequence[Window], when: float, who: str) -> OutsideWindowEr
                               f"sign{since}")
 
 
-def closed_since(window: Window, now: float) -> int | None:
-    """When the authorization of a signature inside ``window`` ended, if it has by ``now``: a date after which
-    the signature's own date is no evidence (None: the window is open, the key still authorized)."""
-    return window.closed_at(now)
-
-
-def unproven(window: Window, when: float, who: str) -> SignerRetiredError:
+def unproven(window: Window, when: float, who: str, *, category: str = "") -> SignerRetiredError:
     """The refusal of a signature dated ``when`` inside ``window``, closed since, with no evidence it was made
-    before: its date is the signer's word, and whoever holds a retired key can write any date."""
+    before: its date is the signer's word, and whoever holds a retired key can write any date.  With
+    ``category`` (outside a tree, where no later commit can be evidence) it names the way on."""
     assert window.end is not None
+    way = (f"; ask for a signature by a key authorized now, or, if the authority has certified this key again, "
+           f"take that in: gkeys update-seed -C {category}") if category else ""
     return SignerRetiredError(
         f"signature by {who} is dated {stamp(when)}, inside its authorization that closed on {day(window.end)} "
         f"({_closing(window, 'closed')}), and nothing shows it was made before then: the date is the "
-        "signer's word (a backdated signature by a retired key?)")
+        f"signer's word (a backdated signature by a retired key?){way}",
+        next_step=f"gkeys update-seed -C {category}" if category else "")

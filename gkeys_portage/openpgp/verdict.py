@@ -30,7 +30,7 @@ from gkeys_portage.core.errors import (
 )
 from gkeys_portage.core.hashpolicy import WEAK_HASHES, weak_hash_refusal
 from gkeys_portage.core.types import Category, Fingerprint, Nick
-from gkeys_portage.core.windows import Window, closed_since, outside, unproven, window_at
+from gkeys_portage.core.windows import Window, outside, unproven, window_at
 from gkeys_portage.openpgp.colons import PublicKey, SubKey
 from gkeys_portage.openpgp.history.store import KeyHistory
 from gkeys_portage.openpgp.history.timerule import judge
@@ -251,9 +251,9 @@ def _authorized(pin: Pin, created: int, policy: VerifyPolicy) -> tuple[Window, i
     window = window_at(pin.windows, created)
     if window is None:
         raise outside(pin.windows, created, who)
-    closed = closed_since(window, policy.current_time())
+    closed = window.closed_at(policy.current_time())
     if closed is not None and not policy.dated_by_evidence:
-        raise unproven(window, created, who)
+        raise unproven(window, created, who, category=pin.category)
     return window, closed
 
 
