@@ -58,6 +58,8 @@ def describe(report: Report, result: MediaVerification) -> Report:
     """Add the facts of a verification: signers, digests per file and source, notes."""
     for line in _signed_lines(result.signed):
         report.good(line)
+    for aside in result.asides:  # a sibling not needed for the verdict, and how it was compared
+        report.info(aside)
     groups: dict[tuple[str, str], list[str]] = {}
     for check in result.checks:
         if check.outcome == "match":
