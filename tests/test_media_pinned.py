@@ -20,8 +20,8 @@ from media_helpers import STAGE3, install_release_key, make_media
 
 from gkeys_portage.demo.world import KeyFactory
 from gkeys_portage.openpgp import process as gpg_process
-from gkeys_portage.openpgp.gnupg import GnuPG
 from gkeys_portage.openpgp import signatures
+from gkeys_portage.openpgp.gnupg import GnuPG
 from gkeys_portage.openpgp.process import OpenFile
 from gkeys_portage.verify.media import fanout
 
