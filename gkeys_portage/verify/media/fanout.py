@@ -1,14 +1,10 @@
-"""Hash a big file fast, in parallel with gpg reading it.
+"""Hash a big file fast: one read, every digest in a thread of its own.
 
-Two ways, one per situation:
-
-* :func:`hash_held`: the file is held still (:mod:`gkeys_portage.verify.media.pinned`) and gpg reads it
-  itself; the digests are computed in as many threads as leave gpg a CPU of its own, each reading the
-  open descriptor with ``pread`` into one reused buffer (no allocation, no queue: the page cache
-  serves the second read), so the digests and gpg run on every core at once;
-* :func:`read_once`: the file cannot be held; one read feeds every consumer (a hashlib object, or gpg
+* :func:`read_once` / :func:`hash_states`: one read feeds every consumer (a hashlib object, or gpg
   verifying a detached signature through a pipe), each in its own thread with a small bounded queue
-  of chunks.
+  of chunks: the one read of a file a signed statement lists (:mod:`gkeys_portage.verify.media.passes`);
+* :func:`hash_held`: digests of a held descriptor, each thread reading it with ``pread`` into one reused
+  buffer (the journal's digest of a lone ``.asc``'s file when Sequoia's pass did not hash it).
 
 Memory stays flat whatever the file size (one buffer per hashing thread; at most ``QUEUE_DEPTH`` chunks in
 flight per consumer).  hashlib releases the GIL while hashing and gpg runs in its own process, so the

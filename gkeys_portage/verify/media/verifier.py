@@ -32,10 +32,11 @@ result names it (:data:`NAME_RULES`):
 Only signed text names a file: an unsigned ``.DIGESTS`` or ``.sha256`` names nothing; when nothing else does,
 the refusal says which statement is unsigned or missing and what to do.
 
-gpg reads the big file itself, started first, while the signed statements are verified and then the digests
-are computed (:func:`~gkeys_portage.verify.media.fanout.hash_held`) from a second read of the same open file,
-held still by a read lease (:mod:`gkeys_portage.verify.media.pinned`); where it cannot be held, the detached
-signature check and every digest are fed from one read (:mod:`gkeys_portage.verify.media.fanout`).
+The file is read as few times as the verdict needs (:mod:`gkeys_portage.verify.media.passes`): once when a
+signed statement lists it (every digest from that read; an ``.asc`` beside it is not needed, and is only
+compared on its digest prefix, :mod:`gkeys_portage.verify.media.prefix`), twice side by side for a lone
+``.asc`` (gpg's read and Sequoia's, which also gives the journal its digest), held still by a read lease
+(:mod:`gkeys_portage.verify.media.pinned`).
 """
 
 from __future__ import annotations
@@ -295,10 +296,10 @@ class MediaVerifier:
     def verify(self, path: Path, progress: Progress | None = None) -> MediaVerification:
         """Verify ``path`` against every sibling found; raise the precise error on any failure.
 
-        With a detached signature and the file held still (:mod:`gkeys_portage.verify.media.pinned`), gpg's
-        pass over the file starts first, in its own thread; the signed statements are verified while it
-        runs, then every digest is computed beside it from a second read of the same descriptor.
-        Otherwise the statements come first and one read feeds gpg (through a pipe) and the digests.
+        With a signed-looking statement (:func:`_signed_looking`) the statements are verified (both engines)
+        and the file is read once for their digests (:func:`~gkeys_portage.verify.media.passes.listed_pass`);
+        an ``.asc`` beside them must agree on its digest prefix.  Otherwise the ``.asc`` is checked by gpg and
+        Sequoia reading the held file side by side (:func:`~gkeys_portage.verify.media.passes.asc_pass`).
         """
         if not path.is_file():
             raise BadInputError(f"{path}: no such file")
