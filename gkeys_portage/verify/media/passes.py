@@ -65,9 +65,9 @@ def asc_agrees(name: str, signature: bytes, states: dict[str, Any], listed_by: s
         raise exc.reworded(f"{source}: {exc.message}") from exc
     if bad:
         raise AscDisagreesError(
-            f"{source}: BAD signature: its {bad[0]} digest does not match {name} (the .asc signs other bytes, "
-            f"although {listed_by} lists {name}); next: fetch {source} again from the release directory, or "
-            f"remove it to rely on {listed_by} alone")
+            f"{source}: BAD signature: its {bad[0]} digest does not match {name} (the .asc signs other bytes); "
+            f"next: fetch {name} and its siblings again from the release directory (a stale {source} alone may "
+            f"be removed: {listed_by} binds {name})")
     said = [f"{source}: not verified, not needed: {listed_by} (verified by both engines) lists {name} with a "
             f"matching digest; its digest prefix matches {name} (no signature check)"]
     if why:
