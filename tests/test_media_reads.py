@@ -138,7 +138,7 @@ def test_a_sibling_that_disagrees_still_refuses(menv, keys: KeyFactory, tmp_path
     assert not journal.exists() or '"media-accepted"' not in journal.read_text()
 
 
-def test_an_asc_whose_prefix_cannot_be_compared_is_said(menv, keys: KeyFactory, tmp_path: Path) -> None:
+def test_an_asc_that_is_no_signature_beside_a_listing_statement_refuses(menv, keys: KeyFactory, tmp_path: Path) -> None:
     """An .asc that is no signature at all beside a listing DIGESTS is refused, naming the .asc."""
     media = make_media(keys, tmp_path / "m", data=DATA)
     (media.folder / (STAGE3 + ".asc")).write_bytes(b"-----BEGIN PGP SIGNATURE-----\n\nAAAA\n"
