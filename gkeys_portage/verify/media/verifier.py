@@ -6,7 +6,8 @@ Siblings (design.md §5, ``verify-media``):
   signature over an unsigned ``.DIGESTS``), ``<file>.sha256`` (clearsigned);
 * ``<file>.CONTENTS`` / ``<file>.CONTENTS.gz``: checked against their DIGESTS entries when present.
 
-Every sibling found is checked and must pass; at least one signed statement is required.  Only the text gpg
+Every sibling found is checked and must pass (an ``.asc`` beside a statement listing the file: on its digest prefix
+only, :mod:`gkeys_portage.verify.media.prefix`); at least one signed statement is required.  Only the text gpg
 says was signed is parsed.
 
 One strong digest per signed statement binds the file (:func:`to_check`): the first of :data:`PREFERRED` that
