@@ -17,7 +17,11 @@ the load-independent measure.  The peak RSS of the gkeys process is reported too
 < 100 MiB on a 2 GiB file; it does not grow with size).  A breakdown of what each part costs (Python
 start-up, gkeys' imports, each digest over the file) closes the report.
 
-Usage: python3 bench/media.py [--size-mib 512] [--rounds 5] [--cold] [--gkeys-only] [--gpg PATH]
+With a signed statement listing the file, gkeys reads it once (the digests of the statements; the .asc is
+compared on its digest prefix, not verified); ``--lone-asc`` serves only the ``.asc`` (gkeys run with
+``--allow-unnamed``): then gpg and Sequoia read it side by side, Sequoia's read hashing the journal's digest.
+
+Usage: python3 bench/media.py [--size-mib 512] [--rounds 5] [--cold] [--gkeys-only] [--gpg PATH] [--lone-asc]
   --gpg:    the OpenPGP engine of gkeys ($GKEYS_GPG) and of the handbook's gpg commands alike (the key is
             made, signs and is imported into gkeys' keyring with gpg from PATH).
   --rounds: alternate gkeys and the baselines this many times; medians and ranges are printed.
@@ -25,6 +29,8 @@ Usage: python3 bench/media.py [--size-mib 512] [--rounds 5] [--cold] [--gkeys-on
             (``posix_fadvise(POSIX_FADV_DONTNEED)``: the file is read from disk, while the cache of other
             processes on a shared machine stays untouched, unlike ``echo 3 > /proc/sys/vm/drop_caches``).
   --gkeys-only: time and RSS of gkeys alone (e.g. for a 2 GiB RSS check).
+  --lone-asc: only FILE.asc beside the file (no statements; the handbook's commands are then gpg's pass).
+  --no-tools: skip timing sha512sum, b2sum and sha256sum alone each round.
   --compare-with DIR: also time the gkeys of another source tree (e.g. an older commit unpacked by
               ``git archive``) in the same alternating rounds.
 """
@@ -128,17 +134,20 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--compare-with", type=Path, help="another gkeys source tree to time alongside")
     parser.add_argument("--cold", action="store_true", help="evict the file from the page cache before every command")
+    parser.add_argument("--lone-asc", action="store_true", help="only FILE.asc beside the file")
+    parser.add_argument("--no-tools", action="store_true", help="do not time sha512sum, b2sum, sha256sum alone")
     add_option(parser)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="gkeys-bench-media-", dir="/var/tmp" if args.cold else None))
     try:
-        return bench(work, args.size_mib, args.gkeys_only, args.rounds, args.cold, args.compare_with, args.gpg)
+        return bench(work, args.size_mib, args.gkeys_only, args.rounds, args.cold, args.compare_with, args.gpg,
+                     lone_asc=args.lone_asc, tools=not args.no_tools)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 def bench(work: Path, size_mib: int, gkeys_only: bool, rounds: int = 1, cold: bool = False,
-          other: Path | None = None, engine: str | None = None) -> int:
+          other: Path | None = None, engine: str | None = None, *, lone_asc: bool = False, tools: bool = True) -> int:
     media = work / "media"
     media.mkdir()
     target = media / NAME
@@ -148,9 +157,10 @@ def bench(work: Path, size_mib: int, gkeys_only: bool, rounds: int = 1, cold: bo
     releng = keys.create("releng")
     digests = (f"# BLAKE2B HASH\n{sums['blake2b']}  {NAME}\n# SHA512 HASH\n{sums['sha512']}  {NAME}\n").encode()
     (media / f"{NAME}.asc").write_bytes(keys.sign("releng", target))
-    (media / f"{NAME}.DIGESTS").write_bytes(keys.sign_bytes("releng", digests, work, clearsign=True))
-    (media / f"{NAME}.sha256").write_bytes(
-        keys.sign_bytes("releng", f"# SHA256 HASH\n{sums['sha256']}  {NAME}\n".encode(), work, clearsign=True))
+    if not lone_asc:
+        (media / f"{NAME}.DIGESTS").write_bytes(keys.sign_bytes("releng", digests, work, clearsign=True))
+        (media / f"{NAME}.sha256").write_bytes(
+            keys.sign_bytes("releng", f"# SHA256 HASH\n{sums['sha256']}  {NAME}\n".encode(), work, clearsign=True))
     for algo, tool in (("sha512", "sha512sum"), ("blake2b", "b2sum"), ("sha256", "sha256sum")):
         (work / f"check.{tool}").write_text(f"{sums[algo]}  {NAME}\n")
     public = keys.public("releng")
@@ -179,7 +189,8 @@ def bench(work: Path, size_mib: int, gkeys_only: bool, rounds: int = 1, cold: bo
 
     subprocess.run(["cat", str(target)], stdout=subprocess.DEVNULL, check=True)  # page cache warm for all
 
-    gkeys = [sys.executable, "-m", "gkeys_portage.cli.main", "-c", str(config), "-q", "verify-media", str(target)]
+    gkeys = [sys.executable, "-m", "gkeys_portage.cli.main", "-c", str(config), "-q", "verify-media",
+             *(["--allow-unnamed"] if lone_asc else []), str(target)]
     compiled = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     compiled["PYTHONPYCACHEPREFIX"] = str(work / "pycache")  # byte-compiled, as installed; the tree stays clean
     child_env = dict(compiled, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
@@ -192,6 +203,8 @@ def bench(work: Path, size_mib: int, gkeys_only: bool, rounds: int = 1, cold: bo
 
     def handbook() -> float:
         cpu = run([*gpg, f"{NAME}.asc", NAME], env, media)  # --batch does not guess the data file; name it
+        if lone_asc:
+            return cpu
         for suffix in (".DIGESTS", ".sha256"):
             cpu += run([*gpg, f"{NAME}{suffix}"], env, media)
         for tool in ("sha512sum", "b2sum", "sha256sum"):
@@ -213,7 +226,7 @@ def bench(work: Path, size_mib: int, gkeys_only: bool, rounds: int = 1, cold: bo
     }
     if other is not None:
         commands[f"gkeys of {other.name}"] = lambda: ours(other)
-    for tool in ("sha512sum", "b2sum", "sha256sum"):
+    for tool in ("sha512sum", "b2sum", "sha256sum") if tools else ():
         commands[f"{tool} alone"] = lambda t=tool: run([t, str(target)], env, media)  # type: ignore[misc]
     results: dict[str, list[float]] = {label: [] for label in commands}
     cpus: dict[str, list[float]] = {label: [] for label in commands}

@@ -29,6 +29,7 @@ FOREIGN = frozenset({"--status-fd", "--list-config", "--verify", "--list-sigs", 
                      "--decrypt", "--import-options", "--trust-model", "--lock-never", "--export-filter",  # gpg
                      "--pinentry-mode", "--show-keys", "--faked-system-time",  # gpg (docs/engines.md)
                      "--rounds", "--cold", "--compare-with", "--algo", "--gpg",  # bench/*.py (scripts, not gkeys)
+                     "--lone-asc", "--no-tools",  # bench/media.py
                      "--topo-order",  # git rev-list
                      "--link-dest", "--itemize-changes", "--checksum"})  # rsync
 OPTION = re.compile(r"^--?[A-Za-z][A-Za-z0-9-]*")

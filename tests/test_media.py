@@ -24,16 +24,20 @@ def test_all_siblings_verify_and_name_signer_and_digests(menv, keys: KeyFactory,
     result = menv.run("verify-media", str(media.path))
     assert result.code == 0, result.text
     fpr = keys.keys["releng"].fingerprint
-    # one key signing three siblings is said once (issue 15 item 5: no line printed three times)
-    assert f"{STAGE3}.DIGESTS, {STAGE3}.sha256, {STAGE3}.asc: good signature by gentoo/releng ({fpr})" in result.out
+    # one key signing two siblings is said once (issue 15 item 5: no line printed twice); the .asc is not needed
+    # beside the statements that list the file (issue 44 item 3): compared on its digest prefix, not verified
+    assert f"{STAGE3}.DIGESTS, {STAGE3}.sha256: good signature by gentoo/releng ({fpr})" in result.out
     assert result.out.count("good signature by") == 1
+    assert f"{STAGE3}.asc: not verified, not needed: {STAGE3}.DIGESTS, {STAGE3}.sha256 (verified by both " \
+           f"engines) lists {STAGE3} with a matching digest; its digest prefix matches" in result.out
     assert f"{STAGE3}: SHA512 match {STAGE3}.DIGESTS" in result.out  # one strong digest per statement
     assert f"{STAGE3}: SHA256 match {STAGE3}.sha256" in result.out
     assert f"{STAGE3}.CONTENTS.gz: SHA512 match {STAGE3}.DIGESTS" in result.out
 
     doc = json.loads(menv.run("--json", "verify-media", str(media.path)).out)
     assert doc["verified"] is True and doc["category"] == "gentoo"
-    assert {s["source"] for s in doc["signatures"]} == {STAGE3 + ".asc", STAGE3 + ".DIGESTS", STAGE3 + ".sha256"}
+    assert {s["source"] for s in doc["signatures"]} == {STAGE3 + ".DIGESTS", STAGE3 + ".sha256"}
+    assert [line.split(":")[0] for line in doc["not_needed"]] == [STAGE3 + ".asc"]
     assert all(s["fingerprint"] == fpr and s["nick"] == "releng" for s in doc["signatures"])
     assert {(d["file"], d["algorithm"]) for d in doc["digests"]} >= {(STAGE3, "SHA512"), (STAGE3, "SHA256"),
                                                                       (STAGE3 + ".CONTENTS.gz", "BLAKE2B")}

@@ -53,7 +53,8 @@ def test_fetch_url_json_and_verify_url(menv, keys: KeyFactory, tmp_path: Path) -
     assert doc["verified"] is True and str(tmp_path / "d" / STAGE3) in doc["installed"]
     result = menv.run("verify-media", url)
     assert result.code == 0, result.text
-    assert f"{STAGE3}.sha256, {STAGE3}.asc: good signature by gentoo/releng" in result.out
+    assert f"{STAGE3}.DIGESTS, {STAGE3}.sha256: good signature by gentoo/releng" in result.out
+    assert f"{STAGE3}.asc: not verified, not needed" in result.out
     assert not [p for p in _quarantine(menv).iterdir() if p.name.startswith("verify-")]  # private folder gone
 
 

@@ -1,9 +1,10 @@
-"""verify-media reads a big file twice (gpg itself, and the digests beside it): both reads must see the
-same bytes, or the file is "not verified" (issue 18 goal 1).
+"""verify-media reads a file only a detached ``.asc`` signs twice, side by side: gpg itself, and Sequoia's pass
+(fed by gkeys, which hashes the journal's digest on the way).  Both reads must see the same bytes, or the file
+is "not verified" (issue 18 goal 1).  With a signed statement listing the file there is one read (issue 44
+item 3), so no two reads can be shown different bytes: the mixed release below is refused by its digests.
 
-The attack: the ``.asc`` signs an older build X, the signed ``.DIGESTS``/``.sha256`` list the new build
-Y under the same name.  A file showing X to gpg and Y to the digests would pass two independent reads.
-The hooks below make the second read happen only after gpg has finished and the file was changed.
+The attack on two reads: gpg is shown a genuine old build X, the second read another file.  The hooks below
+make the second read happen only after gpg has finished and the file was changed.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from media_helpers import STAGE3, install_release_key, make_media
 
 from gkeys_portage.demo.world import KeyFactory
 from gkeys_portage.openpgp import process as gpg_process
+from gkeys_portage.openpgp import signatures
 from gkeys_portage.openpgp.gnupg import GnuPG
 from gkeys_portage.openpgp.process import OpenFile
 from gkeys_portage.verify.media import fanout
@@ -32,6 +34,11 @@ def menv(env):  # type: ignore[no-untyped-def]
     """A gkeys root whose category gentoo pins (and holds) the releng key."""
     install_release_key(env)
     return env
+
+
+def _asc_release(keys: KeyFactory, folder: Path) -> Path:
+    """STAGE3 holding OLD with its .asc over OLD, nothing else (verified with --allow-unnamed): two reads."""
+    return make_media(keys, folder, data=OLD, siblings=(".asc",)).path
 
 
 def _mixed_release(keys: KeyFactory, folder: Path) -> Path:
@@ -50,14 +57,22 @@ class Hook:
         self.changed = threading.Event()
         self.gpg_data: list[object] = []
         original_verify, original_feed, original_pread = GnuPG.verify_detached, fanout._feed, fanout._pread_into
+        original_run, original_tee = GnuPG.run, signatures._hash_into
 
         def verify(gpg: GnuPG, signature: bytes, data: object) -> object:
-            report = original_verify(gpg, signature, data)  # type: ignore[arg-type]
             self.gpg_data.append(data)
-            if isinstance(data, OpenFile):  # two reads: change the file between them
+            return original_verify(gpg, signature, data)  # type: ignore[arg-type]
+
+        def run(gpg: GnuPG, args: list[str], *rest: object, **options: object) -> object:
+            result = original_run(gpg, args, *rest, **options)  # type: ignore[arg-type]
+            if "--verify" in args and options.get("pass_fds"):  # gpg read the held file: change it now
                 change()
                 self.changed.set()
-            return report
+            return result
+
+        def tee(*args: object) -> None:
+            self.changed.wait(30)
+            original_tee(*args)  # type: ignore[arg-type]
 
         def feed(*args: object) -> None:
             self.changed.wait(30)
@@ -68,6 +83,8 @@ class Hook:
             return original_pread(fd, buffer, offset)
 
         monkeypatch.setattr(GnuPG, "verify_detached", verify)
+        monkeypatch.setattr(GnuPG, "run", run)
+        monkeypatch.setattr(signatures, "_hash_into", tee)
         monkeypatch.setattr(fanout, "_feed", feed)
         monkeypatch.setattr(fanout, "_pread_into", pread)
 
@@ -97,11 +114,11 @@ def _rewrite_in_place(path: Path, writers: list[threading.Thread], blocked: list
 
 def test_file_rewritten_in_place_between_the_two_reads_is_refused(menv, keys: KeyFactory, tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    path = _mixed_release(keys, tmp_path / "m")
+    path = _asc_release(keys, tmp_path / "m")
     writers: list[threading.Thread] = []
     blocked: list[bool] = []
     hook = Hook(monkeypatch, _rewrite_in_place(path, writers, blocked))
-    result = menv.run("verify-media", str(path))
+    result = menv.run("verify-media", "--allow-unnamed", str(path))
     for writer in writers:
         writer.join(60)
     assert any(isinstance(d, OpenFile) for d in hook.gpg_data), "gpg did not read the file itself"
@@ -115,11 +132,11 @@ def test_file_rewritten_in_place_between_the_two_reads_is_refused(menv, keys: Ke
 
 def test_file_swapped_by_rename_between_the_two_reads_is_refused(menv, keys: KeyFactory, tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    path = _mixed_release(keys, tmp_path / "m")
+    path = _asc_release(keys, tmp_path / "m")
     other = tmp_path / "new-build"
     other.write_bytes(NEW)
     hook = Hook(monkeypatch, lambda: os.replace(other, path))
-    result = menv.run("verify-media", str(path))
+    result = menv.run("verify-media", "--allow-unnamed", str(path))
     assert any(isinstance(d, OpenFile) for d in hook.gpg_data), "gpg did not read the file itself"
     assert result.code == 1, result.text
     assert f"{STAGE3} was opened for writing or replaced while it was verified; not verified" in result.err
@@ -127,22 +144,27 @@ def test_file_swapped_by_rename_between_the_two_reads_is_refused(menv, keys: Key
 
 def test_unchanged_file_verifies_with_gpg_reading_it_itself(menv, keys: KeyFactory, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    media = make_media(keys, tmp_path / "m")
+    path = _asc_release(keys, tmp_path / "m")
     hook = Hook(monkeypatch, lambda: None)
-    result = menv.run("verify-media", str(media.path))
+    result = menv.run("verify-media", "--allow-unnamed", str(path))
     assert result.code == 0, result.text
     assert any(isinstance(d, OpenFile) for d in hook.gpg_data)
+    media = make_media(keys, tmp_path / "listed")  # a signed DIGESTS lists it: one read, gpg never reads it
+    hook.gpg_data.clear()
+    result = menv.run("verify-media", str(media.path))
+    assert result.code == 0, result.text
+    assert hook.gpg_data == []
 
 
 def test_file_open_for_writing_falls_back_to_one_read(menv, keys: KeyFactory, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """No lease while someone holds the file open for writing (a download still running, a writable
     mmap): gpg is fed through a pipe from the one read that the digests see."""
-    media = make_media(keys, tmp_path / "m")
+    path = _asc_release(keys, tmp_path / "m")
     hook = Hook(monkeypatch, lambda: None)
     hook.changed.set()
-    with open(media.path, "r+b"):
-        result = menv.run("verify-media", str(media.path))
+    with open(path, "r+b"):
+        result = menv.run("verify-media", "--allow-unnamed", str(path))
     assert result.code == 0, result.text
     assert hook.gpg_data and not any(isinstance(d, OpenFile) for d in hook.gpg_data)
     mixed = _mixed_release(keys, tmp_path / "x")
@@ -154,42 +176,30 @@ def test_file_open_for_writing_falls_back_to_one_read(menv, keys: KeyFactory, tm
 def test_without_dev_fd_gpg_is_fed_through_a_pipe(menv, keys: KeyFactory, tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """A chroot without /proc has no /dev/fd: gpg could not open the descriptor, so one read feeds it."""
-    media = make_media(keys, tmp_path / "m")
+    path = _asc_release(keys, tmp_path / "m")
     hook = Hook(monkeypatch, lambda: None)
     hook.changed.set()
     monkeypatch.setattr(gpg_process, "FD_DIR", str(tmp_path / "no-dev-fd"))
-    result = menv.run("verify-media", str(media.path))
+    result = menv.run("verify-media", "--allow-unnamed", str(path))
     assert result.code == 0, result.text
     assert hook.gpg_data and not any(isinstance(d, OpenFile) for d in hook.gpg_data)
 
 
-def test_gpg_pass_starts_first_and_a_swap_while_the_statements_are_checked_is_refused(
-        menv, keys: KeyFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """gpg's pass over the held file starts before the signed statements are verified (they run beside it);
-    a new build renamed over the name meanwhile (the statements list it, the .asc signs the old one) is
-    refused, whatever the digests' read saw."""
-    path = _mixed_release(keys, tmp_path / "m")
+def test_a_swap_during_the_one_read_is_refused(menv, keys: KeyFactory, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A signed statement lists the file: one read.  A new build renamed over the name while it is read (the
+    read goes on in the old file) is refused: the verdict would name a file the name no longer shows."""
+    media = make_media(keys, tmp_path / "m")
     other = tmp_path / "new-build"
-    other.write_bytes(NEW)
-    running = threading.Event()
-    seen: list[bool] = []
-    original_detached, original_clearsigned = GnuPG.verify_detached, GnuPG.verify_clearsigned
+    other.write_bytes(media.data)
+    original_feed = fanout._feed
 
-    def detached(gpg: GnuPG, signature: bytes, data: object) -> object:
-        if isinstance(data, OpenFile):
-            running.set()
-        return original_detached(gpg, signature, data)  # type: ignore[arg-type]
+    def feed(*args: object) -> None:
+        os.replace(other, media.path)
+        original_feed(*args)  # type: ignore[arg-type]
 
-    def clearsigned(gpg: GnuPG, message: bytes) -> object:
-        seen.append(running.wait(10))  # gpg's pass is already under way
-        if other.exists():
-            os.replace(other, path)
-        return original_clearsigned(gpg, message)
-
-    monkeypatch.setattr(GnuPG, "verify_detached", detached)
-    monkeypatch.setattr(GnuPG, "verify_clearsigned", clearsigned)
-    result = menv.run("verify-media", str(path))
-    assert seen and all(seen), "the statements were verified before gpg's pass over the file started"
+    monkeypatch.setattr(fanout, "_feed", feed)
+    result = menv.run("verify-media", str(media.path))
     assert result.code == 1, result.text
     assert f"{STAGE3} was opened for writing or replaced while it was verified; not verified" in result.err
     assert "Traceback" not in result.err

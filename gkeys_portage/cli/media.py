@@ -58,6 +58,8 @@ def describe(report: Report, result: MediaVerification) -> Report:
     """Add the facts of a verification: signers, digests per file and source, notes."""
     for line in _signed_lines(result.signed):
         report.good(line)
+    for aside in result.asides:  # a sibling not needed for the verdict, and how it was compared
+        report.info(aside)
     groups: dict[tuple[str, str], list[str]] = {}
     for check in result.checks:
         if check.outcome == "match":
@@ -162,7 +164,7 @@ private quarantine folder and deleted afterwards) against every signed sibling f
   FILE.sha256       clearsigned SHA256
   FILE.CONTENTS.gz / FILE.CONTENTS   checked against their DIGESTS entries when present
 
-Every sibling found must verify; at least one signed sibling is required.  The file must be bound
+Every sibling found must verify or agree; at least one signed sibling is required.  The file must be bound
 to its name by signed text that names it: a signed .DIGESTS/.sha256 lists it (rule "listed"), or
 (fetch-media --latest) the signed latest-*.txt entry it was chosen from names it with its size
 (rule "listed-in-latest").  A detached FILE.asc names no file, and an unsigned .DIGESTS names
@@ -174,9 +176,11 @@ from keys pinned by the seeds of the category (default: [media] category, else g
 text gpg says was signed is parsed.  Each signed statement is checked on one strong digest: SHA512
 (what the handbook's sha512sum -c checks), else BLAKE2B, else SHA256; its other digests are not
 computed ([media] all-digests = yes checks every listed one, reporting those this Python lacks, e.g.
-WHIRLPOOL, as skipped).  Weak digests (MD5, SHA1) never count.  gpg reads the file itself while the
-digests are computed from a second read of the same descriptor, held still by a read lease (a file
-changed meanwhile is refused); without a lease one read feeds both."""
+WHIRLPOOL, as skipped).  Weak digests (MD5, SHA1) never count.  When a signed statement lists the
+file, it is read once, every digest computed from that read; an .asc beside it is not needed and not
+verified, but one that signs other bytes (its digest prefix, from the same read) is refused.  Only an
+.asc: gpg and Sequoia read the file side by side, held still by a read lease (a file changed
+meanwhile is refused); without a lease one read feeds gpg and the digest."""
 
 VERIFY_EPILOG = """\
 examples:

@@ -27,7 +27,7 @@ import shutil
 import subprocess
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from queue import Empty, Queue
@@ -77,12 +77,26 @@ OUTPUT_SLACK = 64 * 1024
 FD_DIR = "/dev/fd"
 
 
+@dataclass
+class Tee:
+    """Hash states (hashlib name -> hashlib object) fed with every byte of the file that Sequoia's pass reads,
+    by the reader that fills Sequoia's pipe (:meth:`~gkeys_portage.openpgp.signatures.Signatures.verify_detached`):
+    the caller's digest comes from that pass instead of a pass of its own.  ``done`` is the bytes hashed so far;
+    ``complete`` is set once the whole file went through (else the caller hashes it itself)."""
+
+    states: dict[str, Any]
+    done: int = 0
+    complete: bool = False
+
+
 @dataclass(frozen=True)
 class OpenFile:
     """A file the caller holds open for reading: gpg reads it itself, through ``/dev/fd/N`` of that
-    very descriptor (the same inode, whatever its name points at by then), not through a pipe."""
+    very descriptor (the same inode, whatever its name points at by then), not through a pipe.  With a
+    :class:`Tee`, the bytes Sequoia's pass reads are hashed into it on the way."""
 
     fd: int
+    tee: Tee | None = field(default=None, compare=False)
 
     @property
     def path(self) -> str:

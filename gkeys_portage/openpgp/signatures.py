@@ -34,6 +34,7 @@ from gkeys_portage.openpgp.process import (
     GpgProcess,
     GpgResult,
     OpenFile,
+    Tee,
 )
 from gkeys_portage.openpgp.sequoia import (
     APART_BYTES,
@@ -48,6 +49,8 @@ from gkeys_portage.openpgp.status import StatusReport, expect_signers
 
 #: the signature files handed to gpg, under ``$TMPDIR`` (named with their owner: a killed run's are swept)
 SIG_PREFIX = "gkeys-sig-"
+#: bytes read, hashed and handed to Sequoia's pipe at a time (:class:`~gkeys_portage.openpgp.process.Tee`)
+TEE_CHUNK = 1 << 20
 
 class Signatures(GpgProcess):
     """Verify one signature, or make one."""
@@ -108,6 +111,11 @@ class Signatures(GpgProcess):
         of resident pages), a pipe it reads in a bounded buffer."""
         if isinstance(target, bytes):
             return self.second_detached(packets, target)
+        tee = data.tee if isinstance(data, OpenFile) else None
+        if tee is not None and _size(target, data) >= APART_BYTES:
+            return self._second_teed(packets, cast(OpenFile, data), tee)
+        if tee is not None:
+            _hash_into(cast(OpenFile, data).fd, tee, None)  # small: hashed here; Sequoia in-process holds the lock
         read_end, write_end = os.pipe()
         try:
             feeder = subprocess.Popen(children.tied(["cat", str(target)]), stdin=subprocess.DEVNULL, stdout=write_end,
@@ -125,6 +133,19 @@ class Signatures(GpgProcess):
         finally:
             os.close(read_end)  # a feeder still writing stops (SIGPIPE)
             feeder.wait()
+
+    def _second_teed(self, packets: bytes, data: OpenFile, tee: Tee) -> SecondOpinion:
+        """Sequoia's verdict on a large held file (in a child process) through a pipe that a thread of this process
+        fills from the descriptor, hashing every byte into ``tee`` on the way: one read for Sequoia's pass and the
+        caller's digest.  The thread hashes to the end even if the child stops reading."""
+        read_end, write_end = os.pipe()
+        feeder = threading.Thread(target=_hash_into, args=(data.fd, tee, write_end), name="gkeys-tee", daemon=True)
+        feeder.start()
+        try:
+            return check_detached_apart(self.homedir, lambda: export_all(self), packets, read_end)
+        finally:
+            os.close(read_end)  # the feeder, if still writing, gets EPIPE and only hashes on
+            feeder.join()
 
     def second_detached(self, packets: bytes, data: bytes | str) -> SecondOpinion:
         """Sequoia's verdict on the detached signature ``packets`` over ``data`` (bytes, or a file name),
@@ -221,6 +242,37 @@ def _first_difference(a: bytes, b: bytes) -> str:
 
 
 T = TypeVar("T")
+
+
+def _hash_into(fd: int, tee: Tee, pipe: int | None) -> None:
+    """Read ``fd`` from offset 0 with ``pread``, hash every chunk into ``tee`` and write it to ``pipe`` (closed at
+    the end; a reader gone makes it stop writing, not hashing); ``tee.complete`` once the end was reached."""
+    buffer = bytearray(TEE_CHUNK)
+    view = memoryview(buffer)
+    try:
+        while count := os.preadv(fd, [buffer], tee.done):
+            for state in tee.states.values():
+                state.update(view[:count])
+            if pipe is not None and not _write_all(pipe, view[:count]):
+                os.close(pipe)
+                pipe = None
+            tee.done += count
+        tee.complete = True
+    except OSError:
+        pass  # not complete: the caller hashes the file itself, and a short pipe makes Sequoia refuse
+    finally:
+        if pipe is not None:
+            os.close(pipe)
+
+
+def _write_all(fd: int, view: memoryview) -> bool:
+    """Write all of ``view`` to ``fd``; False once the reader is gone."""
+    try:
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError:
+        return False
+    return True
 
 
 def _size(target: str, data: DataSource) -> int:

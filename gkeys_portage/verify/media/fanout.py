@@ -1,14 +1,10 @@
-"""Hash a big file fast, in parallel with gpg reading it.
+"""Hash a big file fast: one read, every digest in a thread of its own.
 
-Two ways, one per situation:
-
-* :func:`hash_held`: the file is held still (:mod:`gkeys_portage.verify.media.pinned`) and gpg reads it
-  itself; the digests are computed in as many threads as leave gpg a CPU of its own, each reading the
-  open descriptor with ``pread`` into one reused buffer (no allocation, no queue: the page cache
-  serves the second read), so the digests and gpg run on every core at once;
-* :func:`read_once`: the file cannot be held; one read feeds every consumer (a hashlib object, or gpg
+* :func:`read_once` / :func:`hash_states`: one read feeds every consumer (a hashlib object, or gpg
   verifying a detached signature through a pipe), each in its own thread with a small bounded queue
-  of chunks.
+  of chunks: the one read of a file a signed statement lists (:mod:`gkeys_portage.verify.media.passes`);
+* :func:`hash_held`: digests of a held descriptor, each thread reading it with ``pread`` into one reused
+  buffer (the journal's digest of a lone ``.asc``'s file when Sequoia's pass did not hash it).
 
 Memory stays flat whatever the file size (one buffer per hashing thread; at most ``QUEUE_DEPTH`` chunks in
 flight per consumer).  hashlib releases the GIL while hashing and gpg runs in its own process, so the
@@ -23,7 +19,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from queue import Queue
-from typing import Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 from gkeys_portage.core.errors import BadInputError
 
@@ -87,12 +83,12 @@ class _Consumer(Generic[T]):
             stream.drain()
 
 
-def _hash_all(algorithm: str) -> Callable[[ChunkStream], str]:
-    def work(stream: ChunkStream) -> str:
+def _hash_all(algorithm: str) -> Callable[[ChunkStream], Any]:
+    def work(stream: ChunkStream) -> Any:
         digest = hashlib.new(algorithm)
         while chunk := stream.read():
             digest.update(chunk)
-        return digest.hexdigest()
+        return digest  # not finished: a caller may still copy the state (verify.media.prefix)
 
     return work
 
@@ -105,6 +101,19 @@ def read_once(path: Path, hashes: list[str], detached: Callable[[ChunkStream], T
     :meth:`~gkeys_portage.openpgp.gnupg.GnuPG.verify_detached`); an exception it raises is re-raised
     here after every consumer has finished.
     """
+    states, result = _read_path(path, hashes, detached, progress)
+    return {name: state.hexdigest() for name, state in states.items()}, result
+
+
+def hash_states(path: Path, hashes: list[str], progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """``{hashlib name: hashlib object}`` of ``path`` from one read, each digest in a thread of its own on the
+    same chunks (hashlib releases Python's lock, so on 2 CPUs SHA-512 and SHA-256 run at once); the objects
+    are not finished, so a caller may copy a state and hash more after it (:mod:`.prefix`)."""
+    return _read_path(path, hashes, None, progress)[0]
+
+
+def _read_path(path: Path, hashes: list[str], detached: Callable[[ChunkStream], T] | None,
+               progress: Callable[[int, int], None] | None) -> tuple[dict[str, Any], T | None]:
     try:
         handle = open(path, "rb")  # noqa: SIM115 - closed below
     except OSError as exc:
@@ -114,9 +123,9 @@ def read_once(path: Path, hashes: list[str], detached: Callable[[ChunkStream], T
 
 
 def _fan_out(fd: int, path: Path, hashes: list[str], detached: Callable[[ChunkStream], T] | None,
-             progress: Callable[[int, int], None] | None) -> tuple[dict[str, str], T | None]:
+             progress: Callable[[int, int], None] | None) -> tuple[dict[str, Any], T | None]:
     hashers = {name: _Consumer(name, _hash_all(name)) for name in dict.fromkeys(hashes)}
-    consumers: list[_Consumer[object]] = list(hashers.values())  # type: ignore[arg-type]
+    consumers: list[_Consumer[object]] = list(hashers.values())
     signer: _Consumer[T] | None = _Consumer("gpg", detached) if detached is not None else None
     if signer is not None:
         consumers.append(signer)  # type: ignore[arg-type]
@@ -132,7 +141,7 @@ def _fan_out(fd: int, path: Path, hashes: list[str], detached: Callable[[ChunkSt
     for consumer in consumers:
         if consumer.error is not None:
             raise consumer.error
-    digests = {name: str(c.result) for name, c in hashers.items()}
+    digests = {name: c.result for name, c in hashers.items()}
     return digests, (signer.result if signer is not None else None)
 
 
@@ -174,6 +183,11 @@ class Background(Generic[T]):
     def join(self) -> None:
         """Wait until the call has returned (or raised)."""
         self._thread.join()
+
+    def done(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds; True once the call has returned (or raised)."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     def result(self) -> T:
         """The call's return value, or its exception re-raised here."""

@@ -6,7 +6,8 @@ Siblings (design.md §5, ``verify-media``):
   signature over an unsigned ``.DIGESTS``), ``<file>.sha256`` (clearsigned);
 * ``<file>.CONTENTS`` / ``<file>.CONTENTS.gz``: checked against their DIGESTS entries when present.
 
-Every sibling found is checked and must pass; at least one signed statement is required.  Only the text gpg
+Every sibling found is checked and must pass (an ``.asc`` beside a statement listing the file: on its digest prefix
+only, :mod:`gkeys_portage.verify.media.prefix`); at least one signed statement is required.  Only the text gpg
 says was signed is parsed.
 
 One strong digest per signed statement binds the file (:func:`to_check`): the first of :data:`PREFERRED` that
@@ -32,29 +33,25 @@ result names it (:data:`NAME_RULES`):
 Only signed text names a file: an unsigned ``.DIGESTS`` or ``.sha256`` names nothing; when nothing else does,
 the refusal says which statement is unsigned or missing and what to do.
 
-gpg reads the big file itself, started first, while the signed statements are verified and then the digests
-are computed (:func:`~gkeys_portage.verify.media.fanout.hash_held`) from a second read of the same open file,
-held still by a read lease (:mod:`gkeys_portage.verify.media.pinned`); where it cannot be held, the detached
-signature check and every digest are fed from one read (:mod:`gkeys_portage.verify.media.fanout`).
+The file is read as few times as the verdict needs (:mod:`gkeys_portage.verify.media.passes`): once when a
+signed statement lists it (every digest from that read; an ``.asc`` beside it is not needed, and is only
+compared on its digest prefix, :mod:`gkeys_portage.verify.media.prefix`), twice side by side for a lone
+``.asc`` (gpg's read and Sequoia's, which also gives the journal its digest), held still by a read lease
+(:mod:`gkeys_portage.verify.media.pinned`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, cast
 
-from gkeys_portage.core import children
 from gkeys_portage.core.config import Config
-from gkeys_portage.core.errors import BadInputError, GpgError, NoSignatureError, NotVerifiedError
+from gkeys_portage.core.errors import BadInputError, NoSignatureError, NotVerifiedError
 from gkeys_portage.core.state import read_limited
 from gkeys_portage.keys.context import Gkeys, SignatureVerifier
 from gkeys_portage.keys.purposes import Purpose
-from gkeys_portage.openpgp.process import OpenFile
 from gkeys_portage.openpgp.verdict import GoodSignature, VerifyResult
 from gkeys_portage.verify.media.digests import (
     STRONG,
@@ -65,8 +62,8 @@ from gkeys_portage.verify.media.digests import (
     shown,
     stamp_time,
 )
-from gkeys_portage.verify.media.fanout import Background, ChunkStream, hash_held, read_once
-from gkeys_portage.verify.media.pinned import pinned, unchanged
+from gkeys_portage.verify.media.fanout import read_once
+from gkeys_portage.verify.media.passes import asc_agrees, asc_hashes, asc_pass, checked, listed_pass
 from gkeys_portage.verify.media.record import JOURNALED
 
 DETACHED = ".asc"
@@ -142,12 +139,15 @@ class MediaVerification:
     name_detail: str = ""
     size: int = 0  # bytes of the file verified
     digests: dict[str, str] = field(default_factory=dict)  # hashlib name -> hex of the file verified (a strong one)
+    #: what was said of siblings not needed for the verdict (a detached .asc beside a listing statement)
+    asides: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         """Machine-readable form for ``--json``."""
         return {"file": self.file, "category": self.category, "verified": True,
                 "signatures": [s.to_json() for s in self.signed], "digests": [c.to_json() for c in self.checks],
-                "name": {"rule": self.name_rule, "detail": self.name_detail}, "notes": self.notes}
+                "name": {"rule": self.name_rule, "detail": self.name_detail}, "notes": self.notes,
+                "not_needed": self.asides}
 
 
 @dataclass
@@ -166,14 +166,6 @@ def find_siblings(path: Path) -> dict[str, Path]:
         if candidate.is_file():
             found[suffix] = candidate
     return found
-
-
-def checked(source: str, call: Callable[..., VerifyResult], *args: object) -> VerifyResult:
-    """Run a verification; a failure (not verified, unusable input, gpg failing) names the sibling it is about."""
-    try:
-        return call(*args)
-    except (NotVerifiedError, BadInputError, GpgError) as exc:
-        raise exc.reworded(f"{source}: {exc.message}") from exc
 
 
 def _has_armor(data: bytes, marker: bytes) -> bool:
@@ -302,10 +294,10 @@ class MediaVerifier:
     def verify(self, path: Path, progress: Progress | None = None) -> MediaVerification:
         """Verify ``path`` against every sibling found; raise the precise error on any failure.
 
-        With a detached signature and the file held still (:mod:`gkeys_portage.verify.media.pinned`), gpg's
-        pass over the file starts first, in its own thread; the signed statements are verified while it
-        runs, then every digest is computed beside it from a second read of the same descriptor.
-        Otherwise the statements come first and one read feeds gpg (through a pipe) and the digests.
+        With a signed-looking statement (:func:`_signed_looking`) the statements are verified (both engines)
+        and the file is read once for their digests (:func:`~gkeys_portage.verify.media.passes.listed_pass`);
+        an ``.asc`` beside them must agree on its digest prefix.  Otherwise the ``.asc`` is checked by gpg and
+        Sequoia reading the held file side by side (:func:`~gkeys_portage.verify.media.passes.asc_pass`).
         """
         if not path.is_file():
             raise BadInputError(f"{path}: no such file")
@@ -313,36 +305,28 @@ class MediaVerifier:
         result = MediaVerification(str(path), self.category)
         signature = self._detached_signature(siblings)
         source = path.name + DETACHED
-        with pinned(path) if signature is not None else contextlib.nullcontext() as fd:
-            gpg_pass = None
-            if fd is not None and signature is not None:
-                held, sig = fd, signature
-                gpg_pass = Background("gpg", lambda: checked(source, self.verifier.detached, sig, OpenFile(held)))
-            try:
-                statements = self._statements(siblings, result)
-                if signature is None and not statements:
-                    found = ", ".join(p.name for s, p in siblings.items() if s in STATEMENTS)
-                    raise NoSignatureError(f"nothing signed {path.name}: no {', '.join(SIGNED_SIBLINGS)} sibling"
-                                           + (f" is signed (found unsigned {found})" if found else " found"))
-                expected = self._expected(path.name, statements)
-                hashes = _hash_plan(self._checked_part(expected))
-                good: VerifyResult | None
-                if gpg_pass is not None and fd is not None:
-                    size = os.fstat(fd).st_size  # the descriptor pinned() holds still
-                    digests, good = hash_held(fd, path, hashes, progress), gpg_pass.result()
-                else:
-                    with unchanged(path):
-                        size = path.stat().st_size  # the file unchanged() vouches for
-                        digests, good = self._read_once(path, signature, hashes, progress)
-            except KeyboardInterrupt:
-                children.end_all()  # else the join below waits for gpg (and Sequoia) to hash the whole file
-                raise
-            finally:
-                if gpg_pass is not None:
-                    gpg_pass.join()  # never leave gpg running behind a refusal
-        if good is not None:
-            result.signed.append(SignedBy(path.name + DETACHED, "detached signature", good.signer))
-            result.verified_files.append(path.name + DETACHED)
+        good: VerifyResult | None = None
+        statements: list[_Statement] = []
+        expected: list[tuple[str, dict[str, str]]] = []
+        if signature is None or _signed_looking(siblings):  # a signed statement: one read (passes.listed_pass)
+            statements = self._statements(siblings, result)
+            if not statements:
+                found = ", ".join(p.name for s, p in siblings.items() if s in STATEMENTS)
+                raise NoSignatureError(f"nothing signed {path.name}: no {', '.join(SIGNED_SIBLINGS)} sibling"
+                                       + (f" is signed (found unsigned {found})" if found else " found"))
+            expected = self._expected(path.name, statements)
+            plan = _hash_plan(self._checked_part(expected))
+            size, states = listed_pass(path, list(dict.fromkeys([*plan, *asc_hashes(signature)])), progress)
+            digests = {name: states[name].hexdigest() for name in plan}
+            if signature is not None:
+                listed_by = ", ".join(s.source for s in statements)
+                result.asides += asc_agrees(path.name, signature, states, listed_by)
+                result.verified_files.append(source)
+        else:  # only the .asc signs it: gpg's and Sequoia's reads side by side (passes.asc_pass)
+            size, digests, good = asc_pass(path, signature, self.verifier.detached, source,
+                                           lambda: self._statements(siblings, result), progress)
+            result.signed.append(SignedBy(source, "detached signature", good.signer))
+            result.verified_files.append(source)
         self._compare(path.name, expected, digests, result)
         if statements and not any(c.outcome == "match" and c.algorithm in STRONG for c in result.checks):
             raise NotVerifiedError(f"{path.name}: no strong digest (SHA256, SHA512, BLAKE2B) could be checked")
@@ -351,19 +335,6 @@ class MediaVerifier:
             raise NoSignatureError(f"nothing signed {path.name}: no sibling verified")
         self._bind_name(path.name, size, siblings, statements, good, result)
         return replace(result, size=size, digests=digests)  # decided; the caller journals it (record.journal_media)
-
-    def _read_once(self, path: Path, signature: bytes | None, hashes: list[str],
-                   progress: Progress | None) -> tuple[dict[str, str], VerifyResult | None]:
-        """Digests of ``path`` and the verdict of its detached ``signature`` (if any), fed from one read."""
-        if signature is None:
-            return read_once(path, hashes, None, progress)
-        source = path.name + DETACHED
-
-        def detached(stream: ChunkStream) -> VerifyResult:
-            # a read()-only stream is all gpg's feeder needs
-            return checked(source, self.verifier.detached, signature, cast(IO[bytes], stream))
-
-        return read_once(path, hashes, detached, progress)
 
     def _bind_name(self, name: str, size: int, siblings: dict[str, Path], statements: list[_Statement],
                    detached: VerifyResult | None, result: MediaVerification) -> None:
