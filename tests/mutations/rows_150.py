@@ -14,6 +14,7 @@ KILL = "tests/test_kill_windows.py::"
 AGREE = "tests/test_setup_doctor_agree.py::"
 SUM = "tests/test_summaries.py::"
 JOURNAL = "tests/test_journal.py::"
+PIPE = "tests/test_closed_pipe.py::"
 AUDIT = JOURNAL + "test_compromised_key_audit_lists_exactly_what_it_signed_and_recheck_refuses_it"
 
 MUTATIONS: tuple[Mutation, ...] = (
@@ -21,9 +22,17 @@ MUTATIONS: tuple[Mutation, ...] = (
              "second = background(lambda: self._second_piped(packets, target, data)) if spool is None else None",
              "second = background(lambda: self._second_piped(packets, target, data))",
              (SO + "test_a_stream_larger_than_a_pipe_is_checked_by_both",)),
+    Mutation(160, "Sequoia opens a file itself (and maps it whole)", "gkeys_portage/openpgp/signatures.py",
+             "            return self.second_detached(packets, f\"{FD_DIR}/{read_end}\")",
+             "            return self.second_detached(packets, str(target))",
+             (SO + "test_a_file_reaches_sequoia_through_a_pipe_never_mapped_whole",)),
     Mutation(181, "the tree belongs to whoever runs gkeys, not to the sync user", "gkeys_portage/portage/rsyncsync.py",
              "    return Owner(spawn.uid if spawn.uid is not None else os.geteuid(),",
              "    return Owner(os.geteuid(),",
+             (RPORT + "test_a_sync_user_owns_the_tree_whatever_the_mirror_serves",)),
+    Mutation(181, "a file keeps the owner it came with", "gkeys_portage/verify/manifest/shape.py",
+             "fdtree.set_owner_mode(parent, entry.name, entry.st, (owner.uid, owner.gid), mode))",
+             "fdtree.set_owner_mode(parent, entry.name, entry.st, None, mode))",
              (RPORT + "test_a_sync_user_owns_the_tree_whatever_the_mirror_serves",)),
     Mutation(184, ".hg/.svn an older sync left refuse a location synced before", "gkeys_portage/portage/rsyncsync.py",
              "    for vcs in (\".git\",) if synced_before else (\".git\", \".hg\", \".svn\"):",
@@ -106,7 +115,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(226, "the owner reads its keybox whatever the export names", "gkeys_portage/keys/keyring.py",
              "                self._export_view = live is not None and named != live",
              "                self._export_view = False",
-             (KILL + "test_a_refresh_killed_between_keybox_and_export_leaves_one_view",)),
+             (KILL + "test_an_update_killed_between_export_and_keybox_leaves_one_view_of_a_new_key",)),
     Mutation(228, "the owner reads its keybox whatever the export names (the campaign compares both views)",
              "gkeys_portage/keys/keyring.py",
              "                self._export_view = live is not None and named != live",
@@ -115,8 +124,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(241, "doctor's fix for an unsourced fragment is setup again", "gkeys_portage/portage/doctor.py",
              "\"by Portage are not verified\", step if written else f\"{fix} && {step}\")",
              "\"by Portage are not verified\", fix if written else f\"{fix} && {step}\")",
-             (AGREE + "test_every_setup_finding_is_cleared_by_its_fix_run_as_printed",
-              AGREE + "test_fetch_wrapper_setup_prints_the_make_conf_line_as_the_step_doctor_checks")),
+             (AGREE + "test_fetch_wrapper_setup_prints_the_make_conf_line_as_the_step_doctor_checks",)),
     Mutation(241, "setup-portage does not print the make.conf step", "gkeys_portage/cli/portage_actions.py",
              "    step = step_left if not undo and result.ok else None", "    step = None",
              (AGREE + "test_fetch_wrapper_setup_prints_the_make_conf_line_as_the_step_doctor_checks",)),
@@ -133,6 +141,19 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(244, "status does not say where it looked", "gkeys_portage/cli/portage_actions.py",
              "    if not status.repositories and eroot is not None:", "    if False:",
              (SUM + "test_status_without_repositories_says_where_it_looked",)),
+    Mutation(246, "a report's own status is lost to a closed pipe", "gkeys_portage/ui/runner.py",
+             "        return closed_pipe(report.exit_code)", "        raise",
+             (PIPE + "test_a_refusal_or_a_finding_into_a_closed_pipe_keeps_the_actions_own_status",)),
+    Mutation(246, "a refusal's status is lost to a closed pipe", "gkeys_portage/ui/runner.py",
+             "    except BrokenPipeError:\n        return closed_pipe(status)\n    return status\n\n\ndef flushed",
+             "    except BrokenPipeError:\n        raise\n    return status\n\n\ndef flushed",
+             (PIPE + "test_a_refusal_or_a_finding_into_a_closed_pipe_keeps_the_actions_own_status",)),
+    Mutation(246, "stdout is left on the closed pipe", "gkeys_portage/ui/runner.py",
+             "        os.dup2(devnull, sys.stdout.fileno())", "        pass",
+             (PIPE + "test_closed_pipe_leaves_nothing_for_the_exit_flush_to_fail_on",)),
+    Mutation(246, "--help's text meets the closed pipe at exit", "gkeys_portage/cli/main.py",
+             "        flushed(0)\n        raise", "        raise",
+             (PIPE + "test_listing_into_a_closed_pipe_ends_quietly",)),
     Mutation(247, "a missing file with signed siblings is \"nothing signed\"", "gkeys_portage/verify/media/fetch.py",
              "        _refuse_if_missing(ctx, url, name)  # a file the mirror does not have is \"not found\" (3), "
              "whatever signs it\n", "",
@@ -157,7 +178,4 @@ MUTATIONS: tuple[Mutation, ...] = (
 )
 
 #: Rows 150-299 with no mutation yet, and why.
-UNMUTATED: dict[int, str] = {
-    246: ("its tests pass with runner.py's BrokenPipeError catch removed (cli/main.py catches it too, exit 0) "
-          "and with closed_pipe's dup2 removed: a test of the action's own status is missing"),
-}
+UNMUTATED: dict[int, str] = {}
