@@ -41,13 +41,15 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(185, "the re-fetch runs into the first fetch's tree (its files linked to live ones)",
              "gkeys_portage/portage/rsyncsync.py",
              "        self.discard()\n        location = self.location\n",
-             "        if checksum:\n            _fetch(self.request, self.tree, checksum=True)\n            return self.taken  # type: ignore[return-value]\n"
+             "        if checksum:\n            _fetch(self.request, self.tree, checksum=True)\n"
+             "            return self.taken  # type: ignore[return-value]\n"
              "        self.discard()\n        location = self.location\n",
              (RSHAPE + "test_a_refused_sync_changes_no_live_file",)),
     Mutation(195, "the snapshot is downloaded straight into DIR", "gkeys_portage/verify/manifest/snapshot.py",
              "        local = _download(ctx, url, folder)", "        local = _download(ctx, url, dest)",
              (SNAP + "test_a_symlink_or_a_file_planted_in_dir_is_never_written_through",)),
-    Mutation(195, "a DIR others can write is found only after the download", "gkeys_portage/verify/manifest/snapshot.py",
+    Mutation(195, "a DIR others can write is found only after the download",
+             "gkeys_portage/verify/manifest/snapshot.py",
              "    check_before_creating(dest)\n    with private_directory(ctx) as folder:\n        local = _download",
              "    with private_directory(ctx) as folder:\n        local = _download",
              (SNAP + "test_a_dir_other_users_can_write_is_refused_before_the_download",)),
@@ -87,7 +89,8 @@ MUTATIONS: tuple[Mutation, ...] = (
              "        if path.name.startswith(staging_prefix(location)):", "        if False:",
              (SWAP + "test_emerge_sync_killed_during_the_checkout_leaves_one_verified_revision",)),
     Mutation(217, "a symlink at the spare's name is followed", "gkeys_portage/core/fs/trash.py",
-             "        info, home = spare.lstat(), location.stat()", "        info, home = spare.stat(), location.stat()",
+             "        info, home = spare.lstat(), location.stat()",
+             "        info, home = spare.stat(), location.stat()",
              (TRASH + "test_nothing_in_the_spare_is_trusted",)),
     Mutation(218, "the trash an earlier sync left stays", "gkeys_portage/core/fs/trash.py",
              "    if not os.path.lexists(trash):\n        return False", "    if True:\n        return False",
