@@ -87,6 +87,7 @@ def test_nothing_in_the_spare_is_trusted(env: Any, tmp_path: Path) -> None:
     location = tmp_path / "repos" / "gentoo"
     spare = trash.spare_path(location)
     assert _sync(env, location, up.path).ok
+    time.sleep(1.1)  # the next index is written over a second after the files: git trusts their stat (not racy)
     up.commit("alice", files={"dev-test/pkg/new": "1\n"})
     assert _sync(env, location, up.path).ok and spare.is_dir()
     # a file the spare shares with the live tree, edited in place with its size and time put back (only its
