@@ -183,8 +183,10 @@ def test_compromised_key_audit_lists_exactly_what_it_signed_and_recheck_refuses_
     history = env.run("history", "-C", "gentoo-devs").out
     assert f"key {carol} (gentoo-devs/carol) revoked" in history and env.server.url in history
 
+    journaled = len(_entries(env.state))
     after = env.run("--json", "audit", "--key", carol, "--recheck")
     assert after.code == 1, after.text
+    assert [e["kind"] for e in _entries(env.state)[journaled:]] == ["audit-recheck"]  # its summary, nothing else
     rechecked = {(r["artifact"], r["subject"]): r for r in json.loads(after.out)["recheck"]}
     assert set(rechecked) == {("git tree", str(repo.path)), ("release file", str(media_b.path))}
     assert all(r["status"] == "refused" for r in rechecked.values()), rechecked

@@ -98,6 +98,21 @@ def test_a_refresh_killed_between_keybox_and_export_leaves_one_view(env: GkeysEn
     assert not [p.name for p in (env.state / "keyrings").iterdir() if p.name.startswith(".")]
 
 
+def test_an_update_killed_between_export_and_keybox_leaves_one_view_of_a_new_key(
+        env: GkeysEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """update-seed brings carol's key; killed right after the export is renamed in (the keybox still the old
+    one), the owner reads the export as Portage's readers do: both verify carol's signature.  (A revocation is
+    no test of this: the key history, written first, carries it to the owner whichever file it reads.)"""
+    env.install_devs("alice")
+    doc = _doc(env, "carol")
+    env.publish_seeds("gentoo-devs", ("alice", "carol"))
+    env.server.hkp[env.keys.keys["carol"].fingerprint] = env.keys.public("carol")
+    assert run_killed(env.config, ["update-seed", "-C", "gentoo-devs"], function="replace",
+                      match="gentoo-devs.asc") == KILLED
+    owner, reader = _views(env, doc, monkeypatch)
+    assert (owner, reader) == (0, 0), f"the keybox says {owner}, the export {reader}"
+
+
 def test_a_killed_key_operation_leaves_no_staging_or_quarantine_home(env: GkeysEnv, tmp_path: Path) -> None:
     """update-seed killed while its quarantine and staging homes exist: the next key operation removes them."""
     env.install_devs("alice")

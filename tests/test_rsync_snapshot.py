@@ -184,3 +184,5 @@ def test_a_dir_other_users_can_write_is_refused_before_the_download(pinned: Any,
     result = pinned.run("verify-snapshot", url, "-C", CATEGORY, "-d", str(dest), "--no-record")
     assert result.code == 2 and "world-writable" in result.text and "-d DIR" in result.text, result.text
     assert not any(dest.iterdir())
+    asked = [line for line in pinned.server.log if "/snapshots/" in line]
+    assert not asked, f"the mirror was asked first: {asked}"  # refused before the download, not after it

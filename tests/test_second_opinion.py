@@ -542,6 +542,42 @@ def test_identical_packets_are_checked_once_and_more_than_eight_distinct_ones_ar
     assert not once["valid"] and len(once["said"]) == 1 and "distinct" not in once["said"][0], once
 
 
+PIPED_PEAK = """
+import sys
+from pathlib import Path
+from gkeys_portage.openpgp.gnupg import GnuPG
+
+def peak():
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+
+gpg = GnuPG(Path(sys.argv[1]))
+signature = Path(sys.argv[2]).read_bytes()
+gpg.verify_detached(signature, b"warm-up")  # pysequoia, the keyring export: loaded before the measure
+before = peak()
+report = gpg.verify_detached(signature, Path(sys.argv[3]))
+print(report.second.opinion.value, peak() - before)
+"""
+
+
+def test_a_file_reaches_sequoia_through_a_pipe_never_mapped_whole(keys: KeyFactory, tmp_path: Path) -> None:
+    """A 48 MiB file (checked in this process: below the child's threshold) reaches Sequoia through the pipe
+    gkeys feeds: the verifying process's peak grows by far less than the file (Sequoia maps a file it opens
+    itself whole: +48 MiB resident)."""
+    home = tmp_path / "home"
+    GnuPG(home).import_keys(keys.public("alice"))
+    image = tmp_path / "image.iso"
+    with open(image, "wb") as out:
+        for _ in range(48):
+            out.write(os.urandom(1 << 20))
+    signature = tmp_path / "image.iso.sig"
+    signature.write_bytes(keys.sign(Nick("alice"), image, armor=False))
+    done = subprocess.run([sys.executable, "-c", PIPED_PEAK, str(home), str(signature), str(image)], cwd=PROJECT,
+                          capture_output=True, text=True, timeout=120, check=False)
+    opinion, grown = done.stdout.split()
+    assert opinion == sequoia.Opinion.ACCEPTED.value, done.stderr
+    assert int(grown) < 16 * 1024, f"the peak grew by {grown} KiB for a 48 MiB file"
+
+
 def test_an_empty_keyring_export_is_never_kept(keys: KeyFactory, tmp_path: Path) -> None:
     """An export that answered nothing (gpg-sq rewriting its home at that moment) is not remembered for the
     process: the next check of the same unchanged keyring exports again and finds the key."""

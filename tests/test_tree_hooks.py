@@ -235,7 +235,7 @@ def test_a_volatile_repository_keeps_what_portage_keeps(hook_env: Any, tmp_path:
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 35 case 8 for the hooks: distfiles/, local/ and packages/ of a volatile repository are the user's
     (before: "files that are not the verified revision", rolled back and deleted); a file a refused fetch
-    tracks there is still removed."""
+    tracks there is still removed, and the rollback's clean of the rest of the tree leaves them too."""
     upstream = build(tmp_path / "upstream", hook_env.keys, ["alice"])
     local = tmp_path / "local"
     assert _git(tmp_path, "clone", "-q", f"file://{upstream.path}", str(local)).returncode == 0
@@ -252,8 +252,10 @@ def test_a_volatile_repository_keeps_what_portage_keeps(hook_env: Any, tmp_path:
     planted = local / "packages" / "dev-lang" / "evil-1.tbz2"
     planted.parent.mkdir()
     planted.write_text("planted\n")  # as a merge that failed part-way writes it
+    (local / "dev-test" / "stray").write_text("merged part-way\n")  # the rollback's git clean runs
     assert repo_postsync_main(["test", "file:///up", str(local)]) == 1
     assert not planted.exists() and {rel: (local / rel).read_text() for rel in LOCAL} == LOCAL
+    assert not (local / "dev-test" / "stray").exists()
 
     monkeypatch.setenv("PORTAGE_REPOSITORIES", conf + "volatile = no\n")  # Portage would git clean -fdx them
     assert repo_postsync_main(["test", "file:///up", str(local)]) == 1

@@ -58,7 +58,8 @@ def _plant_local(location: Path) -> None:
 
 
 def test_signed_update_keeps_what_portage_keeps(env: Any, tmp_path: Path, portage_root: PortageSandbox) -> None:
-    """Case 8: outside /var/db/repos Portage's git module never cleans a repository; neither does gkeys."""
+    """Case 8: outside /var/db/repos Portage's git module never cleans a repository; neither does gkeys, and a
+    revision that itself holds one of the names Portage keeps is refused."""
     install_devs(env, ("alice",))
     up = RepoBuilder(tmp_path / "upstream", env.keys)
     up.commit("alice")
@@ -72,6 +73,12 @@ def test_signed_update_keeps_what_portage_keeps(env: Any, tmp_path: Path, portag
     assert head(location) == good and "kept distfiles, local, packages" in result.stdout, result.stdout
     assert {rel: (location / rel).read_bytes() for rel in LOCAL} == LOCAL
     assert not (location / "stray").exists()  # the tree is the verified revision plus only what Portage keeps
+
+    up.commit("alice", files={"distfiles/foo-1.tar.gz": "the revision's own\n"})
+    result = portage_root.sync("test")  # the user's distfile or the revision's: neither is dropped silently
+    assert result.returncode != 0 and "the verified revision has distfiles/" in result.stdout, result.stdout
+    assert head(location) == good and {rel: (location / rel).read_bytes() for rel in LOCAL} == LOCAL
+    up.force(good)
 
     portage_root.add_repo("test", f"file://{up.path}", "gkeys", sync_gkeys_policy="all", volatile="no")
     up.commit("alice")

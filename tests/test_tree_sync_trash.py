@@ -80,17 +80,27 @@ def test_an_update_starts_from_the_tree_the_last_one_replaced_and_a_killed_remov
 
 
 def test_nothing_in_the_spare_is_trusted(env: Any, tmp_path: Path) -> None:
-    """A spare whose file was replaced (same size and time, other content) and which gained a file still
-    gives exactly the verified revision; a symlink at the spare's name is discarded, never followed."""
+    """A spare whose file was edited in place or replaced (same size and time, other content) and which gained a
+    file still gives exactly the verified revision; a symlink at the spare's name is discarded, never followed."""
     install_devs(env, ("alice",))
     up = build(tmp_path / "upstream", env.keys, ["alice"])
     location = tmp_path / "repos" / "gentoo"
     spare = trash.spare_path(location)
     assert _sync(env, location, up.path).ok
+    time.sleep(1.1)  # the next index is written over a second after the files: git trusts their stat (not racy)
     up.commit("alice", files={"dev-test/pkg/new": "1\n"})
     assert _sync(env, location, up.path).ok and spare.is_dir()
+    # a file the spare shares with the live tree, edited in place with its size and time put back (only its
+    # change time tells, which the checkout does not compare): hashed again, never taken as proven before
     target = spare / "dev-test" / "pkg" / "file1"
     info, data = target.stat(), target.read_bytes()
+    assert info.st_ino == (location / "dev-test" / "pkg" / "file1").stat().st_ino
+    with open(target, "r+b") as handle:
+        handle.write(bytes(len(data)))
+    os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
+    up.commit("alice", files={"dev-test/pkg/new": "1b\n"})
+    assert _sync(env, location, up.path).ok and (location / "dev-test" / "pkg" / "file1").read_bytes() == data
+    info = target.stat()  # the edited file is the old tree's now, the spare's
     target.unlink()
     target.write_bytes(bytes(len(data)))  # a new inode, same size, same modification time
     os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))

@@ -23,7 +23,7 @@ from gkeys_portage.core.errors import GkeysError
 from gkeys_portage.core.types import parse_category, parse_nick
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.ui.output import Console, Report
-from gkeys_portage.ui.runner import JsonUsageParser, closed_pipe, run_report
+from gkeys_portage.ui.runner import JsonUsageParser, closed_pipe, flushed, run_report
 from gkeys_portage.verify import spool
 
 #: The topic modules under ``gkeys_portage.cli``, in the order of ``gkeys --help``.
@@ -171,6 +171,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(argv)
     except BrokenPipeError:
         return closed_pipe(0)
+    except SystemExit:  # argparse after --help: its text leaves now, where a closed pipe is still caught
+        flushed(0)
+        raise
 
 
 def _main(argv: Sequence[str] | None) -> int:

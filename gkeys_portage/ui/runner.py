@@ -52,29 +52,27 @@ def run_report(args: argparse.Namespace, func: Callable[[argparse.Namespace, Con
         report = func(args, console)
     except GkeysError as exc:
         next_step = exc.next_step or (getattr(args, "help_command", "") if exc.reason == "usage" else "")
-        console.fail(exc.message, exc.exit_code, reason=exc.reason, file=exc.file or target, signer=exc.signer,
-                     next_step=next_step)
+        status = _fail(console, exc.message, exc.exit_code, reason=exc.reason, file=exc.file or target,
+                       signer=exc.signer, next_step=next_step)
         if args.verbose and exc.detail:
             sys.stderr.write("".join(neutralise(line) + "\n" for line in exc.detail.split("\n")))
         _say_where(args, console)
-        return exc.exit_code
+        return status
     except BrokenPipeError:  # stdout closed while the action printed (a JSON refusal, a streamed listing)
         return closed_pipe(EXIT_NOT_VERIFIED)
     except OSError as exc:  # local I/O: disk full, permissions, read-only file system
         where = f" ({exc.filename})" if exc.filename else ""
-        console.fail(f"cannot read or write local files: {exc.strerror or exc}{where}", EXIT_BAD_INPUT,
+        return _fail(console, f"cannot read or write local files: {exc.strerror or exc}{where}", EXIT_BAD_INPUT,
                      reason="local-io", file=target)
-        return EXIT_BAD_INPUT
     except (KeyboardInterrupt, EOFError):
         children.end_all()  # a gpg hashing for a worker thread would hold the exit until it is done
-        console.fail("interrupted", EXIT_BAD_INPUT, reason="interrupted", file=target)
-        return 130
+        return _fail(console, "interrupted", 130, reason="interrupted", file=target, shown=EXIT_BAD_INPUT)
     except Exception as exc:  # a bug: still one line
-        console.fail(f"internal error: {type(exc).__name__}: {exc} (run with -v for details)", EXIT_NOT_VERIFIED,
-                     reason="internal-error", file=target)
+        status = _fail(console, f"internal error: {type(exc).__name__}: {exc} (run with -v for details)",
+                       EXIT_NOT_VERIFIED, reason="internal-error", file=target)
         if args.verbose or os.environ.get("GKEYS_DEBUG"):
             traceback.print_exc()
-        return EXIT_NOT_VERIFIED
+        return status
     if hasattr(args, "verifies"):
         report.data = with_verdict(report.data, report.exit_code, target)
     try:
@@ -85,6 +83,28 @@ def run_report(args: argparse.Namespace, func: Callable[[argparse.Namespace, Con
     if report.exit_code:
         _say_where(args, console)
     return report.exit_code
+
+
+def _fail(console: Console, text: str, status: int, *, reason: str, file: str | None, signer: str | None = None,
+          next_step: str | None = None, shown: int | None = None) -> int:
+    """Print the one-line failure (``--json``: its document on stdout) and return ``status``, also when stdout
+    is a pipe whose reader left: a refusal never turns into exit 0 on its way out.  ``shown``: the exit status
+    the line names, when it is not ``status``."""
+    try:
+        console.fail(text, status if shown is None else shown, reason=reason, file=file, signer=signer,
+                     next_step=next_step)
+    except BrokenPipeError:
+        return closed_pipe(status)
+    return status
+
+
+def flushed(status: int) -> int:
+    """Flush stdout and return ``status``; a reader that has gone is :func:`closed_pipe` (no error at exit)."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return closed_pipe(status)
+    return status
 
 
 def closed_pipe(status: int) -> int:
