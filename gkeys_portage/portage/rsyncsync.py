@@ -145,9 +145,23 @@ def rsync_command(request: RsyncRequest, staging: Path, link_dest: Path | None, 
     return [*args, *request.extra_opts, *TREE_SHAPE_OPTIONS, "--", source.rstrip("/") + "/", f"{staging}/"]
 
 
+def sync_user_owns(request: RsyncRequest) -> bool:
+    """True when the live tree (its top directory, a real one) belongs to the sync user: the tree the last sync
+    handed over to this user.  False after ``sync-user`` or ``FEATURES=usersync`` changed (the tree is the
+    previous sync user's), for a missing location and for one that is not a directory."""
+    try:
+        st = request.location.lstat()
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == _owner(request.spawn).uid
+
+
 def _fetch(request: RsyncRequest, staging: Path, *, checksum: bool = False) -> None:
-    live = request.location if request.location.is_dir() and any(request.location.iterdir()) else None
-    command = rsync_command(request, staging, live, checksum=checksum)
+    # --link-dest only into the sync user's own tree: linking another user's files is refused by
+    # fs.protected_hardlinks (rsync exit 23), and a root sync would stage the previous user's files (the
+    # takeover refuses those); after a switch of the sync user the first sync fetches every file
+    linked = sync_user_owns(request) and any(request.location.iterdir())
+    command = rsync_command(request, staging, request.location if linked else None, checksum=checksum)
     result = subprocess.run(children.tied(command), capture_output=True, stdin=subprocess.DEVNULL,
                             preexec_fn=children.preexec_for(),
                             check=False, **request.spawn.run_kwargs())
@@ -232,7 +246,7 @@ def sync_rsync(ctx: Gkeys, request: RsyncRequest, log: Log) -> SyncOutcome:
         with location_lock(ctx, location):
             if recover(location, lambda text: log("warn", text)):
                 log("info", f"gkeys: {location} put back as it was before an interrupted sync")
-            _sweep(location, log)
+            _sweep(location, log, frozenset({0, _owner(request.spawn).uid}))
             return _sync(ctx, request, log)
     except GkeysError as exc:
         reason = f"gkeys: {location} NOT updated (the tree is as it was): {exc.message}"
@@ -243,11 +257,12 @@ def sync_rsync(ctx: Gkeys, request: RsyncRequest, log: Log) -> SyncOutcome:
     return SyncOutcome(False, reason=reason)
 
 
-def _sweep(location: Path, log: Log) -> None:
+def _sweep(location: Path, log: Log, owners: frozenset[int]) -> None:
     """Remove what an interrupted sync left beside the location (holders and staging trees, by descriptor) and
     its gemato homes: harmless when it fails (this sync stages in directories of its own), so a leftover is a
-    warning naming the command that removes it, never the reason a sync fails."""
-    removed, warnings = custody.remove_stale(location.parent, staging_prefix(location))
+    warning naming the command that removes it, never the reason a sync fails.  A leftover of neither root nor
+    the sync user (``owners``: the sync user changed since) is removed too, with a warning naming its owner."""
+    removed, warnings = custody.remove_stale(location.parent, staging_prefix(location), owners)
     if removed:
         log("info", f"gkeys: removed {removed} staging director{'y' if removed == 1 else 'ies'} "
                     "left by an interrupted sync")
@@ -286,7 +301,8 @@ def _live_walk(ctx: Gkeys, request: RsyncRequest, previous: Mark | None, pool: T
     rsync's dry run compares the mirror with the live tree.  A future of False when there is nothing to
     compare with."""
     expected = inventory.recorded(ctx, mark_key(request.location))
-    if previous is None or expected is None or expected.manifest != previous.digest or not request.location.is_dir():
+    if (previous is None or expected is None or expected.manifest != previous.digest
+            or not sync_user_owns(request)):  # a tree of the previous sync user: the full path hands it over
         done: Future[bool] = Future()
         done.set_result(False)
         return done
@@ -325,7 +341,8 @@ class _Held:
         location = self.location
         staging = Path(tempfile.mkdtemp(prefix=owned_prefix(staging_prefix(location)), dir=location.parent))
         try:
-            self.request.spawn.prepare_directory(staging, like=location if location.is_dir() else None)
+            # the sync user's, like its tree (a tree of the previous sync user gives no owner: Portage's choice)
+            self.request.spawn.prepare_directory(staging, like=location if sync_user_owns(self.request) else None)
             os.chmod(staging, DIRECTORY_MODE)  # no set-group-id or group write inherited from the location
             _fetch(self.request, staging, checksum=checksum)
             self.taken = custody.Taken()

@@ -193,9 +193,11 @@ def remove(parent: int, name: str, where: Path) -> str | None:
     return None
 
 
-def remove_stale(parent: Path, prefix: str) -> tuple[int, list[str]]:
+def remove_stale(parent: Path, prefix: str, owners: frozenset[int] = frozenset()) -> tuple[int, list[str]]:
     """Remove every entry named ``prefix*`` in ``parent`` (holders and staging trees an interrupted sync left;
-    call under the location's sync lock); return how many went and a warning for each that stays."""
+    call under the location's sync lock); return how many went and a warning for each that stays, and for each
+    removed one of an owner not in ``owners`` (a staging tree of a previous sync user: removed by descriptor all
+    the same, nothing in it trusted or followed)."""
     removed, warnings = 0, []
     try:
         fd = fdtree.open_dir(parent)
@@ -206,9 +208,16 @@ def remove_stale(parent: Path, prefix: str) -> tuple[int, list[str]]:
             name = os.fsdecode(raw)
             if not name.startswith(prefix):
                 continue
+            try:
+                uid: int | None = fdtree.lstat_at(fd, raw).st_uid
+            except OSError:
+                uid = None
             warning = remove(fd, name, parent / name)
             if warning is None:
                 removed += 1
+                if owners and uid is not None and uid not in owners:
+                    warnings.append(f"removed {shown(str(parent / name))}, which belonged to uid {uid} (left by an "
+                                    "interrupted sync as a previous sync user)")
             else:
                 warnings.append(warning)
     finally:
