@@ -157,9 +157,8 @@ def sync_user_owns(request: RsyncRequest) -> bool:
 
 
 def _fetch(request: RsyncRequest, staging: Path, *, checksum: bool = False) -> None:
-    # --link-dest only into the sync user's own tree: linking another user's files is refused by
-    # fs.protected_hardlinks (rsync exit 23), and a root sync would stage the previous user's files (the
-    # takeover refuses those); after a switch of the sync user the first sync fetches every file
+    # the sync user's own tree only: fs.protected_hardlinks refuses linking another user's files (rsync exit 23),
+    # the takeover refuses them in a root sync; after a switch of the sync user the first sync fetches every file
     linked = sync_user_owns(request) and any(request.location.iterdir())
     command = rsync_command(request, staging, request.location if linked else None, checksum=checksum)
     result = subprocess.run(children.tied(command), capture_output=True, stdin=subprocess.DEVNULL,
@@ -341,7 +340,6 @@ class _Held:
         location = self.location
         staging = Path(tempfile.mkdtemp(prefix=owned_prefix(staging_prefix(location)), dir=location.parent))
         try:
-            # the sync user's, like its tree (a tree of the previous sync user gives no owner: Portage's choice)
             self.request.spawn.prepare_directory(staging, like=location if sync_user_owns(self.request) else None)
             os.chmod(staging, DIRECTORY_MODE)  # no set-group-id or group write inherited from the location
             _fetch(self.request, staging, checksum=checksum)
