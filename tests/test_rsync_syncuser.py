@@ -1,9 +1,11 @@
-"""Issue 43, "no leftover ever blocks a sync": switching an rsync repository's sync user (repos.conf ``sync-user``,
+"""Issue 43, "no leftover ever blocks a sync": switching a repository's sync user (repos.conf ``sync-user``,
 ``FEATURES=usersync`` on or off) never blocks a sync.  On main, root → ``nobody`` failed every time (rsync exit 23:
 ``fs.protected_hardlinks`` stops ``nobody`` hard-linking root's live files through ``--link-dest``, and the staging
 directory was given the live tree's owner, root) and ``nobody`` → root failed every time ("the staging directory …
 belongs to uid 65534 … refused: sync again").  A real ``rsync --daemon`` on 127.0.0.1, gemato-signed trees,
-:func:`sync_rsync` with the spawn settings Portage hands its sync modules."""
+:func:`sync_rsync` with the spawn settings Portage hands its sync modules; the git path the same way (on main
+its first update as ``nobody`` failed copying root's ``.git``: "Permission denied", and as root after
+``nobody`` it refused to run git in a repository another user owns)."""
 
 from __future__ import annotations
 
@@ -17,12 +19,16 @@ from typing import Any
 
 import pytest
 from rsync_helpers import CATEGORY, RsyncDaemon, make_tree, pin_repository_keys
+from tree_helpers import build, context, head, install_devs
 
 from gkeys_portage.core.config import load_config
+from gkeys_portage.demo.tree_repo import git_environment
 from gkeys_portage.demo.world import past
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.portage.rsyncsync import RsyncRequest, sync_rsync
+from gkeys_portage.portage.treesync import SyncRequest, clone_verified, update_verified
 from gkeys_portage.verify.git.spawn import SpawnSettings
+from gkeys_portage.verify.git.tree import TreeOptions
 
 pytestmark = pytest.mark.skipif(not shutil.which("rsync"), reason="rsync is not installed")
 
@@ -121,3 +127,31 @@ def test_a_leftover_staging_directory_of_the_previous_sync_user_is_removed_with_
     assert any(line.startswith("warn:") and f"uid {nobody.uid}" in line and leftover.name in line
                for line in switching.lines), switching.lines
 
+
+
+def _lend(path: Path, uid: int) -> None:
+    """Give the test's upstream to ``uid`` (git fetches only from a repository of the fetching user's)."""
+    for entry in [path, *path.rglob("*")]:
+        os.chown(entry, uid, -1, follow_symlinks=False)
+
+
+def test_a_git_repository_root_then_nobody_then_root_each_sync_succeeds(env: Any, base: Path) -> None:
+    """The git path (``sync-type = gkeys`` with a git ``sync-uri``): each switch of the sync user takes effect at
+    the first sync after it, the verified revision checked out and given to the new sync user."""
+    install_devs(env, ("alice",))
+    up = build(base / "upstream", env.keys, ["alice"])
+    location = base / "repos" / "gentoo"
+    nobody = _nobody()
+    for turn, (spawn, uid) in enumerate([(SpawnSettings(), 0), (nobody, nobody.uid), (SpawnSettings(), 0)]):
+        request = SyncRequest(location, f"file://{up.path}", TreeOptions(policy="all", jobs=1),
+                              git_env=git_environment(), spawn=spawn)
+        lines: list[str] = []
+        tip = up.head()
+        _lend(up.path, uid)
+        action = update_verified if turn else clone_verified
+        outcome = action(context(env), request, lambda level, text, into=lines: into.append(text))
+        assert outcome.ok and head(location) == tip, (turn, outcome.reason, lines)
+        owners = {p.lstat().st_uid for p in [location, *location.rglob("*")]}
+        assert owners == {uid}, (turn, owners)
+        _lend(up.path, 0)
+        up.commit("alice")

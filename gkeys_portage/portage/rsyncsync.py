@@ -145,21 +145,10 @@ def rsync_command(request: RsyncRequest, staging: Path, link_dest: Path | None, 
     return [*args, *request.extra_opts, *TREE_SHAPE_OPTIONS, "--", source.rstrip("/") + "/", f"{staging}/"]
 
 
-def sync_user_owns(request: RsyncRequest) -> bool:
-    """True when the live tree (its top directory, a real one) belongs to the sync user: the tree the last sync
-    handed over to this user.  False after ``sync-user`` or ``FEATURES=usersync`` changed (the tree is the
-    previous sync user's), for a missing location and for one that is not a directory."""
-    try:
-        st = request.location.lstat()
-    except OSError:
-        return False
-    return stat.S_ISDIR(st.st_mode) and st.st_uid == _owner(request.spawn).uid
-
-
 def _fetch(request: RsyncRequest, staging: Path, *, checksum: bool = False) -> None:
     # the sync user's own tree only: fs.protected_hardlinks refuses linking another user's files (rsync exit 23),
     # the takeover refuses them in a root sync; after a switch of the sync user the first sync fetches every file
-    linked = sync_user_owns(request) and any(request.location.iterdir())
+    linked = request.spawn.owns(request.location) and any(request.location.iterdir())
     command = rsync_command(request, staging, request.location if linked else None, checksum=checksum)
     result = subprocess.run(children.tied(command), capture_output=True, stdin=subprocess.DEVNULL,
                             preexec_fn=children.preexec_for(),
@@ -301,7 +290,7 @@ def _live_walk(ctx: Gkeys, request: RsyncRequest, previous: Mark | None, pool: T
     compare with."""
     expected = inventory.recorded(ctx, mark_key(request.location))
     if (previous is None or expected is None or expected.manifest != previous.digest
-            or not sync_user_owns(request)):  # a tree of the previous sync user: the full path hands it over
+            or not request.spawn.owns(request.location)):  # the previous sync user's: the full path hands it over
         done: Future[bool] = Future()
         done.set_result(False)
         return done
@@ -340,7 +329,8 @@ class _Held:
         location = self.location
         staging = Path(tempfile.mkdtemp(prefix=owned_prefix(staging_prefix(location)), dir=location.parent))
         try:
-            self.request.spawn.prepare_directory(staging, like=location if sync_user_owns(self.request) else None)
+            spawn = self.request.spawn
+            spawn.prepare_directory(staging, like=location if spawn.owns(location) else None)
             os.chmod(staging, DIRECTORY_MODE)  # no set-group-id or group write inherited from the location
             _fetch(self.request, staging, checksum=checksum)
             self.taken = custody.Taken()

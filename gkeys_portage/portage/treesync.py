@@ -392,13 +392,16 @@ def update_verified(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
 
 def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
     location = request.location
-    live = GitRepo(location, extra_env=request.git_env, spawn=request.spawn)
+    own = request.spawn.owns(location)  # False after a switch of the sync user: nothing of the old tree linked
+    # a previous sync user's tree is read by its owner's git (root's never obeys another user's configuration)
+    live = GitRepo(location, extra_env=request.git_env,
+                   spawn=request.spawn if own else SpawnSettings.owner_of(location))
     recorded = last_verified(ctx.layout, live.path)
     verifier = trusted_verifier(ctx, request.options)  # trust before download
     remote, tracking = _upstream(live)
     keep = LOCAL_DIRECTORIES if request.keep_local else ()
-    with _held(location, request, log, like=location) as hold:
-        copy_git_dir(location, hold.tree, request.spawn)  # the fetch's objects stay here until verified
+    with _held(location, request, log, like=location if own else None) as hold:
+        copy_git_dir(location, hold.tree, request.spawn, link=own)  # the fetch's objects stay here until verified
         repo = GitRepo(hold.tree, extra_env=request.git_env, spawn=request.spawn)
         url = repo.run("remote", "get-url", remote, check=False).stdout.decode("utf-8", "replace").strip()
         if request.uri and url != request.uri:
@@ -423,7 +426,7 @@ def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
             record_verified(ctx, live.path, tip, inventory=expected)  # nothing new, the tree as verified: no swap
             journal_tree(ctx, report, request.options, location)
             return SyncOutcome(True, False, report=report)
-        _work_tree(hold, location, request)
+        _work_tree(hold, location, request, reuse=own)
         take(hold)
         found, proven = _checkout(hold, root, tip, keep, location, proven_files(ctx.layout, location))
         finish_git_dir(hold, tip)
@@ -458,11 +461,14 @@ def _require_no_local(root: GitRepo, tip: str, keep: Sequence[str], location: Pa
                          f"{location / name} away and sync again")
 
 
-def _work_tree(hold: Hold, location: Path, request: SyncRequest) -> None:
+def _work_tree(hold: Hold, location: Path, request: SyncRequest, reuse: bool) -> None:
     """Give the taken tree a work tree to reset: the spare's entries (root moves them in), else the live tree
-    hard-linked in by the sync user (into a directory of its own in the hold, moved in by root)."""
+    hard-linked in by the sync user (into a directory of its own in the hold, moved in by root); nothing when
+    the live tree is another user's (``reuse`` False: the sync user changed), the checkout writes every file."""
     skip = (".git", *LOCAL_DIRECTORIES)
     clear(hold)
+    if not reuse:  # the old spare, the previous user's, is discarded by the next sync's usable_spare
+        return
     spare = usable_spare(location)
     if spare is not None:
         try:

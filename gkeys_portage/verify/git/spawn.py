@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import resource
+import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,15 @@ class SpawnSettings:
         """True when git runs under another uid or gid than this process."""
         return (self.uid is not None and self.uid != os.getuid()) or (self.gid is not None and
                                                                         self.gid != os.getgid())
+
+    def owns(self, path: Path) -> bool:
+        """True when ``path`` (not followed) is a directory of the user these settings run as: a tree this user
+        synced last.  False after ``sync-user`` or ``FEATURES=usersync`` changed, and for a missing path."""
+        try:
+            st = path.lstat()
+        except OSError:
+            return False
+        return stat.S_ISDIR(st.st_mode) and st.st_uid == (self.uid if self.uid is not None else os.geteuid())
 
     def run_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for :func:`subprocess.run` (the child switches identity before exec)."""

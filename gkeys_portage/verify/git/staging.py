@@ -63,20 +63,23 @@ def _refuse_mount_points(paths: Sequence[Path]) -> None:
                              f"{path.parent} and sync again")
 
 
-def copy_git_dir(live: Path, staging: Path, spawn: SpawnSettings) -> None:
-    """Make ``staging/.git`` a copy of ``live/.git``: objects hard-linked, everything else copied (by ``cp`` as
-    the sync user).  ``staging`` may belong to the sync user: ``.git`` is made and given to it by descriptor.
+def copy_git_dir(live: Path, staging: Path, spawn: SpawnSettings, *, link: bool = True) -> None:
+    """Make ``staging/.git`` a copy of ``live/.git``: objects hard-linked (copied when ``link`` is False: the live
+    tree is a previous sync user's, whose files ``fs.protected_hardlinks`` keeps the sync user from linking),
+    everything else copied (by ``cp`` as the sync user).  ``staging`` may belong to the sync user: ``.git`` is
+    made and given to it (the owner and mode of ``staging``, or of ``live/.git`` when linking) by descriptor.
     Lock files a killed git left are removed once root has taken the tree (:func:`.hold.take`)."""
     source = live / ".git"
     if source.is_symlink() or not source.is_dir():
         raise BadInputError(f"{source} is not a directory: gkeys updates a work tree whose .git is a directory "
                             f"(remove {live} and sync again to clone afresh)")
-    _make_dir_like(staging, ".git", source)
+    _make_dir_like(staging, ".git", source if link else staging)
     target = staging / ".git"
     others = [path for path in source.iterdir() if path.name != "objects"]
+    how = ["-a"] if link else ["-a", "--no-preserve=ownership"]  # every copy the sync user's, none the old one's
     if others:
-        _cp(["-a", "-t", target, *others], spawn)
-    _cp(["-a", "--link", "-t", target, source / "objects"], spawn)
+        _cp([*how, "-t", target, *others], spawn)
+    _cp([*how, *(["--link"] if link else []), "-t", target, source / "objects"], spawn)
 
 
 def _make_dir_like(parent: Path, name: str, like: Path) -> None:
