@@ -87,7 +87,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              "            if len(stack) >= fd_depth:", "            if False:",
              (FD + "test_remove_tree_removes_1010_levels_without_recursion_within_few_descriptors",)),
     Mutation(303, "a killed sync's leftover stays beside the location", "gkeys_portage/portage/rsyncsync.py",
-             "    removed, warnings = custody.remove_stale(location.parent, staging_prefix(location))",
+             "    removed, warnings = custody.remove_stale(location.parent, staging_prefix(location), owners)",
              "    removed, warnings = 0, []",
              (LEFT + "test_a_deep_leftover_of_a_killed_sync_is_removed_by_the_next",)),
     Mutation(304, "a leftover gkeys cannot remove fails the sync", TAKE,

@@ -245,8 +245,10 @@ UNMUTATED: dict[int, str] = {}
 from rows_150 import MUTATIONS as _M150, UNMUTATED as _U150  # noqa: E402
 from rows_300 import MUTATIONS as _M300, UNMUTATED as _U300  # noqa: E402
 from rows_330 import MUTATIONS as _M330, UNMUTATED as _U330  # noqa: E402
+from rows_395 import MUTATIONS as _M395, UNMUTATED as _U395  # noqa: E402
 
-MUTATIONS = MUTATIONS + _M150 + _M300 + _M330
+MUTATIONS = MUTATIONS + _M150 + _M300 + _M330 + _M395
 UNMUTATED.update(_U150)
 UNMUTATED.update(_U300)
 UNMUTATED.update(_U330)
+UNMUTATED.update(_U395)
