@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rsync_helpers import CATEGORY, RsyncDaemon, make_tree, pin_repository_keys
+from rsync_helpers import BASE_FILES, CATEGORY, RsyncDaemon, make_tree, pin_repository_keys
 from tree_helpers import build, context, head, install_devs
 
 from gkeys_portage.core.config import load_config
@@ -31,6 +31,7 @@ from gkeys_portage.verify.git.spawn import SpawnSettings
 from gkeys_portage.verify.git.tree import TreeOptions
 
 pytestmark = pytest.mark.skipif(not shutil.which("rsync"), reason="rsync is not installed")
+SAME_TIME = 1_700_000_000  # the time of the files every served tree has
 
 
 @pytest.fixture
@@ -64,10 +65,14 @@ class Switching:
         self.lines: list[str] = []
 
     def serve(self, day: int) -> None:
-        """A newer signed tree with ``dev-test/pkg/dayN.txt``."""
+        """A newer signed tree with ``dev-test/pkg/dayN.txt``; the files every day has keep one time (rsync's
+        quick check then finds them unchanged: what ``--link-dest`` would link)."""
         name = f"day{day}"
-        self.daemon.serve(make_tree(self.base / name, self.env.keys, "infra", when=past(0.5 - day / 10),
-                                    files={f"dev-test/pkg/{name}.txt": name}))
+        tree = make_tree(self.base / name, self.env.keys, "infra", when=past(0.5 - day / 10),
+                         files={f"dev-test/pkg/{name}.txt": name})
+        for rel in BASE_FILES:
+            os.utime(tree / rel, (SAME_TIME, SAME_TIME))
+        self.daemon.serve(tree)
 
     def sync(self, spawn: SpawnSettings) -> Any:
         self.lines = []
