@@ -1,11 +1,11 @@
 """Issue 43, "no leftover ever blocks a sync": switching a repository's sync user (repos.conf ``sync-user``,
 ``FEATURES=usersync`` on or off) never blocks a sync.  On main, root → ``nobody`` failed every time (rsync exit 23:
-``fs.protected_hardlinks`` stops ``nobody`` hard-linking root's live files through ``--link-dest``, and the staging
-directory was given the live tree's owner, root) and ``nobody`` → root failed every time ("the staging directory …
-belongs to uid 65534 … refused: sync again").  A real ``rsync --daemon`` on 127.0.0.1, gemato-signed trees,
-:func:`sync_rsync` with the spawn settings Portage hands its sync modules; the git path the same way (on main
-its first update as ``nobody`` failed copying root's ``.git``: "Permission denied", and as root after
-``nobody`` it refused to run git in a repository another user owns)."""
+the staging directory was given the live tree's owner, root, so ``nobody`` could write nothing in it) and
+``nobody`` → root failed every time ("the staging directory … belongs to uid 65534 … refused: sync again"; with
+``--link-dest`` the staging tree also held ``nobody``'s linked files, which the takeover refuses).  A real
+``rsync --daemon`` on 127.0.0.1, gemato-signed trees, :func:`sync_rsync` with the spawn settings Portage hands its
+sync modules; the git path the same way (on main its first update as ``nobody`` failed copying root's ``.git``:
+"Permission denied", and as root after ``nobody`` it refused to run git in a repository another user owns)."""
 
 from __future__ import annotations
 

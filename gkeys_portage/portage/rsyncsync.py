@@ -146,7 +146,7 @@ def rsync_command(request: RsyncRequest, staging: Path, link_dest: Path | None, 
 
 
 def _fetch(request: RsyncRequest, staging: Path, *, checksum: bool = False) -> None:
-    # the sync user's own tree only: fs.protected_hardlinks refuses linking another user's files (rsync exit 23),
+    # the sync user's own tree only: fs.protected_hardlinks refuses linking another user's files (rsync copies),
     # the takeover refuses them in a root sync; after a switch of the sync user the first sync fetches every file
     linked = request.spawn.owns(request.location) and any(request.location.iterdir())
     command = rsync_command(request, staging, request.location if linked else None, checksum=checksum)
