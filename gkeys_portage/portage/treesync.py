@@ -431,7 +431,7 @@ def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
         found, proven = _checkout(hold, root, tip, keep, location, proven_files(ctx.layout, location))
         finish_git_dir(hold, tip)
         give(hold)  # last, after every check
-        kept = carry_local(location, hold.tree, request.spawn) if keep else []
+        kept = carry_local(location, hold.tree, request.spawn, by_root=not own) if keep else []
         if kept:
             log("info", f"gkeys: kept {', '.join(kept)} (Portage keeps them in this repository)")
         swap_in(hold.tree, location)  # one exchange: the location holds the old revision or the new one

@@ -28,6 +28,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(395, "git: root's copy of .git keeps the previous sync user's files",
              "gkeys_portage/verify/git/staging.py",
              "    how = [\"-a\"] if link else [\"-a\", \"--no-preserve=ownership\"]", "    how = [\"-a\"]", (GIT,)),
+    Mutation(395, "git: the new sync user links the previous user's distfiles", "gkeys_portage/portage/treesync.py",
+             "request.spawn, by_root=not own)", "request.spawn, by_root=False)", (GIT,)),
 )
 
 #: Rows 395-399 with no mutation yet, and why.

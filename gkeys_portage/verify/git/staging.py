@@ -105,11 +105,13 @@ def link_work_tree(live: Path, staging: Path, spawn: SpawnSettings) -> None:
         _cp(["-a", "--link", "-t", staging, *entries], spawn)
 
 
-def carry_local(live: Path, staging: Path, spawn: SpawnSettings) -> list[str]:
+def carry_local(live: Path, staging: Path, spawn: SpawnSettings, *, by_root: bool = False) -> list[str]:
     """Hard-link the live tree's :data:`LOCAL_DIRECTORIES` into the checked-out ``staging`` tree; their names.
 
     A symlink is carried as the symlink.  A verified revision that itself holds one of those names is refused
-    (the user's files would otherwise be replaced by the revision's).
+    (the user's files would otherwise be replaced by the revision's).  ``by_root``: root links them, through
+    descriptors (:func:`fdtree.link_tree`, owners and modes kept), not the sync user's ``cp``: after a switch of
+    the sync user they are the previous user's, which ``fs.protected_hardlinks`` keeps the new one from linking.
     """
     present = [live / name for name in LOCAL_DIRECTORIES if os.path.lexists(live / name)]
     _refuse_mount_points(present)
@@ -117,6 +119,14 @@ def carry_local(live: Path, staging: Path, spawn: SpawnSettings) -> list[str]:
         if os.path.lexists(staging / path.name):
             raise UsageError(f"the verified revision has {path.name}/, which Portage keeps as yours in {live}: move "
                              f"{path} away and sync again")
-    if present:
+    if present and by_root:
+        source, target = fdtree.open_dir(live), fdtree.open_dir(staging)
+        try:
+            for path in present:
+                fdtree.link_tree(source, path.name, target)
+        finally:
+            os.close(source)
+            os.close(target)
+    elif present:
         _cp(["-a", "--link", "-t", staging, *present], spawn)
     return [path.name for path in present]
