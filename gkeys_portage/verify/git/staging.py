@@ -119,14 +119,21 @@ def carry_local(live: Path, staging: Path, spawn: SpawnSettings, *, by_root: boo
         if os.path.lexists(staging / path.name):
             raise UsageError(f"the verified revision has {path.name}/, which Portage keeps as yours in {live}: move "
                              f"{path} away and sync again")
-    if present and by_root:
-        source, target = fdtree.open_dir(live), fdtree.open_dir(staging)
-        try:
-            for path in present:
-                fdtree.link_tree(source, path.name, target)
-        finally:
-            os.close(source)
-            os.close(target)
-    elif present:
+    names = [path.name for path in present]
+    if by_root:
+        _link_by_root(live, staging, names)
+        return names
+    if present:
         _cp(["-a", "--link", "-t", staging, *present], spawn)
-    return [path.name for path in present]
+    return names
+
+
+def _link_by_root(live: Path, staging: Path, names: Sequence[str]) -> None:
+    """Link the entries ``names`` of ``live`` into ``staging`` as root, through descriptors (nothing followed)."""
+    source, target = fdtree.open_dir(live), fdtree.open_dir(staging)
+    try:
+        for name in names:
+            fdtree.link_tree(source, name, target)
+    finally:
+        os.close(source)
+        os.close(target)
