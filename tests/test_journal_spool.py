@@ -14,6 +14,7 @@ import pwd
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import GkeysEnv
 from eclass_helpers import installed_ebuild
 from test_fetch_unprivileged import as_nobody, shared_env  # noqa: F401 - the fixture
@@ -37,12 +38,14 @@ def _make_spool(env: GkeysEnv) -> Path:
     return made
 
 
-def test_the_eclass_leaves_each_verdict_for_root_which_verifies_it_again_and_audit_lists_it(env: GkeysEnv) -> None:
+def test_the_eclass_leaves_each_verdict_for_root_which_verifies_it_again_and_audit_lists_it(
+        env: GkeysEnv, monkeypatch: pytest.MonkeyPatch) -> None:
     """The real eclass path (a build without userpriv runs as root, read-only, in the sandbox): ``addwrite`` of the
     spool, one record; ``gkeys audit`` as root takes it in, verifies it again, lists it with its provenance, the
     same facts in text and ``--json``."""
     ebuild = installed_ebuild(env)
     where = _make_spool(env)
+    monkeypatch.setenv("DISTDIR", str(ebuild.distdir))  # root's Portage's DISTDIR
     path = ebuild.distfile("demo-1.0.tar.gz")
     sig = ebuild.sign("alice", path.name)
     run = ebuild.run(f'gkeys-verify_verify_detached "{path}" "{sig}"', environ={
@@ -68,13 +71,15 @@ def test_the_eclass_leaves_each_verdict_for_root_which_verifies_it_again_and_aud
     assert hit["detail"].split("verify -F")[1] in text.out and f"signed file {path}" in text.out, text.out
 
 
-def test_a_build_as_an_unprivileged_user_is_confirmed_by_root_or_journaled_unconfirmed(shared_env: GkeysEnv) -> None:
+def test_a_build_as_an_unprivileged_user_is_confirmed_by_root_or_journaled_unconfirmed(
+        shared_env: GkeysEnv, monkeypatch: pytest.MonkeyPatch) -> None:
     """``verify -F`` as ``nobody`` (the portage user's stand-in) writes a record into the 3770 spool and nothing
     else; root confirms the file still there and journals the one gone as unconfirmed, both under the key."""
     env = shared_env
     where = _make_spool(env)
     files = env.root / "distfiles"
     files.mkdir(mode=0o755)
+    monkeypatch.setenv("DISTDIR", str(files))
     kept, gone = files / "foo-1.0.tar.gz", files / "bar-1.0.tar.gz"
     for data in (kept, gone):
         data.write_bytes(f"release {data.name}\n".encode())

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
+from pathlib import Path
 
 from gkeys_portage.core.errors import UnknownKeyError, UsageError
 from gkeys_portage.core.journal import JournalPaths, read_entries, verify_chain
@@ -155,10 +157,11 @@ def _ever_known(ctx: Gkeys, key: str, installed: dict[str, list[str]]) -> bool:
     return any(key in fingerprints_in(entry.data) for entry in read_entries(ctx.layout, skipped=[]))
 
 
-def run_journal(ctx: Gkeys, args: argparse.Namespace) -> Report:
-    """``journal verify``: check the chain end to end; ``journal ingest``: take in the spool."""
+def run_journal(ctx: Gkeys, args: argparse.Namespace, distdir: Callable[[], Path | None] = lambda: None) -> Report:
+    """``journal verify``: check the chain end to end; ``journal ingest``: take in the spool (``distdir``:
+    Portage's DISTDIR, the only place a build's claim is checked)."""
     if args.command == "ingest":
-        return _ingest(ctx)
+        return _ingest(ctx, distdir)
     chain = verify_chain(ctx.layout)
     out = Report(data=chain.to_json())
     where = JournalPaths.of(ctx.layout).root
@@ -171,13 +174,13 @@ def run_journal(ctx: Gkeys, args: argparse.Namespace) -> Report:
     return out
 
 
-def _ingest(ctx: Gkeys) -> Report:
+def _ingest(ctx: Gkeys, distdir: Callable[[], Path | None]) -> Report:
     """``journal ingest``: what builds verified, confirmed by root (:mod:`gkeys_portage.verify.ingest`)."""
     from gkeys_portage.verify.ingest import ingest  # the verifiers: only when asked
 
     if os.geteuid() != 0:
         raise UsageError("gkeys journal ingest takes in what builds verified for root's journal: run it as root")
-    done = ingest(ctx)
+    done = ingest(ctx, distdir)
     out = Report(data=done.to_json())
     for path in done.confirmed:
         out.good(printable(f"{path}: verified again and journaled (reported by a build)"))
