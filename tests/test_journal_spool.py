@@ -8,14 +8,18 @@ Forged and malformed records are refused, removed and never trusted."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pwd
+import subprocess
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import GkeysEnv
+from conftest import PROJECT, GkeysEnv
 from eclass_helpers import installed_ebuild
 from test_fetch_unprivileged import as_nobody, shared_env  # noqa: F401 - the fixture
 
@@ -173,3 +177,117 @@ def test_a_full_spool_takes_no_more_and_the_build_goes_on(shared_env: GkeysEnv, 
         os.environ.pop(journal.READ_ONLY_VARIABLE)
     assert result.code == 0 and "is full" in result.err, result.text
     assert len(list(where.iterdir())) == spool.MAX_RECORDS
+
+
+# -- root never acts on a path the build user can change (SECURITY.md row 394) ----------------------------------
+
+
+def _claim(env: GkeysEnv, where: Path, number: int, file: Path | str, signature: Path | str, sha256: str) -> str:
+    """A well-formed record owned by nobody (a member of the spool's group), naming ``file`` and ``signature``."""
+    name = f"2-1-{number:08x}.json"
+    (where / name).write_text(json.dumps({
+        "version": 1, "time": 2.0, "atom": "app-misc/demo-1.0", "verdict": "accepted", "file": str(file),
+        "signature": str(signature), "message": False, "category": "gentoo", "nick": "", "sha256": sha256,
+        "size": 1, "signers": [env.keys.keys["releng"].fingerprint], "code": ""}))
+    nobody = pwd.getpwnam("nobody")
+    os.chown(where / name, nobody.pw_uid, nobody.pw_gid)
+    return name
+
+
+def _ingest_apart(env: GkeysEnv, distdir: Path) -> dict[str, Any]:
+    """``gkeys --json journal ingest`` as root in a child process with Portage's DISTDIR, killed after 30 s: a
+    root that blocks on a FIFO fails the test instead of hanging it."""
+    result = subprocess.run([sys.executable, "-m", "gkeys_portage.cli.main", "-c", str(env.config), "--json",
+                             "journal", "ingest"], env={**os.environ, "DISTDIR": str(distdir),
+                                                        "PYTHONPATH": str(PROJECT)},
+                            capture_output=True, text=True, timeout=30, check=False)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    return json.loads(result.stdout)
+
+
+def _why(env: GkeysEnv) -> dict[str, str]:
+    return {e["data"]["file"]: e["data"]["why"] for e in _entries(env, "file-reported")}
+
+
+def test_root_opens_a_claim_only_below_distdir_never_through_a_link_a_fifo_or_a_file_its_owner_cannot_read(
+        shared_env: GkeysEnv) -> None:
+    """Each claim names a path the build user chose: one outside DISTDIR (a good signature, old code confirmed
+    it), one through a symlinked directory to a root-only file, a root-only file in DISTDIR (both an oracle: root
+    hashed them on the build's behalf), a symlink to /dev/zero, a FIFO, a good file whose signature is a FIFO (old
+    code blocked forever opening it).  Root confirms none, journals each as unconfirmed with why, never blocks."""
+    env = shared_env
+    where = _make_spool(env)
+    distdir, outside, secret_dir = (env.root / name for name in ("distfiles", "elsewhere", "root-only"))
+    for directory in (distdir, outside):
+        directory.mkdir(mode=0o755)
+    secret_dir.mkdir(mode=0o700)
+    good = outside / "foo-1.0.tar.gz"
+    good.write_bytes(b"release\n")
+    (outside / "foo-1.0.tar.gz.asc").write_bytes(env.keys.sign("releng", good))
+    secret = secret_dir / "secret"
+    secret.write_bytes(b"root only\n")
+    kept = distdir / "kept-1.0.tar.gz"
+    kept.write_bytes(b"release\n")
+    (distdir / "kept-1.0.tar.gz.asc").write_bytes(env.keys.sign("releng", kept))
+    (distdir / "private").write_bytes(b"root only\n")
+    (distdir / "private").chmod(0o600)
+    (distdir / "link").symlink_to(secret_dir)
+    (distdir / "zero").symlink_to("/dev/zero")
+    os.mkfifo(distdir / "fifo")
+    os.mkfifo(distdir / "fifo.asc")
+    sha = {path: hashlib.sha256(path.read_bytes()).hexdigest() for path in (good, secret, kept)}
+    cases = {
+        good: (good.with_name(good.name + ".asc"), sha[good], "not a file below Portage's DISTDIR"),
+        distdir / "link" / "secret": (secret.with_name("secret.asc"), sha[secret],
+                                      "link is not a directory below DISTDIR"),
+        distdir / "private": (distdir / "private.asc", sha[secret], "nobody may not read it"),
+        distdir / "zero": (distdir / "zero.asc", "0" * 64, "cannot be opened as a file"),
+        distdir / "fifo": (distdir / "fifo.asc", "0" * 64, "not a regular file (a FIFO"),
+        kept: (distdir / "fifo.asc", sha[kept], f"its signature {distdir / 'fifo.asc'}: it is not a regular file"),
+        distdir / ".." / "elsewhere" / good.name: (good.with_name(good.name + ".asc"), sha[good],
+                                                   "not a file below Portage's DISTDIR"),
+    }
+    for number, (file, (signature, digest, _)) in enumerate(cases.items()):
+        _claim(env, where, number, file, signature, digest)
+    done = _ingest_apart(env, distdir)
+    assert (done["confirmed"], done["refused"], done["rejected"]) == ([], [], []), done
+    why = _why(env)
+    for file, (_, _, expected) in cases.items():
+        assert expected in why[str(file)], (file, why[str(file)])
+    assert not _entries(env, "file-accepted", "file-refused") and not list(where.iterdir())
+
+
+def test_a_claimed_file_swapped_for_a_fifo_again_and_again_never_blocks_root(shared_env: GkeysEnv) -> None:
+    """While root takes in claims on one distfile, the build user swaps it for a FIFO and back as fast as it can
+    (between root's check and its open, old code opened the FIFO and blocked forever): each claim ends, unconfirmed
+    with why, and root never hangs."""
+    env = shared_env
+    where = _make_spool(env)
+    distdir = env.root / "distfiles"
+    distdir.mkdir(mode=0o755)
+    path, spare = distdir / "swap-1.0.tar.gz", distdir / ".spare"
+    spare.write_bytes(b"release\n")
+    os.link(spare, path)
+    for number in range(24):
+        _claim(env, where, number, path, distdir / "swap-1.0.tar.gz.asc", "0" * 64)
+    stop = threading.Event()
+
+    def swap() -> None:
+        fifo, regular = distdir / ".fifo", distdir / ".regular"
+        while not stop.is_set():
+            os.mkfifo(fifo)
+            os.replace(fifo, path)
+            os.link(spare, regular)
+            os.replace(regular, path)
+
+    swapper = threading.Thread(target=swap, daemon=True)
+    swapper.start()
+    try:
+        done = _ingest_apart(env, distdir)
+    finally:
+        stop.set()
+        swapper.join()
+    assert (done["confirmed"], len(done["unconfirmed"])) == ([], 24), done
+    reasons = {e["data"]["why"] for e in _entries(env, "file-reported")}
+    assert reasons <= {"the file changed since the build verified it",
+                       "it is not a regular file (a FIFO, a device or a socket)"}, reasons

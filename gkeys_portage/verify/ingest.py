@@ -72,13 +72,14 @@ def _provenance(claim: spool.Claim) -> dict[str, Any]:
 def _detached(claim: spool.Claim, distdir: Path | None) -> tuple[bytes, str]:
     """The signature a detached claim names, read through a descriptor opened as :mod:`~.claimed` says."""
     named = claim.data["signature"]
-    fd, _ = claimed.open_claimed(distdir, named, (claim.user, claim.uid), MAX_SIGNATURE)
     try:
-        return claimed.read_claimed(fd, MAX_SIGNATURE), named
+        fd, _ = claimed.open_claimed(distdir, named, (claim.user, claim.uid), MAX_SIGNATURE)
+        try:
+            return claimed.read_claimed(fd, MAX_SIGNATURE), named
+        finally:
+            os.close(fd)
     except claimed.Unconfirmable as exc:
         raise claimed.Unconfirmable(f"its signature {named}: {exc}") from exc
-    finally:
-        os.close(fd)
 
 
 def _verify_claim(ctx: Gkeys, claim: spool.Claim, distdir: Path | None) -> tuple[SignedInput, Category, VerifyResult,
