@@ -111,8 +111,9 @@ def run_history(ctx: Gkeys, args: argparse.Namespace) -> Report:
     return out
 
 
-def run_audit(ctx: Gkeys, args: argparse.Namespace) -> Report:
-    """List what the key signed that was accepted, by artifact; with --recheck, verify it again today."""
+def run_audit(ctx: Gkeys, args: argparse.Namespace, distdir: Callable[[], Path | None] = lambda: None) -> Report:
+    """List what the key signed that was accepted, by artifact; with --recheck, verify it again today (``distdir``:
+    Portage's DISTDIR, the only place a file a build named is opened)."""
     key = parse_key(args.key)
     installed: dict[str, list[str]] = {fpr: [k.fingerprint for k in found.subkeys] for cat in ctx.seeds.categories()
                  if ctx.keyring(cat).exists() for fpr, found in ctx.keyring(cat).installed().items()}
@@ -135,7 +136,7 @@ def run_audit(ctx: Gkeys, args: argparse.Namespace) -> Report:
     if args.recheck:
         from gkeys_portage.verify.recheck import REFUSED, recheck  # loads every verifier: only when asked
 
-        results = recheck(ctx, found)
+        results = recheck(ctx, found, distdir)
         out.data["recheck"] = [r.to_json() for r in results]
         for result in results:
             line = printable(f"{result.status}: {result.hit.artifact} {result.hit.subject} (accepted "

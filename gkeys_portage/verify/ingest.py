@@ -23,7 +23,7 @@ For each record, under the spool's own lock (the journal's lock is taken for eac
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,11 +69,10 @@ def _provenance(claim: spool.Claim) -> dict[str, Any]:
             "time": data["time"], "record": claim.name}
 
 
-def _detached(claim: spool.Claim, distdir: Path | None) -> tuple[bytes, str]:
+def _detached(named: str, owner: tuple[str, int], distdir: Path | None) -> tuple[bytes, str]:
     """The signature a detached claim names, read through a descriptor opened as :mod:`~.claimed` says."""
-    named = claim.data["signature"]
     try:
-        fd, _ = claimed.open_claimed(distdir, named, (claim.user, claim.uid), MAX_SIGNATURE)
+        fd, _ = claimed.open_claimed(distdir, named, owner, MAX_SIGNATURE)
         try:
             return claimed.read_claimed(fd, MAX_SIGNATURE), named
         finally:
@@ -82,16 +81,17 @@ def _detached(claim: spool.Claim, distdir: Path | None) -> tuple[bytes, str]:
         raise claimed.Unconfirmable(f"its signature {named}: {exc}") from exc
 
 
-def _verify_claim(ctx: Gkeys, claim: spool.Claim, distdir: Path | None) -> tuple[SignedInput, Category, VerifyResult,
-                                                                                   tuple[str, int]]:
-    """Root's own verification of what ``claim`` names: the file and its signature opened once, without following
-    a link, below DISTDIR (:mod:`~.claimed`); hashed and verified through that same descriptor (gpg and Sequoia
-    read ``/dev/fd/N`` while a read lease holds the file still) or from the bytes read once.  Raises
-    :class:`~.claimed.Unconfirmable` (the claim cannot be checked) or :class:`NotVerifiedError` (root refuses)."""
-    data = claim.data
-    name = data["file"]
-    inline = data["message"] or data["signature"] == "inline"
-    fd, info = claimed.open_claimed(distdir, name, (claim.user, claim.uid), MAX_FILE)
+def verify_claimed(ctx: Gkeys, data: Mapping[str, Any], owner: tuple[str, int], distdir: Path | None
+                   ) -> tuple[SignedInput, Category, VerifyResult, tuple[str, int]]:
+    """Root's own verification of what a build named (a record's ``data``: file, signature, SHA-256, category,
+    nick, message; ``owner``: the record owner's name and uid; also ``audit --recheck`` of such a claim): the file
+    and its signature opened once, without following a link, below DISTDIR (:mod:`~.claimed`); hashed and verified
+    through that same descriptor (gpg and Sequoia read ``/dev/fd/N`` while a read lease holds the file still) or
+    from the bytes read once.  Raises :class:`~.claimed.Unconfirmable` (the claim cannot be checked) or
+    :class:`NotVerifiedError` (root refuses)."""
+    name, message = data["file"], bool(data.get("message"))
+    inline = message or data["signature"] == "inline"
+    fd, info = claimed.open_claimed(distdir, name, owner, MAX_FILE)
     try:
         with held(fd, name) as holding:
             if holding and not inline:
@@ -105,10 +105,10 @@ def _verify_claim(ctx: Gkeys, claim: spool.Claim, distdir: Path | None) -> tuple
             if digest[0] != data["sha256"]:
                 raise claimed.Unconfirmable("the file changed since the build verified it")
             if inline:
-                signed = SignedInput(name, body, None, whole=not data["message"])
+                signed = SignedInput(name, body, None, whole=not message)
             else:
-                signed = SignedInput(name, body, *_detached(claim, distdir))
-            category, result = verify_input(ctx, signed, [data["category"]], data["nick"] or None)
+                signed = SignedInput(name, body, *_detached(data["signature"], owner, distdir))
+            category, result = verify_input(ctx, signed, [data["category"]], data.get("nick") or None)
     except FileChangedError as exc:
         raise claimed.Unconfirmable("the file was written to while root verified it") from exc
     finally:
@@ -122,7 +122,7 @@ def _confirm(ctx: Gkeys, claim: spool.Claim, done: Ingested, distdir: Path | Non
     path = data["file"]
     reported = {"reported_by": _provenance(claim)}
     try:
-        signed, category, result, digest = _verify_claim(ctx, claim, distdir)
+        signed, category, result, digest = verify_claimed(ctx, data, (claim.user, claim.uid), distdir)
     except NotVerifiedError as exc:
         journal.record(ctx, "file-refused", {"file": path, "signature": data["signature"],
                                              "category": data["category"], "sha256": data["sha256"],
