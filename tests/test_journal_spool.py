@@ -45,21 +45,28 @@ def _make_spool(env: GkeysEnv) -> Path:
 def test_the_eclass_leaves_each_verdict_for_root_which_verifies_it_again_and_audit_lists_it(
         env: GkeysEnv, monkeypatch: pytest.MonkeyPatch) -> None:
     """The real eclass path (a build without userpriv runs as root, read-only, in the sandbox): ``addwrite`` of the
-    spool, one record; ``gkeys audit`` as root takes it in, verifies it again, lists it with its provenance, the
-    same facts in text and ``--json``."""
+    spool, one record naming the real distfile (the build's ``${DISTDIR}`` holds links to it, as Portage's does);
+    ``gkeys audit`` as root takes it in, verifies it again, lists it with its provenance, the same facts in text
+    and ``--json``."""
     ebuild = installed_ebuild(env)
     where = _make_spool(env)
     monkeypatch.setenv("DISTDIR", str(ebuild.distdir))  # root's Portage's DISTDIR
     path = ebuild.distfile("demo-1.0.tar.gz")
     sig = ebuild.sign("alice", path.name)
-    run = ebuild.run(f'gkeys-verify_verify_detached "{path}" "{sig}"', environ={
-        "GKEYS_VERIFY_SPOOL": str(where), "CATEGORY": "app-misc", "PF": "demo-1.0", "PORTAGE_REPO_NAME": "gentoo"})
+    shadow = env.root / "build" / "shadow-distdir"  # ${PORTAGE_BUILDDIR}/distdir: a link per distfile
+    shadow.mkdir()
+    for real in (path, sig):
+        (shadow / real.name).symlink_to(real)
+    run = ebuild.run(f'gkeys-verify_verify_detached "{shadow / path.name}" "{shadow / sig.name}"', environ={
+        "DISTDIR": str(shadow), "GKEYS_VERIFY_SPOOL": str(where), "CATEGORY": "app-misc", "PF": "demo-1.0",
+        "PORTAGE_REPO_NAME": "gentoo"})
     assert run.code == 0, run.err
     assert f"ADDWRITE: {where}" in run.err
     (record,) = [p for p in where.iterdir()]
     assert not _entries(env, "file-accepted")  # the build wrote no journal: only its record
     claim = json.loads(record.read_text())
-    assert (claim["file"], claim["verdict"], claim["atom"]) == (str(path), "accepted", "app-misc/demo-1.0::gentoo")
+    assert (claim["file"], claim["signature"], claim["verdict"], claim["atom"]) == (
+        str(path), str(sig), "accepted", "app-misc/demo-1.0::gentoo")
 
     alice = env.keys.keys["alice"].fingerprint
     doc = json.loads(env.run("--json", "audit", "--key", alice).out)
@@ -84,8 +91,8 @@ def test_a_build_as_an_unprivileged_user_is_confirmed_by_root_or_journaled_uncon
     files = env.root / "distfiles"
     files.mkdir(mode=0o755)
     monkeypatch.setenv("DISTDIR", str(files))
-    kept, gone = files / "foo-1.0.tar.gz", files / "bar-1.0.tar.gz"
-    for data in (kept, gone):
+    kept, gone, changed = files / "foo-1.0.tar.gz", files / "bar-1.0.tar.gz", files / "baz-1.0.tar.gz"
+    for data in (kept, gone, changed):
         data.write_bytes(f"release {data.name}\n".encode())
         (files / f"{data.name}.asc").write_bytes(env.keys.sign("releng", data))
     assert env.run("verify", "-F", str(kept), "-C", "gentoo").code == 0  # warm-up as root (journaled by root)
@@ -93,23 +100,27 @@ def test_a_build_as_an_unprivileged_user_is_confirmed_by_root_or_journaled_uncon
     log = env.root / "child.log"
     os.environ.update({**ATOM, spool.VARIABLE: str(where), journal.READ_ONLY_VARIABLE: "1"})
     try:
-        for data in (kept, gone):
+        for data in (kept, gone, changed):
             assert as_nobody(lambda d=data: gkeys_main(["-c", str(env.config), "verify", "-F", str(d), "-C",  # type: ignore[misc]
                                                         "gentoo"]), log) == 0, log.read_text()
     finally:
         for name in (*ATOM, spool.VARIABLE, journal.READ_ONLY_VARIABLE):
             os.environ.pop(name)
     nobody = pwd.getpwnam("nobody").pw_uid
-    assert sorted(p.stat().st_uid for p in where.iterdir()) == [nobody, nobody]
+    assert sorted(p.stat().st_uid for p in where.iterdir()) == [nobody, nobody, nobody]
     gone.unlink()
+    changed.write_bytes(b"not what the build verified\n")
     result = env.run("--json", "journal", "ingest")
     assert result.code == 0, result.text
     done = json.loads(result.out)
-    assert (done["confirmed"], done["unconfirmed"], done["rejected"]) == ([str(kept)], [str(gone)], [])
+    assert (done["confirmed"], sorted(done["unconfirmed"]), done["rejected"]) == ([str(kept)], [str(gone), str(changed)],
+                                                                                []), done
     (confirmed,) = _entries(env, "file-accepted")[before:]
     assert confirmed["data"]["reported_by"]["user"] == "nobody"
-    (reported,) = _entries(env, "file-reported")
-    assert reported["data"]["confirmed"] is False and reported["data"]["why"] == "the file is gone"
+    reported = {e["data"]["file"]: e["data"] for e in _entries(env, "file-reported")}
+    assert [r["confirmed"] for r in reported.values()] == [False, False]
+    assert (reported[str(gone)]["why"], reported[str(changed)]["why"]) == (
+        "the file is gone", "the file changed since the build verified it")
     releng = env.keys.keys["releng"].fingerprint
     doc = json.loads(env.run("--json", "audit", "--key", releng).out)
     kinds = {(a["artifact"], a["subject"]) for a in doc["artifacts"]}
@@ -118,7 +129,8 @@ def test_a_build_as_an_unprivileged_user_is_confirmed_by_root_or_journaled_uncon
     assert f"signed file (reported by a build, unconfirmed) {gone}" in text
     assert "reported by a build as nobody for app-misc/demo-1.0::gentoo; NOT confirmed: the file is gone" in text
     rechecked = json.loads(env.run("--json", "audit", "--key", releng, "--recheck").out)["recheck"]
-    assert {(r["subject"], r["status"]) for r in rechecked} == {(str(kept), "verifies"), (str(gone), "gone")}
+    assert {(r["subject"], r["status"]) for r in rechecked} == {(str(kept), "verifies"), (str(gone), "gone"),
+                                                               (str(changed), "replaced")}
 
 
 def test_forged_malformed_and_foreign_records_are_refused_removed_and_never_trusted(env: GkeysEnv,
