@@ -157,7 +157,9 @@ def test_forged_malformed_and_foreign_records_are_refused_removed_and_never_trus
     }
     for name, text in forged.items():
         (where / name).write_text(text)
-    (where / "1-1-00000010.json").symlink_to(target)
+    linked = tmp_path / "linked.json"  # one link of its own: only O_NOFOLLOW refuses the symlink to it
+    linked.write_text(json.dumps(good))
+    (where / "1-1-00000010.json").symlink_to(linked)
     (where / "1-1-00000011.json").write_text(json.dumps(good))
     os.chown(where / "1-1-00000011.json", 54321, 54321)  # a user outside the spool's group
     os.link(target, where / "1-1-00000012.json")  # a hard link to a file elsewhere
