@@ -8,6 +8,7 @@ Forged and malformed records are refused, removed and never trusted."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -15,6 +16,8 @@ import pwd
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -113,8 +116,8 @@ def test_a_build_as_an_unprivileged_user_is_confirmed_by_root_or_journaled_uncon
     result = env.run("--json", "journal", "ingest")
     assert result.code == 0, result.text
     done = json.loads(result.out)
-    assert (done["confirmed"], sorted(done["unconfirmed"]), done["rejected"]) == ([str(kept)], [str(gone), str(changed)],
-                                                                                []), done
+    assert (done["confirmed"], sorted(done["unconfirmed"]), done["rejected"]) == (
+        [str(kept)], [str(gone), str(changed)], []), done
     (confirmed,) = _entries(env, "file-accepted")[before:]
     assert confirmed["data"]["reported_by"]["user"] == "nobody"
     reported = {e["data"]["file"]: e["data"] for e in _entries(env, "file-reported")}
@@ -210,15 +213,27 @@ def _claim(env: GkeysEnv, where: Path, number: int, file: Path | str, signature:
     return name
 
 
-def _apart(env: GkeysEnv, distdir: Path, *argv: str) -> dict[str, Any]:
+def _apart(env: GkeysEnv, distdir: Path, *argv: str,
+           meanwhile: Callable[[int], None] | None = None) -> dict[str, Any]:
     """``gkeys --json ARGV`` (default ``journal ingest``) as root in a child process with Portage's DISTDIR,
-    killed after 30 s: a root that blocks on a FIFO fails the test instead of hanging it."""
-    result = subprocess.run([sys.executable, "-m", "gkeys_portage.cli.main", "-c", str(env.config), "--json",
-                             *(argv or ("journal", "ingest"))], env={**os.environ, "DISTDIR": str(distdir),
-                                                                     "PYTHONPATH": str(PROJECT)},
-                            capture_output=True, text=True, timeout=30, check=False)
-    assert result.returncode in (0, 1) and "Traceback" not in result.stderr, result.stderr
-    return json.loads(result.stdout)
+    killed after 30 s: a root that blocks on a FIFO fails the test instead of hanging it (``meanwhile``: run in a
+    thread with the child's pid)."""
+    child = subprocess.Popen([sys.executable, "-m", "gkeys_portage.cli.main", "-c", str(env.config), "--json",
+                              *(argv or ("journal", "ingest"))], env={**os.environ, "DISTDIR": str(distdir),
+                                                                      "PYTHONPATH": str(PROJECT)},
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    helper = threading.Thread(target=meanwhile, args=(child.pid,), daemon=True) if meanwhile else None
+    if helper:
+        helper.start()
+    try:
+        out, err = child.communicate(timeout=30)
+    finally:
+        child.kill()
+        child.wait()
+        if helper:
+            helper.join()
+    assert child.returncode in (0, 1) and "Traceback" not in err, err
+    return json.loads(out)
 
 
 def _why(env: GkeysEnv) -> dict[str, str]:
@@ -278,28 +293,34 @@ def test_root_opens_a_claim_only_below_distdir_never_through_a_link_a_fifo_or_a_
         assert cases[Path(result["subject"])][2] in result["why"], result
 
 
-def test_a_claimed_file_swapped_for_a_fifo_again_and_again_never_blocks_root(shared_env: GkeysEnv) -> None:
-    """While root takes in claims on one distfile, the build user swaps it for a FIFO and back as fast as it can
-    (between root's check and its open, old code opened the FIFO and blocked forever): each claim ends, unconfirmed
-    with why, and root never hangs."""
+def test_a_claimed_file_swapped_for_a_fifo_or_another_file_again_and_again_never_blocks_or_misleads_root(
+        shared_env: GkeysEnv) -> None:
+    """While root takes in claims on one distfile, the build user replaces it, as fast as it can, by a FIFO, the
+    signed release and another file (between root's check and its open, old code opened the FIFO and blocked
+    forever; between its hash and gpg's read, it verified another file than it hashed): root never hangs, and
+    what it journals is about the one inode it opened: confirmed with the release's digest, or unconfirmed with
+    why, never refused because another file came in between."""
     env = shared_env
     where = _make_spool(env)
     distdir = env.root / "distfiles"
     distdir.mkdir(mode=0o755)
-    path, spare = distdir / "swap-1.0.tar.gz", distdir / ".spare"
-    spare.write_bytes(b"release\n")
-    os.link(spare, path)
+    path = distdir / "swap-1.0.tar.gz"
+    path.write_bytes(b"release\n")
+    (distdir / "swap-1.0.tar.gz.asc").write_bytes(env.keys.sign("releng", path))
+    sha = hashlib.sha256(b"release\n").hexdigest()
     for number in range(24):
-        _claim(env, where, number, path, distdir / "swap-1.0.tar.gz.asc", "0" * 64)
+        _claim(env, where, number, path, distdir / "swap-1.0.tar.gz.asc", sha)
     stop = threading.Event()
 
     def swap() -> None:
-        fifo, regular = distdir / ".fifo", distdir / ".regular"
+        scratch = distdir / ".next"
         while not stop.is_set():
-            os.mkfifo(fifo)
-            os.replace(fifo, path)
-            os.link(spare, regular)
-            os.replace(regular, path)
+            for content in (None, b"release\n", b"another file\n"):
+                if content is None:
+                    os.mkfifo(scratch)
+                else:
+                    scratch.write_bytes(content)
+                os.replace(scratch, path)
 
     swapper = threading.Thread(target=swap, daemon=True)
     swapper.start()
@@ -308,7 +329,44 @@ def test_a_claimed_file_swapped_for_a_fifo_again_and_again_never_blocks_root(sha
     finally:
         stop.set()
         swapper.join()
-    assert (done["confirmed"], len(done["unconfirmed"])) == ([], 24), done
+    assert (done["refused"], len(done["confirmed"]) + len(done["unconfirmed"])) == ([], 24), done
+    assert not _entries(env, "file-refused")
+    assert {e["data"]["sha256"] for e in _entries(env, "file-accepted")} <= {sha}
     reasons = {e["data"]["why"] for e in _entries(env, "file-reported")}
-    assert reasons <= {"the file changed since the build verified it",
+    assert reasons <= {"the file changed since the build verified it", "the file was written to while root verified it",
                        "it is not a regular file (a FIFO, a device or a socket)"}, reasons
+
+
+def test_root_verifies_the_inode_it_hashed_even_when_the_name_is_replaced_meanwhile(shared_env: GkeysEnv) -> None:
+    """The moment root has the claimed distfile open, the build user replaces the name by another file (old code
+    hashed one file and had gpg read the name again: it verified the other file, and journaled a refusal of the
+    release the build had accepted).  Root verifies what it hashed, through its descriptor: confirmed with the
+    release's digest, or unconfirmed because the file it holds was unlinked meanwhile; never refused."""
+    env = shared_env
+    where = _make_spool(env)
+    distdir = env.root / "distfiles"
+    distdir.mkdir(mode=0o755)
+    path = distdir / "big-1.0.tar.gz"
+    release = b"release\n" * (2 << 20)  # 16 MiB: root holds it open a while
+    path.write_bytes(release)
+    (distdir / "big-1.0.tar.gz.asc").write_bytes(env.keys.sign("releng", path))
+    sha = hashlib.sha256(release).hexdigest()
+    _claim(env, where, 1, path, distdir / "big-1.0.tar.gz.asc", sha)
+    swapped: list[bool] = []
+
+    def replace_when_open(pid: int) -> None:
+        deadline = time.monotonic() + 25
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                if any(os.readlink(f"/proc/{pid}/fd/{fd}") == str(path) for fd in os.listdir(f"/proc/{pid}/fd")):
+                    (distdir / ".other").write_bytes(b"another file\n")
+                    os.replace(distdir / ".other", path)
+                    swapped.append(True)
+                    return
+            time.sleep(0.0005)
+
+    done = _apart(env, distdir, meanwhile=replace_when_open)
+    assert swapped and done["refused"] == [] and not _entries(env, "file-refused"), done
+    accepted = [e["data"]["sha256"] for e in _entries(env, "file-accepted")]
+    reported = [e["data"]["why"] for e in _entries(env, "file-reported")]
+    assert accepted == [sha] or reported == ["the file was written to while root verified it"], (accepted, reported)

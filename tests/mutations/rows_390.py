@@ -11,7 +11,8 @@ UNPRIV = SPOOL + "test_a_build_as_an_unprivileged_user_is_confirmed_by_root_or_j
 FORGED = SPOOL + "test_forged_malformed_and_foreign_records_are_refused_removed_and_never_trusted"
 FULL = SPOOL + "test_a_full_spool_takes_no_more_and_the_build_goes_on"
 PATHS = SPOOL + "test_root_opens_a_claim_only_below_distdir_never_through_a_link_a_fifo_or_a_file_its_owner_cannot_read"
-SWAP = SPOOL + "test_a_claimed_file_swapped_for_a_fifo_again_and_again_never_blocks_root"
+SAME = SPOOL + "test_root_verifies_the_inode_it_hashed_even_when_the_name_is_replaced_meanwhile"
+SWAP = SPOOL + "test_a_claimed_file_swapped_for_a_fifo_or_another_file_again_and_again_never_blocks_or_misleads_root"
 INGEST = "gkeys_portage/verify/ingest.py"
 CLAIMED = "gkeys_portage/verify/claimed.py"
 RECORDS = "gkeys_portage/verify/spool.py"
@@ -76,6 +77,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(394, "a symlinked directory below DISTDIR is followed", CLAIMED,
              "inner = open_dir(part, level)", "inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY, dir_fd=level)",
              (PATHS,)),
+    Mutation(394, "gpg and Sequoia read the claimed file by its name, not the descriptor hashed", INGEST,
+             "body: bytes | OpenFile = OpenFile(fd)", "body: bytes | OpenFile | Path = Path(name)", (SAME,)),
     Mutation(394, "audit --recheck opens a file a build named by its name", "gkeys_portage/verify/recheck.py",
              '    if isinstance(data.get("reported_by"), dict):\n        return _claimed(ctx, data, distdir)',
              '    if False:\n        return _claimed(ctx, data, distdir)', (PATHS,)),
