@@ -85,6 +85,27 @@ def test_the_eclass_leaves_each_verdict_for_root_which_verifies_it_again_and_aud
     assert hit["detail"].split("verify -F")[1] in text.out and f"signed file {path}" in text.out, text.out
 
 
+def test_a_clearsigned_message_a_build_verified_is_confirmed_by_root(env: GkeysEnv,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """``gkeys-verify_verify_message`` (``verify -F FILE -o OUT``) leaves a message record; root reads the message
+    once, through its descriptor, and verifies those bytes as a message (its text, not the whole file)."""
+    ebuild = installed_ebuild(env)
+    where = _make_spool(env)
+    monkeypatch.setenv("DISTDIR", str(ebuild.distdir))
+    ebuild.distfile("demo-1.0-SHA256SUMS", b"0123  demo-1.0.tar.gz\n")
+    sums = ebuild.sign("alice", "demo-1.0-SHA256SUMS", clearsign=True)
+    sums.write_bytes(b"leading text outside the signed part\n" + sums.read_bytes())
+    run = ebuild.run(f'gkeys-verify_verify_message "{sums}" "{ebuild.temp / "sums"}"',
+                     environ={"GKEYS_VERIFY_SPOOL": str(where), **ATOM})
+    assert run.code == 0, run.err
+    (record,) = [json.loads(p.read_text()) for p in where.iterdir()]
+    assert (record["file"], record["signature"], record["message"]) == (str(sums), "inline", True)
+    done = json.loads(env.run("--json", "journal", "ingest").out)
+    assert (done["confirmed"], done["unconfirmed"], done["refused"]) == ([str(sums)], [], []), done
+    (entry,) = _entries(env, "file-accepted")
+    assert entry["data"]["confirmed"] is True and entry["data"]["signature"] == "inline"
+
+
 def test_a_build_as_an_unprivileged_user_is_confirmed_by_root_or_journaled_unconfirmed(
         shared_env: GkeysEnv, monkeypatch: pytest.MonkeyPatch) -> None:
     """``verify -F`` as ``nobody`` (the portage user's stand-in) writes a record into the 3770 spool and nothing
