@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import pwd
+import signal
 import subprocess
 import sys
 import threading
@@ -237,19 +238,20 @@ def _claim(env: GkeysEnv, where: Path, number: int, file: Path | str, signature:
 def _apart(env: GkeysEnv, distdir: Path, *argv: str,
            meanwhile: Callable[[int], None] | None = None) -> dict[str, Any]:
     """``gkeys --json ARGV`` (default ``journal ingest``) as root in a child process with Portage's DISTDIR,
-    killed after 30 s: a root that blocks on a FIFO fails the test instead of hanging it (``meanwhile``: run in a
+    killed after 20 s: a root that blocks on a FIFO fails the test instead of hanging it (``meanwhile``: run in a
     thread with the child's pid)."""
     child = subprocess.Popen([sys.executable, "-m", "gkeys_portage.cli.main", "-c", str(env.config), "--json",
                               *(argv or ("journal", "ingest"))], env={**os.environ, "DISTDIR": str(distdir),
                                                                       "PYTHONPATH": str(PROJECT)},
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     helper = threading.Thread(target=meanwhile, args=(child.pid,), daemon=True) if meanwhile else None
     if helper:
         helper.start()
     try:
-        out, err = child.communicate(timeout=30)
+        out, err = child.communicate(timeout=20)
     finally:
-        child.kill()
+        with contextlib.suppress(ProcessLookupError):  # with whatever it started (a gpg blocked on a FIFO)
+            os.killpg(child.pid, signal.SIGKILL)
         child.wait()
         if helper:
             helper.join()
