@@ -366,23 +366,30 @@ def check_detached_apart(homedir: Path, export: Callable[[], bytes], packets: by
     signature packets, the same certificates (each with the key ids it is found by), the same bytes; a missing,
     garbled or failed answer is a refusal."""
     def run(certs: _Certificates) -> Any:
-        names: dict[int, list[str]] = {}
-        for name, found in certs.by_id.items():
-            for cert in found:
-                names.setdefault(id(cert), []).append(name)
-        request = {"path": sys.path, "data": f"/dev/fd/{fd}",
-                   "certs": [[base64.b64encode(bytes(cert)).decode(), sorted(names.get(id(cert), []))]
-                             for cert in certs.certs],
+        request = {"path": sys.path, "data": f"/dev/fd/{fd}", "certs": cert_request(certs),
                    "signatures": [base64.b64encode(one).decode() for one in _one_by_one(packets)]}
         done = subprocess.run(children.tied([sys.executable, "-I", "-S", str(CHILD)]),
                               input=json.dumps(request).encode(), capture_output=True, pass_fds=(fd,), check=False,
                               preexec_fn=children.preexec_for())
-        valid, said = _child_answer(done)
-        if not valid:
-            raise RuntimeError("; ".join(dict.fromkeys(said)) or "no signature")
-        return _Verified([_Signer(primary, signing) for primary, signing in valid])
+        return verified(*_child_answer(done))
 
     return _opinion(run, homedir, export)
+
+
+def cert_request(certs: _Certificates) -> list[list[Any]]:
+    """``certs`` as a child process gets them: each certificate (base64) with the key ids it is found by."""
+    names: dict[int, list[str]] = {}
+    for name, found in certs.by_id.items():
+        for cert in found:
+            names.setdefault(id(cert), []).append(name)
+    return [[base64.b64encode(bytes(cert)).decode(), sorted(names.get(id(cert), []))] for cert in certs.certs]
+
+
+def verified(valid: list[tuple[str, str]], said: list[str]) -> Any:
+    """A child's good signers as a check's answer; :class:`RuntimeError` with its refusals when there are none."""
+    if not valid:
+        raise RuntimeError("; ".join(dict.fromkeys(said)) or "no signature")
+    return _Verified([_Signer(primary, signing) for primary, signing in valid])
 
 
 def _child_answer(done: subprocess.CompletedProcess[bytes]) -> tuple[list[tuple[str, str]], list[str]]:
@@ -391,17 +398,22 @@ def _child_answer(done: subprocess.CompletedProcess[bytes]) -> tuple[list[tuple[
     if done.returncode != 0 or len(done.stdout) > MAX_ANSWER:
         raise RuntimeError(f"Sequoia's check in a child process failed ({why})")
     try:
-        answer = json.loads(done.stdout)
-        if not isinstance(answer, dict) or set(answer) != {"valid", "said"} or not all(
-                isinstance(answer[field], list) for field in answer):
-            raise ValueError("not the answer's fields")
-        valid = [(primary, signing) for primary, signing in answer["valid"]
-                 if _FINGERPRINT.fullmatch(primary) and _FINGERPRINT.fullmatch(signing)]
-        said = [text for text in answer["said"] if isinstance(text, str)]
-        if len(valid) != len(answer["valid"]) or len(said) != len(answer["said"]):
-            raise ValueError("a field of the wrong shape")
+        return answer_fields(json.loads(done.stdout))
     except (ValueError, TypeError) as exc:
         raise RuntimeError(f"Sequoia's check in a child process gave no readable answer ({exc})") from None
+
+
+def answer_fields(answer: Any) -> tuple[list[tuple[str, str]], list[str]]:
+    """The good signers and refusals of one answer ``{"valid": [[primary, signing], ...], "said": [...]}`` of a
+    child process; :class:`ValueError` (or :class:`TypeError`) unless it is exactly that."""
+    if not isinstance(answer, dict) or set(answer) != {"valid", "said"} or not all(
+            isinstance(answer[field], list) for field in answer):
+        raise ValueError("not the answer's fields")
+    valid = [(primary, signing) for primary, signing in answer["valid"]
+             if _FINGERPRINT.fullmatch(primary) and _FINGERPRINT.fullmatch(signing)]
+    said = [text for text in answer["said"] if isinstance(text, str)]
+    if len(valid) != len(answer["valid"]) or len(said) != len(answer["said"]):
+        raise ValueError("a field of the wrong shape")
     return valid, said
 
 
