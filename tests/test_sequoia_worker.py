@@ -32,9 +32,9 @@ COMMIT = b"tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\nauthor a\n\nmessage\n"
 
 
 @pytest.fixture
-def fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[worker._Worker]:
-    """A worker of this test's own, asked for every batch however small (never one left by another test)."""
-    own = worker._Worker()
+def fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[worker._Pool]:
+    """Workers of this test's own, asked for every batch however small (never one left by another test)."""
+    own = worker._Pool(2)
     monkeypatch.setattr(worker, "_WORKER", own)
     monkeypatch.setattr(worker, "MIN_BATCH", 0)
     yield own
@@ -42,7 +42,7 @@ def fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[worker._Worker]:
 
 
 def test_a_fooled_engine_never_verifies_a_batch_checked_in_the_worker(
-        keys: KeyFactory, tmp_path: Path, home: tuple[GnuPG, PinSet], fresh: worker._Worker) -> None:  # noqa: F811
+        keys: KeyFactory, tmp_path: Path, home: tuple[GnuPG, PinSet], fresh: worker._Pool) -> None:  # noqa: F811
     gpg, pins = home
     signature = keys.sign_bytes("alice", COMMIT, tmp_path)
     good, bad, other = gpg.verify_detached_many([(signature, COMMIT), (signature, COMMIT + MARK),
@@ -83,7 +83,7 @@ for line in sys.stdin:
 ], ids=["garbled", "died", "one-answer-short", "extra-field", "half-a-signer", "two-answers", "trailing-lines",
         "stale", "too-long"])
 def test_a_worker_that_fails_or_garbles_is_a_refusal_of_the_whole_batch(
-        keys: KeyFactory, tmp_path: Path, fresh: worker._Worker, monkeypatch: pytest.MonkeyPatch,
+        keys: KeyFactory, tmp_path: Path, fresh: worker._Pool, monkeypatch: pytest.MonkeyPatch,
         answer: str) -> None:
     gpg = GnuPG(tmp_path / "home")
     gpg.import_keys(keys.public("alice"))
@@ -101,10 +101,10 @@ def test_a_worker_that_fails_or_garbles_is_a_refusal_of_the_whole_batch(
         assert "worker process" in report.second.said
         with pytest.raises(EnginesDisagreeError, match="Sequoia refuses it"):
             decide(report, pins, listing)
-    assert not fresh.running()  # a worker that failed once is ended; the next batch starts another
+    assert not any(one.running() for one in fresh.idle)  # a worker that failed is ended; the next batch starts it again
 
 
-def test_a_worker_answering_well_is_heard(keys: KeyFactory, tmp_path: Path, fresh: worker._Worker,
+def test_a_worker_answering_well_is_heard(keys: KeyFactory, tmp_path: Path, fresh: worker._Pool,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """The control of the test above: the same fake worker, answering one well-formed answer per signature."""
     gpg = GnuPG(tmp_path / "home")
@@ -119,7 +119,7 @@ def test_a_worker_answering_well_is_heard(keys: KeyFactory, tmp_path: Path, fres
 
 
 def test_a_stalled_worker_is_a_refusal_within_the_timeout(
-        keys: KeyFactory, tmp_path: Path, fresh: worker._Worker, monkeypatch: pytest.MonkeyPatch) -> None:
+        keys: KeyFactory, tmp_path: Path, fresh: worker._Pool, monkeypatch: pytest.MonkeyPatch) -> None:
     gpg = GnuPG(tmp_path / "home")
     gpg.import_keys(keys.public("alice"))
     script = tmp_path / "worker.py"
@@ -142,7 +142,7 @@ from gkeys_portage.openpgp.second import worker
 worker.MIN_BATCH = 0
 gpg = GnuPG(Path(sys.argv[2]))
 gpg.verify_detached_many([(Path(sys.argv[3]).read_bytes(), Path(sys.argv[4]).read_bytes())])
-print(worker._WORKER.process.pid, flush=True)
+print(worker._WORKER.idle[0].process.pid, flush=True)
 time.sleep(120)
 """
 

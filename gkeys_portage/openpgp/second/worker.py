@@ -17,8 +17,9 @@ makes every signature of the batch a refusal that says so (the next batch starts
 tied to gkeys (:func:`gkeys_portage.core.children.tied`), started and waited for by a thread that lives as long
 as it does, and ends when gkeys closes its input or dies.
 
-Small batches (the hooks, an incremental sync) stay in-process while no worker runs: starting one costs more
-(an interpreter, 25-70 ms of CPU) than it saves below :data:`MIN_BATCH` signatures.
+Small batches (the hooks, an incremental sync, a short history) stay in-process while no worker runs: starting
+one costs more (an interpreter, 25-70 ms of CPU, and the signers' certificates validated again) than it saves below
+:data:`MIN_BATCH` signatures.
 """
 
 from __future__ import annotations
@@ -54,8 +55,10 @@ from gkeys_portage.openpgp.sequoia import (
     verified,
 )
 
-#: the fewest signatures a batch needs to start the worker (once it runs, every batch goes to it)
-MIN_BATCH = 32
+#: the fewest signatures a batch needs to start the worker (once it runs, every batch goes to it): verify-tree's
+#: batches reach it from ~800 commits on; GitHub's 197-commit history (93 signatures, batches of 20-50) stays
+#: in-process, where the worker's start cost more than it saved (1.41x against 1.08x, the same run)
+MIN_BATCH = 200
 #: how long the worker may take for one request (gpg's own timeout for a --multifile run)
 TIMEOUT = 600.0
 #: how long gkeys' exit waits for the worker to end by itself
@@ -67,7 +70,8 @@ class WorkerError(RuntimeError):
 
 
 class _Worker:
-    """One ``sequoia_child.py --serve`` process and the keyrings it holds; one request at a time."""
+    """One ``sequoia_child.py --serve`` process and the keyrings it holds; one request at a time (a worker that
+    failed is ended, and started again by its next request)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -205,7 +209,53 @@ def _read_line(stream: IO[bytes], limit: int, timeout: float) -> bytes:
     return bytes(data)
 
 
-_WORKER = _Worker()
+class _Pool:
+    """Up to :data:`WORKERS` workers, started as batches come while the others are busy (verify-tree runs one gpg
+    per core, so one Sequoia per core keeps pace with them); a batch waits for a free one."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.idle: list[_Worker] = []
+        self.started = 0
+        self.free = threading.Condition()
+
+    def running(self) -> bool:
+        """Whether a worker process is up (a batch of any size then goes to the workers)."""
+        with self.free:
+            return self.started > 0
+
+    def ask(self, certs: _Certificates, items: list[tuple[list[bytes], str]],
+            timeout: float) -> list[tuple[list[tuple[str, str]], list[str]]]:
+        """:meth:`_Worker.ask` of a free worker, a new one while fewer than :attr:`size` run."""
+        with self.free:
+            while not self.idle and self.started >= self.size:
+                self.free.wait()
+            if self.idle:
+                one = self.idle.pop()
+            else:
+                one = _Worker()
+                self.started += 1
+        try:
+            return one.ask(certs, items, timeout)
+        finally:
+            with self.free:
+                self.idle.append(one)
+                self.free.notify()
+
+    def close(self) -> None:
+        """End every worker (gkeys' exit)."""
+        with self.free:
+            workers, self.idle, self.started = self.idle, [], 0
+        for one in workers:
+            one.close()
+
+
+#: Sequoia workers at most: one per two of the cores verify-tree runs gpg on (CommitVerifier.jobs: one per core, at
+#: most 4).  Each worker validates the signers' certificates once more (three public-key checks a certificate,
+#: 2.4 ms for RSA-4096) and costs an interpreter: on 2 CPUs, already busy with two gpg runs, a second worker
+#: cost 0.2 s of CPU on 2,000 RSA-4096 commits for no wall time.
+WORKERS = max(1, min(4, os.cpu_count() or 1) // 2)
+_WORKER = _Pool(WORKERS)
 atexit.register(_WORKER.close)
 #: Held while Sequoia checks a batch in-process: pysequoia holds Python's lock for each check, so two batches'
 #: checks never run at once anyway; side by side they only hand the lock back and forth.
