@@ -126,7 +126,10 @@ def _store(certs: list[Any]) -> Callable[[list[str]], list[Any]]:
 
     by_id: dict[str, list[Any]] = {}
     for blob, ids in certs:
-        cert = pysequoia.Cert.from_bytes(base64.b64decode(blob))
+        try:
+            cert = pysequoia.Cert.from_bytes(base64.b64decode(blob))
+        except Exception:  # noqa: BLE001, S112 - a certificate Sequoia cannot read verifies nothing here
+            continue
         for name in ids:
             by_id.setdefault(str(name), []).append(cert)
 

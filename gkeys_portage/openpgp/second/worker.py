@@ -46,12 +46,12 @@ from gkeys_portage.openpgp.sequoia import (
     SecondOpinion,
     _answer,
     _Certificates,
+    _detached,
     _one_by_one,
     _prelude,
     _said,
     answer_fields,
     cert_request,
-    check_detached_many,
     verified,
 )
 
@@ -265,13 +265,14 @@ _in_process = threading.Lock()
 def check_batch(homedir: Path, export: Callable[[], bytes], names: Sequence[str]) -> list[SecondOpinion]:
     """Sequoia's opinion on each prepared signature file of ``names`` (a ``.sig`` file with its data beside it,
     as gpg's ``--multifile`` reads them), against the keyring in ``homedir``: in the worker once a batch is large
-    enough (:data:`MIN_BATCH`), else in-process (:func:`~gkeys_portage.openpgp.sequoia.check_detached_many`)."""
+    enough (:data:`MIN_BATCH`), else in-process, holding Python's lock (:func:`~gkeys_portage.openpgp.sequoia.
+    check_detached` of each)."""
     certs = _prelude(homedir, export)
     if isinstance(certs, SecondOpinion):
         return [certs for _name in names]
     if len(names) < MIN_BATCH and not _WORKER.running():
-        with _in_process:
-            return check_detached_many(homedir, export, map(_read_pair, names))
+        with _in_process:  # the same checks, the keyring looked up once for the batch (as gpg's run reads it)
+            return [_answer(_detached(*_read_pair(name)), certs) for name in names]
     items: list[tuple[list[bytes], str]] = []
     unreadable: dict[int, SecondOpinion] = {}
     for index, name in enumerate(names):
