@@ -41,9 +41,15 @@ def fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[worker._Pool]:
     own.close()
 
 
+@pytest.mark.parametrize("started", ["by-a-batch", "by-a-long-run"])
 def test_a_fooled_engine_never_verifies_a_batch_checked_in_the_worker(
-        keys: KeyFactory, tmp_path: Path, home: tuple[GnuPG, PinSet], fresh: worker._Pool) -> None:  # noqa: F811
+        keys: KeyFactory, tmp_path: Path, home: tuple[GnuPG, PinSet], fresh: worker._Pool,  # noqa: F811
+        monkeypatch: pytest.MonkeyPatch, started: str) -> None:
     gpg, pins = home
+    if started == "by-a-long-run":  # verify-tree announces its range: the worker starts at once, for any batch
+        monkeypatch.setattr(worker, "MIN_BATCH", 10**6)
+        worker.expect(worker.MIN_RUN)
+        assert fresh.running()
     signature = keys.sign_bytes("alice", COMMIT, tmp_path)
     good, bad, other = gpg.verify_detached_many([(signature, COMMIT), (signature, COMMIT + MARK),
                                                  (signature, COMMIT + b"x")])

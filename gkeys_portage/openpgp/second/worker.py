@@ -52,6 +52,8 @@ from gkeys_portage.openpgp.sequoia import (
     _said,
     answer_fields,
     cert_request,
+    missing_reason,
+    second_opinion_enabled,
     verified,
 )
 
@@ -59,6 +61,8 @@ from gkeys_portage.openpgp.sequoia import (
 #: batches reach it from ~800 commits on; GitHub's 197-commit history (93 signatures, batches of 20-50) stays
 #: in-process, where the worker's start cost more than it saved (1.41x against 1.08x, the same run)
 MIN_BATCH = 200
+#: the fewest signatures a run announces (:func:`expect`) to start the worker at once
+MIN_RUN = 400
 #: how long the worker may take for one request (gpg's own timeout for a --multifile run)
 TIMEOUT = 600.0
 #: how long gkeys' exit waits for the worker to end by itself
@@ -224,6 +228,29 @@ class _Pool:
         with self.free:
             return self.started > 0
 
+    def prestart(self) -> None:
+        """Start a worker now, in the background (its interpreter starts while gkeys lists keys and reads git);
+        from then on every batch goes to the workers."""
+        with self.free:
+            if self.started:
+                return
+            one = _Worker()
+            self.started += 1
+        one.lock.acquire()  # its first request waits for the start
+
+        def start() -> None:
+            try:
+                one._start()
+            except WorkerError:
+                pass  # its first request starts it again, and refuses if it cannot
+            finally:
+                one.lock.release()
+
+        threading.Thread(target=start, name="gkeys-sequoia-start", daemon=True).start()
+        with self.free:
+            self.idle.append(one)
+            self.free.notify()
+
     def ask(self, certs: _Certificates, items: list[tuple[list[bytes], str]],
             timeout: float) -> list[tuple[list[tuple[str, str]], list[str]]]:
         """:meth:`_Worker.ask` of a free worker, a new one while fewer than :attr:`size` run."""
@@ -260,6 +287,14 @@ atexit.register(_WORKER.close)
 #: Held while Sequoia checks a batch in-process: pysequoia holds Python's lock for each check, so two batches'
 #: checks never run at once anyway; side by side they only hand the lock back and forth.
 _in_process = threading.Lock()
+
+
+def expect(signatures: int) -> None:
+    """Say how many signatures a run will hand the batch door (verify-tree: the range's commits): from
+    :data:`MIN_RUN` on, the worker starts now, beside the key listing and git, and takes every batch, the short
+    first ones included (else each would be checked in-process and the signers' certificates read twice)."""
+    if signatures >= MIN_RUN and second_opinion_enabled() and missing_reason() is None:
+        _WORKER.prestart()
 
 
 def check_batch(homedir: Path, export: Callable[[], bytes], names: Sequence[str]) -> list[SecondOpinion]:

@@ -44,6 +44,7 @@ from gkeys_portage.installfiles import doc_file
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.keys.purposes import Purpose, purpose_pins
 from gkeys_portage.openpgp.engine import Capability, probe
+from gkeys_portage.openpgp.second import worker as second_opinion
 from gkeys_portage.openpgp.status import StatusReport
 from gkeys_portage.openpgp.verdict import VerifyPolicy
 from gkeys_portage.verify.git import accepted
@@ -282,6 +283,7 @@ class TreeVerifier:
         listed_keys = warm_up(verifiers)  # the judging waits for it; git and the first gpg run do not
         scratch = scratch_parent()
         total = len(hashes)
+        second_opinion.expect(total)  # a long range: Sequoia's worker process starts now, beside git and gpg
         first = self.verifiers[0]
         jobs = first.jobs
         size = max(1, min(BATCH, -(-total // (jobs * PARTS_PER_JOB))))
