@@ -43,6 +43,7 @@ from gkeys_portage.openpgp.packets import (
     SIGNATURE_TAG,
     Clearsigned,
     Packet,
+    _new_format,
     armor,
     canonical_mpis,
     parse_packets,
@@ -164,8 +165,7 @@ def _split(data: bytes) -> list[tuple[bytes, frozenset[str]]]:
             certs.append([])
         if certs:
             certs[-1].append(packet)
-    return [(b"".join(bytes([0xC0 | p.tag, 255]) + len(p.body).to_bytes(4, "big") + p.body for p in cert),
-             frozenset(_key_ids(cert))) for cert in certs]
+    return [(b"".join(map(_new_format, cert)), frozenset(_key_ids(cert))) for cert in certs]
 
 
 @dataclass(frozen=True)
