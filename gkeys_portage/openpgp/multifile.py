@@ -14,7 +14,7 @@ from gkeys_portage.core import children
 from gkeys_portage.core.errors import GpgError, NoSignatureError
 from gkeys_portage.core.scratch import owned_prefix, remove_stale_dirs
 from gkeys_portage.openpgp.engine import Capability, probe
-from gkeys_portage.openpgp.packets import detached_signature_packets, signature_issuers
+from gkeys_portage.openpgp.packets import detached_signature
 from gkeys_portage.openpgp.process import (
     OUTPUT_SLACK,
     STATUS_LINE_PREFIX,
@@ -85,7 +85,7 @@ class BatchVerify(GpgProcess):
             issuers: list[list[str]] = []
             for index, (signature, data) in enumerate(items):
                 try:
-                    packets = detached_signature_packets(signature)
+                    packets, issued = detached_signature(signature)
                 except NoSignatureError as exc:
                     refused[index] = StatusReport.unparsable(exc)
                     continue
@@ -93,7 +93,7 @@ class BatchVerify(GpgProcess):
                 _write_new(name + ".sig", packets)
                 _write_new(name, data)
                 names.append(name + ".sig")
-                issuers.append(signature_issuers(packets))
+                issuers.append(issued)
         except BaseException:
             directory.cleanup()
             raise
