@@ -180,3 +180,16 @@ def _alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z" and os.path.exists(f"/proc/{pid}")
+
+
+def test_the_worker_of_a_run_ends_with_it(fresh: worker._Pool) -> None:
+    """One worker per run: a sync inside emerge leaves no idle Sequoia process behind for the rest of emerge."""
+    with worker.run(worker.MIN_RUN):
+        assert fresh.running()
+        started = fresh.idle[0]
+        with started.lock:  # its start, in the background, is done
+            process = started.process
+    assert not fresh.running()
+    assert process is not None and process.poll() is not None
+    with worker.run(worker.MIN_RUN - 1):  # a short range: batches stay in-process
+        assert not fresh.running()

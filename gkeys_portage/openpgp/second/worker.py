@@ -34,7 +34,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -295,6 +295,17 @@ def expect(signatures: int) -> None:
     first ones included (else each would be checked in-process and the signers' certificates read twice)."""
     if signatures >= MIN_RUN and second_opinion_enabled() and missing_reason() is None:
         _WORKER.prestart()
+
+
+@contextlib.contextmanager
+def run(signatures: int) -> Iterator[None]:
+    """A run of about ``signatures`` signatures through the batch door (:func:`expect`); the workers end with it
+    (one per run: a sync inside ``emerge`` keeps no idle Sequoia process for the rest of emerge's life)."""
+    expect(signatures)
+    try:
+        yield
+    finally:
+        _WORKER.close()
 
 
 def check_batch(homedir: Path, export: Callable[[], bytes], names: Sequence[str]) -> list[SecondOpinion]:

@@ -283,7 +283,6 @@ class TreeVerifier:
         listed_keys = warm_up(verifiers)  # the judging waits for it; git and the first gpg run do not
         scratch = scratch_parent()
         total = len(hashes)
-        second_opinion.expect(total)  # a long range: Sequoia's worker process starts now, beside git and gpg
         first = self.verifiers[0]
         jobs = first.jobs
         size = max(1, min(BATCH, -(-total // (jobs * PARTS_PER_JOB))))
@@ -313,7 +312,8 @@ class TreeVerifier:
             if progress:
                 progress(report.checked, total)
 
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
+        # a long range: Sequoia's worker process starts now, beside git and gpg, and ends with the run
+        with second_opinion.run(total), ThreadPoolExecutor(max_workers=jobs) as pool:
             listed = iter(hashes)
             span = jobs * min(size, FIRST_RUN)  # a short first round: gpg starts soon
             while names := list(islice(listed, span)):
