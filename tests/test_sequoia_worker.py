@@ -9,6 +9,7 @@ refusal of the whole batch; and the worker never outlives gkeys.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -78,6 +79,7 @@ for line in sys.stdin:
 @pytest.mark.parametrize("answer", [
     "print('verified', flush=True)",
     "sys.exit(3)",
+    "raise RuntimeError('no pysequoia here')",
     "print(json.dumps({'id': ident, 'answers': [GOOD] * (count - 1)}), flush=True)",
     "print(json.dumps({'id': ident, 'answers': [GOOD] * count, 'x': 1}), flush=True)",
     "print(json.dumps({'id': ident, 'answers': [{'valid': [['PRIMARY']], 'said': []}] * count}), flush=True)",
@@ -86,8 +88,8 @@ for line in sys.stdin:
     "print(json.dumps({'id': ident, 'answers': [GOOD] * count}) + '\\n' * 5, flush=True)",
     "print(json.dumps({'id': ident - 1, 'answers': [GOOD] * count}), flush=True)",
     "print(json.dumps({'id': ident, 'answers': [{'valid': [['PRIMARY', 'SIGNING']], 'said': ['a' * 10**7]}] * count}))",
-], ids=["garbled", "died", "one-answer-short", "extra-field", "half-a-signer", "two-answers", "trailing-lines",
-        "stale", "too-long"])
+], ids=["garbled", "died", "raised", "one-answer-short", "extra-field", "half-a-signer", "two-answers",
+        "trailing-lines", "stale", "too-long"])
 def test_a_worker_that_fails_or_garbles_is_a_refusal_of_the_whole_batch(
         keys: KeyFactory, tmp_path: Path, fresh: worker._Pool, monkeypatch: pytest.MonkeyPatch,
         answer: str) -> None:
@@ -105,6 +107,8 @@ def test_a_worker_that_fails_or_garbles_is_a_refusal_of_the_whole_batch(
     for report in reports:
         assert report.second is not None and report.second.opinion is Opinion.REFUSED
         assert "worker process" in report.second.said
+    if answer.startswith(("sys.exit", "raise")):  # the refusal says how it ended, and why
+        assert re.search(r"exit status (3|1: RuntimeError: no pysequoia here)\)", reports[0].second.said)
         with pytest.raises(EnginesDisagreeError, match="Sequoia refuses it"):
             decide(report, pins, listing)
     assert not any(one.running() for one in fresh.idle)  # a worker that failed is ended; the next batch starts it again

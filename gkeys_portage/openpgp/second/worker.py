@@ -32,6 +32,7 @@ import os
 import select
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -82,6 +83,7 @@ class _Worker:
         self.process: subprocess.Popen[bytes] | None = None
         self.keyrings: dict[int, tuple[_Certificates, int]] = {}  # id(certs) -> (certs, number in the worker)
         self.asked = 0  # batches asked: each answer names its batch, so a stale answer is never taken
+        self.errors: IO[bytes] | None = None  # the worker's standard error, for the refusal's words
 
     def running(self) -> bool:
         """Whether a worker process is up (a batch of any size then goes to it)."""
@@ -128,10 +130,12 @@ class _Worker:
         started: list[subprocess.Popen[bytes] | BaseException] = []
         ready = threading.Event()
 
+        self.errors = tempfile.TemporaryFile(prefix="gkeys-sequoia-")  # noqa: SIM115 - closed by _stop
+
         def own() -> None:
             try:
                 process = subprocess.Popen(children.tied([sys.executable, "-I", "-S", str(CHILD), "--serve"]),
-                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors,
                                            preexec_fn=children.preexec_for())
             except BaseException as exc:  # noqa: BLE001 - handed to the asking thread
                 started.append(exc)
@@ -156,8 +160,23 @@ class _Worker:
         assert process.stdout is not None
         line = _read_line(process.stdout, limit, timeout)
         if not line:
-            raise WorkerError(f"it ended (exit status {process.poll()})")
+            try:
+                status: int | str = process.wait(1)
+            except subprocess.TimeoutExpired:
+                status = "none yet"
+            raise WorkerError(f"it ended, exit status {status}{self._said()}")
         return json.loads(line)
+
+    def _said(self) -> str:
+        """The last line the worker wrote to its standard error (a Python traceback's cause), or ""."""
+        if self.errors is None:
+            return ""
+        try:
+            self.errors.seek(max(0, os.fstat(self.errors.fileno()).st_size - 4096))
+            lines = self.errors.read().decode(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return f": {lines[-1][:300]}" if lines else ""
 
     def close(self) -> None:
         """End the worker at gkeys' exit: its input closed, it ends by itself and is waited for (its CPU time is
@@ -173,6 +192,8 @@ class _Worker:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+        self.process = process
+        self._stop()
 
     def _stop(self) -> None:
         """End the worker (a failed request leaves it in an unknown state); the next request starts another."""
@@ -184,6 +205,9 @@ class _Worker:
             for stream in (process.stdin, process.stdout):
                 if stream is not None:
                     stream.close()
+        if self.errors is not None:
+            self.errors.close()
+            self.errors = None
 
 
 def _write(process: subprocess.Popen[bytes], request: dict[str, Any]) -> None:
