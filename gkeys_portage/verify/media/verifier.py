@@ -222,6 +222,21 @@ def _hash_plan(expected: list[tuple[str, dict[str, str]]]) -> list[str]:
     return names if any(name in JOURNALED for name in names) else [*names, "sha256"]  # the journal's digest
 
 
+def _agreeing(name: str, expected: list[tuple[str, dict[str, str]]]) -> None:
+    """Raise :class:`DigestMismatchError` if two signed statements list different digests of one algorithm for
+    ``name``: each is checked on one digest (:func:`to_check`), so a ``.DIGESTS`` whose SHA256 line contradicts
+    the ``.sha256`` would otherwise pass on its SHA512 line; a release that says two things is not one release."""
+    first: dict[str, tuple[str, str]] = {}
+    for source, entries in expected:
+        for algorithm, listed in entries.items():
+            other, said = first.setdefault(algorithm, (source, listed))
+            if said != listed:
+                raise DigestMismatchError(
+                    f"{name}: {other} and {source} list different {algorithm} digests for {name} ({said[:16]}…, "
+                    f"{listed[:16]}…): signed statements that contradict each other are not one release; next: "
+                    f"fetch {name} and its siblings again from the release directory")
+
+
 @dataclass(frozen=True)
 class NamedEntry:
     """A file named, with its size, by signed text other than its own siblings: the entry of a verified
@@ -315,6 +330,7 @@ class MediaVerifier:
                 raise NoSignatureError(f"nothing signed {path.name}: no {', '.join(SIGNED_SIBLINGS)} sibling"
                                        + (f" is signed (found unsigned {found})" if found else " found"))
             expected = self._expected(path.name, statements)
+            _agreeing(path.name, expected)
             plan = _hash_plan(self._checked_part(expected))
             size, states = listed_pass(path, list(dict.fromkeys([*plan, *asc_hashes(signature)])), progress)
             digests = {name: states[name].hexdigest() for name in plan}
@@ -484,6 +500,7 @@ class MediaVerifier:
             if not expected:
                 result.notes.append(f"{path.name}: not listed in a signed statement; not checked")
                 continue
+            _agreeing(path.name, expected)
             digests, _ = read_once(path, _hash_plan(self._checked_part(expected)))
             self._compare(path.name, expected, digests, result)
             result.verified_files.append(path.name)
