@@ -57,6 +57,22 @@ def test_signed_statements_that_contradict_each_other_are_refused(menv, keys: Ke
     assert not journal.exists() or '"media-accepted"' not in journal.read_text()
 
 
+def test_statements_that_contradict_each_other_on_the_contents_are_refused(menv, keys: KeyFactory,
+                                                                          tmp_path: Path) -> None:
+    """The same for FILE.CONTENTS.gz: both statements match it on SHA512, their BLAKE2B lines differ."""
+    media = make_media(keys, tmp_path / "m", data=DATA, siblings=(".CONTENTS.gz",))
+    contents, listed = media.files[".CONTENTS.gz"], f"{STAGE3}.CONTENTS.gz"
+    for suffix, blake in ((".DIGESTS", contents), (".sha256", OTHER)):
+        text = (digest_block("SHA512" if suffix == ".DIGESTS" else "SHA256", DATA, STAGE3)
+                + digest_block("SHA512", contents, listed) + digest_block("BLAKE2B", blake, listed))
+        (media.folder / f"{STAGE3}{suffix}").write_bytes(keys.sign_bytes("releng", text.encode(), tmp_path,
+                                                                         clearsign=True))
+    result = menv.run("verify-media", str(media.path))
+    assert result.code == 1, result.text
+    assert (f"{listed}: {STAGE3}.DIGESTS and {STAGE3}.sha256 list different BLAKE2B digests for {listed}"
+            in result.err), result.err
+
+
 def test_statements_that_agree_on_every_shared_digest_verify(menv, keys: KeyFactory, tmp_path: Path) -> None:
     """Both list SHA256 and BLAKE2B, with the same values: verified (the check compares, it does not refuse
     a second listing)."""
