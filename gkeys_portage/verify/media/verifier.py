@@ -14,7 +14,8 @@ One strong digest per signed statement binds the file (:func:`to_check`): the fi
 the statement lists (SHA512, what the handbook's ``sha512sum -c`` checks, so our verdict and the handbook
 reader's agree), the others it lists are recorded as ``unchecked``; ``[media] all-digests = yes`` checks every
 listed digest.  Weak digests (MD5, SHA1) never count: a statement listing no strong one is checked on
-everything it lists, and a strong digest must still match somewhere.
+everything it lists, and a strong digest must still match somewhere.  Two statements that list one algorithm
+for the same file must list the same digest, checked or not (:func:`_agreeing`).
 
 The file must also be bound to its *name* (a detached ``.asc`` names no file, so an old release with
 its genuine ``.asc`` could be served under a newer name).  One of these rules must pass, and the
