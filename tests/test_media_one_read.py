@@ -101,3 +101,16 @@ def test_an_asc_beside_a_sha256_alone_is_compared_on_its_own_hash(menv, keys: Ke
     assert [s["source"] for s in doc["signatures"]] == [f"{STAGE3}.sha256"]
     assert [line.split(":")[0] for line in doc["not_needed"]] == [f"{STAGE3}.asc"]
     assert "(no signature check)" in doc["not_needed"][0]
+
+
+def test_a_tampered_file_beside_its_genuine_asc_is_named_by_the_statement(menv, keys: KeyFactory,
+                                                                         tmp_path: Path) -> None:
+    """A file altered after the release, beside its genuine .asc, .DIGESTS and .sha256: the refusal is the
+    statement's (a full digest), not the .asc's 16-bit prefix, whose next step ("a stale .asc alone may be
+    removed") would have sent the reader after the wrong file."""
+    media = make_media(keys, tmp_path / "m", data=DATA)
+    media.path.write_bytes(OTHER)
+    result = menv.run("verify-media", str(media.path))
+    assert result.code == 1, result.text
+    assert f"{STAGE3}: SHA512 does not match {STAGE3}.DIGESTS" in result.err, result.err
+    assert ".asc" not in result.err

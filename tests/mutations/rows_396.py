@@ -30,6 +30,16 @@ MUTATIONS: tuple[Mutation, ...] = (
              "        if digest.digest()[:2] != prefix.left16:", "        if False:",
              (READS + "test_a_sibling_that_disagrees_still_refuses",
               ONE + "test_an_asc_beside_a_sha256_alone_is_compared_on_its_own_hash")),
+    Mutation(398, "the .asc's 16-bit prefix is compared before the statements' digests", VERIFIER,
+             "            self._compare(path.name, expected, digests, result)  # first: a tampered file is named as "
+             "such\n            if signature is not None:  # then the .asc, which only must not disagree\n"
+             "                listed_by = \", \".join(s.source for s in statements)\n"
+             "                result.asides += asc_agrees(path.name, signature, states, listed_by)\n",
+             "            if signature is not None:\n"
+             "                listed_by = \", \".join(s.source for s in statements)\n"
+             "                result.asides += asc_agrees(path.name, signature, states, listed_by)\n"
+             "            self._compare(path.name, expected, digests, result)\n            if signature is not None:\n",
+             (ONE + "test_a_tampered_file_beside_its_genuine_asc_is_named_by_the_statement",)),
     Mutation(398, "the .asc's own hash is not added to the one read", VERIFIER,
              "[*plan, *asc_hashes(signature)]", "[*plan]",
              (ONE + "test_an_asc_beside_a_sha256_alone_is_compared_on_its_own_hash",)),

@@ -335,7 +335,8 @@ class MediaVerifier:
             plan = _hash_plan(self._checked_part(expected))
             size, states = listed_pass(path, list(dict.fromkeys([*plan, *asc_hashes(signature)])), progress)
             digests = {name: states[name].hexdigest() for name in plan}
-            if signature is not None:
+            self._compare(path.name, expected, digests, result)  # first: a tampered file is named as such
+            if signature is not None:  # then the .asc, which only must not disagree
                 listed_by = ", ".join(s.source for s in statements)
                 result.asides += asc_agrees(path.name, signature, states, listed_by)
                 result.verified_files.append(source)
@@ -344,7 +345,6 @@ class MediaVerifier:
                                            lambda: self._statements(siblings, result), progress)
             result.signed.append(SignedBy(source, "detached signature", good.signer))
             result.verified_files.append(source)
-        self._compare(path.name, expected, digests, result)
         if statements and not any(c.outcome == "match" and c.algorithm in STRONG for c in result.checks):
             raise NotVerifiedError(f"{path.name}: no strong digest (SHA256, SHA512, BLAKE2B) could be checked")
         self._contents(siblings, statements, result)
