@@ -13,6 +13,7 @@ import pytest
 from media_helpers import STAGE3, digest_block, install_release_key, make_media
 
 from gkeys_portage.demo.world import KeyFactory
+from gkeys_portage.verify.media import verifier
 
 DATA = hashlib.sha512(b"the build listed").digest() * 2048
 OTHER = hashlib.sha512(b"another build").digest() * 2048
@@ -114,3 +115,28 @@ def test_a_tampered_file_beside_its_genuine_asc_is_named_by_the_statement(menv, 
     assert result.code == 1, result.text
     assert f"{STAGE3}: SHA512 does not match {STAGE3}.DIGESTS" in result.err, result.err
     assert ".asc" not in result.err
+
+
+def test_a_statement_signed_after_it_was_looked_at_is_refused(menv, keys: KeyFactory, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the .asc signs the file when verify-media looks (its .DIGESTS is unsigned), so the file is read by
+    the engines and no statement is compared with it; a signed .DIGESTS over another build put in its place
+    right after the look was verified beside the engines and said "good signature", though nothing compared
+    what it lists with the file (exit 0).  Refused: what was looked at is not what was verified."""
+    media = make_media(keys, tmp_path / "m", data=DATA, siblings=(".asc",))
+    statement = media.folder / f"{STAGE3}.DIGESTS"
+    statement.write_text(digest_block("SHA512", OTHER, STAGE3))
+    signed = _statement(keys, tmp_path, ("SHA512", OTHER))
+    looked = verifier._signed_looking
+
+    def look(siblings: dict[str, Path]) -> list[str]:
+        found = looked(siblings)
+        statement.write_bytes(signed)  # swapped right after the look
+        return found
+
+    monkeypatch.setattr(verifier, "_signed_looking", look)
+    result = menv.run("verify-media", "--allow-unnamed", str(media.path))
+    assert result.code == 1, result.text
+    assert (f"{STAGE3}.DIGESTS was signed when verified but not when looked at, so nothing compared it with "
+            f"{STAGE3}" in result.err), result.err
+    assert "Traceback" not in result.err

@@ -65,6 +65,7 @@ from gkeys_portage.verify.media.digests import (
 )
 from gkeys_portage.verify.media.fanout import read_once
 from gkeys_portage.verify.media.passes import asc_agrees, asc_hashes, asc_pass, checked, listed_pass
+from gkeys_portage.verify.media.pinned import FileChangedError
 from gkeys_portage.verify.media.record import JOURNALED
 
 DETACHED = ".asc"
@@ -341,8 +342,14 @@ class MediaVerifier:
                 result.asides += asc_agrees(path.name, signature, states, listed_by)
                 result.verified_files.append(source)
         else:  # only the .asc signs it: gpg's and Sequoia's reads side by side (passes.asc_pass)
+            late: list[_Statement] = []  # a statement looked unsigned: none may verify now (it was not compared)
             size, digests, good = asc_pass(path, signature, self.verifier.detached, source,
-                                           lambda: self._statements(siblings, result), progress)
+                                           lambda: late.extend(self._statements(siblings, result)), progress)
+            if late:
+                raise FileChangedError(f"{', '.join(s.source for s in late)} was signed when verified but not when "
+                                       f"looked at, so nothing compared it with {path.name}: it changed meanwhile; "
+                                       f"not verified. Let whatever writes it finish, then run: gkeys verify-media "
+                                       f"{path}")
             result.signed.append(SignedBy(source, "detached signature", good.signer))
             result.verified_files.append(source)
         if statements and not any(c.outcome == "match" and c.algorithm in STRONG for c in result.checks):
