@@ -246,9 +246,12 @@ from rows_150 import MUTATIONS as _M150, UNMUTATED as _U150  # noqa: E402
 from rows_300 import MUTATIONS as _M300, UNMUTATED as _U300  # noqa: E402
 from rows_330 import MUTATIONS as _M330, UNMUTATED as _U330  # noqa: E402
 from rows_390 import MUTATIONS as _M390, UNMUTATED as _U390  # noqa: E402
+from rows_396 import MUTATIONS as _M396, UNMUTATED as _U396  # noqa: E402
 
 MUTATIONS = MUTATIONS + _M150 + _M300 + _M330 + _M390
 UNMUTATED.update(_U150)
 UNMUTATED.update(_U300)
 UNMUTATED.update(_U330)
 UNMUTATED.update(_U390)
+UNMUTATED.update(_U396)
+MUTATIONS += _M396
