@@ -87,7 +87,7 @@ def test_tampered_download_is_quarantined(menv, keys: KeyFactory, tmp_path: Path
     media.publish(menv.server)
     publish_latest(keys, menv.server, tmp_path, FLAVOUR, f"{STAMP}/{STAGE3} {len(media.data)}")
     dest = tmp_path / "dest"
-    _refused_fetch(menv, dest, _fetch_latest(menv, dest), 1, "BAD signature")
+    _refused_fetch(menv, dest, _fetch_latest(menv, dest), 1, "SHA512 does not match")
     assert (_quarantine(menv) / (STAGE3 + ".rejected")).read_bytes() == media.data
     assert not (_quarantine(menv) / STAGE3).exists()  # the next run downloads afresh
 

@@ -246,19 +246,33 @@ def register(sub: SubParsers) -> None:
                    help="ASCII-armored output (default) or binary with --no-armor")
 
 
+def _run_journal(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """``journal``: with Portage's DISTDIR, where ``journal ingest`` looks for what a build verified."""
+    from gkeys_portage.portage.makeconf import portage_distdir
+
+    return journal.run_journal(ctx, args, portage_distdir)
+
+
+def _run_audit(ctx: Gkeys, args: argparse.Namespace) -> Report:
+    """``audit``: with Portage's DISTDIR, where ``--recheck`` looks for what a build verified."""
+    from gkeys_portage.portage.makeconf import portage_distdir
+
+    return journal.run_audit(ctx, args, portage_distdir)
+
+
 def register_journal(sub: SubParsers) -> None:
     """Register the trust journal's actions: ``history``, ``audit``, ``journal`` (:mod:`gkeys_portage.ui.journal`)."""
     p = add_action(sub, "history", journal.run_history, summary="list the trust changes the journal holds",
                    description=journal.JOURNAL, epilog=journal.HISTORY_EPILOG)
     add_category(p, help_text="only this category's changes")
     p.add_argument("--since", metavar="DATE", help="only changes from DATE (YYYY-MM-DD, UTC) on")
-    p = add_action(sub, "audit", journal.run_audit, summary="list what a key signed that was accepted (and recheck it)",
+    p = add_action(sub, "audit", _run_audit, summary="list what a key signed that was accepted (and recheck it)",
                    description=journal.JOURNAL, epilog=journal.AUDIT_EPILOG, verifies="key")
     p.add_argument("--key", required=True, metavar="FPR", help="the key's fingerprint (primary or subkey)")
     p.add_argument("--since", metavar="DATE", help="only acceptances from DATE (YYYY-MM-DD, UTC) on")
     p.add_argument("--recheck", action="store_true",
                    help="verify again, against today's keyrings, what is still on disk")
-    p = add_action(sub, "journal", journal.run_journal,
+    p = add_action(sub, "journal", _run_journal,
                    summary="check the trust journal's hash chain, or take in what builds verified",
                    description=journal.JOURNAL, epilog=journal.VERIFY_EPILOG)
     p.add_argument("command", choices=("verify", "ingest"),

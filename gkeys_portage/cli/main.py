@@ -151,9 +151,10 @@ def _run_action(args: argparse.Namespace, console: Console) -> Report:
     ctx.waiting = console.waiting
     args.console = console
     if getattr(args, "command", None) != "ingest" and spool.pending(ctx.layout):  # what builds verified
+        from gkeys_portage.portage.makeconf import portage_distdir
         from gkeys_portage.verify.ingest import ingest_quietly  # the verifiers: only when a build left records
 
-        ingest_quietly(ctx)
+        ingest_quietly(ctx, portage_distdir)
     if getattr(args, "needs_lock", False):
         ctx.ensure_layout()
         with ctx.lock:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +14,7 @@ from gkeys_portage.core import children
 from gkeys_portage.core.errors import GpgError, NoSignatureError
 from gkeys_portage.core.scratch import owned_prefix, remove_stale_dirs
 from gkeys_portage.openpgp.engine import Capability, probe
-from gkeys_portage.openpgp.packets import detached_signature_packets, signature_issuers
+from gkeys_portage.openpgp.packets import detached_signature
 from gkeys_portage.openpgp.process import (
     OUTPUT_SLACK,
     STATUS_LINE_PREFIX,
@@ -23,7 +22,8 @@ from gkeys_portage.openpgp.process import (
     minimal_environment,
     status_lines,
 )
-from gkeys_portage.openpgp.sequoia import SecondOpinion, check_detached_many, preload
+from gkeys_portage.openpgp.second.worker import check_batch
+from gkeys_portage.openpgp.sequoia import preload
 from gkeys_portage.openpgp.signatures import background, export_all, signature_verdict
 from gkeys_portage.openpgp.status import StatusReport, expect_signers, parse_status
 
@@ -85,7 +85,7 @@ class BatchVerify(GpgProcess):
             issuers: list[list[str]] = []
             for index, (signature, data) in enumerate(items):
                 try:
-                    packets = detached_signature_packets(signature)
+                    packets, issued = detached_signature(signature)
                 except NoSignatureError as exc:
                     refused[index] = StatusReport.unparsable(exc)
                     continue
@@ -93,7 +93,7 @@ class BatchVerify(GpgProcess):
                 _write_new(name + ".sig", packets)
                 _write_new(name, data)
                 names.append(name + ".sig")
-                issuers.append(signature_issuers(packets))
+                issuers.append(issued)
         except BaseException:
             directory.cleanup()
             raise
@@ -104,9 +104,10 @@ class BatchVerify(GpgProcess):
         afterwards whatever happens; one report per item, in order."""
         try:
             private = Path(prepared.directory.name)
-            # Sequoia reads the very files gpg reads, in a thread while gpg runs (the second opinion).
+            # Sequoia reads the very files gpg reads, while gpg runs (the second opinion): a large batch in the
+            # worker process of the run, beside gpg and gkeys' own Python (openpgp/second/worker.py)
             preload(self.homedir, lambda: export_all(self))
-            second = background(lambda: _one_batch_at_a_time(self.homedir, lambda: export_all(self), prepared.names))
+            second = background(lambda: check_batch(self.homedir, lambda: export_all(self), prepared.names))
             # each file's verdicts must match its own signature packets: the per-file split is checked too
             checked = [expect_signers(report, issuers) for report, issuers in zip(
                 self._multifile(prepared.names, private, jobs, parts) if prepared.names else [], prepared.issuers,
@@ -187,26 +188,6 @@ class PreparedSignatures:
     refused: dict[int, StatusReport]  # items that were no detached signature (never shown to gpg)
     directory: tempfile.TemporaryDirectory[str]
     issuers: list[list[str]]  # for each of ``names``: its packets' issuer key ids (status.expect_signers)
-
-
-#: Held while Sequoia checks a batch.  pysequoia holds Python's lock for each check (~0.8 ms for an RSA-4096
-#: signature, pure-Rust arithmetic), so two batches' Sequoia threads never run at once anyway; side by side they
-#: only hand the lock back and forth (measured: ~0.3 ms of CPU per RSA-4096 signature on verify-tree's parallel
-#: batches, a quarter of the second opinion's cost).  One at a time, the others wait without spinning.
-_sequoia_turn = threading.Lock()
-
-
-def _one_batch_at_a_time(homedir: Path, export: Callable[[], bytes], names: Sequence[str]) -> list[SecondOpinion]:
-    """:func:`~gkeys_portage.openpgp.sequoia.check_detached_many` of the prepared files ``names``, one batch of
-    the process at a time (:data:`_sequoia_turn`)."""
-    with _sequoia_turn:
-        return check_detached_many(homedir, export, map(_read_pair, names))
-
-
-def _read_pair(name: str) -> tuple[bytes, bytes]:
-    """The prepared signature file ``name`` and its data beside it, as gpg reads them (Sequoia's input)."""
-    with open(name, "rb") as sig, open(name[: -len(".sig")], "rb") as data:
-        return sig.read(), data.read()
 
 
 def _write_new(path: str, data: bytes) -> None:

@@ -335,18 +335,19 @@ def canonical_mpis(packets: bytes) -> bytes:
     return b"".join(_new_format(packet) for packet in out) if changed else packets
 
 
-def _signature_packets_only(packets: bytes, what: str) -> bytes:
+def _signature_packets_only(packets: bytes, what: str) -> list[str]:
+    """Refuse ``packets`` unless they are checked Signature packets only; their :func:`signature_issuers`."""
     if not packets:
         raise NoSignatureError(f"empty {what}")
-    parsed = parse_packets(packets)
-    for packet in parsed:
+    issuers = []
+    for packet in parse_packets(packets):
         if packet.tag == COMPRESSED_TAG:
             raise NoSignatureError(f"the {what} contains a compressed packet, where none belongs")
         if packet.tag != SIGNATURE_TAG:
             raise NoSignatureError(f"the {what} contains a packet of type {packet.tag}, not only signatures "
                                    "(a signed message or trailing data is not a detached signature)")
-        check_signature_fields(packet.body)
-    return packets
+        issuers.append(check_signature_fields(packet.body))
+    return issuers
 
 
 def detached_signature_packets(data: bytes) -> bytes:
@@ -355,8 +356,14 @@ def detached_signature_packets(data: bytes) -> bytes:
     Raises :class:`NoSignatureError` unless it consists of one or more Signature packets only.
     Binary input starts with a packet header (high bit set); anything else must be strict armor.
     """
+    return detached_signature(data)[0]
+
+
+def detached_signature(data: bytes) -> tuple[bytes, list[str]]:
+    """:func:`detached_signature_packets` and their :func:`signature_issuers`, each packet parsed and checked once
+    (verify-tree's batches ask for both, per commit)."""
     packets = data if data[:1] and data[0] & 0x80 else dearmor_signature(data)
-    return _signature_packets_only(packets, "detached signature")
+    return packets, _signature_packets_only(packets, "detached signature")
 
 
 @dataclass

@@ -38,7 +38,16 @@ from typing import Any
 from gkeys_portage.core import children
 from gkeys_portage.core.errors import EngineError, EnginesDisagreeError, NoSignatureError
 from gkeys_portage.openpgp.history.store import HISTORY_FILE
-from gkeys_portage.openpgp.packets import ARMOR_BEGIN, SIGNATURE_TAG, Clearsigned, armor, canonical_mpis, parse_packets
+from gkeys_portage.openpgp.packets import (
+    ARMOR_BEGIN,
+    SIGNATURE_TAG,
+    Clearsigned,
+    Packet,
+    _new_format,
+    armor,
+    canonical_mpis,
+    parse_packets,
+)
 
 #: The fix a missing pysequoia names.
 INSTALL_HINT = ("install pysequoia (pip install pysequoia, or emerge dev-python/pysequoia), or turn the second "
@@ -135,10 +144,10 @@ SUBKEY_TAG = 14
 PRIMARY_TAG = 6
 
 
-def _key_ids(cert: Any) -> set[str]:
+def _key_ids(packets: Iterable[Packet]) -> set[str]:
     """The v4 fingerprints and key ids (lower-case hex) of a certificate's primary key and subkeys."""
     ids: set[str] = set()
-    for packet in parse_packets(bytes(cert)):
+    for packet in packets:
         if packet.tag in (PRIMARY_TAG, SUBKEY_TAG) and packet.body[:1] == b"\x04":
             body = packet.body
             fingerprint = hashlib.sha1(b"\x99" + len(body).to_bytes(2, "big") + body).hexdigest()  # noqa: S324
@@ -146,13 +155,43 @@ def _key_ids(cert: Any) -> set[str]:
     return ids
 
 
+def _split(data: bytes) -> list[tuple[bytes, frozenset[str]]]:
+    """Each certificate of the export ``data`` (its packets, one primary key to the next) with the key ids it is
+    found by, read by gkeys' parser: a worker gets them without pysequoia reading the keyring here too (it checks
+    every self-signature, ~0.1 s for 50 RSA-4096 keys)."""
+    certs: list[list[Packet]] = []
+    for packet in parse_packets(data):
+        if packet.tag == PRIMARY_TAG:
+            certs.append([])
+        if certs:
+            certs[-1].append(packet)
+    return [(b"".join(map(_new_format, cert)), frozenset(_key_ids(cert))) for cert in certs]
+
+
 @dataclass(frozen=True)
 class _Certificates:
-    """A keyring's certificates, and each one by the fingerprints and key ids of its keys (Sequoia asks for the
-    signer's: handing it only that certificate keeps a check at a fraction of a millisecond)."""
+    """A keyring's export, and each of its certificates with the fingerprints and key ids of its keys (Sequoia asks
+    for the signer's: handing it only that certificate keeps a check at a fraction of a millisecond).  pysequoia
+    reads them in this process only when a check runs here (:attr:`certs`, :attr:`by_id`)."""
 
-    certs: list[Any]
-    by_id: dict[str, list[Any]]
+    data: bytes
+    blobs: list[tuple[bytes, frozenset[str]]]
+
+    @functools.cached_property
+    def certs(self) -> list[Any]:
+        """The certificates as pysequoia read them."""
+        import pysequoia
+
+        return list(pysequoia.Cert.split_bytes(self.data)) if self.data else []
+
+    @functools.cached_property
+    def by_id(self) -> dict[str, list[Any]]:
+        """:attr:`certs` by the fingerprints and key ids of their keys."""
+        by_id: dict[str, list[Any]] = {}
+        for cert in self.certs:
+            for name in _key_ids(parse_packets(bytes(cert))):
+                by_id.setdefault(name, []).append(cert)
+        return by_id
 
     @functools.cached_property
     def sha1_bindings(self) -> frozenset[str]:
@@ -188,16 +227,9 @@ def _certificates(homedir: Path, export: Callable[[], bytes]) -> _Certificates:
 
 
 def _read_certificates(key: str, identity: tuple[int, ...], export: Callable[[], bytes]) -> _Certificates:
-    import pysequoia
-
     data = export()
-    certs = list(pysequoia.Cert.split_bytes(data)) if data else []
-    by_id: dict[str, list[Any]] = {}
-    for cert in certs:
-        for name in _key_ids(cert):
-            by_id.setdefault(name, []).append(cert)
-    found = _Certificates(certs, by_id)
-    if certs:  # an empty or failed export is never kept: the next check exports again
+    found = _Certificates(data, _split(data))
+    if found.blobs:  # an empty or failed export is never kept: the next check exports again
         with _lock:
             _certs[key] = (identity, found)
     return found
@@ -292,20 +324,6 @@ def check_detached(homedir: Path, export: Callable[[], bytes], packets: bytes,
     return _opinion(_detached(packets, data), homedir, export)
 
 
-def check_detached_many(homedir: Path, export: Callable[[], bytes],
-                        items: Iterable[tuple[bytes, bytes]]) -> list[SecondOpinion]:
-    """:func:`check_detached` of each ``(packets, data)`` of a batch, in order: the same checks, with the
-    setting, pysequoia and the keyring's certificates looked up once for the batch rather than once per
-    signature (the keyring is read as it was when the batch started, as each gpg ``--multifile`` run does).
-
-    What is left per signature is pysequoia's own check, holding Python's lock: 0.80 ms for RSA-4096, 0.24 ms
-    for RSA-2048, 0.09 ms for ed25519 with pysequoia 0.1.35's pure-Rust arithmetic (docs/benchmarks.md)."""
-    certs = _prelude(homedir, export)
-    if isinstance(certs, SecondOpinion):
-        return [certs for _item in items]
-    return [_answer(_detached(packets, data), certs) for packets, data in items]
-
-
 def _detached(packets: bytes, data: bytes | str) -> Callable[[_Certificates], Any]:
     """The check of :func:`check_detached`, to run against a keyring's certificates."""
     def run(certs: _Certificates) -> Any:
@@ -366,23 +384,26 @@ def check_detached_apart(homedir: Path, export: Callable[[], bytes], packets: by
     signature packets, the same certificates (each with the key ids it is found by), the same bytes; a missing,
     garbled or failed answer is a refusal."""
     def run(certs: _Certificates) -> Any:
-        names: dict[int, list[str]] = {}
-        for name, found in certs.by_id.items():
-            for cert in found:
-                names.setdefault(id(cert), []).append(name)
-        request = {"path": sys.path, "data": f"/dev/fd/{fd}",
-                   "certs": [[base64.b64encode(bytes(cert)).decode(), sorted(names.get(id(cert), []))]
-                             for cert in certs.certs],
+        request = {"path": sys.path, "data": f"/dev/fd/{fd}", "certs": cert_request(certs),
                    "signatures": [base64.b64encode(one).decode() for one in _one_by_one(packets)]}
         done = subprocess.run(children.tied([sys.executable, "-I", "-S", str(CHILD)]),
                               input=json.dumps(request).encode(), capture_output=True, pass_fds=(fd,), check=False,
                               preexec_fn=children.preexec_for())
-        valid, said = _child_answer(done)
-        if not valid:
-            raise RuntimeError("; ".join(dict.fromkeys(said)) or "no signature")
-        return _Verified([_Signer(primary, signing) for primary, signing in valid])
+        return verified(*_child_answer(done))
 
     return _opinion(run, homedir, export)
+
+
+def cert_request(certs: _Certificates) -> list[list[Any]]:
+    """``certs`` as a child process gets them: each certificate (base64) with the key ids it is found by."""
+    return [[base64.b64encode(blob).decode(), sorted(ids)] for blob, ids in certs.blobs]
+
+
+def verified(valid: list[tuple[str, str]], said: list[str]) -> Any:
+    """A child's good signers as a check's answer; :class:`RuntimeError` with its refusals when there are none."""
+    if not valid:
+        raise RuntimeError("; ".join(dict.fromkeys(said)) or "no signature")
+    return _Verified([_Signer(primary, signing) for primary, signing in valid])
 
 
 def _child_answer(done: subprocess.CompletedProcess[bytes]) -> tuple[list[tuple[str, str]], list[str]]:
@@ -391,17 +412,22 @@ def _child_answer(done: subprocess.CompletedProcess[bytes]) -> tuple[list[tuple[
     if done.returncode != 0 or len(done.stdout) > MAX_ANSWER:
         raise RuntimeError(f"Sequoia's check in a child process failed ({why})")
     try:
-        answer = json.loads(done.stdout)
-        if not isinstance(answer, dict) or set(answer) != {"valid", "said"} or not all(
-                isinstance(answer[field], list) for field in answer):
-            raise ValueError("not the answer's fields")
-        valid = [(primary, signing) for primary, signing in answer["valid"]
-                 if _FINGERPRINT.fullmatch(primary) and _FINGERPRINT.fullmatch(signing)]
-        said = [text for text in answer["said"] if isinstance(text, str)]
-        if len(valid) != len(answer["valid"]) or len(said) != len(answer["said"]):
-            raise ValueError("a field of the wrong shape")
+        return answer_fields(json.loads(done.stdout))
     except (ValueError, TypeError) as exc:
         raise RuntimeError(f"Sequoia's check in a child process gave no readable answer ({exc})") from None
+
+
+def answer_fields(answer: Any) -> tuple[list[tuple[str, str]], list[str]]:
+    """The good signers and refusals of one answer ``{"valid": [[primary, signing], ...], "said": [...]}`` of a
+    child process; :class:`ValueError` (or :class:`TypeError`) unless it is exactly that."""
+    if not isinstance(answer, dict) or set(answer) != {"valid", "said"} or not all(
+            isinstance(answer[field], list) for field in answer):
+        raise ValueError("not the answer's fields")
+    valid = [(primary, signing) for primary, signing in answer["valid"]
+             if _FINGERPRINT.fullmatch(primary) and _FINGERPRINT.fullmatch(signing)]
+    said = [text for text in answer["said"] if isinstance(text, str)]
+    if len(valid) != len(answer["valid"]) or len(said) != len(answer["said"]):
+        raise ValueError("a field of the wrong shape")
     return valid, said
 
 

@@ -16,6 +16,14 @@ the data is read here once, in pieces of :data:`PIECE` bytes, and written to one
 signature (each checks its one signature over its own pipe): memory stays bounded however large the file and
 however many packets the ``.asc`` holds (identical packets are checked once; more than :data:`MAX_SIGNATURES`
 distinct ones are refused, saying so).  Reading it whole instead took a 96 MiB file to 304 MiB.
+
+Run as ``python -I -S FILE --serve``, it is instead the batch worker of one gkeys run
+(:mod:`gkeys_portage.openpgp.second.worker`): it reads one JSON request per line from stdin and writes one JSON
+answer per line to stdout, until stdin ends.  ``{"path": [...]}`` comes first; ``{"keyring": N, "certs": [...]}``
+loads a keyring's certificates under the number ``N`` (answered ``{"loaded": N}``); ``{"id": I, "keyring": N,
+"items": [[[base64 signature packet, ...], "/data/file"], ...]}`` checks each item's signatures over the bytes of its
+file (the very file gpg's ``--multifile`` run reads), answered ``{"id": I, "answers": [{"valid": [...], "said":
+[...]}, ...]}``, one per item, in order.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import Any
 
 PIECE = 1 << 20  # bytes read and handed on at a time
@@ -98,16 +107,7 @@ def answer(request: dict[str, Any]) -> dict[str, list[Any]]:
         return _fan_out(request, distinct)
     import pysequoia
 
-    by_id: dict[str, list[Any]] = {}
-    for blob, ids in request["certs"]:
-        cert = pysequoia.Cert.from_bytes(base64.b64decode(blob))
-        for name in ids:
-            by_id.setdefault(str(name), []).append(cert)
-
-    def store(ids: list[str]) -> list[Any]:
-        found = {id(cert): cert for wanted in ids for cert in by_id.get(str(wanted).lower(), ())}
-        return list(found.values())
-
+    store = _store(request["certs"])
     valid: list[list[str]] = []
     said: list[str] = []
     for one in distinct:  # one at most: Sequoia reads the pipe itself, in a bounded buffer
@@ -120,8 +120,77 @@ def answer(request: dict[str, Any]) -> dict[str, list[Any]]:
     return {"valid": valid, "said": said}
 
 
+def _store(certs: list[Any]) -> Callable[[list[str]], list[Any]]:
+    """pysequoia's key store callback over ``certs`` (``[base64 certificate, [its fingerprints and key ids]]``)."""
+    import pysequoia
+
+    by_id: dict[str, list[Any]] = {}
+    for blob, ids in certs:
+        try:
+            cert = pysequoia.Cert.from_bytes(base64.b64decode(blob))
+        except Exception:  # noqa: BLE001, S112 - a certificate Sequoia cannot read verifies nothing here
+            continue
+        for name in ids:
+            by_id.setdefault(str(name), []).append(cert)
+
+    def store(ids: list[str]) -> list[Any]:
+        found = {id(cert): cert for wanted in ids for cert in by_id.get(str(wanted).lower(), ())}
+        return list(found.values())
+
+    return store
+
+
+def check_item(store: Callable[[list[str]], list[Any]], signatures: list[str], name: str) -> dict[str, list[Any]]:
+    """Sequoia's verdict on each signature (base64 packets, one signature each) over the bytes of file ``name``."""
+    import pysequoia
+
+    valid: list[list[str]] = []
+    said: list[str] = []
+    try:
+        with open(name, "rb") as stream:
+            data = stream.read()
+    except OSError as exc:
+        return {"valid": [], "said": [f"cannot read the signed data: {exc.strerror}"]}
+    for one in signatures:
+        try:
+            signature = pysequoia.Sig.from_bytes(base64.b64decode(one))
+            result = pysequoia.verify(bytes=data, store=store, signature=signature)
+            valid += [[str(sig.certificate).upper(), str(sig.signing_key).upper()] for sig in result.valid_sigs]
+        except Exception as exc:  # noqa: BLE001 - a refusal of this one signature
+            said.append(_said(exc))
+    return {"valid": valid, "said": said}
+
+
+#: keyrings a worker keeps loaded (verify-tree asks with one per listed category)
+MAX_KEYRINGS = 8
+
+
+def serve() -> None:
+    """The batch worker: one JSON request per line from stdin, one JSON answer per line to stdout."""
+    stores: dict[int, Callable[[list[str]], list[Any]]] = {}
+    for line in sys.stdin.buffer:
+        request = json.loads(line)
+        if "path" in request:
+            sys.path[:0] = [str(entry) for entry in request["path"]]  # where the parent found pysequoia
+            continue
+        number = int(request["keyring"])
+        if "certs" in request:
+            if len(stores) >= MAX_KEYRINGS:
+                stores.pop(next(iter(stores)))
+            stores[number] = _store(request["certs"])
+            reply: dict[str, Any] = {"loaded": number}
+        else:
+            reply = {"id": request["id"], "answers": [check_item(stores[number], signatures, name)
+                                                      for signatures, name in request["items"]]}
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+
+
 def main() -> None:
-    """Read the request from stdin, write the answer to stdout."""
+    """Read the request from stdin, write the answer to stdout (``--serve``: answer requests until stdin ends)."""
+    if sys.argv[1:] == ["--serve"]:
+        serve()
+        return
     request = json.loads(sys.stdin.buffer.read())
     sys.path[:0] = [str(entry) for entry in request["path"]]  # where the parent found pysequoia
     sys.stdout.write(json.dumps(answer(request)))

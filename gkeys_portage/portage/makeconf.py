@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 import shlex
 from pathlib import Path
 
+from gkeys_portage.core.config import eprefix
 from gkeys_portage.portage.reposconf import file_or_directory
 from gkeys_portage.portage.setup import ETC
 
@@ -94,3 +96,16 @@ def fetch_wrapper(eroot: Path) -> str | None:
 def trust_helper(eroot: Path) -> str | None:
     """The ``PORTAGE_TRUST_HELPER`` value make.conf sets, or None (Portage's default: getuto)."""
     return make_conf_value(eroot, "PORTAGE_TRUST_HELPER")
+
+
+#: Portage's default DISTDIR (below EPREFIX)
+DEFAULT_DISTDIR = "var/cache/distfiles"
+
+
+def portage_distdir() -> Path | None:
+    """Portage's DISTDIR as root's Portage sees it: ``$DISTDIR`` of this environment (Portage lets it override
+    make.conf), else make.conf's, else ``${EPREFIX}/var/cache/distfiles``; None when it is not an absolute path
+    (the journal spool's claims are then left unconfirmed, :mod:`gkeys_portage.verify.claimed`)."""
+    eroot = Path(eprefix() or "/")
+    named = os.environ.get("DISTDIR") or make_conf_value(eroot, "DISTDIR") or str(eroot / DEFAULT_DISTDIR)
+    return Path(named) if named.startswith("/") else None

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
+from pathlib import Path
 
 from gkeys_portage.core.errors import UnknownKeyError, UsageError
 from gkeys_portage.core.journal import JournalPaths, read_entries, verify_chain
@@ -109,8 +111,9 @@ def run_history(ctx: Gkeys, args: argparse.Namespace) -> Report:
     return out
 
 
-def run_audit(ctx: Gkeys, args: argparse.Namespace) -> Report:
-    """List what the key signed that was accepted, by artifact; with --recheck, verify it again today."""
+def run_audit(ctx: Gkeys, args: argparse.Namespace, distdir: Callable[[], Path | None] = lambda: None) -> Report:
+    """List what the key signed that was accepted, by artifact; with --recheck, verify it again today (``distdir``:
+    Portage's DISTDIR, the only place a file a build named is opened)."""
     key = parse_key(args.key)
     installed: dict[str, list[str]] = {fpr: [k.fingerprint for k in found.subkeys] for cat in ctx.seeds.categories()
                  if ctx.keyring(cat).exists() for fpr, found in ctx.keyring(cat).installed().items()}
@@ -133,7 +136,7 @@ def run_audit(ctx: Gkeys, args: argparse.Namespace) -> Report:
     if args.recheck:
         from gkeys_portage.verify.recheck import REFUSED, recheck  # loads every verifier: only when asked
 
-        results = recheck(ctx, found)
+        results = recheck(ctx, found, distdir)
         out.data["recheck"] = [r.to_json() for r in results]
         for result in results:
             line = printable(f"{result.status}: {result.hit.artifact} {result.hit.subject} (accepted "
@@ -155,10 +158,11 @@ def _ever_known(ctx: Gkeys, key: str, installed: dict[str, list[str]]) -> bool:
     return any(key in fingerprints_in(entry.data) for entry in read_entries(ctx.layout, skipped=[]))
 
 
-def run_journal(ctx: Gkeys, args: argparse.Namespace) -> Report:
-    """``journal verify``: check the chain end to end; ``journal ingest``: take in the spool."""
+def run_journal(ctx: Gkeys, args: argparse.Namespace, distdir: Callable[[], Path | None] = lambda: None) -> Report:
+    """``journal verify``: check the chain end to end; ``journal ingest``: take in the spool (``distdir``:
+    Portage's DISTDIR, the only place a build's claim is checked)."""
     if args.command == "ingest":
-        return _ingest(ctx)
+        return _ingest(ctx, distdir)
     chain = verify_chain(ctx.layout)
     out = Report(data=chain.to_json())
     where = JournalPaths.of(ctx.layout).root
@@ -171,13 +175,13 @@ def run_journal(ctx: Gkeys, args: argparse.Namespace) -> Report:
     return out
 
 
-def _ingest(ctx: Gkeys) -> Report:
+def _ingest(ctx: Gkeys, distdir: Callable[[], Path | None]) -> Report:
     """``journal ingest``: what builds verified, confirmed by root (:mod:`gkeys_portage.verify.ingest`)."""
     from gkeys_portage.verify.ingest import ingest  # the verifiers: only when asked
 
     if os.geteuid() != 0:
         raise UsageError("gkeys journal ingest takes in what builds verified for root's journal: run it as root")
-    done = ingest(ctx)
+    done = ingest(ctx, distdir)
     out = Report(data=done.to_json())
     for path in done.confirmed:
         out.good(printable(f"{path}: verified again and journaled (reported by a build)"))

@@ -4,6 +4,7 @@ categories with signer pinning (``gkeys verify``; the eclass helpers use this to
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from gkeys_portage.core.state import read_limited
 from gkeys_portage.core.types import Category, parse_category
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.openpgp.packets import find_clearsigned
+from gkeys_portage.openpgp.process import OpenFile
 from gkeys_portage.openpgp.verdict import VerifyResult
 from gkeys_portage.verify import spool
 
@@ -47,7 +49,7 @@ class SignedInput:
     """Data plus its detached signature (or None for an inline-signed message)."""
 
     name: str
-    data: bytes | Path
+    data: bytes | Path | OpenFile  # an OpenFile: root's descriptor of a file a build named (verify/ingest.py)
     signature: bytes | None
     signature_name: str = ""
     whole: bool = True  # an inline signature must cover all of ``data`` (False: only its text is used)
@@ -199,11 +201,16 @@ def _place(name: str) -> str:
     return name if "://" in name or not name else str(Path(name).absolute())
 
 
-def digest_of(data: bytes | Path) -> tuple[str, int]:
-    """The SHA-256 (hex) and size of ``data`` (a file is read in chunks)."""
+def digest_of(data: bytes | Path | OpenFile) -> tuple[str, int]:
+    """The SHA-256 (hex) and size of ``data`` (a file is read in chunks; an open file from its start, by
+    ``pread`` on that descriptor)."""
     digest = hashlib.sha256()
     size = 0
-    if isinstance(data, Path):
+    if isinstance(data, OpenFile):
+        while chunk := os.pread(data.fd, 1 << 20, size):
+            digest.update(chunk)
+            size += len(chunk)
+    elif isinstance(data, Path):
         with open(data, "rb") as handle:
             while chunk := handle.read(1 << 20):
                 digest.update(chunk)
@@ -221,11 +228,12 @@ def _names(signed: SignedInput) -> dict[str, str]:
 
 
 def journal_file(ctx: Gkeys, signed: SignedInput, category: str, result: VerifyResult,
-                 extra: dict[str, object] | None = None) -> None:
+                 extra: dict[str, object] | None = None, digest: tuple[str, int] | None = None) -> None:
     """Journal what ``gkeys verify -F`` accepted (``file-accepted``), once it accepted it: the file (or URL), its
     signature, the category, the SHA-256 and size of exactly the data verified, and every good signature
-    (``extra``: who reported it, when root confirms what a build verified)."""
-    sha256, size = digest_of(signed.data)
+    (``extra``: who reported it, when root confirms what a build verified; ``digest``: the SHA-256 and size of
+    the data verified, when the caller has it)."""
+    sha256, size = digest or digest_of(signed.data)
     journal.record(ctx, "file-accepted", {**_names(signed), "category": category, "sha256": sha256, "size": size,
                                           "signatures": [good.to_json() for good in result.good], **(extra or {})})
 
@@ -240,8 +248,10 @@ def spool_file(ctx: Gkeys, signed: SignedInput, category: str, nick: str | None,
         sha256, size = digest_of(signed.data)
     except OSError:
         sha256, size = "0" * 64, 0
+    # the real file, not the link in the build's ${DISTDIR}: root looks for it only in Portage's DISTDIR
+    names = {key: value if value == "inline" else os.path.realpath(value) for key, value in _names(signed).items()}
     spool.spool_verdict(ctx.layout, {
-        **_names(signed), "message": not signed.whole, "category": category, "nick": nick or "",
+        **names, "message": not signed.whole, "category": category, "nick": nick or "",
         "sha256": sha256, "size": size, "verdict": "accepted" if result else "refused",
         "code": refusal.reason if refusal else "",
         "signers": sorted({f for good in (result.good if result else []) for f in

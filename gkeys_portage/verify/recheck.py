@@ -10,7 +10,9 @@ What is rechecked, per artifact (nothing is re-downloaded, nothing recorded as a
 - a webrsync snapshot or a seed file: its signature again, if the file still has the recorded digest;
 - a release file: the whole ``verify-media`` check again, if the file is still there.
 
-- a file ``gkeys verify -F`` accepted: its signature again, if the file still has the recorded digest.
+- a file ``gkeys verify -F`` accepted: its signature again, if the file still has the recorded digest; a file a
+  build named (``reported_by``) is opened only as the journal spool's claims are (below Portage's DISTDIR, no link
+  followed, a plain file: :mod:`gkeys_portage.verify.claimed`), never by its name.
 
 What is on disk is first compared with the digest the entry recorded of what was accepted (a file's SHA-256 or
 SHA-512, a tree's top Manifest, a commit id): only the very thing accepted is verified again.  An overlay list
@@ -22,6 +24,7 @@ reason code), ``verifies``, ``replaced`` (something else now sits at the place: 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,10 +34,12 @@ from gkeys_portage.core.errors import GkeysError, NotVerifiedError
 from gkeys_portage.core.state import read_limited
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.verify.audit import Audit, Hit
+from gkeys_portage.verify.claimed import Unconfirmable
 from gkeys_portage.verify.file import locate, verify_input
 from gkeys_portage.verify.git.objects import GitRepo
 from gkeys_portage.verify.git.revisions import Revisions
 from gkeys_portage.verify.git.tree import TreeOptions, TreeVerifier
+from gkeys_portage.verify.ingest import verify_claimed
 from gkeys_portage.verify.manifest.purpose import purpose_keyring, repository_pins
 from gkeys_portage.verify.manifest.tree import verify_tree
 from gkeys_portage.verify.media.record import JOURNALED
@@ -162,9 +167,28 @@ def _media(ctx: Gkeys, data: dict[str, Any]) -> str | _Absent:
     return f"verified ({len(verified.signed)} signed sibling(s))"
 
 
-def _file(ctx: Gkeys, data: dict[str, Any]) -> str | _Absent:
+def _claimed(ctx: Gkeys, data: dict[str, Any], distdir: Path | None) -> str | _Absent:
+    """A file a build named (``reported_by``): opened only as the spool's claims are (:mod:`~.claimed`), never by
+    its name, verified again if it is still the file accepted."""
+    name, by = str(data["file"]), data["reported_by"]
+    try:
+        _, _, result, _ = verify_claimed(ctx, data, (str(by.get("user")), int(by.get("uid", -1))), distdir)
+    except Unconfirmable as exc:
+        if str(exc) == "the file is gone":
+            return _Absent(GONE, f"no file at {name} any more (removed since)")
+        if str(exc) == "the file changed since the build verified it":
+            return _Absent(REPLACED, f"another file now sits at {name} (its sha256 differs from the one accepted): "
+                                     "what was accepted is gone")
+        raise _Unchecked(f"{exc}: a file a build named is verified again only where a build verifies it "
+                         f"(Portage's DISTDIR, as a plain file): gkeys verify -F {name}") from exc
+    return f"signed by {result.signer.pin.category}/{result.signer.pin.nick}"
+
+
+def _file(ctx: Gkeys, data: dict[str, Any], distdir: Path | None) -> str | _Absent:
     """A file ``gkeys verify -F`` accepted: verified again if it is still the file accepted."""
     name = str(data["file"])
+    if isinstance(data.get("reported_by"), dict):
+        return _claimed(ctx, data, distdir)
     if "://" in name:
         raise _Unchecked(f"{name} was verified as downloaded and not kept: verify it again (gkeys verify -F {name})")
     if (absent := _compare(Path(name), {"sha256": data.get("sha256")})) is not None:
@@ -175,14 +199,14 @@ def _file(ctx: Gkeys, data: dict[str, Any]) -> str | _Absent:
     return f"signed by {result.signer.pin.category}/{result.signer.pin.nick}"
 
 
-def _one(ctx: Gkeys, hit: Hit) -> str | _Absent:
+def _one(ctx: Gkeys, hit: Hit, distdir: Callable[[], Path | None]) -> str | _Absent:
     """The recheck of one hit: what verifies, or why it is no longer there; raises the refusal."""
     data = hit.entry.data
     kind = hit.entry.kind
     if kind == "tree-accepted":
         return _tree(ctx, data)
     if kind in ("file-accepted", "file-reported"):  # a build's unconfirmed claim: verified if the file is back
-        return _file(ctx, data)
+        return _file(ctx, data, distdir())
     if kind == "rsync-accepted":
         return _rsync(ctx, data)
     if kind == "snapshot-accepted":
@@ -205,14 +229,15 @@ class _Unchecked(Exception):
     """An artifact that cannot be verified again from what is on disk."""
 
 
-def recheck(ctx: Gkeys, found: Audit) -> list[Recheck]:
-    """Verify again every artifact of ``found`` (newest first, one result per artifact); journal the run."""
+def recheck(ctx: Gkeys, found: Audit, distdir: Callable[[], Path | None] = lambda: None) -> list[Recheck]:
+    """Verify again every artifact of ``found`` (newest first, one result per artifact); journal the run.
+    ``distdir``: Portage's DISTDIR, the only place a file a build named is opened (None: not rechecked)."""
     results: list[Recheck] = []
     with journal.suspended():
         for hits in found.groups().values():
             for hit in hits[::-1]:
                 try:
-                    said = _one(ctx, hit)
+                    said = _one(ctx, hit, distdir)
                     results.append(Recheck(hit, said.status, said.why) if isinstance(said, _Absent) else
                                    Recheck(hit, VERIFIES, said))
                 except NotVerifiedError as exc:

@@ -71,7 +71,7 @@ MUTATIONS: tuple[Mutation, ...] = (
               DIFF + "test_a_mutated_detached_signature_is_verified_only_when_both_engines_accept",
               DIFF + "test_a_mutated_cleartext_is_verified_only_when_both_engines_accept_the_text_gkeys_returns")),
     Mutation(159, "an empty keyring export is kept for the process", "gkeys_portage/openpgp/sequoia.py",
-             "    if certs:  # an empty or failed export is never kept",
+             "    if found.blobs:  # an empty or failed export is never kept",
              "    if True:  # an empty or failed export is never kept",
              (SO + "test_an_empty_keyring_export_is_never_kept",)),
     Mutation(159, "the certificates are read while gpg runs in the home", "gkeys_portage/openpgp/sequoia.py",
@@ -123,9 +123,9 @@ MUTATIONS: tuple[Mutation, ...] = (
              "        why = UNKNOWN_CAUSE",
              (SO + "test_a_key_bound_with_sha1_is_a_disagreement_naming_cause_and_fix",)),
     Mutation(161, "a child's answer of any shape counts", "gkeys_portage/openpgp/sequoia.py",
-             "        if len(valid) != len(answer[\"valid\"]) or len(said) != len(answer[\"said\"]):\n"
-             "            raise ValueError(\"a field of the wrong shape\")",
-             "        pass",
+             "    if len(valid) != len(answer[\"valid\"]) or len(said) != len(answer[\"said\"]):\n"
+             "        raise ValueError(\"a field of the wrong shape\")",
+             "    pass",
              (SO + "test_a_garbled_or_missing_answer_from_the_child_is_a_refusal",)),
     Mutation(161, "a child that failed is heard", "gkeys_portage/openpgp/sequoia.py",
              "    if done.returncode != 0 or len(done.stdout) > MAX_ANSWER:",
@@ -245,10 +245,15 @@ UNMUTATED: dict[int, str] = {}
 from rows_150 import MUTATIONS as _M150, UNMUTATED as _U150  # noqa: E402
 from rows_300 import MUTATIONS as _M300, UNMUTATED as _U300  # noqa: E402
 from rows_330 import MUTATIONS as _M330, UNMUTATED as _U330  # noqa: E402
+from rows_390 import MUTATIONS as _M390, UNMUTATED as _U390  # noqa: E402
 from rows_395 import MUTATIONS as _M395, UNMUTATED as _U395  # noqa: E402
+from rows_396 import MUTATIONS as _M396, UNMUTATED as _U396  # noqa: E402
 
-MUTATIONS = MUTATIONS + _M150 + _M300 + _M330 + _M395
+MUTATIONS = MUTATIONS + _M150 + _M300 + _M330 + _M390 + _M395
 UNMUTATED.update(_U150)
 UNMUTATED.update(_U300)
 UNMUTATED.update(_U330)
+UNMUTATED.update(_U390)
 UNMUTATED.update(_U395)
+UNMUTATED.update(_U396)
+MUTATIONS += _M396

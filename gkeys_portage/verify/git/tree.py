@@ -44,6 +44,7 @@ from gkeys_portage.installfiles import doc_file
 from gkeys_portage.keys.context import Gkeys
 from gkeys_portage.keys.purposes import Purpose, purpose_pins
 from gkeys_portage.openpgp.engine import Capability, probe
+from gkeys_portage.openpgp.second import worker as second_opinion
 from gkeys_portage.openpgp.status import StatusReport
 from gkeys_portage.openpgp.verdict import VerifyPolicy
 from gkeys_portage.verify.git import accepted
@@ -311,7 +312,8 @@ class TreeVerifier:
             if progress:
                 progress(report.checked, total)
 
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
+        # a long range: Sequoia's worker process starts now, beside git and gpg, and ends with the run
+        with second_opinion.run(total), ThreadPoolExecutor(max_workers=jobs) as pool:
             listed = iter(hashes)
             span = jobs * min(size, FIRST_RUN)  # a short first round: gpg starts soon
             while names := list(islice(listed, span)):

@@ -88,35 +88,45 @@ def unchanged(path: Path) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def held(fd: int, name: str) -> Iterator[bool]:
+    """Hold the regular file open at ``fd`` still: yield whether it is held (a read lease taken, gpg can open
+    ``/dev/fd/N``; False: the caller reads it once instead).  On leaving without an exception, a held file whose
+    lease was broken or whose size or times changed raises :class:`FileChangedError` naming ``name``."""
+    if threading.current_thread() is not threading.main_thread():
+        yield False
+        return
+    previous = signal.signal(signal.SIGIO, signal.SIG_IGN)  # a broken lease must not kill us
+    taken = False
+    try:
+        before = os.fstat(fd)
+        taken = stat.S_ISREG(before.st_mode) and _reachable(fd, before) and _take_lease(fd)
+        yield taken
+        if taken and (fcntl.fcntl(fd, fcntl.F_GETLEASE) != fcntl.F_RDLCK
+                      or identity(os.fstat(fd)) != identity(before)):
+            raise _changed(Path(name))
+    finally:
+        if taken:
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+        signal.signal(signal.SIGIO, previous if previous is not None else signal.SIG_DFL)
+
+
+@contextlib.contextmanager
 def pinned(path: Path) -> Iterator[int | None]:
-    """Open ``path`` and hold it still; yield its descriptor, or ``None`` if it cannot be held.
+    """Open ``path`` and hold it still (:func:`held`); yield its descriptor, or ``None`` if it cannot be held.
 
     On leaving without an exception, raise :class:`FileChangedError` if the file may have been
     written to, or its name now points at another file.
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield None
-        return
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:
         raise BadInputError(f"cannot read {path}: {exc.strerror}") from exc
-    previous = signal.signal(signal.SIGIO, signal.SIG_IGN)  # a broken lease must not kill us
-    held = False
     try:
-        before = os.fstat(fd)
-        held = stat.S_ISREG(before.st_mode) and _reachable(fd, before) and _take_lease(fd)
-        if not held:
-            yield None
-            return
-        yield fd
-        intact = fcntl.fcntl(fd, fcntl.F_GETLEASE) == fcntl.F_RDLCK
-        named = _named(path)
-        if not intact or identity(os.fstat(fd)) != identity(before) or named != identity(before):
-            raise _changed(path)
+        before = identity(os.fstat(fd))
+        with held(fd, str(path)) as holding:
+            yield fd if holding else None
+            if holding and _named(path) != before:
+                raise _changed(path)
     finally:
-        if held:
-            with contextlib.suppress(OSError):
-                fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
         os.close(fd)
-        signal.signal(signal.SIGIO, previous if previous is not None else signal.SIG_DFL)

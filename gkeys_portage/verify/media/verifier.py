@@ -14,7 +14,8 @@ One strong digest per signed statement binds the file (:func:`to_check`): the fi
 the statement lists (SHA512, what the handbook's ``sha512sum -c`` checks, so our verdict and the handbook
 reader's agree), the others it lists are recorded as ``unchecked``; ``[media] all-digests = yes`` checks every
 listed digest.  Weak digests (MD5, SHA1) never count: a statement listing no strong one is checked on
-everything it lists, and a strong digest must still match somewhere.
+everything it lists, and a strong digest must still match somewhere.  Two statements that list one algorithm
+for the same file must list the same digest, checked or not (:func:`_agreeing`).
 
 The file must also be bound to its *name* (a detached ``.asc`` names no file, so an old release with
 its genuine ``.asc`` could be served under a newer name).  One of these rules must pass, and the
@@ -64,6 +65,7 @@ from gkeys_portage.verify.media.digests import (
 )
 from gkeys_portage.verify.media.fanout import read_once
 from gkeys_portage.verify.media.passes import asc_agrees, asc_hashes, asc_pass, checked, listed_pass
+from gkeys_portage.verify.media.pinned import FileChangedError
 from gkeys_portage.verify.media.record import JOURNALED
 
 DETACHED = ".asc"
@@ -222,6 +224,21 @@ def _hash_plan(expected: list[tuple[str, dict[str, str]]]) -> list[str]:
     return names if any(name in JOURNALED for name in names) else [*names, "sha256"]  # the journal's digest
 
 
+def _agreeing(name: str, expected: list[tuple[str, dict[str, str]]]) -> None:
+    """Raise :class:`DigestMismatchError` if two signed statements list different digests of one algorithm for
+    ``name``: each is checked on one digest (:func:`to_check`), so a ``.DIGESTS`` whose SHA256 line contradicts
+    the ``.sha256`` would otherwise pass on its SHA512 line; a release that says two things is not one release."""
+    first: dict[str, tuple[str, str]] = {}
+    for source, entries in expected:
+        for algorithm, listed in entries.items():
+            other, said = first.setdefault(algorithm, (source, listed))
+            if said != listed:
+                raise DigestMismatchError(
+                    f"{name}: {other} and {source} list different {algorithm} digests for {name} ({said[:16]}…, "
+                    f"{listed[:16]}…): signed statements that contradict each other are not one release; next: "
+                    f"fetch {name} and its siblings again from the release directory")
+
+
 @dataclass(frozen=True)
 class NamedEntry:
     """A file named, with its size, by signed text other than its own siblings: the entry of a verified
@@ -315,19 +332,26 @@ class MediaVerifier:
                 raise NoSignatureError(f"nothing signed {path.name}: no {', '.join(SIGNED_SIBLINGS)} sibling"
                                        + (f" is signed (found unsigned {found})" if found else " found"))
             expected = self._expected(path.name, statements)
+            _agreeing(path.name, expected)
             plan = _hash_plan(self._checked_part(expected))
             size, states = listed_pass(path, list(dict.fromkeys([*plan, *asc_hashes(signature)])), progress)
             digests = {name: states[name].hexdigest() for name in plan}
-            if signature is not None:
+            self._compare(path.name, expected, digests, result)  # first: a tampered file is named as such
+            if signature is not None:  # then the .asc, which only must not disagree
                 listed_by = ", ".join(s.source for s in statements)
                 result.asides += asc_agrees(path.name, signature, states, listed_by)
                 result.verified_files.append(source)
         else:  # only the .asc signs it: gpg's and Sequoia's reads side by side (passes.asc_pass)
+            late: list[_Statement] = []  # a statement looked unsigned: none may verify now (it was not compared)
             size, digests, good = asc_pass(path, signature, self.verifier.detached, source,
-                                           lambda: self._statements(siblings, result), progress)
+                                           lambda: late.extend(self._statements(siblings, result)), progress)
+            if late:
+                raise FileChangedError(f"{', '.join(s.source for s in late)} was signed when verified but not when "
+                                       f"looked at, so nothing compared it with {path.name}: it changed meanwhile; "
+                                       f"not verified. Let whatever writes it finish, then run: gkeys verify-media "
+                                       f"{path}")
             result.signed.append(SignedBy(source, "detached signature", good.signer))
             result.verified_files.append(source)
-        self._compare(path.name, expected, digests, result)
         if statements and not any(c.outcome == "match" and c.algorithm in STRONG for c in result.checks):
             raise NotVerifiedError(f"{path.name}: no strong digest (SHA256, SHA512, BLAKE2B) could be checked")
         self._contents(siblings, statements, result)
@@ -484,6 +508,7 @@ class MediaVerifier:
             if not expected:
                 result.notes.append(f"{path.name}: not listed in a signed statement; not checked")
                 continue
+            _agreeing(path.name, expected)
             digests, _ = read_once(path, _hash_plan(self._checked_part(expected)))
             self._compare(path.name, expected, digests, result)
             result.verified_files.append(path.name)

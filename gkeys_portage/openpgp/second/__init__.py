@@ -1,0 +1,1 @@
+"""The second opinion's processes beside gkeys' own (:mod:`.worker`)."""
