@@ -23,6 +23,7 @@ from gkeys_portage.core.errors import BadInputError
 from gkeys_portage.core.fs import trash
 from gkeys_portage.demo.tree_repo import git_environment
 from gkeys_portage.portage.treesync import SyncOutcome, SyncRequest, clone_verified, update_verified
+from gkeys_portage.verify.git import proof
 from gkeys_portage.verify.git.objects import GitRepo
 from gkeys_portage.verify.git.tree import TreeOptions
 
@@ -188,3 +189,27 @@ def test_a_commit_object_changed_in_the_store_is_refused(env: Any, tmp_path: Pat
     path.write_bytes(zlib.compress(b"commit %d\0" % len(raw) + raw))
     with pytest.raises(BadInputError, match="does not hash to its name"):
         GitRepo(up.path).read_commits([tip])
+
+
+def test_a_file_proven_before_is_hashed_again_once_it_changed(tmp_path: Path) -> None:
+    """The proof reuses what an earlier proof of root's hashed only for the very inode untouched since (its change
+    time says so): a file rewritten in place with its size and modification time put back is hashed again, and
+    the proof names it; untouched, the same tree proves again without reading a file."""
+    work = tmp_path / "work"
+    work.mkdir()
+    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    (work / "cat").mkdir()
+    (work / "cat" / "file1").write_text("good 1!!\n")
+    (work / "file2").write_text("two\n")
+    subprocess.run(["git", "-C", str(work), "add", "-A"], check=True)
+    tree = subprocess.run(["git", "-C", str(work), "write-tree"], check=True, capture_output=True,
+                          text=True).stdout.strip()
+    owner = (os.getuid(), os.getgid())
+    repo = GitRepo(work)
+    first, known = proof.prove(os.open(work, os.O_RDONLY | os.O_DIRECTORY), owner, repo, tree, ())
+    again, _ = proof.prove(os.open(work, os.O_RDONLY | os.O_DIRECTORY), owner, repo, tree, (), known)
+    assert again == first
+    _edit_in_place(work / "cat" / "file1", "EVIL 1!!\n")
+    with pytest.raises(proof.Mismatch) as refused:
+        proof.prove(os.open(work, os.O_RDONLY | os.O_DIRECTORY), owner, repo, tree, (), known)
+    assert refused.value.paths == ["cat/file1"], refused.value.paths

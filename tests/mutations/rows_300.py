@@ -152,7 +152,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(313, "a file proven before is trusted by its path", "gkeys_portage/verify/git/proof.py",
              "if earlier is not None and earlier[0] == identity and (st.st_uid, st.st_gid) == self.owner:",
              "if earlier is not None:",
-             (ROOT + "test_an_in_place_edit_survives_no_sync_and_never_reaches_the_next_tree",)),
+             (ROOT + "test_a_file_proven_before_is_hashed_again_once_it_changed",)),
     Mutation(314, "a first clone replaces the location Portage made", "gkeys_portage/portage/treesync.py",
              "        target = fdtree.open_dir(location.name, parent, expect=st)",
              "        os.rmdir(location)\n        os.rename(hold.tree, location)\n        return\n"
