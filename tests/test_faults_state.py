@@ -87,7 +87,7 @@ def test_simulated_enospc_at_the_write_layer(env: GkeysEnv, monkeypatch: pytest.
     result = env.run("update-seed", "-C", "gentoo-devs")
     assert result.code == 2 and "No space left on device" in result.text
     assert env.snapshot() == before
-    assert not list((env.state / "seeds").glob(".*.tmp"))  # no temp file left behind
+    assert not list((env.state / "seeds").glob(".gkeys-tmp-*"))  # no temp file left behind
     monkeypatch.undo()
     assert env.run("update-seed", "-C", "gentoo-devs").code == 0
 
@@ -111,3 +111,21 @@ def test_sigkill_during_update_seed(env: GkeysEnv, delay: float) -> None:
     fixed = env.run("update-seed", "-C", "gentoo-devs")
     assert fixed.code == 0, fixed.text
     assert env.run("verify", "-F", str(_doc(env, "carol")), "-C", "gentoo-devs").code == 0
+
+
+def test_a_killed_writes_temp_file_goes_with_the_next_write_beside_it(tmp_path: Path) -> None:
+    """A run killed between an atomic write's temp file and its rename left ``.NAME.XXXX.tmp`` for a day (the kill
+    campaign found one in keyrings/); the temp file now names its owner and the next write in that directory by a
+    later process removes it, never a live run's temp file nor a file of another name."""
+    from gkeys_portage.core.state import TEMP_PREFIX
+
+    dead = tmp_path / f"{TEMP_PREFIX}gentoo-devs.asc-999999999-1-gkdeadbeef"
+    dead.write_bytes(b"half an export")
+    alive = tmp_path / f"{TEMP_PREFIX}gentoo-devs.asc-{os.getpid()}-x-gkalive"
+    alive.write_bytes(b"a live run's export")
+    other = tmp_path / ".gentoo-devs.asc.lock"
+    other.write_bytes(b"")
+    code = ("import sys; from pathlib import Path; from gkeys_portage.core.state import atomic_write; "
+            "atomic_write(Path(sys.argv[1]), b'new')")
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "seeds.json")], cwd=PROJECT, check=True, timeout=60)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, other.name, "seeds.json"])

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from gkeys_portage.core.errors import BadInputError, StateError
-from gkeys_portage.core.scratch import owned_prefix, remove_stale_dirs
+from gkeys_portage.core.scratch import owned_prefix, remove_stale_dirs, sweep_once
 
 LOCK_TIMEOUT = 600.0
 
@@ -42,13 +42,19 @@ def fsync_directory(path: Path) -> None:
         os.close(fd)
 
 
+#: the temp files of :func:`atomic_write`: ``.gkeys-tmp-NAME-<pid>-<start>-gk...`` (:mod:`gkeys_portage.core.scratch`)
+TEMP_PREFIX = ".gkeys-tmp-"
+
+
 def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
     """Replace ``path`` with ``data`` atomically: temp file, fsync, rename, fsync directory.
 
-    A crash at any point leaves either the old or the new file, never a mix.
+    A crash at any point leaves either the old or the new file, never a mix; the temp file of a run killed
+    before its rename names its owner (:data:`TEMP_PREFIX`), and the next write beside it removes it.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    sweep_once(path.parent, TEMP_PREFIX)  # the temp files of runs killed before their rename
+    fd, tmp = tempfile.mkstemp(prefix=owned_prefix(f"{TEMP_PREFIX}{path.name}-"), dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

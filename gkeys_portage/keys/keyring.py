@@ -32,6 +32,7 @@ from gkeys_portage.core.errors import GkeysError, StateError
 from gkeys_portage.core.faultpoint import checkpoint
 from gkeys_portage.core.scratch import make_dir, private_dir, sweep_once
 from gkeys_portage.core.state import (
+    TEMP_PREFIX,
     Layout,
     atomic_write,
     check_safe_directory,
@@ -57,7 +58,7 @@ KEYBOX = "pubring.kbx"
 #: Set to ``1`` to verify from the exported keyrings even as the owner (see :meth:`Keyring.owned`).
 READ_ONLY_VARIABLE = "GKEYS_READ_ONLY_KEYRINGS"
 #: the scratch homes of key operations in ``keyrings/`` (named with their owner; a killed run's are swept)
-SCRATCH_PREFIXES = (".staging-", ".quarantine-", ".authority-")
+SCRATCH_PREFIXES = (".staging-", ".quarantine-", ".authority-", TEMP_PREFIX)
 #: the scratch homes under $TMPDIR where revocations an engine did not apply are checked (gkeys' revocation rule)
 REVOCATIONS_PREFIX = "gkeys-revocations-"
 #: the throwaway reader homes under ``$TMPDIR`` (see :meth:`Keyring.gpg`)
