@@ -17,6 +17,7 @@ import marshal
 import os
 import stat
 import struct
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,6 +119,7 @@ class _Walk:
     count: int = 0
     known: Known = field(default_factory=dict)  # what an earlier proof hashed, by path
     proven: Known = field(default_factory=dict)  # what this one hashed or reused
+    stop: threading.Event | None = None  # set: the walk ends at the next directory (:class:`LiveInventory`)
 
     def scan(self, top: int) -> None:
         """Walk the tree under the descriptor ``top`` (closed afterwards) as :func:`fdtree.walk` does -- depth first,
@@ -153,6 +155,8 @@ class _Walk:
                     continue
                 self.count += 1
                 if is_dir(st.st_mode):
+                    if self.stop is not None and self.stop.is_set():
+                        raise _Stopped(os.fsdecode(path))
                     dirs[path] = []
                     update(b"d\0" + path + b"\0")
                     if st.st_dev == device:
@@ -255,10 +259,15 @@ def load_known(data: bytes) -> Known:
     return value
 
 
-def inventory(location: Path, skip: Sequence[str]) -> Inventory | None:
-    """The inventory of the live work tree at ``location`` (read-only walk by descriptor); None if unreadable."""
+class _Stopped(OSError):
+    """A walk told to stop (:class:`LiveInventory`)."""
+
+
+def inventory(location: Path, skip: Sequence[str], stop: threading.Event | None = None) -> Inventory | None:
+    """The inventory of the live work tree at ``location`` (read-only walk by descriptor); None if unreadable (or
+    the walk was stopped by ``stop``)."""
     names = frozenset(os.fsencode(n) for n in (".git", *skip))
-    state = _Walk(40, None, False, names)
+    state = _Walk(40, None, False, names, stop=stop)
     try:
         state.scan(fdtree.open_dir(location))
     except OSError:
@@ -266,3 +275,38 @@ def inventory(location: Path, skip: Sequence[str]) -> Inventory | None:
     return Inventory(state.digest.hexdigest(), state.count)
 
 
+
+
+class LiveInventory:
+    """:func:`inventory` of the live tree, walked in a thread from the start of a sync (beside the copy and the
+    fetch, which wait on git and the network) instead of after them; :meth:`stop` ends it when the sync will not
+    ask (something new: the tree is proven afresh anyway).  Walked before or after the fetch, it is the state of
+    the tree at one moment before the sync decides, as before; a change after that moment is seen by the next
+    sync.  Not walked at all without a recorded inventory (``wanted`` False)."""
+
+    def __init__(self, location: Path, skip: Sequence[str], *, wanted: bool = True) -> None:
+        self._stop = threading.Event()
+        self._found: Inventory | None = None
+        self._thread = threading.Thread(target=self._walk, args=(location, skip), daemon=True, name="inventory")
+        if wanted:
+            self._thread.start()
+
+    def _walk(self, location: Path, skip: Sequence[str]) -> None:
+        self._found = inventory(location, skip, self._stop)
+
+    def result(self) -> Inventory | None:
+        """The inventory (None: unreadable, stopped or not wanted), once the walk is done."""
+        if self._thread.ident is not None:
+            self._thread.join()
+        return self._found
+
+    def stop(self) -> None:
+        """End the walk (at its next directory) and wait for it."""
+        self._stop.set()
+        self.result()
+
+    def __enter__(self) -> LiveInventory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
