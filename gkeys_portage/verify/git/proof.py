@@ -127,15 +127,17 @@ class _Walk:
         entered, within :class:`fdtree.Limits` -- with what is done per entry written inline: ::gentoo holds
         170,000 files, and a file whose identity an earlier proof recorded costs one ``lstat`` and no call."""
         limits = fdtree.Limits()
+        most, deepest = limits.entries, limits.depth
         lstat, is_dir, update, known, proven = os.stat, stat.S_ISDIR, self.digest.update, self.known, self.proven
-        owner, hash_files, dirs, pack = self.owner, self.hash_files, self.dirs, _ENTRY.pack
-        stack: list[tuple[int, bytes, Iterator[bytes]]] = [(top, b"", iter(()))]
-        met = 0
+        owner, hash_files, dirs, pack, skip = self.owner, self.hash_files, self.dirs, _ENTRY.pack, self.skip
+        # each open level: its descriptor, path, names left and the (name, mode, id) list of its tree
+        stack: list[tuple[int, bytes, Iterator[bytes], list[tuple[bytes, bytes, bytes]]]] = [(top, b"", iter(()), [])]
+        met = count = 0
         try:
             device = os.fstat(top).st_dev
-            stack[0] = (top, b"", iter(fdtree.names(top)))
+            stack[0] = (top, b"", iter(fdtree.names(top)), dirs[b""])
             while stack:
-                fd, rel, pending = stack[-1]
+                fd, rel, pending, items = stack[-1]
                 name = next(pending, None)
                 if name is None:
                     os.close(fd)
@@ -143,17 +145,17 @@ class _Walk:
                     continue
                 met += 1
                 path = rel + b"/" + name if rel else name
-                if met > limits.entries:
-                    raise fdtree.LimitExceeded(f"more than {limits.entries} entries")
+                if met > most:
+                    raise fdtree.LimitExceeded(f"more than {most} entries")
                 try:
                     st = lstat(name, dir_fd=fd, follow_symlinks=False)
                 except FileNotFoundError:
                     raise fdtree.Changed(os.fsdecode(path)) from None
-                if len(stack) > limits.depth:
-                    raise fdtree.LimitExceeded(f"{os.fsdecode(path)[:120]}...: deeper than {limits.depth} levels")
-                if not rel and name in self.skip:
+                if len(stack) > deepest:
+                    raise fdtree.LimitExceeded(f"{os.fsdecode(path)[:120]}...: deeper than {deepest} levels")
+                if not rel and name in skip:
                     continue
-                self.count += 1
+                count += 1
                 if is_dir(st.st_mode):
                     if self.stop is not None and self.stop.is_set():
                         raise _Stopped(os.fsdecode(path))
@@ -161,14 +163,16 @@ class _Walk:
                     update(b"d\0" + path + b"\0")
                     if st.st_dev == device:
                         child = fdtree.open_dir(name, fd, expect=st)
-                        stack.append((child, path, iter(())))  # closed below, should its listing fail
-                        stack[-1] = (child, path, iter(fdtree.names(child)))
+                        stack.append((child, path, iter(()), []))  # closed below, should its listing fail
+                        stack[-1] = (child, path, iter(fdtree.names(child)), dirs[path])
                     continue
-                identity = _identity(st)
+                identity: tuple[int, ...] = (st.st_mode, st.st_uid, st.st_gid, st.st_ino, st.st_size,
+                                             st.st_mtime_ns, st.st_ctime_ns)  # _identity, inline
                 if hash_files:
                     earlier = known.get(path)
                     if earlier is not None and earlier[0] == identity and (st.st_uid, st.st_gid) == owner:
-                        _, mode, oid = earlier  # the very inode root hashed, untouched since (its change time says so)
+                        proven[path] = earlier  # the very inode root hashed, untouched since (its change time says so)
+                        items.append((name, earlier[1], earlier[2]))
                     else:
                         try:
                             mode, oid, st = _blob(fdtree.Entry(path, name, fd, st, len(stack)), owner, self.length)
@@ -176,11 +180,12 @@ class _Walk:
                             self.odd.append(os.fsdecode(path))
                             continue
                         identity = _identity(st)
-                    proven[path] = (identity, mode, oid)
-                    dirs[rel].append((name, mode, oid))
+                        proven[path] = (identity, mode, oid)
+                        items.append((name, mode, oid))
                 update(pack(*identity) + path + b"\0")
         finally:
-            for fd, _, _ in stack:
+            self.count += count
+            for fd, _, _, _ in stack:
                 os.close(fd)
 
     def top_tree(self) -> tuple[str, dict[bytes, bytes]]:
