@@ -344,7 +344,7 @@ class KeyInstaller:
         if found:
             # Exactly the pinned primaries leave quarantine (design.md §3 rule 2): gpg's selectors also
             # match subkeys, so export_exact filters by primary and drops keyblocks aliasing a pinned key.
-            selection = exported or quarantine.export_exact(sorted(found))
+            selection = exported if exported is not None else quarantine.export_exact(sorted(found))
             self._note_refusals(wanted, selection.aliasing, selection.oversized)
             oversized = set(selection.oversized)
             keep = selection.primaries - oversized
