@@ -13,6 +13,9 @@ timed step and reports its time apart, as "background removal") and plain git wi
 A round with nothing new upstream follows each (gkeys: copy, fetch, verify the top again, a status of the
 live tree; git: ``fetch`` + ``reset --hard``).
 
+Wall and CPU seconds (this process and the children it waited for) are printed per step; on a shared machine the
+CPU figures are the load-independent ones.
+
 Usage: python3 bench/gitsync.py [--files 50000] [--changed 20] [--rounds 5] [--work DIR]
 """
 
@@ -59,10 +62,18 @@ def setup(work: Path) -> tuple[Gkeys, KeyFactory]:
     return Gkeys(load_config(config)), factory
 
 
-def timed(action: Callable[[], object]) -> float:
-    """Wall seconds of one call."""
-    start = time.perf_counter()
+def cpu_seconds() -> float:
+    """CPU seconds of this process and its waited-for children (user + system)."""
+    now = os.times()
+    return now.user + now.system + now.children_user + now.children_system
+
+
+def timed(action: Callable[[], object], cpu: list[float] | None = None) -> float:
+    """Wall seconds of one call; its CPU seconds (children included) appended to ``cpu``."""
+    start, used = time.perf_counter(), cpu_seconds()
     action()
+    if cpu is not None:
+        cpu.append(cpu_seconds() - used)
     return time.perf_counter() - start
 
 
@@ -111,24 +122,28 @@ def main() -> int:
 
     results: dict[str, list[float]] = {"gkeys update": [], "git update": [], "gkeys no-change": [],
                                        "git no-change": [], "background removal": []}
+    cpu: dict[str, list[float]] = {key: [] for key in results}
     for round_ in range(args.rounds):
         up.commit("dev000", files={f"cat-0/pkg-{i}/file{i * 10}": f"{i} round {round_}\n"
                                    for i in range(args.changed)})
         order = [("gkeys", gkeys_update), ("git", plain_update)]
         for name, action in order if round_ % 2 == 0 else order[::-1]:
-            results[f"{name} update"].append(timed(action))
+            results[f"{name} update"].append(timed(action, cpu[f"{name} update"]))
             if name == "gkeys":
                 results["background removal"].append(wait_for_trash())
         for name, action in order if round_ % 2 == 0 else order[::-1]:
-            results[f"{name} no-change"].append(timed(action))
-        print(f"round {round_ + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in results.items()), flush=True)
+            results[f"{name} no-change"].append(timed(action, cpu[f"{name} no-change"]))
+        steps = [f"{k} {v[-1]:.2f} s" + (f" ({cpu[k][-1]:.2f} CPU-s)" if cpu[k] else "") for k, v in results.items()]
+        print(f"round {round_ + 1}: " + ", ".join(steps), flush=True)
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     medians = {key: statistics.median(values) for key, values in results.items()}
     print(f"background removal of the old tree (after the update returned): {medians['background removal']:.2f} s")
     for kind in ("update", "no-change"):
         ours, theirs = medians[f"gkeys {kind}"], medians[f"git {kind}"]
+        ours_cpu, theirs_cpu = statistics.median(cpu[f"gkeys {kind}"]), statistics.median(cpu[f"git {kind}"])
         print(f"{kind}: gkeys {ours:.2f} s vs plain git {theirs:.2f} s: +{ours - theirs:.2f} s "
-              f"({ours / theirs:.1f}x), medians of {args.rounds}")
+              f"({ours / theirs:.1f}x), medians of {args.rounds}; CPU (children included) {ours_cpu:.2f} s vs "
+              f"{theirs_cpu:.2f} s ({ours_cpu / theirs_cpu:.1f}x)")
     return 0
 
 

@@ -7,7 +7,8 @@ Compares, in the same run and against the same server:
 
 Rounds alternate A and B (``--rounds``, default 3); each round's ratio and their median are printed.
 
-Usage: python3 bench/keys.py [--keys 164] [--latency 0.1] [--rounds 3] [--gpg PATH]
+Usage: python3 bench/keys.py [--keys 164] [--latency 0.1] [--rounds 3] [--workers N] [--gpg PATH]
+  --workers: gkeys' ``[sources] workers`` (requests in parallel; default: gkeys' own default).
   --gpg: the OpenPGP engine of gkeys ($GKEYS_GPG) and of the ``gpg --recv-keys`` baseline alike (keys are
          generated with gpg from PATH).
 """
@@ -39,6 +40,7 @@ def main() -> int:
     parser.add_argument("--keys", type=int, default=164)
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument("--rounds", type=int, default=3, help="A/B rounds, alternating (medians reported)")
+    parser.add_argument("--workers", type=int, help="gkeys' [sources] workers (default: gkeys' default)")
     add_option(parser)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="gkeys-bench-keys-"))
@@ -62,7 +64,7 @@ def main() -> int:
         (state / "seeds" / "gentoo-devs.seeds").write_bytes(dump_seeds(seeds))
         config = work / "gkeys.conf"
         config.write_text(f"[base]\ngkeysdir = {state}\n[sources]\nkeyservers = {server.url}\nwkd = no\n"
-                          "timeout = 10\nretries = 1\n")
+                          "timeout = 10\nretries = 1\n" + (f"workers = {args.workers}\n" if args.workers else ""))
 
         print(f"round {round_ + 1}/{args.rounds}: gkeys install-key ({args.latency * 1000:.0f} ms per request) ...",
               flush=True)
@@ -86,7 +88,8 @@ def main() -> int:
     server.close()
     ratios = sorted(b / o for b, o in zip(baseline, ours, strict=True))
 
-    print(f"\nkeys: {args.keys}, latency {args.latency * 1000:.0f} ms/request; load {os.getloadavg()[0]:.2f}; "
+    print(f"\nkeys: {args.keys}, latency {args.latency * 1000:.0f} ms/request, workers {args.workers or 'default'}; "
+          f"load {os.getloadavg()[0]:.2f}; "
           f"{describe(program)}")
     print(f"gkeys install-key:           median {statistics.median(ours):7.2f} s  "
           f"({', '.join(f'{t:.2f}' for t in ours)})")

@@ -8,6 +8,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -342,3 +343,34 @@ def test_link_tree_rebuilds_directories_and_links_everything_else(tmp_path: Path
     assert os.readlink(copy / "d" / "link") == "/nonexistent"
     assert stat.S_IMODE((copy / "d").stat().st_mode) == 0o2775
     assert (copy / "d").stat().st_ino != (src / "d").stat().st_ino
+
+
+def test_the_git_proof_walk_hashes_the_tree_as_git_does_and_never_follows_a_link(tmp_path: Path) -> None:
+    from gkeys_portage.demo.tree_repo import git_environment
+    from gkeys_portage.verify.git import proof
+
+    repo = tmp_path / "repo"
+    for path, data in {"a.b": "1", "a/b/c": "2", "a-b": "3", "a0": "4", "a.d/f": "5", "a b": "6"}.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(data)
+    (repo / "a0").chmod(0o755)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret").write_text("never hashed")
+    (repo / "link").symlink_to(tmp_path / "outside")  # hashed as a link (its target), never entered
+    env = git_environment()
+    run = lambda *args: subprocess.run(["git", "-C", str(repo), *args], env=env, check=True,  # noqa: E731
+                                       capture_output=True).stdout.decode().strip()
+    run("init", "-q")
+    run("add", "-A")
+    run("-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "x")
+    walk = proof._Walk(40, None, True, frozenset([b".git"]))
+    walk.scan(fdtree.open_dir(repo))
+    assert walk.top_tree()[0] == run("rev-parse", "HEAD^{tree}")
+    assert b"link/secret" not in walk.proven
+    # the live tree's inventory: walked in a thread, the same; stopped, none
+    with proof.LiveInventory(repo, ()) as walked:
+        assert walked.result() == proof.inventory(repo, ())
+    stop = threading.Event()
+    stop.set()
+    assert proof.inventory(repo, (), stop) is None
+    assert proof.LiveInventory(repo, (), wanted=False).result() is None

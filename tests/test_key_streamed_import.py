@@ -17,6 +17,7 @@ from conftest import GkeysEnv
 from gkeys_portage.demo.world import KeyFactory
 from gkeys_portage.keys.install import _StreamedImport
 from gkeys_portage.openpgp.gnupg import GnuPG
+from gkeys_portage.openpgp.keyio import EarlyExport
 
 
 def test_answers_fed_from_many_threads_make_one_import(tmp_path: Path, keys: KeyFactory) -> None:
@@ -59,3 +60,18 @@ def test_a_feed_that_got_nothing_reports_no_problem(tmp_path: Path) -> None:
     with _StreamedImport(GnuPG(tmp_path / "quarantine")) as feed:
         pass
     assert feed.report is not None and not feed.report.problem and not feed.report.imported
+
+
+def test_the_export_made_beside_the_listing_serves_only_the_keys_it_names(tmp_path: Path, keys: KeyFactory) -> None:
+    alice, bob = keys.keys["alice"], keys.keys["bob"]
+    quarantine = GnuPG(tmp_path / "quarantine")
+    quarantine.import_keys(keys.public("alice") + keys.public("bob"))
+    early = EarlyExport({alice.fingerprint, bob.fingerprint})
+    present = EarlyExport.listing(early, quarantine, {alice.fingerprint})  # gpg reported only alice imported
+    assert set(present) == {alice.fingerprint, bob.fingerprint}
+    assert early.take({alice.fingerprint, bob.fingerprint}) is None  # found more than it exported: not used
+    selection = early.take({alice.fingerprint})
+    assert selection is not None and selection.primaries == {alice.fingerprint}
+    assert quarantine.show_primaries(selection.data) == {alice.fingerprint}
+    early.clear()  # quarantine changes: the export is forgotten
+    assert early.take({alice.fingerprint}) is None

@@ -51,7 +51,7 @@ class SourcesConfig:
     timeout: float = 30.0
     retries: int = 3
     backoff: float = 0.5
-    workers: int = 16
+    workers: int = 32
 
 
 @dataclass
@@ -362,7 +362,7 @@ def load_config(path: Path | None = None, root: Path | None = None, *, prefix: s
         timeout=_float(parser, "sources", "timeout", 30.0),
         retries=int(_float(parser, "sources", "retries", 3)),
         backoff=_float(parser, "sources", "backoff", 0.5),
-        workers=max(1, int(_float(parser, "sources", "workers", 16))),
+        workers=max(1, int(_float(parser, "sources", "workers", 32))),
     )
     verify_seeds = _verify_seeds(parser)
     policy = PolicyConfig(

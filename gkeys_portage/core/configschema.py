@@ -107,7 +107,7 @@ SECTIONS: tuple[Section, ...] = (
                "Attempts per source before moving on."),
         Option("backoff", "0.5",
                "Seconds of back-off before the first retry (doubles with each retry)."),
-        Option("workers", "16",
+        Option("workers", "32",
                "Requests in parallel when installing or refreshing many keys."),
     )),
     Section("policy", options=(

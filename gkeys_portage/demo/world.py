@@ -177,6 +177,10 @@ class LoopbackServer:
                 server._handle(self, head=False)
 
         class QuietServer(http.server.ThreadingHTTPServer):
+            # a keyserver's backlog (nginx: 511), not socketserver's 5: install-key opens [sources] workers
+            # connections at once, and a connection beyond the backlog waits for a SYN retry
+            request_queue_size = 128
+
             def handle_error(self, request: object, client_address: object) -> None:
                 return  # clients that hang up (timeouts, killed runs) are part of the tests
 

@@ -37,7 +37,8 @@ from gkeys_portage.keys.seeds import Seed
 from gkeys_portage.keys.sources import KeyLocation, candidate_locations
 from gkeys_portage.openpgp.colons import PublicKey
 from gkeys_portage.openpgp.gnupg import GnuPG
-from gkeys_portage.openpgp.keyio import ImportReport
+from gkeys_portage.openpgp.keyblocks import Selection
+from gkeys_portage.openpgp.keyio import EarlyExport, ImportReport
 
 MAX_KEY_BYTES = 4 * 1024 * 1024
 ProgressCallback = Callable[[int, int], None]
@@ -166,6 +167,7 @@ class KeyInstaller:
     def _run(self, wanted: list[_Wanted], fetch: bool = True, every_source: bool = False,
              preloaded: Preloaded | None = None) -> list[KeyOutcome]:
         pinned = {w.fingerprint for w in wanted}
+        early = EarlyExport(pinned)
         with staging_directory(self.keyring.layout.keyrings_dir, ".quarantine-", SCRATCH_PREFIXES) as quarantine_dir:
             quarantine = GnuPG(quarantine_dir, timeout=self.keyring.timeout)
             present: dict[Fingerprint, PublicKey] = {}
@@ -178,7 +180,7 @@ class KeyInstaller:
                     else:
                         item.errors.append(f"{source}: not in it")
                 present = self._quarantine(quarantine, [w for w in wanted if w.answers], pinned=self._pinned(pinned),
-                                           note=self.keyring.note_history)
+                                           note=self.keyring.note_history, early=early)
                 for item in wanted:
                     # A copy gpg would not import (e.g. its user ids stripped) was reached but unusable:
                     # the key is "not found" unless another source has it, never "unreachable".
@@ -186,6 +188,7 @@ class KeyInstaller:
                 if not every_source:
                     pending = [w for w in wanted if w.fingerprint not in present]
             while pending:
+                early.clear()  # what follows imports again
                 if fetch and every_source:
                     pending = self._fetch_everywhere(pending)
                 streamed: ImportReport | None = None
@@ -196,12 +199,13 @@ class KeyInstaller:
                         pending = self._fetch_round(pending, len(wanted) - len(pending), len(wanted), feed.put)
                     streamed = feed.report
                 present = self._quarantine(quarantine, [w for w in pending if w.answers], streamed,
-                                           pinned=self._pinned(pinned), note=self.keyring.note_history)
+                                           pinned=self._pinned(pinned), note=self.keyring.note_history,
+                                           early=early.known(present))
                 pending = [w for w in pending if w.fingerprint not in present
                            and fetch and w.next_index < len(w.locations)]
             # Only pinned fingerprints may leave quarantine, whatever else the sources sent.
             found = set(present) & pinned
-            outcomes = self._commit(quarantine, present, wanted, found)
+            outcomes = self._commit(quarantine, present, wanted, found, early.take(found))
         if self.progress:
             self.progress(len(wanted), len(wanted))
         return outcomes
@@ -281,8 +285,8 @@ class KeyInstaller:
 
     @staticmethod
     def _quarantine(quarantine: GnuPG, items: list[_Wanted], streamed: ImportReport | None = None, *,
-                    pinned: Collection[Fingerprint] = (),
-                    note: Callable[[bytes], None] | None = None) -> dict[Fingerprint, PublicKey]:
+                    pinned: Collection[Fingerprint] = (), note: Callable[[bytes], None] | None = None,
+                    early: EarlyExport | None = None) -> dict[Fingerprint, PublicKey]:
         """Import all answers into quarantine; return the keys now present there (by primary fingerprint).
 
         ``streamed`` is the report of an import already fed every armored answer as it arrived
@@ -294,19 +298,22 @@ class KeyInstaller:
         not import: then the item is refused, never silently "unchanged").  Revocations by a key's designated
         revoker that ``pinned`` names are kept (``KeyIO.import_designated_revocations``).  Each answer is also
         handed to ``note`` as it came (the keys' history: GnuPG's import keeps only a subkey's newest binding).
+        Each listing also exports, beside it, the keys of ``early`` that gpg imported (:class:`EarlyExport`).
         """
         answers = [data for item in items for _source, data in item.answers]
         armored = b"\n".join(a for a in answers if _armored(a)) if streamed is None else b""
         binary = b"".join(a for a in answers if not _armored(a))
         troubled = bool(streamed.problem) if streamed is not None else False
+        imported = set(streamed.imported) if streamed is not None else set()
         for batch in (armored, binary):
             if batch:
-                troubled = bool(quarantine.import_report(batch).problem) or troubled
+                report = quarantine.import_report(batch)
+                troubled, imported = bool(report.problem) or troubled, imported | set(report.imported)
         for answer in answers:
             quarantine.import_designated_revocations(answer, pinned, strict=False)
             if note is not None:
                 note(answer)
-        present = {k.fingerprint: k for k in quarantine.list_keys()}
+        present = EarlyExport.listing(early, quarantine, imported)
         retried = False
         for item in items:
             if troubled or item.fingerprint not in present:
@@ -315,6 +322,7 @@ class KeyInstaller:
                 for source, data in item.answers:
                     report = quarantine.import_report(data)
                     returned += [f for f in report.imported if f not in returned]
+                    imported |= set(report.imported)
                     if report.problem and item.fingerprint in report.imported:
                         # gpg processed the pinned key and complained: what it merged is unknown.
                         item.refused = True
@@ -326,17 +334,17 @@ class KeyInstaller:
                         f"{item.source}: returned {len(returned)} other key(s), not {item.fingerprint}"
                         if returned else f"{item.source}: no OpenPGP key in the answer")
             item.answers = []
-        return {k.fingerprint: k for k in quarantine.list_keys()} if retried else present
+        return EarlyExport.listing(early, quarantine, imported) if retried else present
 
     def _commit(self, quarantine: GnuPG, in_quarantine: dict[Fingerprint, PublicKey], wanted: list[_Wanted],
-                found: set[Fingerprint]) -> list[KeyOutcome]:
+                found: set[Fingerprint], exported: Selection | None = None) -> list[KeyOutcome]:
         before = self.keyring.installed()
         outcomes: list[KeyOutcome] = []
         after = before
         if found:
             # Exactly the pinned primaries leave quarantine (design.md §3 rule 2): gpg's selectors also
             # match subkeys, so export_exact filters by primary and drops keyblocks aliasing a pinned key.
-            selection = quarantine.export_exact(sorted(found))
+            selection = exported if exported is not None else quarantine.export_exact(sorted(found))
             self._note_refusals(wanted, selection.aliasing, selection.oversized)
             oversized = set(selection.oversized)
             keep = selection.primaries - oversized

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
@@ -49,6 +50,40 @@ class ImportReport:
     problem: str  # "" when every key was imported and gpg exited 0
     stderr: str = ""
 
+
+
+@dataclass
+class EarlyExport:
+    """The export of the pinned keys a quarantine home holds, made beside its listing
+    (:meth:`KeyIO.list_keys_exporting`), used only when exactly the keys it names are found and nothing was
+    imported since (:meth:`clear`)."""
+
+    wanted: set[Fingerprint]
+    names: list[str] = field(default_factory=list)
+    selection: Selection | None = None
+    before: set[Fingerprint] = field(default_factory=set)  # pinned keys the home held before this round
+
+    def clear(self) -> None:
+        """Forget the export: the home is about to change."""
+        self.names, self.selection = [], None
+
+    def known(self, present: Collection[Fingerprint]) -> EarlyExport:
+        """This, with the pinned keys of ``present`` (the home's last listing) expected again."""
+        self.before = self.wanted & set(present)
+        return self
+
+    def take(self, found: set[Fingerprint]) -> Selection | None:
+        """The export if it is that of exactly ``found``, else None (the caller exports them itself)."""
+        return self.selection if self.selection is not None and self.names == sorted(found) else None
+
+    @staticmethod
+    def listing(early: EarlyExport | None, home: KeyIO, imported: set[Fingerprint]) -> dict[Fingerprint, PublicKey]:
+        """The keys of ``home`` by primary fingerprint; with ``early``, those of its keys gpg ``imported`` (or the
+        home held before) that it wants are exported meanwhile, into it."""
+        if early is None:
+            return {k.fingerprint: k for k in home.list_keys()}
+        keys, early.selection, early.names = home.list_keys_exporting(early.wanted & (imported | early.before))
+        return {k.fingerprint: k for k in keys}
 
 
 class KeyIO(GpgProcess):
@@ -161,6 +196,24 @@ class KeyIO(GpgProcess):
             raise GpgError(f"exported keys: gpg sees {len(seen)} primary key(s) where "
                            f"{len(selection.primaries)} were selected; nothing exported")
         return selection
+
+    def list_keys_exporting(self, guess: Collection[str]) -> tuple[list[PublicKey], Selection | None, list[str]]:
+        """:meth:`list_keys` of every key, and meanwhile :meth:`export_exact` of ``guess`` (its checking
+        ``--show-keys`` costs a signature check per packet: install-key's longest gpg call, now beside the listing).
+
+        Returns the keys, the selection (None when ``guess`` is empty or its export failed: the caller then exports
+        the keys it really wants, and a failure is raised there) and the names it was exported by.  The home must
+        not change until the selection is used: it is only the export of those names at the time of the listing.
+        """
+        names: list[str] = sorted({parse_fingerprint(f) for f in guess})
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            exporting = pool.submit(self.export_exact, names) if names else None
+            keys = self.list_keys()
+            try:
+                selection = exporting.result() if exporting is not None else None
+            except GpgError:
+                selection = None
+        return keys, selection, names
 
     def import_ownertrust(self, levels: Mapping[Fingerprint, int]) -> None:
         """Set owner trust per primary fingerprint (``--import-ownertrust``; 5 full, 6 ultimate), no agent.

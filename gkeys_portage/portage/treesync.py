@@ -70,7 +70,7 @@ from gkeys_portage.verify.git.hold import (
     tree_of,
 )
 from gkeys_portage.verify.git.objects import NO_SUBMODULES, GitRepo
-from gkeys_portage.verify.git.proof import Inventory, Known, Mismatch, inventory, prove
+from gkeys_portage.verify.git.proof import Inventory, Known, LiveInventory, Mismatch, prove
 from gkeys_portage.verify.git.records import (
     last_verified,
     proven_files,
@@ -400,7 +400,9 @@ def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
     verifier = trusted_verifier(ctx, request.options)  # trust before download
     remote, tracking = _upstream(live)
     keep = LOCAL_DIRECTORIES if request.keep_local else ()
-    with _held(location, request, log, like=location if own else None) as hold:
+    expected = recorded_inventory(ctx.layout, location) if own else None  # a switched user's tree: rewritten
+    with _held(location, request, log, like=location if own else None) as hold, \
+            LiveInventory(location, keep, wanted=expected is not None) as walked:  # beside the copy and the fetch
         copy_git_dir(location, hold.tree, request.spawn, link=own)  # the fetch's objects stay here until verified
         repo = GitRepo(hold.tree, extra_env=request.git_env, spawn=request.spawn)
         url = repo.run("remote", "get-url", remote, check=False).stdout.decode("utf-8", "replace").strip()
@@ -409,6 +411,8 @@ def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
         repo.run("fetch", "--no-tags", *NO_SUBMODULES, *(["--quiet"] if request.quiet else []),
                  *request.fetch_opts, remote, max_file_size=fetch_cap(ctx))
         tip = repo.resolve(tracking)  # the sync user's word: verified below, with root's git only
+        if tip != recorded:
+            walked.stop()  # something new: the tree is proven afresh, its inventory is not asked
         take(hold)  # from here on nobody else can change what is verified and checked out
         root = root_git(hold, tip, dict(request.git_env))
         base, hashes = verifier.plan(root, tip, recorded)
@@ -421,8 +425,7 @@ def _update(ctx: Gkeys, request: SyncRequest, log: Log) -> SyncOutcome:
         _emit(log, report)
         _require_safe(ctx, report, request.options, location, root)
         _require_no_local(root, tip, keep, location)
-        expected = recorded_inventory(ctx.layout, location)
-        if tip == recorded and expected is not None and _head(live) == tip and inventory(location, keep) == expected:
+        if tip == recorded and expected is not None and _head(live) == tip and walked.result() == expected:
             record_verified(ctx, live.path, tip, inventory=expected)  # nothing new, the tree as verified: no swap
             journal_tree(ctx, report, request.options, location)
             return SyncOutcome(True, False, report=report)

@@ -30,6 +30,7 @@ import fcntl
 import itertools
 import os
 import stat
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -40,6 +41,7 @@ READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 #: Descriptors :func:`remove_tree` holds at most (one per level); deeper levels are moved up first.
 REMOVE_FD_DEPTH = 64
 _COPY_CHUNK = 1 << 20
+_ENCODING = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 
 
 class Changed(OSError):
@@ -150,7 +152,8 @@ def open_for_writing(fd: int) -> bool | None:
 
 def names(dir_fd: int) -> list[bytes]:
     """The names in the directory ``dir_fd`` (sorted, as bytes)."""
-    return sorted(os.fsencode(name) for name in os.listdir(dir_fd))
+    encoding, errors = _ENCODING
+    return sorted([name.encode(encoding, errors) for name in os.listdir(dir_fd)])  # os.fsencode, inline
 
 
 def walk(top: int, visit: Callable[[Entry], bool], *, limits: Limits = Limits(),

@@ -38,7 +38,7 @@ import os
 import re
 import stat
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -138,40 +138,61 @@ def _mount_point(path: str) -> UsageError:
                       "again")
 
 
-def _directories(top: int, visit: Callable[[int, bytes, bytes, os.stat_result], None],
-                 files: Callable[[int, bytes, bytes], None] | None = None) -> None:
-    """Call ``visit(parent, name, rel, st)`` for every directory under the open directory ``top`` (closed
-    afterwards), before entering it; ``files(parent, name, rel)`` for every other entry when given.  Each
-    level is opened without following a link and checked to be the inode seen; a mount point refuses.  The
-    kind of an entry comes from the directory listing, so only directories cost a ``stat``."""
+def _directories(top: int, owner: tuple[int, int], mode: int, *, locks: bool = False) -> None:
+    """Give every directory under the open directory ``top`` (closed afterwards) ``owner`` and ``mode``, top down.
+
+    Each level is opened once, without following a link (``O_NOFOLLOW | O_DIRECTORY`` relative to its parent's
+    descriptor), must be on ``top``'s device (a mount point refuses), gets its owner and mode through that
+    descriptor and only then is listed: what it holds is read when nobody else can change it any more (take) or
+    after it was proven (give).  Only directories are looked at (the listing's ``d_type``: no ``stat`` per file);
+    with ``locks`` the lock files a killed git left in ``.git`` are removed."""
     device = os.fstat(top).st_dev
-    stack: list[tuple[int, bytes]] = [(top, b"")]
+    depth = fdtree.Limits().depth
+    stack: list[tuple[int, str, Iterator[str]]] = [(top, "", _subdirectories(top, "", locks))]
     try:
         while stack:
-            fd, rel = stack.pop()
-            try:
-                with os.scandir(fd) as listing:
-                    entries = [(os.fsencode(e.name), e.is_dir(follow_symlinks=False)) for e in listing]
-                for name, is_dir in entries:
-                    path = rel + b"/" + name if rel else name
-                    if not is_dir:
-                        if files is not None:
-                            files(fd, name, path)
-                        continue
-                    st = fdtree.lstat_at(fd, name)
-                    if not stat.S_ISDIR(st.st_mode):
-                        raise fdtree.Changed(os.fsdecode(path))
-                    if st.st_dev != device:
-                        raise _mount_point(os.fsdecode(path))
-                    if path.count(b"/") >= fdtree.Limits().depth:
-                        raise fdtree.LimitExceeded(f"{os.fsdecode(path)[:120]}...: too deep")
-                    visit(fd, name, path, st)
-                    stack.append((fdtree.open_dir(name, fd, expect=st), path))
-            finally:
+            fd, rel, pending = stack[-1]
+            name = next(pending, None)
+            if name is None:
                 os.close(fd)
+                stack.pop()
+                continue
+            path = f"{rel}/{name}" if rel else name
+            if len(stack) > depth:
+                raise fdtree.LimitExceeded(f"{path[:120]}...: too deep")
+            try:
+                child = os.open(name, fdtree.DIRECTORY_FLAGS, dir_fd=fd)
+            except (FileNotFoundError, NotADirectoryError) as exc:
+                raise fdtree.Changed(path) from exc
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:  # a link where the listing saw a directory
+                    raise fdtree.Changed(path) from exc
+                raise
+            stack.append((child, path, iter(())))
+            st = os.fstat(child)
+            if st.st_dev != device:
+                raise _mount_point(path)
+            if (st.st_uid, st.st_gid) != owner:
+                os.fchown(child, *owner)
+            if stat.S_IMODE(st.st_mode) != mode:
+                os.fchmod(child, mode)
+            stack[-1] = (child, path, _subdirectories(child, path, locks))
     finally:
-        for fd, _ in stack:
+        for fd, _, _ in stack:
             os.close(fd)
+
+
+def _subdirectories(fd: int, rel: str, locks: bool) -> Iterator[str]:
+    """The names of the directories in ``fd`` (by ``d_type``); with ``locks``, ``*.lock`` files in ``.git`` and
+    below are removed on the way."""
+    in_git = locks and (rel == ".git" or rel.startswith(".git/"))
+    with os.scandir(fd) as listing:
+        entries = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in listing]
+    for name, is_dir in entries:
+        if not is_dir and in_git and name.endswith(".lock"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=fd)
+    return iter([name for name, is_dir in entries if is_dir])
 
 
 def _self_owner() -> tuple[int, int]:
@@ -190,17 +211,7 @@ def take(hold: Hold) -> None:
     finally:
         os.close(top)
 
-    me = _self_owner()
-
-    def directory(parent: int, name: bytes, rel: bytes, st: os.stat_result) -> None:
-        fdtree.set_owner_mode(parent, name, st, me, 0o700)
-
-    def other(parent: int, name: bytes, rel: bytes) -> None:
-        if name.endswith(b".lock") and rel.startswith(b".git/"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(name, dir_fd=parent)
-
-    _directories(tree, directory, other)
+    _directories(tree, _self_owner(), 0o700, locks=True)
     hold.taken = True
 
 
@@ -418,15 +429,10 @@ def give(hold: Hold) -> None:
     """Give the tree's directories back to its owner with the mode Portage gives them, by descriptor (its files
     went back in the proof, root's ``.git`` files in :func:`finish_git_dir`); then the hold is reachable again
     (0711)."""
-    owner = hold.owner
-
-    def directory(parent: int, name: bytes, rel: bytes, st: os.stat_result) -> None:
-        fdtree.set_owner_mode(parent, name, st, owner, hold.dir_mode)
-
-    _directories(hold.open(), directory)
+    _directories(hold.open(), hold.owner, hold.dir_mode)
     top = fdtree.open_dir(hold.top)
     try:
-        fdtree.set_owner_mode(top, TREE, fdtree.lstat_at(top, TREE), owner, hold.top_mode)
+        fdtree.set_owner_mode(top, TREE, fdtree.lstat_at(top, TREE), hold.owner, hold.top_mode)
     finally:
         os.close(top)
     hold.taken = False

@@ -17,7 +17,8 @@ import marshal
 import os
 import stat
 import struct
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -118,56 +119,96 @@ class _Walk:
     count: int = 0
     known: Known = field(default_factory=dict)  # what an earlier proof hashed, by path
     proven: Known = field(default_factory=dict)  # what this one hashed or reused
+    stop: threading.Event | None = None  # set: the walk ends at the next directory (:class:`LiveInventory`)
 
-    def visit(self, entry: fdtree.Entry) -> bool:
-        if entry.depth == 1 and entry.name in self.skip:
-            return False
-        self.count += 1
-        if entry.is_dir:
-            self.dirs[entry.rel] = []
-            self.digest.update(b"d\0" + entry.rel + b"\0")
-            return True
-        st = entry.st
-        if self.hash_files:
-            identity = _identity(st)
-            earlier = self.known.get(entry.rel)
-            if earlier is not None and earlier[0] == identity and (st.st_uid, st.st_gid) == self.owner:
-                _, mode, oid = earlier  # the very inode root hashed, untouched since (its change time says so)
-            else:
+    def scan(self, top: int) -> None:
+        """Walk the tree under the descriptor ``top`` (closed afterwards) as :func:`fdtree.walk` does -- depth first,
+        sorted names, each level opened without following a link and checked to be the inode seen, no mount point
+        entered, within :class:`fdtree.Limits` -- with what is done per entry written inline: ::gentoo holds
+        170,000 files, and a file whose identity an earlier proof recorded costs one ``lstat`` and no call."""
+        limits = fdtree.Limits()
+        most, deepest = limits.entries, limits.depth
+        lstat, is_dir, update, known, proven = os.stat, stat.S_ISDIR, self.digest.update, self.known, self.proven
+        owner, hash_files, dirs, pack, skip = self.owner, self.hash_files, self.dirs, _ENTRY.pack, self.skip
+        # each open level: its descriptor, path, names left and the (name, mode, id) list of its tree
+        stack: list[tuple[int, bytes, Iterator[bytes], list[tuple[bytes, bytes, bytes]]]] = [(top, b"", iter(()), [])]
+        met = count = 0
+        try:
+            device = os.fstat(top).st_dev
+            stack[0] = (top, b"", iter(fdtree.names(top)), dirs[b""])
+            while stack:
+                fd, rel, pending, items = stack[-1]
+                name = next(pending, None)
+                if name is None:
+                    os.close(fd)
+                    stack.pop()
+                    continue
+                met += 1
+                path = rel + b"/" + name if rel else name
+                if met > most:
+                    raise fdtree.LimitExceeded(f"more than {most} entries")
                 try:
-                    mode, oid, st = _blob(entry, self.owner, self.length)
-                except (fdtree.Changed, FileNotFoundError):
-                    self.odd.append(os.fsdecode(entry.rel))
-                    return False
-                identity = _identity(st)
-            self.proven[entry.rel] = (identity, mode, oid)
-            self.dirs[entry.rel.rpartition(b"/")[0]].append((entry.name, mode, oid))
-        self.digest.update(_ENTRY.pack(*_identity(st)) + entry.rel + b"\0")
-        return False
+                    st = lstat(name, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    raise fdtree.Changed(os.fsdecode(path)) from None
+                if len(stack) > deepest:
+                    raise fdtree.LimitExceeded(f"{os.fsdecode(path)[:120]}...: deeper than {deepest} levels")
+                if not rel and name in skip:
+                    continue
+                count += 1
+                if is_dir(st.st_mode):
+                    if self.stop is not None and self.stop.is_set():
+                        raise _Stopped(os.fsdecode(path))
+                    dirs[path] = []
+                    update(b"d\0" + path + b"\0")
+                    if st.st_dev == device:
+                        child = fdtree.open_dir(name, fd, expect=st)
+                        stack.append((child, path, iter(()), []))  # closed below, should its listing fail
+                        stack[-1] = (child, path, iter(fdtree.names(child)), dirs[path])
+                    continue
+                identity: tuple[int, ...] = (st.st_mode, st.st_uid, st.st_gid, st.st_ino, st.st_size,
+                                             st.st_mtime_ns, st.st_ctime_ns)  # _identity, inline
+                if hash_files:
+                    earlier = known.get(path)
+                    if earlier is not None and earlier[0] == identity and (st.st_uid, st.st_gid) == owner:
+                        proven[path] = earlier  # the very inode root hashed, untouched since (its change time says so)
+                        items.append((name, earlier[1], earlier[2]))
+                    else:
+                        try:
+                            mode, oid, st = _blob(fdtree.Entry(path, name, fd, st, len(stack)), owner, self.length)
+                        except (fdtree.Changed, FileNotFoundError):
+                            self.odd.append(os.fsdecode(path))
+                            continue
+                        identity = _identity(st)
+                        proven[path] = (identity, mode, oid)
+                        items.append((name, mode, oid))
+                update(pack(*identity) + path + b"\0")
+        finally:
+            self.count += count
+            for fd, _, _, _ in stack:
+                os.close(fd)
 
     def top_tree(self) -> tuple[str, dict[bytes, bytes]]:
         """The top tree's id (hex) and every directory's (binary), hashed bottom-up as git does."""
         ids: dict[bytes, bytes] = {}
+        nested: set[bytes] = set()  # directories holding one: git sorts a directory's name as if "/" ended it
         for rel in sorted(self.dirs, key=lambda r: r.count(b"/") + (1 if r else 0), reverse=True):
             items = self.dirs[rel]
             if rel and not items:
                 continue  # git keeps no empty directory
-            body = b"".join(b"%s %s\0%s" % (mode, name, oid) for name, mode, oid in sorted(items, key=_tree_key))
+            if rel in nested:
+                items.sort(key=_tree_key)
+            else:
+                items.sort()  # names are unique in a directory: the name alone decides
+            body = b"".join([mode + b" " + name + b"\0" + oid for name, mode, oid in items])
             hasher = _hasher(self.length)
             hasher.update(b"tree %d\0" % len(body) + body)
             ids[rel] = hasher.digest()
             if rel:
                 parent, _, name = rel.rpartition(b"/")
                 self.dirs[parent].append((name, b"40000", ids[rel]))
+                nested.add(parent)
         return ids[b""].hex(), ids
-
-
-def walk_tree(root: int, visit: Callable[[fdtree.Entry], bool]) -> None:
-    """Walk the tree under the descriptor ``root`` (closed afterwards)."""
-    try:
-        fdtree.walk(root, visit)
-    finally:
-        os.close(root)
 
 
 def prove(top: int, owner: tuple[int, int], repo: GitRepo, tree: str, skip: Sequence[str],
@@ -181,7 +222,7 @@ def prove(top: int, owner: tuple[int, int], repo: GitRepo, tree: str, skip: Sequ
     without a new change time.  Raises :class:`Mismatch` naming what differs (against ``git ls-tree``)."""
     names = frozenset(os.fsencode(n) for n in (".git", *skip))
     state = _Walk(len(tree), owner, True, names, known=known or {})
-    walk_tree(top, state.visit)
+    state.scan(top)
     found, _ = state.top_tree()
     if found == tree and not state.odd:
         return Inventory(state.digest.hexdigest(), state.count), state.proven
@@ -223,14 +264,54 @@ def load_known(data: bytes) -> Known:
     return value
 
 
-def inventory(location: Path, skip: Sequence[str]) -> Inventory | None:
-    """The inventory of the live work tree at ``location`` (read-only walk by descriptor); None if unreadable."""
+class _Stopped(OSError):
+    """A walk told to stop (:class:`LiveInventory`)."""
+
+
+def inventory(location: Path, skip: Sequence[str], stop: threading.Event | None = None) -> Inventory | None:
+    """The inventory of the live work tree at ``location`` (read-only walk by descriptor); None if unreadable (or
+    the walk was stopped by ``stop``)."""
     names = frozenset(os.fsencode(n) for n in (".git", *skip))
-    state = _Walk(40, None, False, names)
+    state = _Walk(40, None, False, names, stop=stop)
     try:
-        walk_tree(fdtree.open_dir(location), state.visit)
+        state.scan(fdtree.open_dir(location))
     except OSError:
         return None
     return Inventory(state.digest.hexdigest(), state.count)
 
 
+
+
+class LiveInventory:
+    """:func:`inventory` of the live tree, walked in a thread from the start of a sync (beside the copy and the
+    fetch, which wait on git and the network) instead of after them; :meth:`stop` ends it when the sync will not
+    ask (something new: the tree is proven afresh anyway).  Walked before or after the fetch, it is the state of
+    the tree at one moment before the sync decides, as before; a change after that moment is seen by the next
+    sync.  Not walked at all without a recorded inventory (``wanted`` False)."""
+
+    def __init__(self, location: Path, skip: Sequence[str], *, wanted: bool = True) -> None:
+        self._stop = threading.Event()
+        self._found: Inventory | None = None
+        self._thread = threading.Thread(target=self._walk, args=(location, skip), daemon=True, name="inventory")
+        if wanted:
+            self._thread.start()
+
+    def _walk(self, location: Path, skip: Sequence[str]) -> None:
+        self._found = inventory(location, skip, self._stop)
+
+    def result(self) -> Inventory | None:
+        """The inventory (None: unreadable, stopped or not wanted), once the walk is done."""
+        if self._thread.ident is not None:
+            self._thread.join()
+        return self._found
+
+    def stop(self) -> None:
+        """End the walk (at its next directory) and wait for it."""
+        self._stop.set()
+        self.result()
+
+    def __enter__(self) -> LiveInventory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
