@@ -225,3 +225,35 @@ def test_file_written_during_the_one_read_of_the_fallback_is_refused(menv, keys:
     assert result.code == 1, result.text
     assert f"{STAGE3} was opened for writing or replaced while it was verified; not verified" in result.err
     assert "Traceback" not in result.err
+
+
+@pytest.mark.parametrize("read", ["one read (a listing statement)", "held (a lone .asc)"])
+def test_a_fifo_put_at_the_name_after_the_look_is_refused_at_once(tmp_path: Path, read: str) -> None:
+    """``is_file()`` looked at a regular file; a FIFO (or a device) renamed over it before the open made the open
+    wait for a writer for ever.  Both reads open without waiting and refuse anything but a regular file."""
+    from gkeys_portage.core.errors import BadInputError
+    from gkeys_portage.verify.media.pinned import pinned
+
+    fifo = tmp_path / "stage3.tar.xz"
+    os.mkfifo(fifo)
+    outcome: list[BaseException] = []
+
+    def attempt() -> None:
+        try:
+            if read.startswith("one read"):
+                fanout.read_once(fifo, ["sha512"])
+            else:
+                with pinned(fifo):
+                    pass
+        except BaseException as exc:  # noqa: BLE001 - the outcome is asserted below
+            outcome.append(exc)
+
+    worker = threading.Thread(target=attempt, daemon=True)
+    worker.start()
+    worker.join(5)
+    if worker.is_alive():
+        with open(fifo, "wb"):  # let the stuck open go, so the thread ends
+            pass
+        pytest.fail("the open waited on a FIFO")
+    assert outcome and isinstance(outcome[0], BadInputError), outcome
+    assert "not a regular file" in str(outcome[0]), outcome

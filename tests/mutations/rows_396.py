@@ -1,4 +1,4 @@
-"""Mutations of SECURITY.md rows 396-398, the one read of a listed release file (see table.py for what a mutation
+"""Mutations of SECURITY.md rows 396-399, the one read of a listed release file (see table.py for what a mutation
 is)."""
 
 from __future__ import annotations
@@ -52,7 +52,13 @@ MUTATIONS: tuple[Mutation, ...] = (
              "    if bad:",
              "    except NoSignatureError:\n        return []\n    if bad:",
              (READS + "test_an_asc_that_is_no_signature_beside_a_listing_statement_refuses",)),
+    Mutation(399, "a pipe or a device is read as the medium", "gkeys_portage/verify/media/pinned.py",
+             "    if not stat.S_ISREG(os.fstat(fd).st_mode):", "    if False:",
+             ("tests/test_media_pinned.py::test_a_fifo_put_at_the_name_after_the_look_is_refused_at_once",)),
+    Mutation(399, "the medium's open waits for a FIFO's writer", "gkeys_portage/verify/media/pinned.py",
+             "os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY", "os.O_RDONLY | os.O_CLOEXEC",
+             ("tests/test_media_pinned.py::test_a_fifo_put_at_the_name_after_the_look_is_refused_at_once",)),
 )
 
-#: Rows 396-398 with no mutation yet, and why.
+#: Rows 396-399 with no mutation yet, and why.
 UNMUTATED: dict[int, str] = {}

@@ -22,6 +22,7 @@ from queue import Queue
 from typing import Any, Generic, TypeVar, cast
 
 from gkeys_portage.core.errors import BadInputError
+from gkeys_portage.verify.media.pinned import open_regular
 
 CHUNK = 1 << 20
 QUEUE_DEPTH = 8
@@ -114,11 +115,7 @@ def hash_states(path: Path, hashes: list[str], progress: Callable[[int, int], No
 
 def _read_path(path: Path, hashes: list[str], detached: Callable[[ChunkStream], T] | None,
                progress: Callable[[int, int], None] | None) -> tuple[dict[str, Any], T | None]:
-    try:
-        handle = open(path, "rb")  # noqa: SIM115 - closed below
-    except OSError as exc:
-        raise BadInputError(f"cannot read {path}: {exc.strerror}") from exc
-    with handle:
+    with open(open_regular(path), "rb") as handle:
         return _fan_out(handle.fileno(), path, hashes, detached, progress)
 
 

@@ -111,6 +111,20 @@ def held(fd: int, name: str) -> Iterator[bool]:
         signal.signal(signal.SIGIO, previous if previous is not None else signal.SIG_DFL)
 
 
+def open_regular(path: Path) -> int:
+    """Open ``path`` for reading, refusing anything but a regular file without waiting on it: a FIFO or a device
+    put at the name after it was looked at would make the open (or every read) wait for ever."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        raise BadInputError(f"cannot read {path}: {exc.strerror}") from exc
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise BadInputError(f"{path}: not a regular file (a pipe or a device is not a release file)")
+    os.set_blocking(fd, True)
+    return fd
+
+
 @contextlib.contextmanager
 def pinned(path: Path) -> Iterator[int | None]:
     """Open ``path`` and hold it still (:func:`held`); yield its descriptor, or ``None`` if it cannot be held.
@@ -118,10 +132,7 @@ def pinned(path: Path) -> Iterator[int | None]:
     On leaving without an exception, raise :class:`FileChangedError` if the file may have been
     written to, or its name now points at another file.
     """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise BadInputError(f"cannot read {path}: {exc.strerror}") from exc
+    fd = open_regular(path)
     try:
         before = identity(os.fstat(fd))
         with held(fd, str(path)) as holding:
