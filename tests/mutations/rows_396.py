@@ -52,10 +52,10 @@ MUTATIONS: tuple[Mutation, ...] = (
              "    if bad:",
              "    except NoSignatureError:\n        return []\n    if bad:",
              (READS + "test_an_asc_that_is_no_signature_beside_a_listing_statement_refuses",)),
-    Mutation(399, "a pipe or a device is read as the medium", "gkeys_portage/verify/media/pinned.py",
+    Mutation(399, "a pipe or a device is read as the medium", "gkeys_portage/core/fs/regular.py",
              "    if not stat.S_ISREG(os.fstat(fd).st_mode):", "    if False:",
              ("tests/test_media_pinned.py::test_a_fifo_put_at_the_name_after_the_look_is_refused_at_once",)),
-    Mutation(399, "the medium's open waits for a FIFO's writer", "gkeys_portage/verify/media/pinned.py",
+    Mutation(399, "the medium's open waits for a FIFO's writer", "gkeys_portage/core/fs/regular.py",
              "os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY", "os.O_RDONLY | os.O_CLOEXEC",
              ("tests/test_media_pinned.py::test_a_fifo_put_at_the_name_after_the_look_is_refused_at_once",)),
 )

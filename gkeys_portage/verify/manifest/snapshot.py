@@ -26,7 +26,6 @@ import email.utils
 import hashlib
 import os
 import re
-import stat
 import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from gkeys_portage.core.errors import (
     NotVerifiedError,
     UsageError,
 )
+from gkeys_portage.core.fs.regular import open_regular
 from gkeys_portage.core.http import NotFoundError, safe_url
 from gkeys_portage.core.state import atomic_write, read_limited, staging_directory
 from gkeys_portage.keys.context import Gkeys
@@ -160,19 +160,13 @@ def private_copy(source: Path, folder: Path) -> Path:
     ``O_NOFOLLOW``, 0600); every later check reads the copy, never ``source`` again."""
     target = folder / source.name
     try:
-        in_fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK)  # a fifo swapped in never blocks the run
-        with os.fdopen(in_fd, "rb") as data:
-            if not stat.S_ISREG(os.fstat(in_fd).st_mode):
-                raise BadInputError(f"{source}: not a regular file")
-            os.set_blocking(in_fd, True)
+        with os.fdopen(open_regular(source), "rb") as data:  # a fifo swapped in never blocks the run
             out_fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             with os.fdopen(out_fd, "wb") as out:
                 for chunk in iter(lambda: data.read(_CHUNK), b""):
                     out.write(chunk)
-    except FileNotFoundError as exc:
-        raise BadInputError(f"{source}: no such file") from exc
     except OSError as exc:
-        raise BadInputError(f"cannot read {source}: {exc.strerror or exc}") from exc
+        raise BadInputError(f"cannot copy {source}: {exc.strerror or exc}") from exc
     return target
 
 

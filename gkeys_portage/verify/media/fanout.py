@@ -22,7 +22,7 @@ from queue import Queue
 from typing import Any, Generic, TypeVar, cast
 
 from gkeys_portage.core.errors import BadInputError
-from gkeys_portage.verify.media.pinned import open_regular
+from gkeys_portage.core.fs.regular import open_regular
 
 CHUNK = 1 << 20
 QUEUE_DEPTH = 8

@@ -31,7 +31,8 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from gkeys_portage.core.errors import BadInputError, NotVerifiedError
+from gkeys_portage.core.errors import NotVerifiedError
+from gkeys_portage.core.fs.regular import open_regular
 from gkeys_portage.openpgp.process import OpenFile
 
 Identity = tuple[int, int, int, int, int]
@@ -109,20 +110,6 @@ def held(fd: int, name: str) -> Iterator[bool]:
             with contextlib.suppress(OSError):
                 fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
         signal.signal(signal.SIGIO, previous if previous is not None else signal.SIG_DFL)
-
-
-def open_regular(path: Path) -> int:
-    """Open ``path`` for reading, refusing anything but a regular file without waiting on it: a FIFO or a device
-    put at the name after it was looked at would make the open (or every read) wait for ever."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
-    except OSError as exc:
-        raise BadInputError(f"cannot read {path}: {exc.strerror}") from exc
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise BadInputError(f"{path}: not a regular file (a pipe or a device is not a release file)")
-    os.set_blocking(fd, True)
-    return fd
 
 
 @contextlib.contextmanager
