@@ -24,6 +24,6 @@ def open_regular(path: Path) -> int:
         raise BadInputError(f"cannot read {path}: {exc.strerror}") from exc
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        raise BadInputError(f"{path}: not a regular file (a pipe or a device cannot be verified)")
+        raise BadInputError(f"{path}: not a regular file (a pipe or a device cannot be verified: name the file itself)")
     os.set_blocking(fd, True)
     return fd
